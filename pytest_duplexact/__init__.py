@@ -1,0 +1,3 @@
+"""pytest-duplexact: the DuplexAct benchmark as a pytest plugin."""
+
+__version__ = "0.1.0"

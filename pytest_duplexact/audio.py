@@ -1,0 +1,56 @@
+"""Audio I/O and resampling. soundfile reads and writes; soxr resamples (a real band-limited
+resampler, never linear interpolation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+SAMPLE_RATE = 16_000  # the benchmark's input rate (SPEC §2)
+
+
+class AudioFormatError(ValueError):
+    pass
+
+
+def info(path: Path) -> tuple[int, int, int]:
+    """(sample_rate, channels, frames) from the header only."""
+    i = sf.info(str(path))
+    return i.samplerate, i.channels, i.frames
+
+
+def read(path: Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """Mono float32 samples at ``sample_rate``; a file at another rate or with other than one
+    channel is an error here (datasets declare 16 kHz mono), not silently converted."""
+    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    if data.shape[1] != 1:
+        raise AudioFormatError(f"{path}: {data.shape[1]} channels, expected mono")
+    if sr != sample_rate:
+        raise AudioFormatError(f"{path}: sample rate {sr} Hz, expected {sample_rate} Hz")
+    return data[:, 0]
+
+
+def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
+    """Write mono audio; the format follows the suffix (.wav = PCM_16, .flac = FLAC 16-bit).
+
+    Written to a temporary name and renamed, so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.part")
+    fmt = "FLAC" if path.suffix.lower() == ".flac" else "WAV"
+    sf.write(str(tmp), np.asarray(samples, dtype=np.float32), sample_rate, format=fmt,
+             subtype="PCM_16")
+    tmp.replace(path)
+
+
+def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
+    if from_rate == to_rate:
+        return np.asarray(samples, dtype=np.float32)
+    return soxr.resample(np.asarray(samples, dtype=np.float32), from_rate, to_rate, quality="HQ")
+
+
+def silence(seconds: float, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+    return np.zeros(int(round(seconds * sample_rate)), dtype=np.float32)

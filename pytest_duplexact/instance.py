@@ -1,0 +1,443 @@
+"""Benchmark instances and the on-disk dataset format (docs/dataset-format.md).
+
+A dataset is a folder with ``dataset.json`` (format name and version) and ``instances.jsonl``
+(one instance a line) plus the audio files those lines name. Loading checks everything a run
+relies on and reports *every* problem at once, each naming the file, the instance and the
+field, so a broken dataset fails before any model is called.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from . import audio, taxonomy
+from .timeline import Span, Word
+
+FORMAT_NAME = "duplexact-dataset"
+FORMAT_VERSION = 1
+MANIFEST = "instances.jsonl"
+HEADER = "dataset.json"
+
+CLIP_ROLES = ("user", "lead_in", "cue", "reference", "backchannel", "recovery")
+TEXT_FIELDS = ("user", "ignored", "cue", "reference", "backchannel", "recovery")
+ANNOTATION_FIELDS = (
+    "user_start", "user_end", "pause_start", "pause_end", "other_start", "other_end",
+    "interrupt_target", "backchannel_point", "cue_start", "cue_end",
+)
+
+# What each action needs. Clip times for user_* / pause_* / other_* / interrupt_target /
+# backchannel_point are on the user clip's clock; cue_start / cue_end on the cue clip's clock
+# (the cue's speech inside its file; Simulator Replay decides where the file is injected).
+_REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
+    "wait": {"clips": ("user", "reference"), "ann": ("user_start", "user_end"), "text": ("user",)},
+    "ignore": {"clips": ("user", "reference"),
+               "ann": ("user_start", "user_end", "other_start", "other_end"),
+               "text": ("user", "ignored")},
+    "take_turn": {"clips": ("user", "reference"), "ann": ("user_start", "user_end"),
+                  "text": ("user",)},
+    "backchannel": {"clips": ("user", "reference", "backchannel"),
+                    "ann": ("user_start", "user_end", "backchannel_point"), "text": ("user",)},
+    "stop": {"clips": ("lead_in", "reference", "cue"), "ann": ("cue_start", "cue_end"),
+             "text": ("cue", "reference")},
+    "hold_floor": {"clips": ("lead_in", "reference", "cue"), "ann": ("cue_start", "cue_end"),
+                   "text": ("cue", "reference")},
+    "interrupt": {"clips": ("user", "reference"),
+                  "ann": ("user_start", "user_end", "interrupt_target"), "text": ("user",)},
+    "recover": {"clips": ("lead_in", "reference", "cue", "recovery"),
+                "ann": ("cue_start", "cue_end"), "text": ("cue", "reference")},
+}
+_PAUSE_CONDITIONS = ("inter_sentential_pause", "intra_sentential_pause")
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One audio file of an instance, with its timed transcript (times on the clip's clock)."""
+
+    path: Path
+    duration: float
+    transcript: tuple[Word, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return " ".join(w.text for w in self.transcript)
+
+    def load(self):
+        return audio.read(self.path)
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """The annotated instants of an instance, in seconds (see _REQUIRED for the clocks)."""
+
+    user_start: float | None = None
+    user_end: float | None = None
+    pause_start: float | None = None
+    pause_end: float | None = None
+    other_start: float | None = None
+    other_end: float | None = None
+    interrupt_target: float | None = None
+    backchannel_point: float | None = None
+    cue_start: float | None = None
+    cue_end: float | None = None
+
+    @property
+    def user(self) -> Span:
+        return Span(self.user_start, self.user_end)
+
+    @property
+    def pause(self) -> Span:
+        return Span(self.pause_start, self.pause_end)
+
+    @property
+    def other(self) -> Span:
+        return Span(self.other_start, self.other_end)
+
+
+@dataclass(frozen=True)
+class Instance:
+    id: str
+    action: str
+    condition: str
+    scenario: str
+    source: str
+    annotations: Annotations
+    clips: dict[str, Clip]
+    texts: dict[str, str]
+    manifest: Path | None = None
+    line: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cond(self) -> taxonomy.Condition:
+        return taxonomy.condition(self.action, self.condition)
+
+    @property
+    def pipeline(self) -> taxonomy.Pipeline:
+        return self.cond.pipeline
+
+    def clip(self, role: str) -> Clip:
+        return self.clips[role]
+
+    def text(self, name: str, default: str = "") -> str:
+        return self.texts.get(name) or default
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    instance: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.instance:
+            where += f" [instance {self.instance}]"
+        if self.field:
+            where += f" field '{self.field}'"
+        return f"{where}: {self.message}"
+
+
+class DatasetError(Exception):
+    """The dataset cannot be used; ``problems`` lists every defect found."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        head = f"{len(problems)} problem(s) in the dataset:"
+        super().__init__("\n".join([head] + [f"  - {p}" for p in problems]))
+
+
+@dataclass(frozen=True)
+class Dataset:
+    root: Path
+    name: str
+    instances: tuple[Instance, ...]
+
+    def by_condition(self, action: str, condition: str) -> list[Instance]:
+        return [i for i in self.instances if i.action == action and i.condition == condition]
+
+
+class _Checker:
+    def __init__(self, file: Path):
+        self.file = str(file)
+        self.problems: list[Problem] = []
+
+    def add(self, instance, field_, message):
+        self.problems.append(Problem(self.file, instance, field_, message))
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _parse_words(raw, chk: _Checker, iid: str, fld: str) -> tuple[Word, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        chk.add(iid, fld, "must be a list of {start, end, text} objects")
+        return ()
+    words = []
+    for k, w in enumerate(raw):
+        f = f"{fld}[{k}]"
+        if not isinstance(w, dict) or not _number(w.get("start")) or not _number(w.get("end")) \
+                or not isinstance(w.get("text"), str):
+            chk.add(iid, f, "must be an object with numeric start, end and string text")
+            continue
+        if w["end"] < w["start"]:
+            chk.add(iid, f, f"ends ({w['end']}) before it starts ({w['start']})")
+            continue
+        words.append(Word(float(w["start"]), float(w["end"]), w["text"]))
+    return tuple(words)
+
+
+def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio: bool):
+    fld = f"audio.{role}"
+    if isinstance(raw, str):
+        raw = {"path": raw}
+    if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
+        chk.add(iid, fld, "must be a path string or an object with a 'path'")
+        return None
+    path = (root / raw["path"]).resolve()
+    duration = math.nan
+    if check_audio:
+        if not path.is_file():
+            chk.add(iid, f"{fld}.path", f"audio file not found: {raw['path']}")
+            return None
+        try:
+            sr, ch, frames = audio.info(path)
+        except Exception as e:  # unreadable or not audio
+            chk.add(iid, f"{fld}.path", f"unreadable audio file {raw['path']}: {e}")
+            return None
+        if sr != audio.SAMPLE_RATE:
+            chk.add(iid, f"{fld}.path",
+                    f"{raw['path']} is {sr} Hz; the format requires {audio.SAMPLE_RATE} Hz")
+        if ch != 1:
+            chk.add(iid, f"{fld}.path", f"{raw['path']} has {ch} channels; the format requires mono")
+        duration = frames / sr if sr else 0.0
+    words = _parse_words(raw.get("transcript"), chk, iid, f"{fld}.transcript")
+    for k, w in enumerate(words):
+        if not math.isnan(duration) and w.end > duration + 1e-3:
+            chk.add(iid, f"{fld}.transcript[{k}]",
+                    f"ends at {w.end:.3f} s, after the clip ends ({duration:.3f} s)")
+    return Clip(path, duration, words)
+
+
+def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bool = True):
+    """One manifest line -> Instance, or None with problems recorded on ``chk``."""
+    if not isinstance(obj, dict):
+        chk.add(f"line {line_no}", None, "each line must be a JSON object")
+        return None
+    iid = obj.get("id")
+    if not isinstance(iid, str) or not iid.strip():
+        chk.add(f"line {line_no}", "id", "missing or empty instance id")
+        return None
+    ok = True
+    action, cond = obj.get("action"), obj.get("condition")
+    if action not in taxonomy.ACTIONS:
+        chk.add(iid, "action", f"unknown action {action!r}; known: {', '.join(taxonomy.ACTIONS)}")
+        return None
+    if f"{action}.{cond}" not in taxonomy.CONDITIONS_BY_KEY:
+        known = ", ".join(c.id for c in taxonomy.conditions_of(action))
+        chk.add(iid, "condition", f"unknown condition {cond!r} for {action}; known: {known}")
+        return None
+    scenario = obj.get("scenario")
+    if scenario not in taxonomy.SCENARIOS:
+        chk.add(iid, "scenario", f"unknown scenario {scenario!r}; known: "
+                f"{', '.join(taxonomy.SCENARIOS)}")
+        ok = False
+    source = obj.get("source")
+    if source not in taxonomy.SOURCES:
+        chk.add(iid, "source", f"unknown source {source!r}; known: {', '.join(taxonomy.SOURCES)}")
+        ok = False
+
+    need = _REQUIRED[action]
+    raw_audio = obj.get("audio") or {}
+    if not isinstance(raw_audio, dict):
+        chk.add(iid, "audio", "must be an object mapping clip roles to files")
+        return None
+    clips: dict[str, Clip] = {}
+    for role, raw in raw_audio.items():
+        if role not in CLIP_ROLES:
+            chk.add(iid, f"audio.{role}", f"unknown clip role; known: {', '.join(CLIP_ROLES)}")
+            ok = False
+            continue
+        clip = _parse_clip(raw, root, chk, iid, role, check_audio)
+        if clip is None:
+            ok = False
+        else:
+            clips[role] = clip
+    for role in need["clips"]:
+        if role not in raw_audio:
+            chk.add(iid, f"audio.{role}", f"required for {action}")
+            ok = False
+
+    raw_ann = obj.get("annotations") or {}
+    if not isinstance(raw_ann, dict):
+        chk.add(iid, "annotations", "must be an object")
+        return None
+    ann_values: dict[str, float] = {}
+    for k, v in raw_ann.items():
+        if k not in ANNOTATION_FIELDS:
+            chk.add(iid, f"annotations.{k}", "unknown annotation")
+            ok = False
+        elif not _number(v):
+            chk.add(iid, f"annotations.{k}", f"must be a finite number of seconds, got {v!r}")
+            ok = False
+        else:
+            ann_values[k] = float(v)
+    required_ann = list(need["ann"])
+    if action == "wait" and cond in _PAUSE_CONDITIONS:
+        required_ann += ["pause_start", "pause_end"]
+    for k in required_ann:
+        if k not in raw_ann:
+            chk.add(iid, f"annotations.{k}", f"required for {action}.{cond}")
+            ok = False
+    ann = Annotations(**ann_values)
+
+    raw_text = obj.get("text") or {}
+    if not isinstance(raw_text, dict):
+        chk.add(iid, "text", "must be an object")
+        return None
+    texts = {}
+    for k, v in raw_text.items():
+        if k not in TEXT_FIELDS:
+            chk.add(iid, f"text.{k}", f"unknown text field; known: {', '.join(TEXT_FIELDS)}")
+            ok = False
+        elif not isinstance(v, str):
+            chk.add(iid, f"text.{k}", "must be a string")
+            ok = False
+        else:
+            texts[k] = v
+    for k in need["text"]:
+        if not texts.get(k, "").strip():
+            chk.add(iid, f"text.{k}", f"required (non-empty) for {action}")
+            ok = False
+
+    if ok:
+        ok = _check_windows(ann, clips, chk, iid, action, cond)
+    if not ok:
+        return None
+    extra = {k: v for k, v in obj.items()
+             if k not in ("id", "action", "condition", "scenario", "source", "audio",
+                          "annotations", "text")}
+    return Instance(iid, action, cond, scenario, source, ann, clips, texts, chk.file, line_no,
+                    extra)
+
+
+def _check_windows(ann: Annotations, clips, chk: _Checker, iid, action, cond) -> bool:
+    """Every window inside its audio and in order. Returns False on any problem."""
+    start = len(chk.problems)
+
+    def order(a: str, b: str):
+        va, vb = getattr(ann, a), getattr(ann, b)
+        if va is not None and vb is not None and vb < va:
+            chk.add(iid, f"annotations.{b}", f"{b} ({vb}) is before {a} ({va})")
+
+    def inside(name: str, role: str):
+        v, clip = getattr(ann, name), clips.get(role)
+        if v is None or clip is None or math.isnan(clip.duration):
+            return
+        if v < 0 or v > clip.duration + 1e-3:
+            chk.add(iid, f"annotations.{name}",
+                    f"{v:.3f} s is outside the {role} audio (0 to {clip.duration:.3f} s)")
+
+    order("user_start", "user_end")
+    order("pause_start", "pause_end")
+    order("other_start", "other_end")
+    order("cue_start", "cue_end")
+    for name in ("user_start", "user_end", "pause_start", "pause_end", "other_start",
+                 "other_end", "interrupt_target", "backchannel_point"):
+        inside(name, "user")
+    inside("cue_start", "cue")
+    inside("cue_end", "cue")
+    if action == "wait" and cond in _PAUSE_CONDITIONS and ann.pause_start is not None:
+        if not (ann.user_start <= ann.pause_start and ann.pause_end <= ann.user_end):
+            chk.add(iid, "annotations.pause_start", "the pause must lie inside the user speech")
+    if action == "ignore" and ann.other_start is not None:
+        if not (ann.user_start <= ann.other_start and ann.other_end <= ann.user_end):
+            chk.add(iid, "annotations.other_start",
+                    "the distractor must lie inside the user turn (SPEC §8)")
+    if action == "interrupt" and ann.interrupt_target is not None:
+        if not (ann.user_start <= ann.interrupt_target <= ann.user_end):
+            chk.add(iid, "annotations.interrupt_target", "must lie inside the user speech")
+    if action == "backchannel" and ann.backchannel_point is not None:
+        if not (ann.user_start <= ann.backchannel_point <= ann.user_end):
+            chk.add(iid, "annotations.backchannel_point", "must lie inside the user speech")
+    return len(chk.problems) == start
+
+
+def read_header(root: Path, chk: _Checker) -> dict:
+    hp = root / HEADER
+    if not hp.is_file():
+        chk.problems.append(Problem(str(hp), None, None, f"missing {HEADER}"))
+        return {}
+    try:
+        header = json.loads(hp.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        chk.problems.append(Problem(str(hp), None, None, f"not valid JSON: {e}"))
+        return {}
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        chk.problems.append(Problem(str(hp), None, "format", f"must be {FORMAT_NAME!r}"))
+        return {}
+    if header.get("version") != FORMAT_VERSION:
+        chk.problems.append(Problem(str(hp), None, "version",
+                                    f"unsupported version {header.get('version')!r}; this "
+                                    f"release reads version {FORMAT_VERSION}"))
+    return header
+
+
+def check_dataset(root: Path | str, check_audio: bool = True) -> tuple[Dataset | None, list[Problem]]:
+    """Parse and validate a dataset folder; returns (dataset or None, every problem found)."""
+    root = Path(root).resolve()
+    manifest = root / MANIFEST
+    chk = _Checker(manifest)
+    header = read_header(root, chk)
+    if not manifest.is_file():
+        chk.problems.append(Problem(str(manifest), None, None, f"missing {MANIFEST}"))
+        return None, chk.problems
+    instances: list[Instance] = []
+    seen: dict[str, int] = {}
+    for line_no, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            chk.add(f"line {line_no}", None, f"not valid JSON: {e.msg}")
+            continue
+        inst = parse_instance(obj, root, chk, line_no, check_audio)
+        iid = obj.get("id") if isinstance(obj, dict) else None
+        if isinstance(iid, str):
+            if iid in seen:
+                chk.add(iid, "id", f"duplicate id (first on line {seen[iid]}, again on line "
+                        f"{line_no})")
+                inst = None
+            else:
+                seen[iid] = line_no
+        if inst is not None:
+            instances.append(inst)
+    if chk.problems:
+        return None, chk.problems
+    return Dataset(root, str(header.get("name", root.name)), tuple(instances)), []
+
+
+def load_dataset(root: Path | str, check_audio: bool = True) -> Dataset:
+    dataset, problems = check_dataset(root, check_audio)
+    if problems:
+        raise DatasetError(problems)
+    return dataset
+
+
+def bundled_root() -> Path:
+    """The bundled fixture set shipped inside the package."""
+    from importlib.resources import files
+
+    return Path(str(files("pytest_duplexact") / "fixtures"))
+
+
+def iter_ids(instances: Iterable[Instance]) -> list[str]:
+    return [i.id for i in instances]

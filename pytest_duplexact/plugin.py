@@ -1,0 +1,1 @@
+"""pytest glue (thin): options, collection of the suites, fixtures, report hooks."""

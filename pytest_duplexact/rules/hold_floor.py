@@ -1,0 +1,50 @@
+"""Hold floor, immediate execution (SPEC §3, paper B.5).
+
+Window [cue_start, cue_end + 1.0 s]; success when the model speaks in it and the longest
+silence gap inside it (leading and trailing gaps included) is <= 0.50 s. Gaps are measured on
+the raw VAD speech intervals, before short-gap merging. Trials where the cue does not overlap
+model speech are EXCLUDED. Subsequent is NOT_APPLICABLE without model speech after the cue.
+"""
+
+from __future__ import annotations
+
+from ..instance import Annotations
+from ..results import ImmediateResult, Verdict, failure, success
+from ..taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
+from ..timeline import Timeline
+from .common import fmt_window, silence_gaps, speech_overlaps
+
+
+def window(tl: Timeline) -> tuple[float, float]:
+    return tl.cue.start, tl.cue.end + HOLD_FLOOR_TAIL_S
+
+
+def excluded(tl: Timeline) -> ImmediateResult | None:
+    if tl.cue is None:
+        return ImmediateResult(Verdict.EXCLUDED, "no cue was injected")
+    if not speech_overlaps(tl, tl.cue.span):
+        return ImmediateResult(Verdict.EXCLUDED, f"the cue {tl.cue.span} did not overlap "
+                               "model speech")
+    return None
+
+
+def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
+    ex = excluded(tl)
+    if ex:
+        return ex
+    lo, hi = window(tl)
+    gaps = silence_gaps(tl.speech_spans, lo, hi)
+    if gaps and gaps[0].start == lo and gaps[0].end == hi:
+        return failure(f"no model speech in the window {fmt_window(lo, hi)}", window=(lo, hi))
+    longest = max(gaps, key=lambda g: g.duration, default=None)
+    if longest is not None and longest.duration > HOLD_FLOOR_MAX_GAP_S:
+        return failure(f"silence gap of {longest.duration:.2f} s at {longest} inside "
+                       f"{fmt_window(lo, hi)} (max {HOLD_FLOOR_MAX_GAP_S:.2f} s)",
+                       window=(lo, hi), evidence={"longest_gap": longest.duration})
+    g = 0.0 if longest is None else longest.duration
+    return success(f"held the floor through {fmt_window(lo, hi)}; longest gap {g:.2f} s",
+                   window=(lo, hi), evidence={"longest_gap": g})
+
+
+def has_speech_after_cue(tl: Timeline) -> bool:
+    return any(s.end > tl.cue.end for s in tl.segments)

@@ -1,0 +1,33 @@
+"""Take turn, immediate execution: any substantive onset inside the condition's window
+relative to the end of user speech (immediate [0, 0.5], delayed [0, 3.0], slight_overlap
+[-1.0, 0.5] s); it need not be the first onset (SPEC §3, paper B.3)."""
+
+from __future__ import annotations
+
+from ..instance import Annotations
+from ..results import ImmediateResult, failure, success
+from ..taxonomy import TAKE_TURN_WINDOWS
+from ..timeline import Timeline
+from .common import onsets_in, substantive
+
+
+def window(ann: Annotations, condition: str) -> tuple[float, float]:
+    lo, hi = TAKE_TURN_WINDOWS[condition]
+    return ann.user_end + lo, ann.user_end + hi
+
+
+def immediate(ann: Annotations, tl: Timeline, condition: str) -> ImmediateResult:
+    rlo, rhi = TAKE_TURN_WINDOWS[condition]
+    lo, hi = window(ann, condition)
+    subs = substantive(tl)
+    hits = onsets_in(subs, lo, hi)
+    rel = f"[{rlo:g}, {rhi:g}] s of user end ({ann.user_end:.2f} s)"
+    if hits:
+        onset = hits[0].start
+        return success(f"substantive onset at {onset - ann.user_end:+.2f} s, inside {rel}",
+                       window=(lo, hi), onset=onset)
+    if subs:
+        nearest = min(subs, key=lambda s: min(abs(s.start - lo), abs(s.start - hi)))
+        return failure(f"substantive onset at {nearest.start - ann.user_end:+.2f} s, outside "
+                       f"{rel}", window=(lo, hi))
+    return failure(f"no substantive model speech at all (window {rel})", window=(lo, hi))
