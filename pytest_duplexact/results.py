@@ -59,3 +59,58 @@ def success(reason: str, **kw) -> ImmediateResult:
 
 def failure(reason: str, **kw) -> ImmediateResult:
     return ImmediateResult(Verdict.FAILURE, reason, **kw)
+
+
+@dataclass(frozen=True)
+class InstanceOutcome:
+    """Everything measured for one instance; rides on its pytest report and is the unit the
+    aggregation and the JSON report are built from.
+
+    ``error`` is set when the harness or the model adapter crashed: such an instance is an
+    error, never a failed instance, and enters no rate."""
+
+    id: str
+    action: str
+    condition: str
+    scenario: str
+    source: str
+    immediate: ImmediateResult | None = None
+    subsequent: SubsequentResult | None = None
+    timing: float | None = None  # the action's diagnostic (taxonomy.TIMING_DIAGNOSTIC)
+    error: str | None = None
+    recording: str | None = None  # run-dir relative folder of the artifacts
+
+    @property
+    def excluded(self) -> bool:
+        return self.immediate is not None and self.immediate.verdict is Verdict.EXCLUDED
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "action": self.action, "condition": self.condition,
+            "scenario": self.scenario, "source": self.source,
+            "immediate": self.immediate.to_dict() if self.immediate else None,
+            "subsequent": self.subsequent.to_dict() if self.subsequent else None,
+            "timing": self.timing, "error": self.error, "recording": self.recording,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "InstanceOutcome":
+        def imm(x):
+            if x is None:
+                return None
+            x = dict(x)
+            x["verdict"] = Verdict(x["verdict"])
+            if x.get("window") is not None:
+                x["window"] = tuple(x["window"])
+            return ImmediateResult(**x)
+
+        def sub(x):
+            if x is None:
+                return None
+            x = dict(x)
+            x["verdict"] = Verdict(x["verdict"])
+            return SubsequentResult(**x)
+
+        return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
+                   imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
+                   d.get("error"), d.get("recording"))
