@@ -436,7 +436,7 @@ def bundled_root() -> Path:
     """The bundled fixture set shipped inside the package."""
     from importlib.resources import files
 
-    return Path(str(files("pytest_duplexact") / "fixtures"))
+    return Path(str(files("pytest_duplexact.fixtures"))).resolve()
 
 
 def iter_ids(instances: Iterable[Instance]) -> list[str]:
