@@ -1,1 +1,190 @@
-"""pytest glue (thin): options, collection of the suites, fixtures, report hooks."""
+"""pytest glue, kept thin: options, collection of the suites, the per-instance fixture, and the
+controller-side aggregation that decides the report and (with gates) the exit status.
+
+Outcomes travel on each TestReport's ``user_properties`` (so pytest-xdist carries them from
+workers for free); only the controller aggregates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import options
+from .results import InstanceOutcome, Verdict
+
+PROPERTY = "duplexact"
+
+
+@dataclass
+class State:
+    """What the plugin knows for this pytest process (controller or worker)."""
+
+    model_spec: str
+    settings: dict
+    instances: list
+    run_dir: Path
+    gates: list = field(default_factory=list)
+    outcomes: dict = field(default_factory=dict)  # nodeid -> outcome dict (controller)
+    harness: object = None
+    resumed: dict = field(default_factory=dict)  # instance id -> outcome dict
+    report: dict | None = None
+    gate_results: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # printed in the terminal summary
+
+
+STATE = pytest.StashKey[State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.addoption(parser)
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config) -> bool:
+    return not _is_worker(config) and getattr(config.option, "numprocesses", None) not in (
+        None, 0, "0")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "duplexact: a DuplexAct benchmark instance")
+    spec = options.get(config, "model")
+    if not spec:
+        return
+    from .session import build_state
+
+    state = build_state(config, spec)
+    config.stash[STATE] = state
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "duplexact-xdist")
+    # `pytest --duplexact-model=...` runs the suites shipped in the package, from anywhere;
+    # explicit paths on the command line are respected.
+    from _pytest.config import Config as _C
+
+    if config.args_source != _C.ArgsSource.ARGS:
+        config.args[:] = [str(suites_dir())]
+
+
+def suites_dir() -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("pytest_duplexact.suites")))
+
+
+class _XdistHooks:
+    """Registered only where pytest-xdist is installed (its hooks must exist)."""
+
+    def pytest_configure_node(self, node) -> None:
+        state = node.config.stash.get(STATE, None)
+        if state is not None:
+            node.workerinput["duplexact_run_dir"] = str(state.run_dir)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    action = getattr(metafunc.function, "_duplexact_action", None)
+    if action is None:
+        return
+    state = metafunc.config.stash.get(STATE, None)
+    if state is None:
+        metafunc.parametrize("duplexact_instance", [pytest.param(None, marks=pytest.mark.skip(
+            reason="the DuplexAct suites run with --duplexact-model=NAME"))], ids=["no-model"])
+        return
+    insts = [i for i in state.instances if i.action == action]
+    metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
+
+
+def param_id(inst) -> str:
+    """``delayed-casual-03`` for instance ``take_turn-delayed-casual-03``: the condition leads
+    (so ``-k delayed`` selects it) and the instance id follows without repeating it."""
+    prefix = f"{inst.action}-{inst.condition}-"
+    rest = inst.id[len(prefix):] if inst.id.startswith(prefix) else inst.id
+    return f"{inst.condition}-{rest}"
+
+
+@pytest.fixture(scope="session")
+def duplexact_harness(request):
+    state = request.config.stash.get(STATE, None)
+    if state is None:
+        pytest.skip("no --duplexact-model")
+    if state.harness is None:
+        from .session import build_harness
+
+        state.harness = build_harness(request.config, state)
+    return state.harness
+
+
+class JudgeUnavailable(Exception):
+    """A judge was asked and gave no usable verdict: the measurement is incomplete (an error,
+    never a NO and never a YES)."""
+
+
+@pytest.fixture
+def duplexact_outcome(request, duplexact_instance, duplexact_harness) -> InstanceOutcome:
+    """Runs the instance during setup, so a model or harness crash is a pytest *error*."""
+    state = request.config.stash[STATE]
+    inst = duplexact_instance
+    done = state.resumed.get(inst.id)
+    if done is not None:
+        outcome = InstanceOutcome.from_dict(done)
+    else:
+        try:
+            outcome = duplexact_harness.run(inst)
+        except Exception as exc:
+            outcome = duplexact_harness.error_outcome(inst, exc)
+            request.node.user_properties.append((PROPERTY, outcome.to_dict()))
+            raise
+    request.node.user_properties.append((PROPERTY, outcome.to_dict()))
+    stages = [outcome.immediate, outcome.subsequent]
+    bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
+    if bad:
+        raise JudgeUnavailable(bad[0].reason)
+    return outcome
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == PROPERTY and _CONTROLLER is not None:
+            _CONTROLLER.outcomes[report.nodeid] = value
+
+
+_CONTROLLER: State | None = None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _CONTROLLER
+    state = session.config.stash.get(STATE, None)
+    _CONTROLLER = state if state is not None and not _is_worker(session.config) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or _is_worker(session.config):
+        return
+    from .session import finish
+
+    new_status = finish(session.config, state, int(exitstatus))
+    if new_status is not None:
+        session.exitstatus = new_status
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is None or _is_worker(config) or state.report is None:
+        return
+    from .report.terminal import render
+
+    for line in render(state.report, state.gate_results):
+        terminalreporter.write_line(line)
+
+
+def pytest_unconfigure(config) -> None:
+    global _CONTROLLER
+    _CONTROLLER = None

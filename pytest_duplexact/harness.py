@@ -1,0 +1,128 @@
+"""Runs one instance end to end: model -> pipeline -> recording -> timeline -> scores.
+
+Every stage's product is written to the run directory as it is known (recording first, the
+outcome last, each write-then-rename), so a failure can be listened to and re-scored, and a
+killed run keeps every finished instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import scoring
+from .instance import Instance
+from .models.base import SessionInfo
+from .results import InstanceOutcome
+from .timeline import Segment, Timeline
+
+OUTCOME_FILE = "outcome.json"
+TIMELINE_FILE = "timeline.json"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:
+    """Where user-side speech sits on the timeline (for the failure lanes): the user clip for
+    Direct Replay and barge-in (it starts at t = 0), the lead-in and the cue for simulator."""
+    if "user" in instance.clips:
+        a = instance.annotations
+        end = a.user_end if tl.user_sent_until is None else min(a.user_end, tl.user_sent_until)
+        return [[a.user_start, end]]
+    spans = []
+    lead = instance.clips.get("lead_in")
+    if lead is not None and lead.transcript:
+        spans.append([lead.transcript[0].start, lead.transcript[-1].end])
+    if tl.cue is not None:
+        spans.append([tl.cue.start, tl.cue.end])
+    return spans
+
+
+def timeline_to_dict(tl: Timeline, instance: Instance | None = None) -> dict:
+    return {
+        "user": user_spans(instance, tl) if instance is not None else [],
+        "duration": tl.duration,
+        "segments": [{"start": s.start, "end": s.end, "text": s.text} for s in tl.segments],
+        "speech": [[s.start, s.end] for s in tl.speech_spans],
+        "cue": None if tl.cue is None else {"start": tl.cue.start, "end": tl.cue.end,
+                                            "forced": tl.cue.forced},
+        "user_sent_until": tl.user_sent_until,
+        "events": [list(e) for e in tl.events],
+    }
+
+
+@dataclass
+class Harness:
+    """Per-process state: the resolved model, judges, transcriber and the run directory."""
+
+    model: Any
+    model_name: str
+    run_dir: Path
+    panel: Any = None
+    transcriber: Any = None
+    policy: Any = None
+    seed: int = 0
+    model_options: dict = field(default_factory=dict)
+
+    def instance_dir(self, instance: Instance) -> Path:
+        return self.run_dir / "instances" / instance.id
+
+    def record(self, instance: Instance):
+        """Run the model on the instance through its pipeline; returns the Recording."""
+        from .pipelines import run_instance
+
+        info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
+        return asyncio.run(run_instance(instance, self.model, info, policy=self.policy))
+
+    def timeline(self, recording) -> Timeline:
+        from .segmentation import build_timeline
+
+        return build_timeline(recording, transcriber=self.transcriber)
+
+    def run(self, instance: Instance) -> InstanceOutcome:
+        """Record, segment and score; raises on harness/model errors (the caller decides how
+        an error is reported), after writing what was measured so far."""
+        from .recording_io import save_recording
+
+        folder = self.instance_dir(instance)
+        rel = folder.relative_to(self.run_dir).as_posix()
+        recording = self.record(instance)
+        save_recording(recording, folder)
+        tl = self.timeline(recording)
+        write_json_atomic(folder / TIMELINE_FILE, timeline_to_dict(tl, instance))
+
+        def audio_of(seg: Segment) -> np.ndarray:
+            sr = recording.sample_rate
+            return recording.output[int(seg.start * sr): int(np.ceil(seg.end * sr))]
+
+        s = scoring.score(instance, tl, self.panel, audio_of)
+        outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
+                                  instance.scenario, instance.source, s.immediate,
+                                  s.subsequent, s.timing, None, rel)
+        write_json_atomic(folder / OUTCOME_FILE, outcome.to_dict())
+        return outcome
+
+    def error_outcome(self, instance: Instance, exc: BaseException) -> InstanceOutcome:
+        """The outcome of an instance whose run crashed: an error, never a miss."""
+        folder = self.instance_dir(instance)
+        msg = f"{type(exc).__name__}: {exc}"
+        outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
+                                  instance.scenario, instance.source, error=msg,
+                                  recording=folder.relative_to(self.run_dir).as_posix())
+        write_json_atomic(folder / OUTCOME_FILE, outcome.to_dict())
+        (folder / "error.txt").write_text("".join(traceback.format_exception(exc)),
+                                          encoding="utf-8")
+        return outcome

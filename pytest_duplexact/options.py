@@ -1,0 +1,123 @@
+"""Every ``--duplexact-*`` option, each with its ini / ``[tool.pytest.ini_options]`` key.
+
+A command-line value wins over the ini value, which wins over the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Opt:
+    name: str  # --duplexact-<name>, ini duplexact_<name with _>
+    help: str
+    default: object = None
+    kind: str = "string"  # string | int | float | list (repeatable / comma or newline list)
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--duplexact-{self.name}"
+
+    @property
+    def ini(self) -> str:
+        return "duplexact_" + self.name.replace("-", "_")
+
+    @property
+    def dest(self) -> str:
+        return self.ini
+
+
+OPTIONS: tuple[Opt, ...] = (
+    Opt("model", "Model to evaluate: a built-in (silent, oracle, endpoint, recorded:DIR, "
+        "gpt-realtime), an import path 'package.module:factory', or a name registered in the "
+        "'pytest_duplexact.models' entry-point group. Setting it runs the DuplexAct suites.",
+        metavar="NAME"),
+    Opt("model-option", "Option passed to the model factory as KEY=VALUE (repeatable).",
+        kind="list", metavar="KEY=VALUE"),
+    Opt("data", "Dataset folder in the DuplexAct format (docs/dataset-format.md); default: the "
+        "bundled fixture set.", metavar="DIR"),
+    Opt("action", "Run only these actions (comma-separated).", kind="list", metavar="A,B"),
+    Opt("condition", "Run only these conditions: 'delayed' or 'take_turn.delayed' "
+        "(comma-separated).", kind="list", metavar="C,D"),
+    Opt("scenario", "Run only these scenarios (casual, meeting, customer_service, interview).",
+        kind="list", metavar="S"),
+    Opt("source", "Run only instances from this source (real, synthesized).", kind="list",
+        metavar="S"),
+    Opt("limit", "At most N instances per condition, sampled with --duplexact-seed.",
+        kind="int", metavar="N"),
+    Opt("seed", "Seed for per-condition sampling and for seeded models.", default=0,
+        kind="int", metavar="N"),
+    Opt("shard", "Run only shard K of N (1-based, deterministic by instance id).",
+        metavar="K/N"),
+    Opt("run-dir", "Folder for recordings, timelines, outcomes and the report; default "
+        "duplexact-runs/<model>-<time> under the invocation directory.", metavar="DIR"),
+    Opt("resume", "Resume the run in this folder: instances already finished with the same "
+        "model, data and scoring settings are not run again.", metavar="RUN_DIR"),
+    Opt("report", "Also write the JSON report here (it is always written to the run dir).",
+        metavar="PATH.json"),
+    Opt("gate", "CI gate, e.g. 'wait.I>=0.9', 'take_turn.delayed.I>=60%', 'stop.T<=2.0' "
+        "(repeatable). With gates set, they decide the exit status.", kind="list",
+        metavar="EXPR"),
+    Opt("judge", "Text judge model for subsequent follow-through (e.g. gpt-5.4); default: "
+        "none, S is reported as not judged.", metavar="MODEL"),
+    Opt("judge-base-url", "OpenAI-compatible base URL for the judges (vLLM, a local server).",
+        metavar="URL"),
+    Opt("audio-judge", "Audio judge model for the backchannel function (e.g. gpt-audio-1.5).",
+        metavar="MODEL"),
+    Opt("simulator", "Cue-timing policy for Simulator Replay: 'rule' (offline default) or "
+        "'llm' (the paper's LLM simulator; uses --duplexact-simulator-model).", default="rule",
+        metavar="rule|llm"),
+    Opt("simulator-model", "LLM for the simulator policy.", default="gpt-5.4", metavar="MODEL"),
+    Opt("transcriber", "Transcripts of model speech: 'auto' (the model's native transcript, "
+        "else 'offline'), 'native', 'offline' (bundled faster-whisper), 'whisper-1'.",
+        default="auto", metavar="NAME"),
+    Opt("cache-dir", "Shared cache for judge / simulator / transcription calls; default "
+        "<run dir>/cache.", metavar="DIR"),
+    Opt("concurrency", "Instances in flight at once inside one worker (streaming models).",
+        default=1, kind="int", metavar="N"),
+)
+
+BY_NAME = {o.name: o for o in OPTIONS}
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("duplexact", "DuplexAct full-duplex conformance suite")
+    for o in OPTIONS:
+        if o.kind == "list":
+            group.addoption(o.flag, action="append", dest=o.dest, default=None, help=o.help,
+                            metavar=o.metavar)
+            parser.addini(o.ini, o.help, type="linelist", default=[])
+        else:
+            group.addoption(o.flag, action="store", dest=o.dest, default=None, help=o.help,
+                            metavar=o.metavar)
+            parser.addini(o.ini, o.help, default=None)
+
+
+def _split(values) -> list[str]:
+    out: list[str] = []
+    for v in values or ():
+        out.extend(p.strip() for p in str(v).replace("\n", ",").split(","))
+    return [p for p in out if p]
+
+
+def get(config: pytest.Config, name: str):
+    o = BY_NAME[name]
+    cli = config.getoption(o.dest)
+    if o.kind == "list":
+        if name == "gate":  # a gate expression never contains a comma; keep one per entry
+            vals = list(cli) if cli else list(config.getini(o.ini) or [])
+            return [v.strip() for v in vals if v.strip()]
+        return _split(cli) if cli else _split(config.getini(o.ini))
+    raw = cli if cli is not None else config.getini(o.ini)
+    if raw in (None, ""):
+        return o.default
+    if o.kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise pytest.UsageError(f"{o.flag} / {o.ini}: expected an integer, got {raw!r}")
+    return raw

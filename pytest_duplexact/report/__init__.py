@@ -1,0 +1,76 @@
+"""The JSON report: the single source every other view (terminal, Markdown, HTML) and every
+gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any change."""
+
+from __future__ import annotations
+
+import time
+
+from .. import __version__, taxonomy
+from ..aggregate import aggregate
+from ..results import InstanceOutcome
+
+SCHEMA = "duplexact-report"
+VERSION = 1
+VOLATILE_KEYS = ("created",)  # differ between otherwise identical runs
+
+
+def build_report(outcomes: list[InstanceOutcome], settings: dict, model: str) -> dict:
+    outcomes = sorted(outcomes, key=lambda o: o.id)
+    agg = aggregate(outcomes).to_dict()
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "generator": f"pytest-duplexact {__version__}",
+        "model": model,
+        "settings": settings,
+        "taxonomy": [{"action": c.action, "condition": c.id, "label": c.label,
+                      "pipeline": c.pipeline.value} for c in taxonomy.CONDITIONS],
+        "totals": {"instances": len(outcomes), "errors": sum(o.error is not None
+                                                             for o in outcomes)},
+        "summary": agg,
+        "instances": [o.to_dict() for o in outcomes],
+        "gates": [],
+    }
+
+
+def counts_of(report: dict, action: str, condition: str | None = None) -> dict | None:
+    a = report["summary"]["actions"].get(action)
+    if a is None:
+        return None
+    return a["counts"] if condition is None else a["conditions"].get(condition)
+
+
+def timing_of(report: dict, action: str, condition: str | None = None) -> dict | None:
+    a = report["summary"]["actions"].get(action)
+    if a is None:
+        return None
+    return a["timing"] if condition is None else a["condition_timings"].get(condition)
+
+
+def lookup(report: dict):
+    """The gates' view of a report: (value or None, why it is missing)."""
+
+    def get(action: str, condition: str | None, metric: str):
+        where = action if condition is None else f"{action}.{condition}"
+        if metric == "T":
+            t = timing_of(report, action, condition)
+            if not t or not t.get("n"):
+                return None, f"no timing observations for {where}"
+            return t["median"], ""
+        c = counts_of(report, action, condition)
+        if c is None or not c["n"]:
+            return None, f"no {where} instances were run"
+        if metric == "I":
+            if not c["n_I"]:
+                return None, (f"no valid {where} trials: {c['excluded']} excluded, "
+                              f"{c['not_judged']} not judged, {c['errors']} errors, "
+                              f"{c['judge_errors']} judge errors")
+            return c["I"], ""
+        if not c["n_S"]:
+            return None, (f"no {where} instance entered subsequent evaluation "
+                          f"({c['not_judged']} not judged, {c['judge_errors']} judge errors, "
+                          f"{c['not_applicable']} not applicable; is --duplexact-judge set?)")
+        return c["S"], ""
+
+    return get

@@ -1,0 +1,90 @@
+"""The terminal view of a report: the paper's Table 4 (per action I / S, T for stop /
+interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one model."""
+
+from __future__ import annotations
+
+from .. import taxonomy
+
+
+def pct(v) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}"
+
+
+def _why_no_rate(c: dict) -> str:
+    parts = []
+    for key, label in (("excluded", "excluded"), ("not_judged", "not judged"),
+                       ("judge_errors", "judge errors"), ("errors", "errors"),
+                       ("not_applicable", "n/a")):
+        if c.get(key):
+            parts.append(f"{c[key]} {label}")
+    return ", ".join(parts)
+
+
+def cell(c: dict | None) -> str:
+    """``I / S (n_S)`` as in Table 16; 'n/a' where nothing was measured."""
+    if c is None or not c["n"]:
+        return "-"
+    s = "n/a" if c["S"] is None else f"{pct(c['S'])} ({c['n_S']})"
+    return f"{pct(c['I'])} / {s}"
+
+
+def timing_cell(t: dict | None) -> str:
+    if not t or not t.get("n"):
+        return "n/a"
+    iqr = "n/a" if t.get("iqr") is None else f"{t['iqr']:.2f}"
+    return f"{t['median']:.2f} ({iqr}, {t['n']})"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    out = []
+    for j, r in enumerate(rows):
+        out.append("  ".join(v.ljust(w) if k == 0 else v.rjust(w)
+                             for k, (v, w) in enumerate(zip(r, widths))).rstrip())
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def action_table(report: dict) -> list[str]:
+    rows = [["action", "I", "S (n_S)", "T median (IQR, n)", "n", "valid I", "notes"]]
+    for action in taxonomy.ACTIONS:
+        a = report["summary"]["actions"].get(action)
+        if a is None:
+            continue
+        c = a["counts"]
+        s = "n/a" if c["S"] is None else f"{pct(c['S'])} ({c['n_S']})"
+        t = timing_cell(a["timing"]) if action in taxonomy.TIMING_DIAGNOSTIC else ""
+        rows.append([taxonomy.ACTION_LABELS[action], pct(c["I"]), s, t, str(c["n"]),
+                     str(c["n_I"]), _why_no_rate(c)])
+    return _table(rows)
+
+
+def condition_table(report: dict) -> list[str]:
+    rows = [["condition", "I / S (n_S)", "n", "notes"]]
+    for cond in taxonomy.CONDITIONS:
+        a = report["summary"]["actions"].get(cond.action)
+        c = None if a is None else a["conditions"].get(cond.id)
+        if c is None or not c["n"]:
+            continue
+        rows.append([f"{taxonomy.ACTION_LABELS[cond.action]} / {cond.label}", cell(c),
+                     str(c["n"]), _why_no_rate(c)])
+    return _table(rows)
+
+
+def render(report: dict, gate_results=()) -> list[str]:
+    model = report.get("model", "?")
+    out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
+    out += action_table(report)
+    out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
+    out += condition_table(report)
+    tot = report["totals"]
+    if tot["errors"]:
+        out.append(f"{tot['errors']} instance(s) ended in a harness/model error and enter no "
+                   "rate (see the errors above).")
+    for note in report.get("notes", []):
+        out.append(note)
+    if gate_results:
+        out += ["", "Gates:"]
+        out += [f"  {g.message}" for g in gate_results]
+    return out

@@ -1,0 +1,100 @@
+"""Which instances a run covers: filters, seeded per-condition sampling, shards. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from . import taxonomy
+from .instance import Instance
+
+
+class SelectionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Selection:
+    actions: tuple[str, ...] = ()
+    conditions: tuple[str, ...] = ()  # "delayed" or "take_turn.delayed"
+    scenarios: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    limit: int | None = None
+    seed: int = 0
+    shard: tuple[int, int] | None = None  # (k, n), 1-based
+
+    def validate(self) -> None:
+        for a in self.actions:
+            if a not in taxonomy.ACTIONS:
+                raise SelectionError(f"unknown action {a!r}; known: {', '.join(taxonomy.ACTIONS)}")
+        ids = {c.id for c in taxonomy.CONDITIONS} | set(taxonomy.CONDITIONS_BY_KEY)
+        for c in self.conditions:
+            if c not in ids:
+                raise SelectionError(f"unknown condition {c!r}; use an id such as 'delayed' "
+                                     "or 'take_turn.delayed'")
+        for s in self.scenarios:
+            if s not in taxonomy.SCENARIOS:
+                raise SelectionError(f"unknown scenario {s!r}; known: "
+                                     f"{', '.join(taxonomy.SCENARIOS)}")
+        for s in self.sources:
+            if s not in taxonomy.SOURCES:
+                raise SelectionError(f"unknown source {s!r}; known: {', '.join(taxonomy.SOURCES)}")
+        if self.limit is not None and self.limit < 1:
+            raise SelectionError("the per-condition limit must be >= 1")
+        if self.shard is not None:
+            k, n = self.shard
+            if not (n >= 1 and 1 <= k <= n):
+                raise SelectionError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
+
+    def keeps(self, inst: Instance) -> bool:
+        if self.actions and inst.action not in self.actions:
+            return False
+        if self.conditions and inst.condition not in self.conditions \
+                and f"{inst.action}.{inst.condition}" not in self.conditions:
+            return False
+        if self.scenarios and inst.scenario not in self.scenarios:
+            return False
+        if self.sources and inst.source not in self.sources:
+            return False
+        return True
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise SelectionError(f"shard must look like K/N (e.g. 2/4), got {text!r}") from None
+    return k, n
+
+
+def shard_of(instance_id: str, n: int) -> int:
+    """1-based shard of an instance: stable across machines, Python versions and orderings."""
+    h = int.from_bytes(hashlib.sha256(instance_id.encode()).digest()[:8], "big")
+    return h % n + 1
+
+
+def select(instances, sel: Selection) -> list[Instance]:
+    """Filter, sample (per condition, seeded, independent of input order), shard; the result
+    is in taxonomy order, then by instance id."""
+    sel.validate()
+    order = {c.key: k for k, c in enumerate(taxonomy.CONDITIONS)}
+    kept = sorted((i for i in instances if sel.keeps(i)),
+                  key=lambda i: (order[f"{i.action}.{i.condition}"], i.id))
+    if sel.limit is not None:
+        by_cond: dict[str, list[Instance]] = {}
+        for i in kept:
+            by_cond.setdefault(f"{i.action}.{i.condition}", []).append(i)
+        kept = []
+        for key, group in by_cond.items():
+            if len(group) > sel.limit:
+                rng = random.Random(f"{sel.seed}:{key}")
+                chosen = set(x.id for x in rng.sample(group, sel.limit))
+                group = [x for x in group if x.id in chosen]
+            kept.extend(group)
+    if sel.shard is not None:
+        k, n = sel.shard
+        kept = [i for i in kept if shard_of(i.id, n) == k]
+    return kept
