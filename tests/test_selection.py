@@ -1,0 +1,74 @@
+from pathlib import Path
+
+import pytest
+
+from pytest_duplexact import taxonomy
+from pytest_duplexact.instance import Annotations, Instance
+from pytest_duplexact.selection import Selection, SelectionError, parse_shard, select, shard_of
+
+
+def make(action, cond, scenario, k, source="synthesized"):
+    return Instance(f"{action}-{cond}-{scenario}-{k:02d}", action, cond, scenario, source,
+                    Annotations(), {}, {}, Path("m.jsonl"), 1)
+
+
+@pytest.fixture
+def pool():
+    out = []
+    for c in taxonomy.CONDITIONS:
+        for k, sc in enumerate(taxonomy.SCENARIOS * 2):
+            out.append(make(c.action, c.id, sc, k, "real" if k % 3 == 0 else "synthesized"))
+    return out
+
+
+def test_filters(pool):
+    got = select(pool, Selection(actions=("take_turn",), conditions=("delayed",)))
+    assert got and all(i.action == "take_turn" and i.condition == "delayed" for i in got)
+    got = select(pool, Selection(conditions=("hold_floor.background_speech",)))
+    assert {(i.action, i.condition) for i in got} == {("hold_floor", "background_speech")}
+    got = select(pool, Selection(conditions=("background_speech",)))
+    assert {i.action for i in got} == {"ignore", "hold_floor"}
+    got = select(pool, Selection(scenarios=("casual",), sources=("real",)))
+    assert got and all(i.scenario == "casual" and i.source == "real" for i in got)
+
+
+def test_limit_is_seeded_and_order_independent(pool):
+    a = select(pool, Selection(limit=2, seed=7))
+    b = select(list(reversed(pool)), Selection(limit=2, seed=7))
+    assert [i.id for i in a] == [i.id for i in b]
+    assert len(a) == 2 * len(taxonomy.CONDITIONS)
+    c = select(pool, Selection(limit=2, seed=8))
+    assert [i.id for i in a] != [i.id for i in c]
+
+
+def test_order_follows_taxonomy(pool):
+    got = select(pool, Selection())
+    keys = [f"{i.action}.{i.condition}" for i in got]
+    order = [c.key for c in taxonomy.CONDITIONS]
+    assert sorted(keys, key=order.index) == keys
+
+
+def test_shards_partition(pool):
+    shards = [select(pool, Selection(shard=(k, 3))) for k in (1, 2, 3)]
+    ids = [i.id for s in shards for i in s]
+    assert sorted(ids) == sorted(i.id for i in pool) and len(set(ids)) == len(ids)
+    assert shard_of("x", 5) == shard_of("x", 5)
+
+
+@pytest.mark.parametrize("sel,msg", [
+    (Selection(actions=("talk",)), "unknown action"),
+    (Selection(conditions=("soon",)), "unknown condition"),
+    (Selection(scenarios=("party",)), "unknown scenario"),
+    (Selection(sources=("fake",)), "unknown source"),
+    (Selection(limit=0), "limit"),
+    (Selection(shard=(4, 3)), "shard"),
+])
+def test_bad_selection(pool, sel, msg):
+    with pytest.raises(SelectionError, match=msg):
+        select(pool, sel)
+
+
+def test_parse_shard():
+    assert parse_shard("2/4") == (2, 4) and parse_shard(None) is None
+    with pytest.raises(SelectionError):
+        parse_shard("2-4")
