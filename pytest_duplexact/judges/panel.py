@@ -1,0 +1,159 @@
+"""The judges as the harness sees them: one object, built from options, never raising for a
+judge's failure.
+
+``subsequent``: subsequent follow-through for any action (stop by rule, the others by the
+text judge on the paper's prompt). ``backchannel_stages``: stages 2 (text judge) and 3 (audio
+judge) of backchannel immediate execution. A panel without judges is valid: what needs a
+judge is NOT_JUDGED, with the reason; a judge that gives no usable answer makes JUDGE_ERROR.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .. import rules
+from ..audio import SAMPLE_RATE
+from ..instance import Instance
+from ..results import ImmediateResult, SubsequentResult, Verdict
+from ..rules.backchannel import Judgement
+from ..timeline import Segment, Timeline, Word
+from . import calls, inputs, prompts
+from .audio_judge import AudioJudge
+from .cache import RequestCache
+from .client import JudgeClient
+
+OFF = ("off", "none")  # a model option with one of these values disables that judge
+
+
+class JudgePanel:
+    def __init__(self, text: JudgeClient | None = None, audio: AudioJudge | None = None,
+                 cache: RequestCache | None = None, notes: Sequence[str] = ()):
+        self.text = text
+        self.audio = audio
+        self.cache = cache
+        self.notes = list(notes)  # why a judge is missing, for the report
+        for judge in (text, audio):
+            if judge is not None and judge.cache is None:
+                judge.cache = cache
+
+    def __repr__(self) -> str:
+        return f"JudgePanel(text={self.text!r}, audio={self.audio!r})"
+
+    # --- subsequent follow-through ---------------------------------------------------------
+
+    def subsequent(self, instance: Instance, timeline: Timeline,
+                   immediate: ImmediateResult | None,
+                   model_words: Sequence[Word] = ()) -> SubsequentResult:
+        """S for one trial. ``model_words``: the model's timed words on the timeline clock,
+        if any, for splitting its speech at the cue / distractor end (inputs.py)."""
+        action, ann = instance.action, instance.annotations
+        if action == "stop":
+            return rules.stop.subsequent(ann, timeline)
+        if immediate is None or not immediate.success:
+            return SubsequentResult(Verdict.NOT_APPLICABLE, "immediate execution did not "
+                                    "succeed")
+        if action == "hold_floor" and (timeline.cue is None or
+                                       not rules.hold_floor.has_speech_after_cue(timeline)):
+            return SubsequentResult(Verdict.NOT_APPLICABLE, "no model speech after the cue "
+                                    "ended", judge="rule")
+        if self.text is None:
+            return SubsequentResult(Verdict.NOT_JUDGED, "subsequent follow-through needs the "
+                                    "text judge; none is configured" + self._why())
+        fields = inputs.BUILDERS[action](instance, timeline, model_words)
+        # The paper decides these without asking: no later speech is a failure (B.2, B.7).
+        if action == "wait" and not fields["model_response"]:
+            return SubsequentResult(Verdict.FAILURE, "no later response after the wait "
+                                    "interval", judge="rule", evidence={"fields": fields})
+        if action == "backchannel" and not fields["model_later"]:
+            return SubsequentResult(Verdict.FAILURE, "no later model speech after the "
+                                    "backchannel", judge="rule", evidence={"fields": fields})
+        system, user = prompts.SUBSEQUENT[action].render(fields)
+        answer = self.text.ask_yes_no(system, user)
+        evidence = {"fields": fields, "prompt": prompts.SUBSEQUENT[action].source,
+                    "cached": answer.cached, "request_key": answer.key}
+        if answer.error:
+            return SubsequentResult(Verdict.JUDGE_ERROR, answer.error, judge=self.text.model,
+                                    evidence=evidence)
+        evidence["answer"] = "YES" if answer.verdict else "NO"
+        verdict = Verdict.SUCCESS if answer.verdict else Verdict.FAILURE
+        return SubsequentResult(verdict, f"judge: {evidence['answer']}: {answer.reason}",
+                                judge=self.text.model, evidence=evidence)
+
+    # --- backchannel immediate execution, stages 2 and 3 ---------------------------------
+
+    def backchannel_stages(self, instance: Instance, timeline: Timeline, candidate: Segment,
+                           candidate_audio: np.ndarray,
+                           sample_rate: int = SAMPLE_RATE) -> tuple[Judgement, Judgement]:
+        """(genuine, function) for rules.backchannel.immediate. The audio judge is asked only
+        about a candidate the text judge confirmed as genuine; a missing judge gives an empty
+        Judgement (not judged), a failed one a Judgement with ``error``."""
+        if self.text is None:
+            return Judgement(), Judgement()
+        fields = inputs.backchannel_genuine(instance, timeline, candidate)
+        system, user = prompts.BACKCHANNEL_GENUINE.render(fields)
+        answer = self.text.ask_yes_no(system, user)
+        if answer.error:
+            return Judgement(error=answer.error), Judgement()
+        genuine = Judgement(answer.verdict, answer.reason)
+        if not answer.verdict or self.audio is None:
+            return genuine, Judgement()
+        fn = self.audio.classify(candidate_audio, sample_rate)
+        if fn.error:
+            return genuine, Judgement(error=fn.error)
+        return genuine, Judgement(fn.function, fn.reason)
+
+    # --- report ---------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Models used and what they cost: for the report's judge section."""
+        def one(judge):
+            if judge is None:
+                return None
+            return {"model": judge.model, **judge.counters.as_dict()}
+
+        cache = None
+        if self.cache is not None:
+            cache = {"dir": str(self.cache.root), **self.cache.stats.__dict__}
+        return {"text_judge": one(self.text), "audio_judge": one(self.audio), "cache": cache,
+                "models": [j.model for j in (self.text, self.audio) if j is not None],
+                "notes": list(self.notes)}
+
+    def _why(self) -> str:
+        return f" ({'; '.join(self.notes)})" if self.notes else ""
+
+    @classmethod
+    def from_options(cls, judge_model: str | None = None, judge_base_url: str | None = None,
+                     audio_judge_model: str | None = None,
+                     audio_judge_base_url: str | None = None,
+                     cache_dir: str | Path | None = None, timeout: float | None = None,
+                     max_attempts: int | None = None) -> "JudgePanel":
+        """Build from option values; each ``None`` falls back to its environment variable
+        (docs/judges.md), then to the paper's model. A model value of ``off`` disables that
+        judge. Without OPENAI_API_KEY there are no judges (the notes say so)."""
+        policy = calls.RetryPolicy(**{k: v for k, v in (("timeout", timeout),
+                                                        ("max_attempts", max_attempts))
+                                      if v is not None})
+        cache = RequestCache(cache_dir) if cache_dir else None
+        notes: list[str] = []
+        if not os.environ.get(calls.ENV_API_KEY):
+            notes.append(f"{calls.ENV_API_KEY} is not set")
+            return cls(None, None, cache, notes)
+        text = audio = None
+        if _off(judge_model, "DUPLEXACT_JUDGE_MODEL"):
+            notes.append("text judge turned off")
+        else:
+            text = JudgeClient(judge_model, base_url=judge_base_url, policy=policy)
+        if _off(audio_judge_model, "DUPLEXACT_AUDIO_JUDGE_MODEL"):
+            notes.append("audio judge turned off")
+        else:
+            audio = AudioJudge(audio_judge_model, base_url=audio_judge_base_url, policy=policy)
+        return cls(text, audio, cache, notes)
+
+
+def _off(value: str | None, env: str) -> bool:
+    value = value if value is not None else os.environ.get(env)
+    return bool(value) and value.strip().lower() in OFF

@@ -1,0 +1,101 @@
+"""whisper-1 behind the Transcriber interface: the paper's ASR for model speech (D.1).
+
+One ``audio.transcriptions`` request per clip (verbose_json, word timestamps), through the same
+cache and retry policy as the judges (judges/calls.py). The model, base URL and key come from
+the constructor or DUPLEXACT_TRANSCRIBE_MODEL / DUPLEXACT_TRANSCRIBE_BASE_URL /
+OPENAI_API_KEY. A clip that cannot be transcribed raises TranscriptionError: the instance
+is then a harness error, never a model failure.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Callable
+
+import numpy as np
+import openai
+
+from .judges import calls
+from .judges.cache import RequestCache, sha256_hex
+from .judges.wav import wav_bytes
+from .timeline import Word
+
+DEFAULT_MODEL = "whisper-1"
+ENV_MODEL = "DUPLEXACT_TRANSCRIBE_MODEL"
+ENV_BASE_URL = "DUPLEXACT_TRANSCRIBE_BASE_URL"
+MIN_SECONDS = 0.1  # the service rejects shorter audio; shorter clips are padded with silence
+
+
+class TranscriptionError(RuntimeError):
+    pass
+
+
+def parse_words(payload: dict) -> tuple[Word, ...]:
+    """verbose_json words -> Words; anything malformed is an unusable answer."""
+    words = payload.get("words")
+    if words is None:
+        if (payload.get("text") or "").strip():
+            raise calls.InvalidAnswer("text without word timestamps")
+        return ()
+    out = []
+    for w in words:
+        try:
+            text, start, end = w["word"], float(w["start"]), float(w["end"])
+        except (KeyError, TypeError, ValueError):
+            raise calls.InvalidAnswer(f"malformed word {w!r}") from None
+        if not isinstance(text, str) or not (math.isfinite(start) and math.isfinite(end)) \
+                or end < start:
+            raise calls.InvalidAnswer(f"malformed word {w!r}")
+        out.append(Word(start, end, text.strip()))
+    return tuple(out)
+
+
+class OpenAITranscriber:
+    """Transcriber (transcribe.py) over the OpenAI transcription endpoint."""
+
+    def __init__(self, model: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, language: str | None = None,
+                 policy: calls.RetryPolicy | None = None, cache: RequestCache | None = None,
+                 client: openai.OpenAI | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.model = model or os.environ.get(ENV_MODEL) or DEFAULT_MODEL
+        self.name = f"openai:{self.model}"
+        self.language = language
+        self.policy = policy or calls.RetryPolicy()
+        self.cache = cache
+        self.counters = calls.Counters()
+        base_url = base_url or os.environ.get(ENV_BASE_URL) or None
+        self._secret = calls.resolve_api_key(api_key) if client is None else None
+        self._client = client or calls.make_openai(base_url, self._secret, self.policy.timeout)
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"OpenAITranscriber(model={self.model!r})"
+
+    def transcribe(self, audio: np.ndarray, sample_rate: int) -> tuple[Word, ...]:
+        if len(audio) == 0:
+            return ()
+        wav = wav_bytes(audio, sample_rate, MIN_SECONDS)
+        params = {"response_format": "verbose_json", "timestamp_granularities": ["word"]}
+        if self.language:
+            params["language"] = self.language
+        request = {"endpoint": "audio.transcriptions", "model": self.model, "params": params,
+                   "audio_sha256": sha256_hex(wav)}
+
+        def send() -> dict:
+            resp = self._client.audio.transcriptions.create(
+                file=("audio.wav", wav, "audio/wav"), model=self.model, **params)
+            words = getattr(resp, "words", None)
+            return {"text": getattr(resp, "text", None),
+                    "words": None if words is None else
+                    [{"word": w.word, "start": w.start, "end": w.end} for w in words]}
+
+        try:
+            out = calls.perform(request=request, send=send, parse=parse_words,
+                                cache=self.cache, policy=self.policy, counters=self.counters,
+                                sleep=self._sleep, secret=self._secret)
+        except calls.RequestFailed as e:
+            raise TranscriptionError(f"transcriber {self.model}: {e}") from None
+        return out.value

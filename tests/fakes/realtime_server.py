@@ -1,0 +1,502 @@
+"""A protocol-faithful fake of the OpenAI Realtime (GA) websocket server, on 127.0.0.1.
+
+The real ``openai`` SDK connects to it unchanged (``base_url=http://127.0.0.1:PORT/v1`` ->
+``ws://127.0.0.1:PORT/v1/realtime?model=...`` with a Bearer key). It speaks the GA events the
+SDK expects: session.created/updated, input_audio_buffer.speech_started/stopped/committed from
+a simple energy VAD over the received pcm16 24 kHz input, conversation.item.added/done,
+response.created, response.output_item.added, response.content_part.added,
+response.output_audio_transcript.delta, response.output_audio.delta (a tone, sent faster than
+real time), the matching .done events, response.done, conversation.item.truncated and error.
+
+Behaviour is scripted (``Script``): answer ``answer_after_ms`` after the user's speech ends,
+speak ``speak_s`` seconds, cancel on barge-in, drop the connection mid-instance, refuse
+handshakes with HTTP 429. A client may also pick its script per session by sending
+``instructions = "SCRIPT {json}"`` in its session.update (lets concurrent trials differ).
+
+Server time: ``t`` = seconds since the first input audio arrived, which is the client's t = 0
+give or take the loopback latency. Every session records what it received and sent (audio
+payloads summarised by length), and each response's ground truth (when its first audio
+delta was sent, how long it is, when a barge-in cut it).
+
+Run standalone (for benchmarks, in its own process)::
+
+    python tests/fakes/realtime_server.py [--script JSON]   # prints "PORT <n>", serves until
+                                                              # stdin closes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import copy
+import json
+import sys
+from dataclasses import asdict, dataclass, field, fields, replace
+from http import HTTPStatus
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+RATE = 24_000
+FRAME = RATE // 50  # 20 ms VAD frames
+
+
+@dataclass(frozen=True)
+class Script:
+    answer_after_ms: float = 400.0   # first response audio this long after the speech ended
+    speak_s: float = 1.0             # audio length of each response
+    text: str = "Sure, here is a short answer for you."
+    delta_ms: float = 100.0          # audio per response.output_audio.delta
+    pace: float = 4.0                # send speed, multiple of real time (0 = all at once)
+    transcript_first: bool = True    # all transcript deltas before any audio (worst case)
+    max_responses: int | None = None
+    tone_hz: float = 440.0
+    amplitude: float = 0.3
+    vad_rms: float = 0.02            # energy VAD threshold on 20 ms frames
+    drop_after_ms: float | None = None  # abort the TCP connection after this much input
+
+    @classmethod
+    def from_json(cls, text: str) -> "Script":
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(data) - known)
+        if bad:
+            raise ValueError(f"unknown script field(s): {', '.join(bad)}")
+        return cls(**data)
+
+
+@dataclass
+class ResponseTruth:
+    id: str
+    item_id: str
+    audio_start: float | None = None   # server t of the first audio delta sent
+    audio_s: float = 0.0               # audio sent for it (s)
+    planned_s: float = 0.0
+    status: str = "in_progress"
+    cancelled_at: float | None = None  # server t of the barge-in that cancelled it
+    stop: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+
+
+@dataclass
+class Session:
+    """Everything one connection did; tests read this."""
+
+    index: int
+    path: str
+    query: dict[str, list[str]]
+    authorization: str | None
+    script: Script
+    config: dict[str, Any] = field(default_factory=dict)
+    received: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    responses: list[ResponseTruth] = field(default_factory=list)
+    speech: list[tuple[str, float, int]] = field(default_factory=list)  # (event, t, audio_ms)
+    input_ms: float = 0.0
+    dropped: bool = False
+
+    def of_type(self, kind: str, *, sent: bool = False) -> list[dict[str, Any]]:
+        return [e for e in (self.sent if sent else self.received) if e["type"] == kind]
+
+
+def default_session(model: str) -> dict[str, Any]:
+    return {
+        "type": "realtime", "object": "realtime.session", "id": "sess_fake",
+        "model": model, "output_modalities": ["audio"],
+        "instructions": "You are a helpful, witty, and friendly AI.",
+        "tools": [], "tool_choice": "auto", "max_output_tokens": "inf", "tracing": None,
+        "prompt": None, "expires_at": 0,
+        "audio": {
+            "input": {"format": {"type": "audio/pcm", "rate": RATE}, "transcription": None,
+                      "noise_reduction": None,
+                      "turn_detection": {"type": "server_vad", "threshold": 0.5,
+                                         "prefix_padding_ms": 300,
+                                         "silence_duration_ms": 500,
+                                         "create_response": True,
+                                         "interrupt_response": True,
+                                         "idle_timeout_ms": None}},
+            "output": {"format": {"type": "audio/pcm", "rate": RATE}, "voice": "alloy",
+                       "speed": 1.0},
+        },
+    }
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """session.update semantics: present fields replace, nested objects merge."""
+    out = copy.deepcopy(base)
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and "type" not in v:
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def tone(seconds: float, hz: float, amplitude: float, offset: int = 0) -> np.ndarray:
+    n = int(round(seconds * RATE))
+    t = (np.arange(n) + offset) / RATE
+    return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def b64_pcm16(x: np.ndarray) -> str:
+    return base64.b64encode(np.round(np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+                            ).decode("ascii")
+
+
+class _Connection:
+    """The protocol state machine for one websocket."""
+
+    def __init__(self, server: "FakeRealtimeServer", ws: ServerConnection, record: Session):
+        self.server = server
+        self.ws = ws
+        self.rec = record
+        self.loop = asyncio.get_running_loop()
+        self.t0: float | None = None
+        self.n_events = 0
+        self.n_items = 0
+        self.pending = np.zeros(0, dtype=np.float32)
+        self.frames = 0              # 20 ms input frames analysed
+        self.speaking = False
+        self.silent_frames = 0
+        self.last_voiced_end_ms = 0
+        self.speech_item: str | None = None
+        self.active: tuple[ResponseTruth, asyncio.Task] | None = None
+        self.items: dict[str, dict[str, Any]] = {}  # assistant items: id -> {audio_ms, ...}
+        self.tasks: set[asyncio.Task] = set()
+
+    def t(self) -> float:
+        return 0.0 if self.t0 is None else self.loop.time() - self.t0
+
+    def new_id(self, prefix: str) -> str:
+        self.n_items += 1
+        return f"{prefix}_{self.rec.index}_{self.n_items}"
+
+    async def emit(self, event: dict[str, Any]) -> None:
+        self.n_events += 1
+        event = {"event_id": f"event_{self.rec.index}_{self.n_events}", **event}
+        summary = {k: v for k, v in event.items() if k != "delta"}
+        if event["type"] == "response.output_audio.delta":
+            summary["audio_ms"] = len(base64.b64decode(event["delta"])) / 2 / RATE * 1000
+        elif "delta" in event:
+            summary["delta"] = event["delta"]
+        self.rec.sent.append({"t": self.t(), **summary})
+        await self.ws.send(json.dumps(event))
+
+    def turn_detection(self) -> dict[str, Any] | None:
+        return self.rec.config["audio"]["input"].get("turn_detection")
+
+    # -- client events --
+
+    async def run(self) -> None:
+        await self.emit({"type": "session.created", "session": self.rec.config})
+        try:
+            async for message in self.ws:
+                event = json.loads(message)
+                await self.on_event(event)
+        except ConnectionClosed:
+            pass
+        finally:
+            for task in list(self.tasks):
+                task.cancel()
+
+    async def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        entry = {"t": self.t(), **event}
+        if kind == "input_audio_buffer.append":
+            pcm = base64.b64decode(event.get("audio", ""))
+            entry = {"t": self.t(), "type": kind, "audio_ms": len(pcm) / 2 / RATE * 1000}
+        self.rec.received.append(entry)
+        if kind == "session.update":
+            update = event.get("session") or {}
+            instructions = update.get("instructions") or ""
+            if instructions.startswith("SCRIPT "):
+                self.rec.script = Script.from_json(instructions[len("SCRIPT "):])
+            self.rec.config = merge(self.rec.config, update)
+            await self.emit({"type": "session.updated", "session": self.rec.config})
+        elif kind == "input_audio_buffer.append":
+            if self.t0 is None:
+                self.t0 = self.loop.time()
+            await self.on_audio(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768)
+        elif kind == "conversation.item.truncate":
+            await self.on_truncate(event)
+        elif kind == "response.cancel":
+            if self.active is None:
+                await self.error("invalid_request_error", "response_cancel_not_active",
+                                 "Cancellation failed: no active response found", event)
+            else:
+                await self.cancel()
+        else:
+            await self.error("invalid_request_error", "unknown_event",
+                             f"The server does not support event type {kind!r} here", event)
+
+    async def error(self, kind: str, code: str, message: str, event: dict[str, Any]) -> None:
+        await self.emit({"type": "error", "error": {"type": kind, "code": code,
+                                                     "message": message, "param": None,
+                                                     "event_id": event.get("event_id")}})
+
+    async def on_audio(self, samples: np.ndarray) -> None:
+        self.rec.input_ms += len(samples) / RATE * 1000
+        script = self.rec.script
+        if script.drop_after_ms is not None and self.rec.input_ms >= script.drop_after_ms:
+            self.rec.dropped = True
+            self.ws.transport.abort()  # no close frame: what a crashed server looks like
+            return
+        self.pending = np.concatenate([self.pending, samples])
+        while len(self.pending) >= FRAME:
+            frame, self.pending = self.pending[:FRAME], self.pending[FRAME:]
+            start_ms = self.frames * 20
+            self.frames += 1
+            voiced = float(np.sqrt(np.mean(frame ** 2))) >= script.vad_rms
+            await self.on_frame(voiced, start_ms)
+
+    async def on_frame(self, voiced: bool, start_ms: int) -> None:
+        td = self.turn_detection()
+        if td is None:
+            return
+        if voiced:
+            self.silent_frames = 0
+            self.last_voiced_end_ms = start_ms + 20
+            if not self.speaking:
+                self.speaking = True
+                self.speech_item = self.new_id("item")
+                self.rec.speech.append(("started", self.t(), start_ms))
+                await self.emit({"type": "input_audio_buffer.speech_started",
+                                 "audio_start_ms": start_ms, "item_id": self.speech_item})
+                if td.get("interrupt_response", True) and self.active is not None:
+                    await self.cancel()
+            return
+        if not self.speaking:
+            return
+        self.silent_frames += 1
+        if self.silent_frames * 20 < td.get("silence_duration_ms", 500):
+            return
+        self.speaking = False
+        end_ms = self.last_voiced_end_ms
+        self.rec.speech.append(("stopped", self.t(), end_ms))
+        item = self.speech_item
+        await self.emit({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": end_ms,
+                         "item_id": item})
+        await self.emit({"type": "input_audio_buffer.committed", "item_id": item,
+                         "previous_item_id": None})
+        user_item = {"id": item, "object": "realtime.item", "type": "message",
+                     "status": "completed", "role": "user",
+                     "content": [{"type": "input_audio", "transcript": None}]}
+        await self.emit({"type": "conversation.item.added", "previous_item_id": None,
+                         "item": user_item})
+        await self.emit({"type": "conversation.item.done", "previous_item_id": None,
+                         "item": user_item})
+        script = self.rec.script
+        if td.get("create_response", True) and self.active is None and (
+                script.max_responses is None or len(self.rec.responses) < script.max_responses):
+            await self.respond(end_ms)
+
+    # -- responses --
+
+    async def respond(self, speech_end_ms: int) -> None:
+        script = self.rec.script
+        truth = ResponseTruth(self.new_id("resp"), self.new_id("item"), planned_s=script.speak_s)
+        self.rec.responses.append(truth)
+        await self.emit({"type": "response.created", "response": self.response_obj(truth, [])})
+        start_t = (speech_end_ms + script.answer_after_ms) / 1000
+        task = asyncio.create_task(self.speak(truth, start_t))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        self.active = (truth, task)
+
+    def response_obj(self, truth: ResponseTruth, output: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"object": "realtime.response", "id": truth.id, "status": truth.status,
+                "status_details": None if truth.status != "cancelled" else
+                {"type": "cancelled", "reason": "turn_detected"},
+                "output": output, "conversation_id": "conv_fake", "output_modalities": ["audio"],
+                "max_output_tokens": "inf", "audio": {"output": {
+                    "format": {"type": "audio/pcm", "rate": RATE},
+                    "voice": self.rec.config["audio"]["output"].get("voice")}},
+                "usage": None, "metadata": None}
+
+    def assistant_item(self, truth: ResponseTruth, status: str, transcript: str) -> dict:
+        return {"id": truth.item_id, "object": "realtime.item", "type": "message",
+                "status": status, "role": "assistant",
+                "content": [{"type": "output_audio", "transcript": transcript}]}
+
+    @staticmethod
+    async def pause(truth: ResponseTruth, seconds: float) -> bool:
+        """Sleep, waking early on a barge-in; True when the response was cancelled."""
+        if seconds > 0:
+            try:
+                await asyncio.wait_for(truth.stop.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+        else:
+            await asyncio.sleep(0)
+        return truth.stop.is_set()
+
+    async def speak(self, truth: ResponseTruth, start_t: float) -> None:
+        script = self.rec.script
+        if await self.pause(truth, start_t - self.t()):
+            return await self.finish(truth, "cancelled")
+        ids = {"response_id": truth.id, "item_id": truth.item_id, "output_index": 0}
+        self.items[truth.item_id] = {"audio_ms": 0.0, "truncated": None}
+        await self.emit({"type": "response.output_item.added", "response_id": truth.id,
+                         "output_index": 0,
+                         "item": self.assistant_item(truth, "in_progress", "")})
+        await self.emit({"type": "conversation.item.added", "previous_item_id": None,
+                         "item": self.assistant_item(truth, "in_progress", "")})
+        await self.emit({"type": "response.content_part.added", **ids, "content_index": 0,
+                         "part": {"type": "audio", "transcript": ""}})
+        words = script.text.split(" ")
+        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+        audio = tone(script.speak_s, script.tone_hz, script.amplitude)
+        step = max(1, int(round(script.delta_ms / 1000 * RATE)))
+        chunks = [audio[i:i + step] for i in range(0, len(audio), step)]
+        if script.transcript_first:
+            for p in pieces:
+                await self.emit({"type": "response.output_audio_transcript.delta", **ids,
+                                 "content_index": 0, "delta": p})
+            pieces = []
+        for n, chunk in enumerate(chunks):
+            if truth.audio_start is None:
+                truth.audio_start = self.t()
+            await self.emit({"type": "response.output_audio.delta", **ids, "content_index": 0,
+                             "delta": b64_pcm16(chunk)})
+            truth.audio_s += len(chunk) / RATE
+            self.items[truth.item_id]["audio_ms"] = truth.audio_s * 1000
+            # interleaved transcript: the words due by this much audio
+            due = int(round(len(pieces) * (n + 1) / len(chunks))) if pieces else 0
+            for p in pieces[:due]:
+                await self.emit({"type": "response.output_audio_transcript.delta", **ids,
+                                 "content_index": 0, "delta": p})
+            pieces = pieces[due:] if pieces else pieces
+            if await self.pause(truth, len(chunk) / RATE / script.pace if script.pace > 0 else 0):
+                return await self.finish(truth, "cancelled")
+        await self.finish(truth, "completed")
+
+    async def finish(self, truth: ResponseTruth, status: str) -> None:
+        truth.status = status
+        ids = {"response_id": truth.id, "item_id": truth.item_id, "output_index": 0}
+        item_status = "completed" if status == "completed" else "incomplete"
+        text = self.rec.script.text if status == "completed" else ""
+        if truth.item_id in self.items:
+            await self.emit({"type": "response.output_audio.done", **ids, "content_index": 0})
+            await self.emit({"type": "response.output_audio_transcript.done", **ids,
+                             "content_index": 0, "transcript": text})
+            await self.emit({"type": "response.content_part.done", **ids, "content_index": 0,
+                             "part": {"type": "audio", "transcript": text}})
+            item = self.assistant_item(truth, item_status, text)
+            await self.emit({"type": "response.output_item.done", "response_id": truth.id,
+                             "output_index": 0, "item": item})
+            await self.emit({"type": "conversation.item.done", "previous_item_id": None,
+                             "item": item})
+            output = [item]
+        else:
+            output = []
+        await self.emit({"type": "response.done",
+                         "response": self.response_obj(truth, output)})
+        if self.active is not None and self.active[0] is truth:
+            self.active = None
+        return None
+
+    async def cancel(self) -> None:
+        """Barge-in: the speaking task stops at its next await and reports the cancel (a
+        delta already on its way still arrives, as with the real service)."""
+        truth, _ = self.active
+        truth.cancelled_at = self.t()
+        truth.stop.set()
+        self.active = None
+
+    async def on_truncate(self, event: dict[str, Any]) -> None:
+        item = self.items.get(event.get("item_id"))
+        end_ms = event.get("audio_end_ms")
+        if item is None:
+            await self.error("invalid_request_error", "item_not_found",
+                             f"Item {event.get('item_id')!r} not found", event)
+        elif not isinstance(end_ms, int) or end_ms < 0 or end_ms > item["audio_ms"] + 1e-6:
+            await self.error("invalid_request_error", "invalid_value",
+                             f"audio_end_ms {end_ms} is beyond the item's "
+                             f"{item['audio_ms']:.0f} ms of audio", event)
+        elif event.get("content_index") != 0:
+            await self.error("invalid_request_error", "invalid_value",
+                             "content_index must be 0 for an audio message", event)
+        else:
+            item["truncated"] = end_ms
+            await self.emit({"type": "conversation.item.truncated",
+                             "item_id": event["item_id"], "content_index": 0,
+                             "audio_end_ms": end_ms})
+
+
+class FakeRealtimeServer:
+    """``async with FakeRealtimeServer(script) as server:`` -> ``server.base_url``.
+
+    ``script`` is the default for every session (``script_for(index)`` overrides it per
+    connection); the first ``reject`` handshakes get HTTP 429."""
+
+    def __init__(self, script: Script = Script(), *,
+                 script_for: Callable[[int], Script] | None = None, reject: int = 0,
+                 require_key: bool = True):
+        self.script = script
+        self.script_for = script_for
+        self.reject = reject
+        self.require_key = require_key
+        self.sessions: list[Session] = []
+        self.handshakes = 0
+        self.rejected = 0
+        self._server = None
+
+    @property
+    def port(self) -> int:
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _process_request(self, connection: ServerConnection, request):
+        self.handshakes += 1
+        url = urlsplit(request.path)
+        if not url.path.endswith("/realtime"):
+            return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+        if "model" not in parse_qs(url.query):
+            return connection.respond(HTTPStatus.BAD_REQUEST, "missing model\n")
+        auth = request.headers.get("Authorization")
+        if self.require_key and not (auth and auth.startswith("Bearer ") and len(auth) > 7):
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "missing bearer key\n")
+        if self.rejected < self.reject:
+            self.rejected += 1
+            return connection.respond(HTTPStatus.TOO_MANY_REQUESTS, "rate limited\n")
+        return None
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        url = urlsplit(ws.request.path)
+        query = parse_qs(url.query)
+        index = len(self.sessions)
+        script = self.script_for(index) if self.script_for else self.script
+        rec = Session(index, url.path, query, ws.request.headers.get("Authorization"), script,
+                      config=default_session(query["model"][0]))
+        self.sessions.append(rec)
+        await _Connection(self, ws, rec).run()
+
+    async def __aenter__(self) -> "FakeRealtimeServer":
+        self._server = await serve(self._handle, "127.0.0.1", 0,
+                                   process_request=self._process_request, max_size=None,
+                                   compression=None)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+
+async def _main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--script", default="{}", help="Script fields as JSON")
+    args = parser.parse_args(argv)
+    async with FakeRealtimeServer(Script.from_json(args.script)) as server:
+        print(f"PORT {server.port}", flush=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sys.stdin.read)  # serve until stdin closes
+
+
+if __name__ == "__main__":
+    asyncio.run(_main(sys.argv[1:]))
