@@ -1,0 +1,134 @@
+"""Finding a model by name (docs/models.md).
+
+``resolve_model(spec, **options)`` accepts, in this order:
+
+1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
+2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime;
+3. ``package.module:factory`` — an import path to a factory (class or function);
+4. a name registered in the ``pytest_duplexact.models`` entry-point group.
+
+The factory is called with ``options`` as keyword arguments (strings when they come from the
+command line) and must return a stepped or streaming model (models/base.py). Modules are
+imported only when named, so a missing optional dependency only matters to its model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from importlib.metadata import entry_points
+from typing import Any
+
+from .base import ModelError, SessionInfo, SteppedModel, StepOutput, StreamingModel
+
+ENTRY_POINT_GROUP = "pytest_duplexact.models"
+RECORDED_PREFIX = "recorded:"
+
+BUILTINS: dict[str, str] = {
+    "silent": "pytest_duplexact.models.silent:SilentModel",
+    "oracle": "pytest_duplexact.models.oracle:OracleModel",
+    "endpoint": "pytest_duplexact.models.endpoint:EndpointModel",
+    "gpt-realtime": "pytest_duplexact.models.openai_realtime:factory",
+}
+
+
+class UnknownModel(LookupError):
+    pass
+
+
+def is_stepped(model: Any) -> bool:
+    return not isinstance(model, type) and isinstance(model, SteppedModel)
+
+
+def is_streaming(model: Any) -> bool:
+    return not isinstance(model, type) and isinstance(model, StreamingModel)
+
+
+def is_recorded(model: Any) -> bool:
+    """Models that return stored trials instead of running (models/recorded.py)."""
+    return not isinstance(model, type) and callable(getattr(model, "recording_for", None))
+
+
+def _load(target: str, spec: str):
+    module_name, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UnknownModel(f"model {spec!r}: cannot import module {module_name!r}: {e}") from e
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UnknownModel(f"model {spec!r}: module {module_name!r} has no attribute "
+                               f"{attr!r}") from None
+    return obj
+
+
+def _entry_point(name: str):
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep
+    return None
+
+
+def registered_names() -> list[str]:
+    """Built-ins first, then installed entry points."""
+    return list(BUILTINS) + sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+                                   - set(BUILTINS))
+
+
+def _call(factory, options: dict, spec: str):
+    if not callable(factory):
+        if options:
+            raise ValueError(f"model {spec!r} is an object, not a factory; it takes no options "
+                             f"(got {', '.join(options)})")
+        return factory
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError as e:
+        raise ValueError(f"model {spec!r} does not accept these options "
+                         f"({', '.join(options) or 'none'}): {e}") from None
+    except ValueError:  # no signature available (builtins, C extensions): just call it
+        pass
+    return factory(**options)
+
+
+def resolve_model(spec: str, **options) -> Any:
+    """The model object for ``spec`` (see module doc); raises ``UnknownModel`` with the list of
+    known names when nothing matches."""
+    spec = spec.strip()
+    if spec.startswith(RECORDED_PREFIX):
+        from .recorded import RecordedModel
+
+        if options:
+            raise ValueError(f"model {spec!r} takes no options (got {', '.join(options)})")
+        return RecordedModel(spec[len(RECORDED_PREFIX):])
+    if spec in BUILTINS:
+        factory = _load(BUILTINS[spec], spec)
+    elif ":" in spec:
+        factory = _load(spec, spec)
+    else:
+        ep = _entry_point(spec)
+        if ep is None:
+            raise UnknownModel(
+                f"unknown model {spec!r}. Known: {', '.join(registered_names())}, "
+                f"recorded:DIR, or an import path 'package.module:factory' (docs/models.md)")
+        try:
+            factory = ep.load()
+        except Exception as e:
+            raise UnknownModel(f"model {spec!r}: entry point {ep.value!r} failed to load: "
+                               f"{type(e).__name__}: {e}") from e
+    model = _call(factory, options, spec)
+    if not (is_stepped(model) or is_streaming(model) or is_recorded(model)):
+        raise TypeError(
+            f"model {spec!r}: the factory returned {type(model).__name__}, which is neither a "
+            "SteppedModel (sample_rate, frame_size, start, step, finish) nor a StreamingModel "
+            "(input_sample_rate, output_sample_rate, async connect); see docs/models.md")
+    return model
+
+
+__all__ = [
+    "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
+    "StreamingModel", "UnknownModel", "is_recorded", "is_stepped", "is_streaming",
+    "registered_names", "resolve_model",
+]

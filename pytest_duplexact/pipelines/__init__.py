@@ -1,0 +1,110 @@
+"""The interaction pipelines (SPEC §7) and ``run_instance``, which picks one per instance.
+
+=================  ==========================================  ==================
+taxonomy pipeline  actions                                     class
+=================  ==========================================  ==================
+direct             wait, ignore, take_turn, backchannel        ``DirectReplay``
+simulator          stop, hold_floor, recover                   ``SimulatorReplay``
+barge_in           interrupt                                   ``BargeInReplay``
+=================  ==========================================  ==================
+
+Each pipeline is written once against ``Duplex``; ``run_instance`` opens the right session
+for the model (``SteppedDuplex`` for stepped models, ``StreamingDuplex`` for hosted ones) or,
+for ``recorded:DIR``, returns the stored trial without running anything.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Awaitable, Callable, Union
+
+from ..instance import Instance
+from ..models import is_recorded, is_stepped, is_streaming
+from ..models.base import SessionInfo
+from ..taxonomy import Pipeline
+from .bargein import BargeInReplay
+from .direct import DirectReplay
+from .duplex import Duplex, Recording
+from .policy import SimulatorPolicy
+from .simulator import RuleBasedSimulator, SimulatorReplay
+from .stepped import SteppedDuplex
+
+DuplexFactory = Callable[[SessionInfo], Union[Duplex, Awaitable[Duplex]]]
+
+
+def pipeline_for(instance: Instance, policy: SimulatorPolicy | None = None):
+    kind = instance.pipeline
+    if kind is Pipeline.DIRECT:
+        return DirectReplay()
+    if kind is Pipeline.SIMULATOR:
+        return SimulatorReplay(policy or RuleBasedSimulator())
+    if kind is Pipeline.BARGE_IN:
+        return BargeInReplay()
+    raise ValueError(f"instance {instance.id}: no pipeline for {kind!r}")
+
+
+async def open_duplex(model: Any, info: SessionInfo) -> Duplex:
+    """A session for ``model``: a stepped or streaming model, or a factory
+    ``(SessionInfo) -> Duplex`` (possibly async) for anything else."""
+    if is_stepped(model):
+        return SteppedDuplex(model, info)
+    if is_streaming(model):
+        from ..models.streaming import StreamingDuplex
+
+        return await StreamingDuplex.open(model, info)
+    if callable(model):
+        duplex = model(info)
+        return await duplex if inspect.isawaitable(duplex) else duplex
+    raise TypeError(f"cannot open a session for {type(model).__name__}: not a stepped or "
+                    "streaming model, nor a factory of Duplex sessions (docs/models.md)")
+
+
+async def _discard(duplex: Duplex) -> None:
+    """Release a session whose trial failed; its own errors would hide the real one."""
+    try:
+        abort = getattr(duplex, "abort", None)
+        if abort is not None:
+            abort()
+        else:
+            await duplex.close()
+    except Exception:
+        pass
+
+
+async def _run_once(instance: Instance, model: Any, info: SessionInfo,
+                    policy: SimulatorPolicy | None) -> Recording:
+    duplex = await open_duplex(model, info)
+    try:
+        return await pipeline_for(instance, policy).run(duplex, instance)
+    except BaseException:
+        await _discard(duplex)
+        raise
+
+
+async def run_instance(instance: Instance, model: Any, info: SessionInfo | None = None, *,
+                       policy: SimulatorPolicy | None = None) -> Recording:
+    """Run one trial of ``instance`` and return its Recording.
+
+    ``model``: a stepped or streaming model, a ``recorded:DIR`` model, or a Duplex factory.
+    ``info``: the SessionInfo (default: the instance, seed 0, no options).
+    ``policy``: the cue-timing policy for Simulator Replay (default: ``RuleBasedSimulator``).
+    Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
+    connection, rate limit) is retried from scratch (models/streaming.py).
+    """
+    if is_recorded(model):
+        return model.recording_for(instance)
+    info = info or SessionInfo(instance)
+    if info.instance is not instance:
+        raise ValueError(f"SessionInfo is for instance {info.instance.id}, not {instance.id}")
+    if is_streaming(model):
+        from ..models.streaming import run_with_retry
+
+        return await run_with_retry(lambda: _run_once(instance, model, info, policy))
+    return await _run_once(instance, model, info, policy)
+
+
+__all__ = [
+    "BargeInReplay", "DirectReplay", "Duplex", "DuplexFactory", "Recording",
+    "RuleBasedSimulator", "SimulatorReplay", "SteppedDuplex", "open_duplex", "pipeline_for",
+    "run_instance",
+]

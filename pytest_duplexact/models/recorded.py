@@ -1,0 +1,56 @@
+"""``recorded:DIR``: replay trials recorded earlier instead of running a model.
+
+DIR is a run directory (``DIR/instances/<instance id>/``) or a folder of per-instance folders
+(``DIR/<instance id>/``), each in the recording layout of recording_io.py: ``input.wav``,
+``output.wav`` and ``recording.json``. Folders with only the two WAV files (Full-Duplex-Bench
+style) carry no cue or barge-in information and replay Direct Replay instances only.
+The pipelines are bypassed: ``pipelines.run_instance`` returns the stored Recording.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..instance import Instance
+from ..pipelines.duplex import Recording
+from ..recording_io import RecordingFormatError, has_metadata, load_recording, read_instance_id
+from ..taxonomy import Pipeline
+from .base import ModelError
+
+
+class RecordedModel:
+    def __init__(self, root: Path | str):
+        self.root = Path(root).expanduser()
+        if not self.root.is_dir():
+            raise ValueError(f"recorded:{root}: no such folder")
+        self.name = f"recorded:{root}"
+
+    def folder_for(self, instance_id: str) -> Path | None:
+        for folder in (self.root / "instances" / instance_id, self.root / instance_id):
+            if folder.is_dir():
+                return folder
+        return None
+
+    def recording_for(self, instance: Instance) -> Recording:
+        folder = self.folder_for(instance.id)
+        if folder is None:
+            raise ModelError(f"{self.name}: no recording for instance {instance.id} (looked for "
+                             f"{self.root / 'instances' / instance.id} and "
+                             f"{self.root / instance.id})")
+        stored = read_instance_id(folder)
+        if stored is not None and stored != instance.id:
+            raise ModelError(f"{folder}: recording.json is for instance {stored!r}, not "
+                             f"{instance.id!r}")
+        if not has_metadata(folder) and instance.pipeline is not Pipeline.DIRECT:
+            raise ModelError(f"{folder}: no recording.json, so no cue / barge-in information; "
+                             f"a folder of input.wav + output.wav can only replay Direct Replay "
+                             f"instances, and {instance.id} is {instance.action} "
+                             f"({instance.pipeline.value})")
+        try:
+            rec = load_recording(folder)
+        except RecordingFormatError as e:
+            raise ModelError(str(e)) from e
+        if instance.pipeline is Pipeline.SIMULATOR and rec.cue is None:
+            raise ModelError(f"{folder}: recording.json has no cue, but {instance.id} is a "
+                             f"Simulator Replay instance ({instance.action})")
+        return rec

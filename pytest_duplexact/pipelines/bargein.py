@@ -1,0 +1,73 @@
+"""Barge-in replay for interrupt (SPEC §7, paper App. C.2): the user holds the floor and the
+model may intervene.
+
+The user clip is streamed chunk by chunk while a takeover detector watches the model's
+output. A takeover is model speech that is a real attempt to take the turn: a stretch of
+continuous speech of at least ``TAKEOVER_MIN_SPEECH_S``, or more than
+``taxonomy.BACKCHANNEL_MAX_WORDS`` words in the heard native transcript of the current
+stretch. A backchannel or a filler is neither. On a takeover the rest of the user audio is
+not sent (silence is pushed in its place, so the session keeps its length) and
+``user_sent_until`` records where it stopped; without one it is the end of the user clip.
+Observation: ``OBSERVATION_S`` after the user clip's end.
+
+The detector only steers the interaction; immediate success is computed from the recorded
+timeline by rules/interrupt.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..audio import SAMPLE_RATE, silence
+from ..instance import Instance
+from ..taxonomy import BACKCHANNEL_MAX_WORDS
+from ..timeline import count_words
+from .direct import CHUNK_S, push_in_chunks
+from .duplex import Duplex, Recording
+from .simulator import SpeechTracker
+
+TAKEOVER_MIN_SPEECH_S = 1.0
+# Native words may be stamped a little before the energy detector's onset.
+WORD_ONSET_SLACK_S = 0.25
+OBSERVATION_S = 8.0
+
+
+def is_takeover(tracker: SpeechTracker, duplex: Duplex,
+                min_speech_s: float = TAKEOVER_MIN_SPEECH_S) -> bool:
+    since = tracker.since
+    if since is None:
+        return False
+    if tracker.gate.time - since >= min_speech_s:
+        return True
+    words = [w.text for w in duplex.transcript() if w.start >= since - WORD_ONSET_SLACK_S]
+    return count_words(" ".join(words)) > BACKCHANNEL_MAX_WORDS
+
+
+@dataclass(frozen=True)
+class BargeInReplay:
+    chunk_s: float = CHUNK_S
+    takeover_min_speech_s: float = TAKEOVER_MIN_SPEECH_S
+    observation_s: float = OBSERVATION_S
+
+    async def run(self, duplex: Duplex, instance: Instance) -> Recording:
+        user = instance.clip("user").load()
+        tracker = SpeechTracker(duplex)
+        step = max(1, int(round(self.chunk_s * SAMPLE_RATE)))
+        sent_until: float | None = None
+        for i in range(0, len(user), step):
+            chunk = user[i: i + step]
+            if sent_until is None:
+                await duplex.push(chunk)
+                tracker.update()
+                if is_takeover(tracker, duplex, self.takeover_min_speech_s):
+                    sent_until = duplex.now
+                    duplex.event("takeover: user audio stopped")
+            else:
+                await duplex.push(np.zeros_like(chunk))
+        if sent_until is None:
+            sent_until = duplex.now
+            duplex.event("user_audio_end")
+        await push_in_chunks(duplex, silence(self.observation_s), self.chunk_s)
+        return replace(await duplex.close(), user_sent_until=sent_until)

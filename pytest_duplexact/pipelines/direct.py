@@ -1,0 +1,42 @@
+"""Direct Replay (SPEC §7): stream the instance's fixed user audio, then the observation
+period of silence, while the model's output is recorded on the same clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..audio import SAMPLE_RATE, silence
+from ..instance import Instance
+from ..taxonomy import OBSERVATION_PERIOD_S
+from .duplex import Duplex, Recording
+
+# 40 ms pushes: fine enough for online decisions (the simulator sees the model's output with
+# at most this lag), coarse enough that a streaming adapter is not flooded with tiny writes.
+CHUNK_S = 0.04
+
+
+async def push_in_chunks(duplex: Duplex, samples: np.ndarray, chunk_s: float = CHUNK_S,
+                         after_each: Callable[[], object] | None = None) -> None:
+    """Push audio ``chunk_s`` at a time, calling ``after_each()`` after every chunk."""
+    step = max(1, int(round(chunk_s * SAMPLE_RATE)))
+    samples = np.asarray(samples, dtype=np.float32)
+    for i in range(0, len(samples), step):
+        await duplex.push(samples[i: i + step])
+        if after_each is not None:
+            after_each()
+
+
+@dataclass(frozen=True)
+class DirectReplay:
+    chunk_s: float = CHUNK_S
+    observation_s: float = OBSERVATION_PERIOD_S
+
+    async def run(self, duplex: Duplex, instance: Instance) -> Recording:
+        user = instance.clip("user").load()
+        await push_in_chunks(duplex, user, self.chunk_s)
+        duplex.event("user_audio_end")
+        await push_in_chunks(duplex, silence(self.observation_s), self.chunk_s)
+        return await duplex.close()

@@ -1,0 +1,183 @@
+"""Drive a frame-stepped model (models.base.SteppedModel) as a ``Duplex`` session.
+
+Input arrives at 16 kHz in any chunk sizes. It is resampled to the model's rate with a
+streaming resampler (one continuous signal, no seams at chunk edges), and the model is
+stepped with exactly ``frame_size`` samples whenever a whole frame is available; the rest
+waits for the next push. Output frame k is the model's audio for the same instant as input
+frame k, so the output track (resampled back to 16 kHz the same way) lies on the input clock.
+The model runs as fast as it computes: no wall clock is involved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+
+from ..audio import SAMPLE_RATE
+from ..models.base import ModelError, SessionInfo, SteppedModel, StepOutput
+from ..timeline import Word
+from .duplex import Duplex, Recording
+
+
+class StreamResampler:
+    """soxr's streaming resampler: feeding a signal in pieces gives exactly what resampling
+    it whole would (delay-compensated); ``flush`` returns the tail held back by the filter."""
+
+    def __init__(self, from_rate: int, to_rate: int):
+        self._identity = from_rate == to_rate
+        self._stream = None if self._identity else soxr.ResampleStream(
+            from_rate, to_rate, 1, dtype="float32", quality="HQ")
+
+    def push(self, samples: np.ndarray) -> np.ndarray:
+        samples = np.asarray(samples, dtype=np.float32)
+        return samples if self._identity else self._stream.resample_chunk(samples)
+
+    def flush(self) -> np.ndarray:
+        if self._identity:
+            return np.zeros(0, dtype=np.float32)
+        return self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+
+
+class _Track:
+    """A growable float32 buffer; ``view()`` is O(1) so ``heard()`` can be polled often."""
+
+    def __init__(self, capacity: int = SAMPLE_RATE * 30):
+        self._buf = np.zeros(capacity, dtype=np.float32)
+        self.size = 0
+
+    def append(self, samples: np.ndarray) -> None:
+        n = len(samples)
+        if self.size + n > len(self._buf):
+            grown = np.zeros(max(2 * len(self._buf), self.size + n), dtype=np.float32)
+            grown[: self.size] = self._buf[: self.size]
+            self._buf = grown
+        self._buf[self.size: self.size + n] = samples
+        self.size += n
+
+    def view(self) -> np.ndarray:
+        return self._buf[: self.size]
+
+
+def model_name(model) -> str:
+    return str(getattr(model, "name", None) or type(model).__name__)
+
+
+class SteppedDuplex(Duplex):
+    """One session of a stepped model on one instance. Creating it calls ``model.start``."""
+
+    def __init__(self, model: SteppedModel, info: SessionInfo):
+        self.model = model
+        self.info = info
+        self.events: list[tuple[float, str]] = []
+        self._name = model_name(model)
+        rate, frame = getattr(model, "sample_rate", None), getattr(model, "frame_size", None)
+        for attr, v in (("sample_rate", rate), ("frame_size", frame)):
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ModelError(f"model {self._name}: {attr} must be a positive int, got {v!r}")
+        self.model_rate, self.frame_size = rate, frame
+        self._to_model = StreamResampler(SAMPLE_RATE, rate)
+        self._from_model = StreamResampler(rate, SAMPLE_RATE)
+        self._carry = np.zeros(0, dtype=np.float32)  # model-rate input short of a frame
+        self._input = _Track()
+        self._output = _Track()
+        self._words: list[Word] = []
+        self._steps = 0
+        self._closed = False
+        self._guard("start", lambda: model.start(info))
+
+    # --- clock -------------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self._input.size / SAMPLE_RATE
+
+    def _frame_time(self, k: int) -> float:
+        return k * self.frame_size / self.model_rate
+
+    def _guard(self, what: str, call, t: float | None = None):
+        try:
+            return call()
+        except ModelError:
+            raise
+        except Exception as e:
+            at = "" if t is None else f" at {t:.2f} s"
+            raise ModelError(f"model {self._name} failed in {what} on instance "
+                             f"{self.info.instance.id}{at}: {type(e).__name__}: {e}") from e
+
+    # --- stepping ----------------------------------------------------------------------------
+    def _step(self, frame: np.ndarray) -> None:
+        k, t0 = self._steps, self._frame_time(self._steps)
+        out = self._guard("step", lambda: self.model.step(frame), t0)
+        audio, words = (out.audio, out.transcript) if isinstance(out, StepOutput) else (out, ())
+        audio = np.asarray(audio, dtype=np.float32)
+        if audio.ndim == 2 and 1 in audio.shape:
+            audio = audio.reshape(-1)
+        if audio.shape != (self.frame_size,):
+            raise ModelError(f"model {self._name} returned {audio.shape} samples for frame {k} "
+                             f"of instance {self.info.instance.id} at {t0:.2f} s; expected "
+                             f"({self.frame_size},) at {self.model_rate} Hz")
+        if not np.all(np.isfinite(audio)):
+            raise ModelError(f"model {self._name} returned non-finite audio at {t0:.2f} s "
+                             f"on instance {self.info.instance.id}")
+        for w in words:
+            self._words.append(Word(t0 + w.start, t0 + w.end, w.text))
+        self._steps += 1
+        self._output.append(self._from_model.push(audio))
+
+    def _feed(self, model_rate_samples: np.ndarray) -> None:
+        data = np.concatenate([self._carry, model_rate_samples]) if self._carry.size \
+            else model_rate_samples
+        n = len(data) // self.frame_size
+        for k in range(n):
+            self._step(data[k * self.frame_size: (k + 1) * self.frame_size])
+        self._carry = data[n * self.frame_size:].copy()
+
+    async def push(self, samples: np.ndarray) -> None:
+        if self._closed:
+            raise RuntimeError("push() after close()")
+        samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+        self._input.append(samples)
+        self._feed(self._to_model.push(samples))
+
+    # --- what a listener has heard -----------------------------------------------------------
+    def heard(self) -> np.ndarray:
+        return self._output.view()
+
+    def transcript(self) -> list[Word]:
+        now = self.now
+        return [w for w in self._words if w.start <= now]
+
+    def abort(self) -> None:
+        """End the model's session after a failure elsewhere; no Recording."""
+        if not self._closed:
+            self._closed = True
+            self._finish_quietly()
+
+    def _finish_quietly(self) -> None:
+        try:
+            self.model.finish()
+        except Exception:  # the error being raised already says what went wrong
+            pass
+
+    async def close(self) -> Recording:
+        """Step the held-back input (the last frame padded with silence), end the model's
+        session and return the trial; the output is trimmed to the input's length."""
+        if self._closed:
+            raise RuntimeError("close() called twice")
+        self._closed = True
+        try:
+            self._feed(self._to_model.flush())
+            if self._carry.size:
+                self._feed(np.zeros(self.frame_size - self._carry.size, dtype=np.float32))
+            self._output.append(self._from_model.flush())
+        except BaseException:
+            self._finish_quietly()
+            raise
+        self._guard("finish", self.model.finish, self.now)
+        n = self._input.size
+        out = self._output.view()[:n]
+        if len(out) < n:
+            out = np.concatenate([out, np.zeros(n - len(out), dtype=np.float32)])
+        words = tuple(sorted((w for w in self._words if w.start < n / SAMPLE_RATE),
+                             key=lambda w: w.start))
+        return Recording(input=self._input.view().copy(), output=out.copy(),
+                         sample_rate=SAMPLE_RATE, transcript=words, events=list(self.events))
