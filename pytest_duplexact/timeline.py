@@ -127,6 +127,7 @@ class Timeline:
     ``duration``: end of the recording (seconds).
     ``cue``: the injected cue for Simulator Replay, else ``None``.
     ``user_sent_until``: for barge-in, where the harness stopped sending user audio.
+    ``unaligned``: transcript words that fell in no segment (a diagnostic, never scored).
     """
 
     segments: tuple[Segment, ...]
@@ -135,6 +136,7 @@ class Timeline:
     cue: Cue | None = None
     user_sent_until: float | None = None
     events: tuple[tuple[float, str], ...] = field(default=())
+    unaligned: tuple[Word, ...] = field(default=())
 
     def __post_init__(self):
         object.__setattr__(self, "segments", tuple(sorted(self.segments, key=lambda s: s.start)))
