@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from .taxonomy import BACKCHANNEL_MAX_WORDS
 
-_WORD = re.compile(r"[\w']+(?:[-.][\w']+)*", re.UNICODE)
+# A word starts with a letter or digit, so a stray quote mark ("okay ' sure") is no word.
+_WORD = re.compile(r"\w[\w']*(?:[-.][\w']+)*", re.UNICODE)
 
 
 def count_words(text: str | None) -> int:

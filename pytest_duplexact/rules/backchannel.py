@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from ..instance import Annotations
 from ..results import ImmediateResult, Verdict, failure, success
 from ..timeline import Segment, Timeline
-from .common import fmt_window
+from .common import fmt_window, inside
+
+# The paper's audio judge labels a function "affirmative" or "uncertain"; the condition id is
+# "uncertainty". Accept either spelling, in any case.
+_FUNCTION_ALIASES = {"uncertain": "uncertainty"}
+
+
+def function_label(value: object) -> str:
+    """A stage-3 label in the condition ids' spelling."""
+    label = str(value).strip().lower()
+    return _FUNCTION_ALIASES.get(label, label)
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,7 @@ def window(ann: Annotations) -> tuple[float, float]:
 def candidate(ann: Annotations, tl: Timeline) -> Segment | None:
     lo, hi = window(ann)
     for s in tl.segments:  # sorted by onset
-        if lo <= s.start <= hi and s.is_backchannel:
+        if inside(s.start, lo, hi) and s.is_backchannel:
             return s
     return None
 
@@ -51,25 +61,27 @@ def immediate(ann: Annotations, tl: Timeline, condition: str,
                        f"{fmt_window(lo, hi)}", window=(lo, hi))
     ev = {"candidate": {"start": cand.start, "end": cand.end, "text": cand.text}}
     base = f"candidate {cand.describe()}"
-    for stage, j in (("genuine", genuine), ("function", function)):
-        if j is not None and j.error:
-            return ImmediateResult(Verdict.JUDGE_ERROR, f"{base}; {stage} judge failed: "
-                                   f"{j.error}", window=(lo, hi), onset=cand.start, evidence=ev)
+    kw = {"window": (lo, hi), "onset": cand.start, "evidence": ev}
+    # Stage by stage: a later judge's state only matters once the earlier stage said "go on",
+    # so a genuine NO is a failure even when the audio judge errored or was not asked.
+    if genuine is not None and genuine.error:
+        return ImmediateResult(Verdict.JUDGE_ERROR, f"{base}; stage 2 (genuine backchannel?) "
+                               f"judge failed: {genuine.error}", **kw)
     if genuine is None or genuine.value is None:
         return ImmediateResult(Verdict.NOT_JUDGED, f"{base}; stage 2 (genuine backchannel?) "
-                               "not judged: no text judge configured", window=(lo, hi),
-                               onset=cand.start, evidence=ev)
+                               "not judged: no text judge configured", **kw)
     ev["genuine"] = {"value": bool(genuine.value), "reason": genuine.reason}
     if not genuine.value:
-        return failure(f"{base} is not a genuine backchannel: {genuine.reason}",
-                       window=(lo, hi), onset=cand.start, evidence=ev)
+        return failure(f"{base} is not a genuine backchannel: {genuine.reason}", **kw)
+    if function is not None and function.error:
+        return ImmediateResult(Verdict.JUDGE_ERROR, f"{base} is a genuine backchannel; stage 3 "
+                               f"(function) judge failed: {function.error}", **kw)
     if function is None or function.value is None:
         return ImmediateResult(Verdict.NOT_JUDGED, f"{base} is a genuine backchannel; stage 3 "
-                               "(function) not judged: no audio judge configured",
-                               window=(lo, hi), onset=cand.start, evidence=ev)
-    ev["function"] = {"value": function.value, "reason": function.reason}
-    if function.value != condition:
-        return failure(f"{base} functions as {function.value}, the condition asks for "
-                       f"{condition}", window=(lo, hi), onset=cand.start, evidence=ev)
-    return success(f"{base}: genuine {condition} backchannel", window=(lo, hi),
-                   onset=cand.start, evidence=ev)
+                               "(function) not judged: no audio judge configured", **kw)
+    label = function_label(function.value)
+    ev["function"] = {"value": label, "reason": function.reason}
+    if label != condition:
+        return failure(f"{base} functions as {label}, the condition asks for {condition}", **kw)
+    return success(f"{base}: genuine {condition} backchannel inside the user speech "
+                   f"{fmt_window(lo, hi)}", **kw)

@@ -3,6 +3,8 @@
 - An onset is *inside* a window when ``lo <= onset <= hi`` (both edges count).
 - A segment *overlaps* a window when they share time of positive length
   (``seg.start < hi and lo < seg.end``); touching at one end point is not overlap.
+
+Every boundary comparison tolerates ``EPS`` of float rounding (see ``inside``/``intersects``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,27 @@ from ..timeline import Segment, Span, Timeline
 # A model turn that is still sounding within this much of the recording's end has not ended
 # (the VAD quantises ends to its 32 ms frames).
 END_TOLERANCE_S = 0.1
+
+# Window edges are computed (user_end + 0.5, cue_end - 1.0, a gap's end - start) while onsets
+# come from sample counts, so one instant can differ in its last bits (1.8 - 1.3 > 0.5 in
+# binary floats). 1 us is 1/62 of a 16 kHz sample: it never merges two instants a recording
+# can tell apart, and it keeps "exactly on the edge" on the edge.
+EPS = 1e-6
+
+
+def inside(t: float, lo: float, hi: float) -> bool:
+    """``lo <= t <= hi``, both edges inclusive, up to EPS."""
+    return lo - EPS <= t <= hi + EPS
+
+
+def intersects(a0: float, a1: float, b0: float, b1: float) -> bool:
+    """[a0, a1] and [b0, b1] share more than an end point (more than EPS of time)."""
+    return a0 < b1 - EPS and b0 < a1 - EPS
+
+
+def exceeds(value: float, limit: float) -> bool:
+    """``value > limit`` beyond float rounding: a 0.50 s gap is not longer than 0.50 s."""
+    return value > limit + EPS
 
 
 def fmt_window(lo: float, hi: float) -> str:
@@ -23,23 +46,24 @@ def substantive(tl: Timeline) -> list[Segment]:
 
 
 def onsets_in(segments, lo: float, hi: float) -> list[Segment]:
-    return [s for s in segments if lo <= s.start <= hi]
+    return [s for s in segments if inside(s.start, lo, hi)]
 
 
 def overlapping(segments, lo: float, hi: float) -> list[Segment]:
-    return [s for s in segments if s.start < hi and lo < s.end]
+    return [s for s in segments if intersects(s.start, s.end, lo, hi)]
 
 
 def active_at(tl: Timeline, t: float) -> Segment | None:
-    """The model segment sounding at instant t (start <= t < end)."""
+    """The model segment sounding at instant t (start <= t < end): a segment starting exactly
+    at t is active, one ending exactly at t is not."""
     for s in tl.segments:
-        if s.start <= t < s.end:
+        if s.start - EPS <= t < s.end - EPS:
             return s
     return None
 
 
 def speech_overlaps(tl: Timeline, span: Span) -> bool:
-    return any(sp.overlaps(span) for sp in tl.speech_spans)
+    return any(intersects(sp.start, sp.end, span.start, span.end) for sp in tl.speech_spans)
 
 
 def silence_gaps(speech: tuple[Span, ...], lo: float, hi: float) -> list[Span]:

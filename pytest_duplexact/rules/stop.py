@@ -14,7 +14,7 @@ from ..instance import Annotations
 from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..taxonomy import STOP_FINAL_GRACE_S
 from ..timeline import Timeline
-from .common import END_TOLERANCE_S, active_at, fmt_window, list_segments, substantive
+from .common import EPS, END_TOLERANCE_S, active_at, fmt_window, list_segments, substantive
 
 
 def _excluded(tl: Timeline) -> ImmediateResult | None:
@@ -26,13 +26,17 @@ def _excluded(tl: Timeline) -> ImmediateResult | None:
     return None
 
 
+def _runs_to_end(turn, tl: Timeline) -> bool:
+    return turn.end >= tl.duration - END_TOLERANCE_S - EPS
+
+
 def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
     ex = _excluded(tl)
     if ex:
         return ex
     turn = active_at(tl, tl.cue.start)
     ev = {"active_turn": {"start": turn.start, "end": turn.end, "text": turn.text}}
-    if turn.end >= tl.duration - END_TOLERANCE_S:
+    if _runs_to_end(turn, tl):
         return failure(f"the turn active at cue onset ({tl.cue.start:.2f} s) never ends: it "
                        f"runs to the end of the recording ({tl.duration:.2f} s)", evidence=ev)
     return success(f"the turn active at cue onset ({tl.cue.start:.2f} s) ends at "
@@ -43,7 +47,7 @@ def yield_latency(ann: Annotations, tl: Timeline) -> float | None:
     if _excluded(tl):
         return None
     turn = active_at(tl, tl.cue.start)
-    if turn.end >= tl.duration - END_TOLERANCE_S:
+    if _runs_to_end(turn, tl):
         return None
     return turn.end - tl.cue.start
 
@@ -54,12 +58,17 @@ def subsequent(ann: Annotations, tl: Timeline) -> SubsequentResult:
         return SubsequentResult(Verdict.NOT_APPLICABLE, "immediate execution did not succeed",
                                 judge="rule")
     first_stop, cue = imm.onset, tl.cue
-    if first_stop >= cue.end:
+    if first_stop >= cue.end - EPS:
         return SubsequentResult(Verdict.NOT_APPLICABLE, f"the first stop ({first_stop:.2f} s) "
-                                f"came after the intervention ended ({cue.end:.2f} s)",
-                                judge="rule")
+                                f"came only when the intervention ended ({cue.end:.2f} s) "
+                                "or later", judge="rule")
     limit = cue.end - STOP_FINAL_GRACE_S
-    early = [s for s in substantive(tl) if first_stop <= s.start < limit]
+    if first_stop >= limit - EPS:
+        return SubsequentResult(Verdict.SUCCESS, f"stopped at {first_stop:.2f} s, inside the "
+                                f"intervention's last {STOP_FINAL_GRACE_S:g} s "
+                                f"{fmt_window(limit, cue.end)}, where new onsets are allowed",
+                                judge="rule")
+    early = [s for s in substantive(tl) if first_stop - EPS <= s.start < limit - EPS]
     if early:
         return SubsequentResult(Verdict.FAILURE, f"new substantive turn during the "
                                 f"intervention, before its last {STOP_FINAL_GRACE_S:g} s "
