@@ -146,6 +146,21 @@ def b64_pcm16(x: np.ndarray) -> str:
                             ).decode("ascii")
 
 
+def energy_bounds(y: np.ndarray, sr: int, threshold: float = 0.05,
+                  frame_s: float = 0.005) -> tuple[float, float] | None:
+    """(onset, offset) in seconds of the frames whose RMS exceeds ``threshold``: enough to
+    time the synthetic tone this server speaks."""
+    f = max(1, int(round(frame_s * sr)))
+    n = len(y) // f
+    if n == 0:
+        return None
+    rms = np.sqrt((np.asarray(y[: n * f], dtype=np.float64).reshape(n, f) ** 2).mean(axis=1))
+    loud = np.flatnonzero(rms > threshold)
+    if len(loud) == 0:
+        return None
+    return loud[0] * f / sr, (loud[-1] + 1) * f / sr
+
+
 class _Connection:
     """The protocol state machine for one websocket."""
 
@@ -434,11 +449,12 @@ class FakeRealtimeServer:
 
     def __init__(self, script: Script = Script(), *,
                  script_for: Callable[[int], Script] | None = None, reject: int = 0,
-                 require_key: bool = True):
+                 require_key: bool = True, deny_keys: bool = False):
         self.script = script
         self.script_for = script_for
         self.reject = reject
         self.require_key = require_key
+        self.deny_keys = deny_keys  # answer every handshake 401, as for a revoked key
         self.sessions: list[Session] = []
         self.handshakes = 0
         self.rejected = 0
@@ -460,8 +476,9 @@ class FakeRealtimeServer:
         if "model" not in parse_qs(url.query):
             return connection.respond(HTTPStatus.BAD_REQUEST, "missing model\n")
         auth = request.headers.get("Authorization")
-        if self.require_key and not (auth and auth.startswith("Bearer ") and len(auth) > 7):
-            return connection.respond(HTTPStatus.UNAUTHORIZED, "missing bearer key\n")
+        if self.deny_keys or (
+                self.require_key and not (auth and auth.startswith("Bearer ") and len(auth) > 7)):
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "invalid bearer key\n")
         if self.rejected < self.reject:
             self.rejected += 1
             return connection.respond(HTTPStatus.TOO_MANY_REQUESTS, "rate limited\n")
