@@ -1,0 +1,290 @@
+"""Rates over many instances (SPEC §5-§6, paper Tables 4, 15, 16 and Figure 5), as plain data.
+
+``aggregate(outcomes)`` turns the per-instance ``InstanceOutcome`` records into counts per
+condition, per action (micro-averaged: the pooled counts of its conditions, never a mean of
+condition rates), per (action, scenario), per (action, source) and per source, plus the timing
+diagnostics per action and per condition. docs/scoring.md states every counting rule.
+
+Counting, per instance (a harness/model error enters no count but ``n`` and ``errors``):
+- ``n_I``: immediate verdict SUCCESS or FAILURE; ``I = I_success / n_I``.
+- ``n_S``: immediate SUCCESS and subsequent SUCCESS or FAILURE; ``S = S_success / n_S``.
+- A rate is ``None`` (shown "n/a"), not 0, when its denominator is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, astuple, dataclass, field, fields
+from typing import Iterable
+
+import numpy as np
+
+from . import taxonomy
+from .results import InstanceOutcome, Verdict
+
+_COUNTED = (Verdict.SUCCESS, Verdict.FAILURE)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Instance counts of one group; the rates are derived, never stored."""
+
+    n: int = 0  # instances in the group, whatever happened to them
+    n_I: int = 0  # immediate verdict SUCCESS or FAILURE
+    I_success: int = 0
+    n_S: int = 0  # immediate SUCCESS and subsequent SUCCESS or FAILURE
+    S_success: int = 0
+    excluded: int = 0  # immediate EXCLUDED (cue did not meet model speech)
+    errors: int = 0  # InstanceOutcome.error set: harness or model crash
+    not_judged: int = 0  # a stage needed a judge and had none (or was never evaluated)
+    judge_errors: int = 0  # a judge was asked and gave no usable answer
+    not_applicable: int = 0  # immediate NOT_APPLICABLE, or S not applicable after I success
+
+    @property
+    def I(self) -> float | None:  # noqa: E743 - the paper's name
+        return self.I_success / self.n_I if self.n_I else None
+
+    @property
+    def S(self) -> float | None:
+        return self.S_success / self.n_S if self.n_S else None
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    @classmethod
+    def of(cls, o: InstanceOutcome) -> "Counts":
+        """The counts one instance contributes."""
+        if o.error is not None:
+            return cls(n=1, errors=1)
+        imm, sub = o.immediate, o.subsequent
+        if imm is None:
+            raise ValueError(f"instance {o.id}: outcome has neither an immediate result nor "
+                             "an error")
+        c = dict(n=1)
+        v = imm.verdict
+        if v is Verdict.EXCLUDED:
+            c["excluded"] = 1
+        elif v is Verdict.NOT_JUDGED:
+            c["not_judged"] = 1
+        elif v is Verdict.JUDGE_ERROR:
+            c["judge_errors"] = 1
+        elif v is Verdict.NOT_APPLICABLE:
+            c["not_applicable"] = 1
+        elif v in _COUNTED:
+            c["n_I"] = 1
+            c["I_success"] = int(v is Verdict.SUCCESS)
+        if v is Verdict.SUCCESS:
+            s = sub.verdict if sub is not None else Verdict.NOT_JUDGED  # never evaluated
+            if s in _COUNTED:
+                c["n_S"] = 1
+                c["S_success"] = int(s is Verdict.SUCCESS)
+            elif s is Verdict.NOT_JUDGED:
+                c["not_judged"] = 1
+            elif s is Verdict.JUDGE_ERROR:
+                c["judge_errors"] = 1
+            elif s is Verdict.NOT_APPLICABLE:
+                c["not_applicable"] = 1
+        return cls(**c)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "I": self.I, "S": self.S}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Counts":
+        return cls(**{f.name: int(d[f.name]) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A timing diagnostic as the paper reports it: median (IQR, n), in seconds.
+
+    Percentiles use numpy's default (linear interpolation between order statistics). The IQR
+    of a single value is ``None`` ("n/a" in Table 15), as are all statistics of no values."""
+
+    n: int = 0
+    median: float | None = None
+    p25: float | None = None
+    p75: float | None = None
+
+    @property
+    def iqr(self) -> float | None:
+        return self.p75 - self.p25 if self.n >= 2 else None
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> "Timing":
+        x = np.asarray(list(values), dtype=float)
+        if x.size == 0:
+            return cls()
+        p25, med, p75 = (float(v) for v in np.percentile(x, [25, 50, 75]))
+        return cls(int(x.size), med, p25, p75)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "iqr": self.iqr}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Timing":
+        return cls(int(d["n"]), d["median"], d["p25"], d["p75"])
+
+
+@dataclass(frozen=True)
+class ActionAggregate:
+    """One action: pooled counts and its breakdowns, each keyed in taxonomy order.
+
+    ``timing`` is the action's diagnostic pooled over its conditions (Table 4's T), ``None``
+    for actions without one; ``condition_timings`` the per-condition cells of Table 15."""
+
+    action: str
+    counts: Counts
+    conditions: dict[str, Counts] = field(default_factory=dict)
+    scenarios: dict[str, Counts] = field(default_factory=dict)
+    sources: dict[str, Counts] = field(default_factory=dict)
+    timing: Timing | None = None
+    condition_timings: dict[str, Timing] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "action": self.action,
+            "counts": self.counts.to_dict(),
+            "conditions": {k: c.to_dict() for k, c in self.conditions.items()},
+            "scenarios": {k: c.to_dict() for k, c in self.scenarios.items()},
+            "sources": {k: c.to_dict() for k, c in self.sources.items()},
+            "timing": self.timing.to_dict() if self.timing is not None else None,
+            "condition_timings": {k: t.to_dict() for k, t in self.condition_timings.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ActionAggregate":
+        def counts(m):
+            return {k: Counts.from_dict(v) for k, v in m.items()}
+
+        return cls(d["action"], Counts.from_dict(d["counts"]), counts(d["conditions"]),
+                   counts(d["scenarios"]), counts(d["sources"]),
+                   Timing.from_dict(d["timing"]) if d.get("timing") is not None else None,
+                   {k: Timing.from_dict(v) for k, v in d["condition_timings"].items()})
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The whole run. ``actions`` holds only actions with at least one instance, in
+    taxonomy.ACTIONS order; ``sources`` pools every action per source (taxonomy.SOURCES)."""
+
+    total: Counts
+    actions: dict[str, ActionAggregate]
+    sources: dict[str, Counts]
+
+    def to_dict(self) -> dict:
+        return {
+            "total": self.total.to_dict(),
+            "actions": {a: x.to_dict() for a, x in self.actions.items()},
+            "sources": {s: c.to_dict() for s, c in self.sources.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Aggregate":
+        return cls(Counts.from_dict(d["total"]),
+                   {a: ActionAggregate.from_dict(x) for a, x in d["actions"].items()},
+                   {s: Counts.from_dict(c) for s, c in d["sources"].items()})
+
+
+def _check(o: InstanceOutcome) -> None:
+    if o.action not in taxonomy.ACTIONS:
+        raise ValueError(f"instance {o.id}: unknown action {o.action!r}; known: "
+                         f"{', '.join(taxonomy.ACTIONS)}")
+    try:
+        taxonomy.condition(o.action, o.condition)
+    except KeyError as e:
+        raise ValueError(f"instance {o.id}: {e.args[0]}") from None
+    if o.scenario not in taxonomy.SCENARIOS:
+        raise ValueError(f"instance {o.id}: unknown scenario {o.scenario!r}; known: "
+                         f"{', '.join(taxonomy.SCENARIOS)}")
+    if o.source not in taxonomy.SOURCES:
+        raise ValueError(f"instance {o.id}: unknown source {o.source!r}; known: "
+                         f"{', '.join(taxonomy.SOURCES)}")
+    if o.timing is not None and not math.isfinite(o.timing):
+        raise ValueError(f"instance {o.id}: timing must be a finite number of seconds, got "
+                         f"{o.timing!r}")
+
+
+def _pooled(groups: dict[str, list[Counts]], order: Iterable[str]) -> dict[str, Counts]:
+    return {k: sum(groups[k], Counts()) for k in order if k in groups}
+
+
+def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
+    """Pool per-instance outcomes into the report's counts. Raises ValueError naming the
+    instance for an unknown action / condition / scenario / source, a duplicated instance id,
+    or an outcome with neither a result nor an error."""
+    per: dict[tuple, list[Counts]] = {}
+    times: dict[tuple[str, str], list[float]] = {}
+    seen: set[str] = set()
+    for o in outcomes:
+        _check(o)
+        if o.id in seen:
+            raise ValueError(f"instance {o.id}: appears more than once; each instance is "
+                             "counted once")
+        seen.add(o.id)
+        c = Counts.of(o)
+        for key in (("cond", o.action, o.condition), ("scen", o.action, o.scenario),
+                    ("src", o.action, o.source), ("source", o.source)):
+            per.setdefault(key, []).append(c)
+        if o.error is None and o.timing is not None:
+            times.setdefault((o.action, o.condition), []).append(float(o.timing))
+
+    actions: dict[str, ActionAggregate] = {}
+    for action in taxonomy.ACTIONS:
+        conds = [c.id for c in taxonomy.conditions_of(action)]
+        by_cond = _pooled({k[2]: v for k, v in per.items() if k[:2] == ("cond", action)}, conds)
+        if not by_cond:
+            continue
+        timed = action in taxonomy.TIMING_DIAGNOSTIC
+        actions[action] = ActionAggregate(
+            action=action,
+            counts=sum(by_cond.values(), Counts()),  # micro-average: pooled counts
+            conditions=by_cond,
+            scenarios=_pooled({k[2]: v for k, v in per.items() if k[:2] == ("scen", action)},
+                              taxonomy.SCENARIOS),
+            sources=_pooled({k[2]: v for k, v in per.items() if k[:2] == ("src", action)},
+                            taxonomy.SOURCES),
+            timing=Timing.of(v for cid in conds for v in times.get((action, cid), []))
+            if timed else None,
+            condition_timings={cid: Timing.of(times.get((action, cid), []))
+                               for cid in by_cond} if timed else {},
+        )
+    sources = _pooled({k[1]: v for k, v in per.items() if k[0] == "source"}, taxonomy.SOURCES)
+    total = sum((a.counts for a in actions.values()), Counts())
+    return Aggregate(total, actions, sources)
+
+
+# --- Presentation: the paper's cells ---------------------------------------------------------
+
+NA = "n/a"
+
+
+def format_rate(rate: float | None, digits: int = 1) -> str:
+    """A rate as a percentage ("81.5"), or "n/a" when nothing was measured."""
+    return NA if rate is None else f"{100.0 * rate:.{digits}f}"
+
+
+def format_cell(c: Counts, digits: int = 1) -> str:
+    """Table 16's cell "I / S (n_S)", e.g. "81.5 / 42.3 (163)"; "0.0 / n/a" when no instance
+    entered subsequent evaluation."""
+    s = format_rate(c.S, digits)
+    tail = f" ({c.n_S})" if c.S is not None else ""
+    return f"{format_rate(c.I, digits)} / {s}{tail}"
+
+
+def format_timing(t: Timing | None, digits: int = 2) -> str:
+    """Table 15's cell "median (IQR, n)", e.g. "0.96 (1.97, 96)"; "0.09 (n/a, 1)"; "n/a"."""
+    if t is None or t.n == 0:
+        return NA
+    iqr = NA if t.iqr is None else f"{t.iqr:.{digits}f}"
+    return f"{t.median:.{digits}f} ({iqr}, {t.n})"
+
+
+def format_action_cell(c: Counts, timing: Timing | None = None, digits: int = 1) -> str:
+    """Table 4's cell: "I / S", or "I / T / S" for an action with a timing diagnostic (pass
+    its ``ActionAggregate.timing``), T being the median in seconds."""
+    i, s = format_rate(c.I, digits), format_rate(c.S, digits)
+    if timing is None:
+        return f"{i} / {s}"
+    t = NA if timing.n == 0 else f"{timing.median:.2f}"
+    return f"{i} / {t} / {s}"
