@@ -79,7 +79,7 @@ class RuleBasedSimulator:
 
     def decide(self, state: SimulatorState) -> bool:
         return (state.model_speaking and state.speaking_since is not None
-                and state.now - state.speaking_since >= self.min_speech_s)
+                and state.now - state.speaking_since >= self.min_speech_s - 1e-9)
 
 
 @dataclass

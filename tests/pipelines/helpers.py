@@ -127,3 +127,71 @@ def speaking_at(samples: np.ndarray, t: float) -> bool:
 def speech_in(samples: np.ndarray, lo: float, hi: float) -> float:
     """Seconds of speech inside [lo, hi]."""
     return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in spans(samples))
+
+
+class ScriptedModel:
+    """A stepped test model: a tone during each (start, end) of ``script`` (seconds on its
+    clock), plus optional native words (absolute times) emitted in the frame they start in."""
+
+    name = "scripted"
+
+    def __init__(self, script=(), words=(), sample_rate: int = SR, frame_size: int = 320,
+                 level_db: float = -20.0):
+        self.script = list(script)
+        self.words = list(words)
+        self.sample_rate, self.frame_size = sample_rate, frame_size
+        self.amp = 10 ** (level_db / 20) * np.sqrt(2)
+        self.started = self.finished = 0
+        self.frames: list[int] = []
+
+    def start(self, info) -> None:
+        self.started += 1
+        self.k = 0
+
+    def step(self, frame):
+        from pytest_duplexact.models.base import StepOutput
+
+        self.frames.append(len(frame))
+        f0 = self.k * self.frame_size
+        t = (f0 + np.arange(self.frame_size)) / self.sample_rate
+        on = np.zeros(self.frame_size, dtype=bool)
+        for a, b in self.script:
+            on |= (t >= a) & (t < b)
+        out = np.where(on, self.amp * np.sin(2 * np.pi * 200.0 * t), 0.0).astype(np.float32)
+        t0, t1 = f0 / self.sample_rate, (f0 + self.frame_size) / self.sample_rate
+        ws = [Word(w.start - t0, w.end - t0, w.text) for w in self.words if t0 <= w.start < t1]
+        self.k += 1
+        return StepOutput(out, ws)
+
+    def finish(self) -> None:
+        self.finished += 1
+
+
+def timeline_of(rec, merge_gap: float = 0.3):
+    """A stand-in for segmentation.py: energy speech spans (raw, 0.1 s hangover) merged across
+    gaps < ``merge_gap``, each with the native words that start inside it."""
+    from pytest_duplexact.timeline import Segment, Span, Timeline
+
+    raw = speech_spans(rec.output, SR, hangover_s=0.1)
+    merged: list[list[float]] = []
+    for a, b in raw:
+        if merged and a - merged[-1][1] < merge_gap:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b])
+    segs = []
+    for a, b in merged:
+        text = " ".join(w.text for w in rec.transcript if a - 0.1 <= w.start < b)
+        segs.append(Segment(a, b, text))
+    return Timeline(tuple(segs), rec.duration, speech=tuple(Span(a, b) for a, b in raw),
+                    cue=rec.cue, user_sent_until=rec.user_sent_until,
+                    events=tuple(rec.events))
+
+
+def instance_for(tmp: Path, condition) -> Instance:
+    """A hand-made instance of any taxonomy condition."""
+    from pytest_duplexact.taxonomy import Pipeline
+
+    if condition.pipeline is Pipeline.SIMULATOR:
+        return simulator_instance(tmp, condition.action, condition.id)
+    return direct_instance(tmp, condition.action, condition.id)

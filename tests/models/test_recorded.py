@@ -1,0 +1,89 @@
+"""Recording layout round trip, recorded:DIR replay through run_instance, and
+Full-Duplex-Bench-style folders."""
+
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pytest_duplexact.models import resolve_model
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.pipelines import run_instance
+from pytest_duplexact.recording_io import (RECORDING_FILE, RecordingFormatError, load_recording,
+                                           save_recording)
+
+from pipelines.helpers import direct_instance, run, simulator_instance, tone
+
+
+@pytest.fixture(scope="module")
+def trials(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rec")
+    oracle = resolve_model("oracle")
+    out = {}
+    for inst in (direct_instance(tmp, "take_turn", "immediate"),
+                 simulator_instance(tmp, "recover", "wrap_up"),
+                 direct_instance(tmp, "interrupt", "help")):
+        out[inst.action] = (inst, run(run_instance(inst, oracle)))
+    return out
+
+
+def test_round_trip(trials, tmp_path):
+    for inst, rec in trials.values():
+        folder = save_recording(rec, tmp_path / "instances" / inst.id, instance_id=inst.id)
+        back = load_recording(folder)
+        assert np.max(np.abs(back.output - rec.output)) < 1e-4  # PCM-16
+        assert len(back.input) == len(rec.input)
+        assert back.transcript == rec.transcript
+        assert back.cue == rec.cue and back.user_sent_until == rec.user_sent_until
+        assert back.events == rec.events
+        meta = json.loads((folder / RECORDING_FILE).read_text())
+        assert meta["instance"] == inst.id and meta["format"] == "duplexact-recording"
+
+
+def test_recorded_model_replays_through_run_instance(trials, tmp_path):
+    for inst, rec in trials.values():
+        save_recording(rec, tmp_path / "instances" / inst.id, instance_id=inst.id)
+    model = resolve_model(f"recorded:{tmp_path}")
+    for inst, rec in trials.values():
+        back = run(run_instance(inst, model))
+        assert back.cue == rec.cue and back.transcript == rec.transcript
+
+
+def test_missing_and_mismatched_recordings(trials, tmp_path):
+    inst, rec = trials["take_turn"]
+    model = resolve_model(f"recorded:{tmp_path}")
+    with pytest.raises(ModelError, match=f"no recording for instance {inst.id}"):
+        model.recording_for(inst)
+    save_recording(rec, tmp_path / inst.id, instance_id="someone-else")
+    with pytest.raises(ModelError, match="is for instance 'someone-else'"):
+        model.recording_for(inst)
+
+
+def test_full_duplex_bench_folder(trials, tmp_path):
+    inst, _ = trials["take_turn"]
+    folder = tmp_path / inst.id
+    folder.mkdir()
+    sf.write(folder / "input.wav", tone(3.0), 16_000)
+    sf.write(folder / "output.wav", tone(3.0), 24_000)  # 2 s at 24 kHz: resampled
+    rec = resolve_model(f"recorded:{tmp_path}").recording_for(inst)
+    assert len(rec.output) == 32_000 and rec.cue is None and rec.transcript == ()
+    sim, _ = trials["recover"]
+    (tmp_path / sim.id).mkdir()
+    sf.write(tmp_path / sim.id / "input.wav", tone(1.0), 16_000)
+    sf.write(tmp_path / sim.id / "output.wav", tone(1.0), 16_000)
+    with pytest.raises(ModelError, match="can only replay Direct Replay"):
+        resolve_model(f"recorded:{tmp_path}").recording_for(sim)
+
+
+def test_bad_recording_json_names_the_field(trials, tmp_path):
+    inst, rec = trials["recover"]
+    folder = save_recording(rec, tmp_path / "x", instance_id=inst.id)
+    meta = json.loads((folder / RECORDING_FILE).read_text())
+    meta["cue"] = {"start": "soon"}
+    (folder / RECORDING_FILE).write_text(json.dumps(meta))
+    with pytest.raises(RecordingFormatError, match=r"field 'cue'"):
+        load_recording(folder)
+    (folder / "output.wav").unlink()
+    with pytest.raises(RecordingFormatError, match="output.wav: missing"):
+        load_recording(folder)

@@ -1,0 +1,46 @@
+"""BargeInReplay: a takeover stops the user audio; a backchannel does not."""
+
+import numpy as np
+import pytest
+
+from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.pipelines.bargein import OBSERVATION_S, TAKEOVER_MIN_SPEECH_S, BargeInReplay
+from pytest_duplexact.pipelines.stepped import SteppedDuplex
+from pytest_duplexact.timeline import Word
+
+from .helpers import SR, ScriptedModel, direct_instance, run
+
+
+@pytest.fixture(scope="module")
+def inst(tmp_path_factory):
+    return direct_instance(tmp_path_factory.mktemp("bi"), "interrupt", "help")
+
+
+def _run(inst, model):
+    return run(BargeInReplay().run(SteppedDuplex(model, SessionInfo(inst)), inst))
+
+
+def test_takeover_stops_the_user_audio(inst):
+    user = inst.clip("user").load()
+    rec = _run(inst, ScriptedModel([(2.0, 6.0)]))
+    cut = rec.user_sent_until
+    assert 2.0 + TAKEOVER_MIN_SPEECH_S <= cut <= 2.0 + TAKEOVER_MIN_SPEECH_S + 0.1
+    i = round(cut * SR)
+    np.testing.assert_array_equal(rec.input[:i], user[:i])
+    assert not rec.input[i:].any()
+    assert rec.duration == pytest.approx(len(user) / SR + OBSERVATION_S)
+    assert any(what.startswith("takeover") for _, what in rec.events)
+
+
+def test_backchannel_is_not_a_takeover(inst):
+    user = inst.clip("user").load()
+    rec = _run(inst, ScriptedModel([(2.0, 2.4), (4.0, 4.5)],
+                                   [Word(2.0, 2.4, "mm-hmm"), Word(4.0, 4.5, "yeah right")]))
+    assert rec.user_sent_until == pytest.approx(len(user) / SR)
+    np.testing.assert_array_equal(rec.input[: len(user)], user)
+
+
+def test_more_than_three_words_is_a_takeover_even_when_short(inst):
+    words = [Word(3.0 + 0.1 * i, 3.1 + 0.1 * i, w) for i, w in enumerate("no wait stop now".split())]
+    rec = _run(inst, ScriptedModel([(3.0, 3.6)], words))
+    assert 3.3 <= rec.user_sent_until <= 3.4  # when the fourth word has been heard
