@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from pytest_duplexact import taxonomy
 from pytest_duplexact.results import Verdict
 from pytest_duplexact.rules import common, ignore, interrupt, recover, stop, take_turn, wait
-from pytest_duplexact.timeline import (Cue, MissingTranscript, Segment, Span, count_words)
+from pytest_duplexact.timeline import Cue, MissingTranscript, Segment, Span, count_words
 
-from .helpers import ann, bc, edge_probes, segment_lists, sub, text, timeline, word_text
+from .helpers import ann, edge_probes, segment_lists, sub, text, timeline, word_text
 
 # --- word counting: the <= 3 / > 3 split -------------------------------------------------------
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from pytest_duplexact.results import Verdict
 from pytest_duplexact.rules import hold_floor
 from pytest_duplexact.rules.common import fmt_window
-from pytest_duplexact.timeline import Cue
 
 from .helpers import ann, bc, instants, sub, timeline
 
