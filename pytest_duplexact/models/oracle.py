@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..activity import EnergyGate, Change, speech_spans, squeeze_pauses
+from ..activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
 from ..instance import Instance
 from ..timeline import Word
 from .base import SessionInfo, StepOutput
@@ -36,6 +36,10 @@ HOLD_REPEAT_GAP_S = 0.15
 # background-speech cue sits 15 dB down), with a shorter hangover so the end of the lead-in /
 # cue is noticed in time (pauses inside them are bridged using the annotations).
 INPUT_ON_DB, INPUT_OFF_DB = -50.0, -60.0
+# On recorded (noisy) audio the gate turns on this far above the lead-in's noise floor (its
+# 5th-percentile frame level) when that is higher than the levels above, up to a ceiling.
+NOISE_MARGIN_DB = 15.0
+MAX_INPUT_ON_DB = -35.0
 INPUT_HANGOVER_S = 0.25
 NO_LEAD_IN_SPEECH_WAIT_S = 1.0  # if the lead-in's end is never heard, start anyway
 
@@ -52,6 +56,21 @@ def _squeezed(speech: Speech) -> Speech:
     return Speech.of(audio, words)
 
 
+def _input_levels(clip: np.ndarray, sample_rate: int) -> tuple[float, float]:
+    """Gate levels for the input: the defaults on clean audio, raised above a noise floor."""
+    frame = int(FRAME_S * sample_rate)
+    n = len(clip) // frame
+    if n == 0:
+        return INPUT_ON_DB, INPUT_OFF_DB
+    rms = np.sqrt(np.mean(np.square(clip[: n * frame].reshape(n, frame), dtype=np.float64),
+                          axis=1))
+    floor = float(np.percentile(rms, 5))
+    if floor <= 0:
+        return INPUT_ON_DB, INPUT_OFF_DB
+    on = min(MAX_INPUT_ON_DB, max(INPUT_ON_DB, 20 * np.log10(floor) + NOISE_MARGIN_DB))
+    return on, on - (INPUT_ON_DB - INPUT_OFF_DB)
+
+
 class OracleModel:
     name = "oracle"
     sample_rate = 16_000
@@ -63,7 +82,7 @@ class OracleModel:
         self.action = inst.action
         self.player = Player(self.sample_rate, self.frame_size)
         self.gate = EnergyGate(self.sample_rate, on_db=INPUT_ON_DB, off_db=INPUT_OFF_DB,
-                                hangover_s=INPUT_HANGOVER_S)
+                               hangover_s=INPUT_HANGOVER_S)
         self.k = 0
         self.phase = "scheduled"
         ann = inst.annotations
@@ -90,7 +109,10 @@ class OracleModel:
         ref = _speech(inst, "reference")
         self.reference = _squeezed(ref) if self.action == "hold_floor" else ref
         lead = inst.clip("lead_in").load()
-        spans = speech_spans(lead, self.sample_rate, on_db=INPUT_ON_DB, off_db=INPUT_OFF_DB,
+        on_db, off_db = _input_levels(lead, self.sample_rate)
+        self.gate = EnergyGate(self.sample_rate, on_db=on_db, off_db=off_db,
+                               hangover_s=INPUT_HANGOVER_S)
+        spans = speech_spans(lead, self.sample_rate, on_db=on_db, off_db=off_db,
                              hangover_s=INPUT_HANGOVER_S)
         # privileged: where the lead-in's speech really ends (ignore pauses inside it)
         self.lead_in_speech_end = spans[-1][1] if spans else 0.0

@@ -1,15 +1,21 @@
 """The oracle performs every condition's expected action on hand-made instances: its
 recordings pass every immediate rule that can decide alone (checked on an energy timeline)."""
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
-from pytest_duplexact import scoring, taxonomy
+from pytest_duplexact import audio, scoring, taxonomy
+from pytest_duplexact.instance import Clip
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.oracle import REACTION_S, RECOVERY_AFTER_S, TAKE_TURN_ONSET_S
+from pytest_duplexact.models.oracle import (LEAD_IN_REPLY_S, REACTION_S, RECOVERY_AFTER_S,
+                                            TAKE_TURN_ONSET_S)
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.results import Verdict
 
-from pipelines.helpers import instance_for, run, spans, speech_in, timeline_of
+from pipelines.helpers import (SR, instance_for, run, simulator_instance, spans, speech_in,
+                              timeline_of)
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +83,25 @@ def test_interrupt_at_the_target_takes_over(recordings):
     inst, rec = recordings["interrupt.help"]
     assert spans(rec.output)[0][0] == pytest.approx(inst.annotations.interrupt_target, abs=0.03)
     assert rec.user_sent_until < inst.annotations.user_end - 1.0
+
+
+def test_stop_and_recover_work_on_noisy_input(tmp_path):
+    """A recorded lead-in and cue over a -55 dBFS noise floor: the gate moves above it, so
+    the ends of their speech (not of their clips) are heard on time."""
+    inst = simulator_instance(tmp_path, "recover", "wrap_up")
+    rng = np.random.default_rng(7)
+    clips = dict(inst.clips)
+    for role in ("lead_in", "cue"):
+        x = clips[role].load()
+        noisy = x + rng.normal(0, 10 ** (-55 / 20), len(x)).astype(np.float32)
+        path = tmp_path / f"noisy-{role}.flac"
+        audio.write(path, noisy)
+        clips[role] = Clip(path, len(noisy) / SR, clips[role].transcript)
+    noisy_inst = replace(inst, clips=clips)
+    rec = run(run_instance(noisy_inst, resolve_model("oracle")))
+    result = scoring.immediate(noisy_inst, timeline_of(rec), scoring.NoJudges())
+    assert result.verdict is Verdict.SUCCESS, result.reason
+    first, second = spans(rec.output)
+    assert first[0] == pytest.approx(2.3 + LEAD_IN_REPLY_S, abs=0.03)  # lead-in speech ends 2.3
+    assert first[1] - rec.cue.start <= REACTION_S + 0.1
+    assert second[0] - rec.cue.end == pytest.approx(RECOVERY_AFTER_S, abs=0.05)
