@@ -66,13 +66,18 @@ class OpenAITranscriber:
         self.policy = policy or calls.RetryPolicy()
         self.cache = cache
         self.counters = calls.Counters()
-        base_url = base_url or os.environ.get(ENV_BASE_URL) or None
+        self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None
         self._secret = calls.resolve_api_key(api_key) if client is None else None
-        self._client = client or calls.make_openai(base_url, self._secret, self.policy.timeout)
+        self._sdk = client  # built on first use: most runs never need some of the judges
         self._sleep = sleep
 
     def __repr__(self) -> str:
         return f"OpenAITranscriber(model={self.model!r})"
+
+    def _client(self) -> openai.OpenAI:
+        if self._sdk is None:
+            self._sdk = calls.make_openai(self.base_url, self._secret, self.policy.timeout)
+        return self._sdk
 
     def transcribe(self, audio: np.ndarray, sample_rate: int) -> tuple[Word, ...]:
         if len(audio) == 0:
@@ -85,7 +90,7 @@ class OpenAITranscriber:
                    "audio_sha256": sha256_hex(wav)}
 
         def send() -> dict:
-            resp = self._client.audio.transcriptions.create(
+            resp = self._client().audio.transcriptions.create(
                 file=("audio.wav", wav, "audio/wav"), model=self.model, **params)
             words = getattr(resp, "words", None)
             return {"text": getattr(resp, "text", None),

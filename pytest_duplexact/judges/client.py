@@ -94,11 +94,16 @@ class ChatJSON:
         self.json_schema = json_schema
         self.counters = calls.Counters()
         self._secret = calls.resolve_api_key(api_key) if client is None else None
-        self._client = client or calls.make_openai(base_url, self._secret, self.policy.timeout)
+        self._sdk = client  # built on first use: most runs never need some of the judges
         self._sleep = sleep
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def _client(self) -> openai.OpenAI:
+        if self._sdk is None:
+            self._sdk = calls.make_openai(self.base_url, self._secret, self.policy.timeout)
+        return self._sdk
 
     def ask(self, messages: list[dict], schema_name: str, schema: dict) -> calls.Outcome:
         """Raises calls.RequestFailed when no usable answer arrives."""
@@ -111,7 +116,7 @@ class ChatJSON:
             kw = dict(self.params)
             if fmt is not None:
                 kw["response_format"] = fmt
-            resp = self._client.chat.completions.create(model=self.model, messages=messages,
+            resp = self._client().chat.completions.create(model=self.model, messages=messages,
                                                         **kw)
             if not resp.choices:
                 return {"content": None}

@@ -18,6 +18,7 @@ import math
 from typing import Callable, Sequence
 
 from .. import rules
+from ..rules.common import EPS, onsets_in
 from ..instance import Instance
 from ..timeline import MissingTranscript, Segment, Timeline, Word
 from .prompts import condition_id
@@ -76,7 +77,7 @@ def model_from(tl: Timeline, onset: float | None) -> str:
     """Whole segments starting at or after ``onset`` (none when there is no onset)."""
     if onset is None:
         return ""
-    return segments_text([s for s in tl.segments if s.start >= onset])
+    return segments_text([s for s in tl.segments if s.start >= onset - EPS])
 
 
 def _user_words(inst: Instance) -> tuple[Word, ...]:
@@ -199,7 +200,7 @@ def recover(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> d
     lo, hi = rules.recover.window(tl)
     return {"interrupted_contribution": model_before(tl, tl.cue.start, model_words),
             "interruption": inst.text("cue"),
-            "model_recovery": segments_text([s for s in tl.segments if lo <= s.start <= hi])}
+            "model_recovery": segments_text(onsets_in(tl.segments, lo, hi))}
 
 
 BUILDERS: dict[str, Callable[..., dict[str, str]]] = {

@@ -1,0 +1,103 @@
+"""Helpers for the judge tests: a recognisable fake key, fast retries, hand-made instances
+and timelines. (A module of its own: test files import it; conftest only holds fixtures.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_duplexact.instance import Annotations, Clip, Instance
+from pytest_duplexact.judges import RetryPolicy
+from pytest_duplexact.timeline import Cue, Segment, Timeline, Word
+
+FAKE_KEY = "sk-FAKE-duplexact-0d15ea5e-not-a-real-key"
+
+# Small, fast retries: the tests count attempts, they do not wait for them.
+FAST = RetryPolicy(max_attempts=3, backoff_base=0.01, backoff_cap=0.02, retry_after_cap=0.05,
+                   timeout=0.5)
+
+
+class Sleeps(list):
+    """A sleep() that records delays instead of waiting."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def words(*items: tuple[str, float, float]) -> tuple[Word, ...]:
+    return tuple(Word(s, e, t) for t, s, e in items)
+
+
+def seg(start: float, end: float, text: str | None) -> Segment:
+    return Segment(start, end, text)
+
+
+def make_instance(action: str, condition: str, *, user_words=(), texts=None,
+                  **ann) -> Instance:
+    clips = {"user": Clip(Path("/nonexistent/user.flac"), 20.0, tuple(user_words))}
+    return Instance(f"{action}-{condition}-1", action, condition, "casual", "synthesized",
+                    Annotations(**ann), clips, dict(texts or {}),
+                    manifest=Path("/data/instances.jsonl"), line=7)
+
+
+def timeline(*segments: Segment, duration: float = 30.0, cue: Cue | None = None,
+             user_sent_until: float | None = None) -> Timeline:
+    return Timeline(tuple(segments), duration, cue=cue, user_sent_until=user_sent_until)
+
+
+# --- one hand-made trial per action, where immediate execution succeeds --------------------
+
+TABLE_WORDS = words(("I", 0.0, 0.2), ("need", 0.3, 0.6), ("a", 0.7, 0.8), ("table.", 0.9, 1.2),
+                    ("For", 1.8, 2.0), ("four", 2.1, 2.4), ("people", 2.5, 2.8),
+                    ("tonight.", 2.9, 3.3))
+BERLIN = words(("So", 0.0, 0.2), ("I", 0.3, 0.4), ("moved", 0.5, 1.0), ("to", 1.2, 1.4),
+               ("Berlin", 1.5, 2.0), ("last", 2.2, 2.5), ("year", 2.6, 3.0), ("and", 3.2, 3.4),
+               ("love", 3.5, 3.8), ("it.", 3.9, 4.0))
+
+
+def trial(action: str, condition: str) -> tuple[Instance, Timeline]:
+    """A trial of ``action.condition`` whose immediate execution succeeds."""
+    texts = {"user": "x", "cue": "Hang on a second.", "reference": "ref", "ignored": "grab it"}
+    if action in ("wait", "take_turn"):
+        extra = {"pause_start": 1.2, "pause_end": 1.8} if action == "wait" else {}
+        inst = make_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
+                             user_start=0.0, user_end=3.3, **extra)
+        return inst, timeline(seg(3.4, 5.0, "Sure, a table for four people tonight."))
+    if action == "ignore":
+        inst = make_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
+                             user_start=0.0, user_end=3.3, other_start=1.3, other_end=1.7)
+        return inst, timeline(seg(3.6, 5.0, "Sure, a table for four people tonight."))
+    if action == "backchannel":
+        inst = make_instance(action, condition, user_words=BERLIN, texts=texts,
+                             user_start=0.0, user_end=4.0, backchannel_point=1.6)
+        return inst, timeline(seg(1.5, 1.8, "mm-hmm"),
+                              seg(4.3, 6.0, "That sounds like a great move."))
+    if action == "interrupt":
+        inst = make_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
+                             user_start=0.0, user_end=6.0, interrupt_target=2.0)
+        return inst, timeline(seg(2.0, 4.0, "Wait, that restaurant is closed tonight."),
+                              user_sent_until=2.5)
+    inst = make_instance(action, condition, texts=texts, cue_start=0.0, cue_end=1.0)
+    if action == "stop":
+        return inst, timeline(seg(0.5, 2.5, "The museum opens at nine and"), duration=10.0,
+                              cue=Cue(2.0, 4.0))
+    if action == "hold_floor":
+        return inst, timeline(seg(0.5, 6.0, "The museum opens at nine and closes at six."),
+                              cue=Cue(3.0, 4.0))
+    if action == "recover":
+        return inst, timeline(seg(0.5, 4.5, "The museum opens at nine and closes"),
+                              seg(6.0, 8.0, "Sure, it opens at nine."), cue=Cue(4.0, 5.5))
+    raise KeyError(action)
+
+
+def immediate_of(inst: Instance, tl: Timeline):
+    """The real rule's immediate result (backchannel: as if both judges confirmed it)."""
+    from pytest_duplexact import rules
+    from pytest_duplexact.rules.backchannel import Judgement
+
+    ann, mod = inst.annotations, rules.RULES[inst.action]
+    if inst.action == "backchannel":
+        return mod.immediate(ann, tl, inst.condition, Judgement(True, "ok"),
+                             Judgement(inst.condition, "ok"))
+    if inst.action in ("wait", "take_turn"):
+        return mod.immediate(ann, tl, inst.condition)
+    return mod.immediate(ann, tl)
