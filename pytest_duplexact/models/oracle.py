@@ -19,6 +19,9 @@ from ..timeline import Word
 from .base import SessionInfo, StepOutput
 from .playback import Player, Speech
 
+# Every clip the oracle speaks: pauses longer than this are shortened to PAUSE_S (energy
+# edges; the VAD's edges sit a little wider).
+MAX_PAUSE_S, PAUSE_S = 0.2, 0.15
 # Direct Replay actions: where the reference's speech starts, relative to user_end.
 REPLY_AFTER_S = {"wait": 0.3, "ignore": 0.3, "backchannel": 0.4}
 TAKE_TURN_ONSET_S = {"immediate": 0.2, "delayed": 1.0, "slight_overlap": -0.5}
@@ -30,7 +33,6 @@ LEAD_IN_REPLY_S = 0.4  # the reference starts this long after the lead-in's spee
 REACTION_S = 0.2  # stop / recover: falls silent this long after the cue's speech starts
 RECOVERY_AFTER_S = 0.3  # recover: the recovery starts this long after the cue's speech ends
 HOLD_PAST_CUE_S = 1.5  # hold_floor: keeps speaking at least this long past the cue's end
-HOLD_MAX_PAUSE_S, HOLD_PAUSE_S = 0.25, 0.2  # hold_floor: longer pauses are shortened
 HOLD_REPEAT_GAP_S = 0.15
 # The input gate: more sensitive than the simulator's (the benchmark's input is clean, and a
 # background-speech cue sits 15 dB down), with a shorter hangover so the end of the lead-in /
@@ -45,15 +47,14 @@ NO_LEAD_IN_SPEECH_WAIT_S = 1.0  # if the lead-in's end is never heard, start any
 
 
 def _speech(instance: Instance, role: str) -> Speech:
+    """A clip ready to play. Pauses inside it longer than MAX_PAUSE_S are shortened to
+    PAUSE_S (words moved along), so the oracle's turn is one segment for the VAD (whose merge
+    gap is 0.3 s) and a hold_floor gap never nears 0.5 s."""
     clip = instance.clip(role)
-    return Speech.of(clip.load(), clip.transcript, instance.text(role))
-
-
-def _squeezed(speech: Speech) -> Speech:
-    audio, remap = squeeze_pauses(speech.audio, HOLD_MAX_PAUSE_S, HOLD_PAUSE_S)
+    audio, remap = squeeze_pauses(clip.load(), MAX_PAUSE_S, PAUSE_S)
     words = tuple(Word(remap(w.start), max(remap(w.start), remap(w.end)), w.text)
-                  for w in speech.words)
-    return Speech.of(audio, words)
+                  for w in clip.transcript)
+    return Speech.of(audio, words, instance.text(role))
 
 
 def _input_levels(clip: np.ndarray, sample_rate: int) -> tuple[float, float]:
@@ -106,8 +107,7 @@ class OracleModel:
             raise ValueError(f"oracle: no behaviour for action {self.action!r}")
 
     def _start_simulator(self, inst: Instance) -> None:
-        ref = _speech(inst, "reference")
-        self.reference = _squeezed(ref) if self.action == "hold_floor" else ref
+        self.reference = _speech(inst, "reference")
         lead = inst.clip("lead_in").load()
         on_db, off_db = _input_levels(lead, self.sample_rate)
         self.gate = EnergyGate(self.sample_rate, on_db=on_db, off_db=off_db,
