@@ -41,8 +41,12 @@ def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> No
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.part")
     fmt = "FLAC" if path.suffix.lower() == ".flac" else "WAV"
-    sf.write(str(tmp), np.asarray(samples, dtype=np.float32), sample_rate, format=fmt,
-             subtype="PCM_16")
+    data = np.asarray(samples, dtype=np.float32)
+    try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks the knob
+        extra = {"compression_level": 1.0} if fmt == "FLAC" else {}
+        sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16", **extra)
+    except TypeError:
+        sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16")
     tmp.replace(path)
 
 
