@@ -6,7 +6,7 @@ import pytest
 from judgekit import FAST
 
 from pytest_duplexact import taxonomy
-from pytest_duplexact.judges import LLMSimulator, RequestCache, prompts
+from pytest_duplexact.judges import ConfigError, LLMSimulator, RequestCache, prompts
 from pytest_duplexact.judges.simulator_llm import SIMULATOR_RETRY, simulator_fields
 from pytest_duplexact.pipelines.policy import SimulatorPolicy, SimulatorState
 from tests.fakes import Content, Fail, Reply
@@ -87,3 +87,15 @@ def test_model_falls_back_to_simulator_then_judge_environment(openai_server, fak
 def test_every_simulator_condition_renders(cond):
     _, user = prompts.SIMULATOR.render(simulator_fields(state(cond=(cond.action, cond.id))))
     assert f"Action: {cond.action}" in user and f"Condition: {cond.judge_key or cond.id}" in user
+
+
+def test_from_options_as_the_harness_builds_it(openai_server, fake_key, tmp_path):
+    sim = LLMSimulator.from_options(model="sim-x", base_url=openai_server.url,
+                                    cache_dir=tmp_path / "c")
+    assert sim.name == "llm:sim-x" and sim.client.cache is not None
+    assert sim.decide(state()) is True
+
+
+def test_from_options_without_a_key_is_a_configuration_error():
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        LLMSimulator.from_options(model="sim-x", base_url="http://127.0.0.1:9/v1")

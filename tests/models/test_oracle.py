@@ -13,9 +13,10 @@ from pytest_duplexact.models.oracle import (LEAD_IN_REPLY_S, REACTION_S, RECOVER
                                             TAKE_TURN_ONSET_S)
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.results import Verdict
+from pytest_duplexact.timeline import Word
 
-from pipelines.helpers import (SR, instance_for, run, simulator_instance, spans, speech_in,
-                              timeline_of)
+from pipelines.helpers import (SR, cat, gap, instance_for, make_instance, run,
+                              simulator_instance, spans, speech_in, timeline_of, tone)
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +106,19 @@ def test_stop_and_recover_work_on_noisy_input(tmp_path):
     assert first[0] == pytest.approx(2.3 + LEAD_IN_REPLY_S, abs=0.03)  # lead-in speech ends 2.3
     assert first[1] - rec.cue.start <= REACTION_S + 0.1
     assert second[0] - rec.cue.end == pytest.approx(RECOVERY_AFTER_S, abs=0.05)
+
+
+def test_a_sentence_pause_in_the_reference_does_not_split_the_turn(tmp_path):
+    """"Of course. <0.35 s> The mountains ..." must stay one substantive segment."""
+    ref = cat(gap(0.1), tone(0.5), gap(0.35), tone(2.0), gap(0.1))
+    words = (Word(0.1, 0.35, "Of"), Word(0.35, 0.6, "course"), Word(0.95, 1.5, "the"),
+             Word(1.5, 2.0, "mountains"), Word(2.0, 2.95, "are"))
+    user = cat(gap(0.5), tone(2.0), gap(0.5))
+    inst = make_instance(tmp_path, "take_turn", "immediate", {"user": user, "reference":
+                         (ref, words)}, {"user_start": 0.5, "user_end": 2.5}, {"user": "a b"})
+    rec = run(run_instance(inst, resolve_model("oracle")))
+    tl = timeline_of(rec)
+    assert len(tl.segments) == 1 and tl.segments[0].is_substantive
+    assert [w.text for w in rec.transcript] == ["Of", "course", "the", "mountains", "are"]
+    assert rec.transcript[2].start - rec.transcript[1].start == pytest.approx(0.4, abs=0.03)
+    assert scoring.immediate(inst, tl, scoring.NoJudges()).verdict is Verdict.SUCCESS

@@ -1,31 +1,11 @@
-"""Shared pieces for the realtime tests: the fake server module, a fake API key, clips."""
+"""Fixtures for the realtime tests."""
 
 from __future__ import annotations
 
-import importlib.util
 import secrets
-import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from pytest_duplexact.audio import SAMPLE_RATE
-
-
-def _load_fake_server():
-    """tests/fakes is not a package: load the fake server by path, once."""
-    name = "duplexact_fake_realtime_server"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "fakes" / "realtime_server.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fake = _load_fake_server()
 
 @pytest.fixture
 def api_key(monkeypatch) -> str:
@@ -34,15 +14,3 @@ def api_key(monkeypatch) -> str:
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     return key
-
-
-def user_clip(spans: list[tuple[float, float]], total: float, hz: float = 300.0,
-              amplitude: float = 0.3) -> np.ndarray:
-    """16 kHz input: a tone burst ("speech") in each span, silence elsewhere. Span edges on
-    20 ms boundaries make the fake server's VAD see them exactly."""
-    x = np.zeros(int(round(total * SAMPLE_RATE)), np.float32)
-    for start, end in spans:
-        a, b = int(round(start * SAMPLE_RATE)), int(round(end * SAMPLE_RATE))
-        t = np.arange(b - a) / SAMPLE_RATE
-        x[a:b] = amplitude * np.sin(2 * np.pi * hz * t)
-    return x

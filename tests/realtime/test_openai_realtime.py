@@ -1,0 +1,243 @@
+"""gpt-realtime end to end: the real openai SDK client against the fake realtime server.
+
+These run on the wall clock, so clips are short and trials run concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from pytest_duplexact import audio
+from pytest_duplexact.audio import SAMPLE_RATE
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.openai_realtime import ModelConfigError, OpenAIRealtime, factory
+from pytest_duplexact.models.streaming import (RetryPolicy, StreamingDuplex,
+                                               TransientModelError, run_concurrently)
+
+from realtime_support import fake, user_clip
+
+CHUNK = 0.020       # the duplex's input chunk (20 ms)
+TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth
+SILENCE_MS = 200    # the fake server's turn detection, set through the adapter's option
+
+
+def model_for(server, script=None, **options) -> OpenAIRealtime:
+    if script is not None:
+        options["instructions"] = "SCRIPT " + json.dumps(script)
+    return factory(base_url=server.base_url, silence_duration_ms=str(SILENCE_MS), **options)
+
+
+async def run_trial(model, clip, block=0.1):
+    """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each."""
+    d = await StreamingDuplex.open(model, None)
+    snapshots = []
+    step = int(block * SAMPLE_RATE)
+    for i in range(0, len(clip), step):
+        await d.push(clip[i:i + step])
+        snapshots.append((d.now, d.transcript()))
+    return await d.close(), snapshots
+
+
+# --- timing accuracy ---------------------------------------------------------------------
+
+TRIALS = [  # (user speech end s, answer after ms, speak s)
+    (0.60, 300, 0.50), (0.60, 450, 0.80), (0.80, 350, 1.00), (0.70, 600, 0.40),
+    (0.50, 700, 0.90), (0.90, 320, 0.60), (0.60, 500, 1.10), (0.80, 400, 0.70),
+    (0.70, 550, 0.80), (0.50, 380, 1.20),
+]
+
+
+@pytest.mark.asyncio
+async def test_onsets_and_offsets_land_within_40ms_of_the_truth(api_key):
+    async with fake.FakeRealtimeServer() as server:
+        async def trial(end, answer_ms, speak):
+            script = {"answer_after_ms": answer_ms, "speak_s": speak,
+                      "text": "one two three four five six", "pace": 4.0}
+            clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + 0.3)
+            return await run_trial(model_for(server, script), clip)
+
+        results = await asyncio.gather(*(trial(*t) for t in TRIALS))
+
+    errors = []
+    for (end, answer_ms, speak), (rec, snapshots) in zip(TRIALS, results):
+        onset_truth = end + answer_ms / 1000
+        bounds = fake.energy_bounds(rec.output, SAMPLE_RATE)
+        assert bounds is not None, "no model speech recorded"
+        onset, offset = bounds
+        errors += [onset - onset_truth, offset - (onset_truth + speak)]
+        # the native transcript sits on the heard audio and was never shown ahead of it
+        assert [w.text for w in rec.transcript] == "one two three four five six".split()
+        assert rec.transcript[0].start >= onset - 0.01 and rec.transcript[-1].end <= offset + 0.01
+        final = set(rec.transcript)
+        for now, words in snapshots:
+            assert all(w.end <= now and w in final for w in words)
+    errors = np.abs(errors)
+    print(f"onset/offset |error| over {len(TRIALS)} trials: median "
+          f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms")
+    assert errors.max() <= TOLERANCE, f"timing errors (s): {np.round(errors, 3)}"
+    # every trial's transcript became visible while its speech was still playing
+    assert all(any(words for _, words in snaps) for _, snaps in results)
+
+
+# --- barge-in ----------------------------------------------------------------------------
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("pace", [4.0, 1.25])  # all audio already sent / still generating
+async def test_barge_in_stops_playback_and_truncates_what_was_played(api_key, pace):
+    script = {"answer_after_ms": 300, "speak_s": 1.5, "pace": pace, "max_responses": 1,
+              "text": "a long answer that the user is about to interrupt"}
+    async with fake.FakeRealtimeServer() as server:
+        # user: 0.2-0.6 s; model: from 0.9 s for 1.5 s; user barges in at 1.4 s
+        clip = user_clip([(0.2, 0.6), (1.4, 1.8)], total=2.4)
+        rec, _ = await run_trial(model_for(server, script), clip)
+        session = server.sessions[0]
+
+    started_at = [t for kind, t, _ in session.speech if kind == "started"][1]
+    onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert onset == pytest.approx(0.9, abs=TOLERANCE)
+    # playback stopped within one input chunk of the server's speech_started (+ 5 ms frames)
+    assert abs(offset - started_at) <= CHUNK + 0.005
+    truncates = session.of_type("conversation.item.truncate")
+    assert len(truncates) == 1
+    truncate = truncates[0]
+    assert truncate["item_id"] == session.responses[0].item_id
+    assert truncate["content_index"] == 0
+    # the truncate carries the audio actually played
+    assert truncate["audio_end_ms"] / 1000 == pytest.approx(offset - onset, abs=0.015)
+    assert session.of_type("conversation.item.truncated", sent=True)
+    assert not session.of_type("error", sent=True)
+    # only words that finished playing before the cut are in the transcript
+    assert rec.transcript and all(w.end <= offset + 0.005 for w in rec.transcript)
+    assert len(rec.transcript) < len(script["text"].split())
+    kinds = [what.split()[0] for _, what in rec.events]
+    assert kinds.count("speech_started") == 2 and "truncate" in kinds
+
+
+# --- the protocol the adapter speaks -----------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_session_update_configures_pcm24k_voice_and_turn_detection(api_key):
+    async with fake.FakeRealtimeServer() as server:
+        model = factory(base_url=server.base_url, voice="cedar", turn_detection="semantic_vad",
+                        eagerness="high", instructions="Be brief.")
+        d = await StreamingDuplex.open(model, None)
+        await d.push(np.zeros(int(0.1 * SAMPLE_RATE), np.float32))
+        await d.close()
+        session = server.sessions[0]
+
+    assert session.path == "/v1/realtime" and session.query["model"] == ["gpt-realtime"]
+    assert session.authorization == f"Bearer {api_key}"
+    update = session.of_type("session.update")[0]["session"]
+    pcm = {"type": "audio/pcm", "rate": 24000}
+    assert update["type"] == "realtime" and update["output_modalities"] == ["audio"]
+    assert update["audio"]["input"]["format"] == pcm == update["audio"]["output"]["format"]
+    assert update["audio"]["output"]["voice"] == "cedar"
+    assert update["audio"]["input"]["turn_detection"] == {
+        "type": "semantic_vad", "eagerness": "high", "create_response": True,
+        "interrupt_response": True}
+    assert update["instructions"] == "Be brief."
+    appends = session.of_type("input_audio_buffer.append")
+    assert sum(a["audio_ms"] for a in appends) == pytest.approx(100)
+    assert all(a["audio_ms"] == pytest.approx(20) for a in appends)
+
+
+def test_default_turn_detection_is_the_providers_server_vad(api_key):
+    td = factory().session_config()["audio"]["input"]["turn_detection"]
+    assert td == {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+                  "silence_duration_ms": 500, "create_response": True,
+                  "interrupt_response": True}
+
+
+def test_options_arrive_as_strings_and_bad_ones_are_named(api_key):
+    model = factory(vad_threshold="0.7", interrupt_response="false", noise_reduction="none")
+    assert model.vad_threshold == 0.7 and model.interrupt_response is False
+    assert model.noise_reduction is None
+    with pytest.raises(ModelConfigError, match="unknown option.*colour"):
+        factory(colour="blue")
+    with pytest.raises(ModelConfigError, match="turn_detection"):
+        factory(turn_detection="push_to_talk")
+    with pytest.raises(ModelConfigError, match="silence_duration_ms"):
+        factory(silence_duration_ms="soon")
+
+
+# --- the API key -------------------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_missing_key_fails_at_construction_before_connecting(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    async with fake.FakeRealtimeServer() as server:
+        with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
+            factory(base_url=server.base_url)
+        assert server.handshakes == 0
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-whatever")
+    with pytest.raises(ModelConfigError, match="environment"):
+        factory(api_key="sk-in-a-config-file")
+
+
+@pytest.mark.asyncio
+async def test_the_key_is_never_written_anywhere(api_key, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG, logger="pytest_duplexact")
+    async with fake.FakeRealtimeServer() as server:
+        model = model_for(server, {"answer_after_ms": 300, "speak_s": 0.3})
+        rec, _ = await run_trial(model, user_clip([(0.1, 0.3)], total=1.0))
+        assert server.sessions[0].authorization == f"Bearer {api_key}"  # it was used
+    async with fake.FakeRealtimeServer(deny_keys=True) as server:
+        with pytest.raises(ModelConfigError) as rejected:
+            await StreamingDuplex.open(model_for(server), None)
+
+    # everything the harness might persist about this model and run
+    audio.write(tmp_path / "output.wav", rec.output)
+    (tmp_path / "run.json").write_text(json.dumps({
+        "model": repr(model), "config": model.session_config(), "events": rec.events,
+        "transcript": [w.text for w in rec.transcript], "error": str(rejected.value)}))
+    (tmp_path / "log.txt").write_text("\n".join(r.getMessage() for r in caplog.records))
+    assert "HTTP 401" in str(rejected.value)
+    for path in tmp_path.rglob("*"):
+        assert api_key.encode() not in path.read_bytes(), f"key leaked into {path.name}"
+
+
+# --- failures ----------------------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_a_connection_dropped_mid_instance_is_a_model_error(api_key):
+    async with fake.FakeRealtimeServer(fake.Script(drop_after_ms=300)) as server:
+        d = await StreamingDuplex.open(model_for(server), None)
+        with pytest.raises(ModelError, match="mid-instance"):
+            await d.push(user_clip([(0.1, 0.4)], total=1.0))
+        with pytest.raises(ModelError):
+            await d.close()
+        assert server.sessions[0].dropped
+
+
+@pytest.mark.asyncio
+async def test_transient_failures_are_retried_from_scratch_then_reported(api_key):
+    clip = user_clip([(0.1, 0.3)], total=0.8)
+    policy = RetryPolicy(retries=2, backoff=0.01)
+
+    def job(server):
+        async def run():
+            d = await StreamingDuplex.open(model_for(server), None)
+            try:
+                await d.push(clip)
+            finally:
+                rec = await d.close()
+            return rec
+        return run
+
+    # the first connection drops mid-instance, the retry runs the instance again whole
+    drop_first = lambda i: fake.Script(drop_after_ms=200 if i == 0 else None)  # noqa: E731
+    async with fake.FakeRealtimeServer(script_for=drop_first) as flaky, \
+            fake.FakeRealtimeServer(reject=2) as limited, \
+            fake.FakeRealtimeServer(fake.Script(drop_after_ms=200)) as dead:
+        results = await run_concurrently([job(flaky), job(limited), job(dead)], 3, policy)
+        assert len(flaky.sessions) == 2 and flaky.sessions[1].input_ms == pytest.approx(800)
+        assert limited.rejected == 2 and len(limited.sessions) == 1
+        assert len(dead.sessions) == 3
+    assert len(results[0].input) == len(clip) and len(results[1].input) == len(clip)
+    assert isinstance(results[2], ModelError) and not isinstance(results[2],
+                                                                  TransientModelError)
+    assert "gave up after 3 attempts" in str(results[2])
