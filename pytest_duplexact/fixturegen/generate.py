@@ -1,0 +1,136 @@
+"""Write a dataset folder from the fixture source: dataset.json, instances.jsonl, audio/*.flac.
+
+Everything is built and checked in memory first; nothing is written unless every instance
+keeps its promises. A full run also removes audio files no instance names any more. With
+``only``, just those instances are rendered, and their lines replace the ones already in the
+folder's instances.jsonl (the others are kept), so one instance can be refreshed in place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import audio, instance, taxonomy
+from . import build, source, tts
+
+
+@dataclass(frozen=True)
+class Summary:
+    out: Path
+    written: int  # instances rendered in this run
+    total: int  # instances in the folder's manifest afterwards
+    audio_files: int
+    bytes: int  # size of the whole folder (audio + manifest + header)
+
+
+def default_source() -> Path:
+    return instance.bundled_root() / "source" / "transcripts.toml"
+
+
+def select(src: source.Source, only: list[str] | None) -> list[source.Entry]:
+    if not only:
+        return list(src.entries)
+    by_id = {e.id: e for e in src.entries}
+    unknown = [i for i in only if i not in by_id]
+    if unknown:
+        raise source.SourceError([f"{src.path}: no instance {i!r} (ids look like "
+                                  f"{src.entries[0].id})" for i in unknown])
+    return [by_id[i] for i in dict.fromkeys(only)]
+
+
+def check_coverage(src: source.Source, minimum: int = 3) -> list[str]:
+    """Every condition of the taxonomy needs ``minimum`` instances over as many scenarios."""
+    problems = []
+    for cond in taxonomy.CONDITIONS:
+        mine = [e for e in src.entries if e.cond == cond]
+        scenarios = {e.scenario for e in mine}
+        if len(mine) < minimum or len(scenarios) < minimum:
+            problems.append(f"{src.path}: condition {cond.key} has {len(mine)} instance(s) in "
+                            f"{len(scenarios)} scenario(s); needs >= {minimum} of each")
+    return problems
+
+
+def generate(out: Path | str, src_path: Path | str | None = None,
+             only: list[str] | None = None, log=print) -> Summary:
+    src = source.load(src_path or default_source())
+    out = Path(out)
+    entries = select(src, only)
+    problems = [] if only else check_coverage(src)
+    talks = {e.talk.id: e.talk for e in entries if e.talk is not None}
+    for talk in talks.values():
+        problems += build.check_talk(src, talk)
+    built: list[build.Built] = []
+    for k, entry in enumerate(entries, 1):
+        b, broken = build.build(src, entry)
+        problems += broken
+        built.append(b)
+        if log and (k % 12 == 0 or k == len(entries)):
+            log(f"rendered {k}/{len(entries)} instances")
+    if problems:
+        raise source.SourceError(problems)
+
+    files = {path: samples for b in built for path, samples in b.files.items()}
+    for path, samples in sorted(files.items()):
+        audio.write(out / path, samples)
+    order = {e.id: k for k, e in enumerate(_taxonomy_order(src.entries))}
+    lines = {b.record["id"]: json.dumps(b.record, ensure_ascii=False) for b in built}
+    if only:
+        lines = {**_existing_lines(out), **lines}
+    else:
+        _remove_stale_audio(out, set(files))
+    ids = sorted(lines, key=lambda i: (order.get(i, len(order)), i))
+    (out / instance.MANIFEST).write_text("".join(lines[i] + "\n" for i in ids), "utf-8")
+    header = _header(src, out, len(ids))
+    (out / instance.HEADER).write_text(json.dumps(header, indent=2) + "\n", "utf-8")
+    size = sum(p.stat().st_size for p in out.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts)
+    return Summary(out, len(built), len(ids), len(list((out / "audio").glob("*.flac"))), size)
+
+
+def _taxonomy_order(entries) -> list[source.Entry]:
+    rank = {c.key: k for k, c in enumerate(taxonomy.CONDITIONS)}
+    return sorted(entries, key=lambda e: (rank[e.cond.key], e.index))
+
+
+def _existing_lines(out: Path) -> dict[str, str]:
+    manifest = out / instance.MANIFEST
+    if not manifest.is_file():
+        return {}
+    lines = {}
+    for line in manifest.read_text("utf-8").splitlines():
+        if line.strip():
+            lines[json.loads(line)["id"]] = line
+    return lines
+
+
+def _remove_stale_audio(out: Path, keep: set[str]) -> None:
+    for p in (out / "audio").glob("*.flac"):
+        if f"audio/{p.name}" not in keep:
+            p.unlink()
+
+
+def _header(src: source.Source, out: Path, count: int) -> dict:
+    try:
+        where = src.path.resolve().relative_to(out.resolve()).as_posix()
+    except ValueError:
+        where = str(src.path)
+    return {
+        "format": instance.FORMAT_NAME,
+        "version": instance.FORMAT_VERSION,
+        "name": "duplexact-bundled",
+        "description": "Small synthesized DuplexAct fixture set: every condition in at least "
+                       "three scenarios; annotations exact by construction (docs/fixtures.md).",
+        "source": where,
+        "generator": "python -m pytest_duplexact.fixturegen",
+        "tts": tts.version(),
+        "sample_rate": audio.SAMPLE_RATE,
+        "instances": count,
+    }
+
+
+def counts(src: source.Source) -> tuple[Counter, Counter]:
+    """(instances per condition key, instances per scenario) of the source."""
+    return Counter(e.cond.key for e in src.entries), Counter(e.scenario for e in src.entries)
