@@ -126,14 +126,14 @@ class JudgePanel:
         return f" ({'; '.join(self.notes)})" if self.notes else ""
 
     @classmethod
-    def from_options(cls, judge_model: str | None = None, judge_base_url: str | None = None,
-                     audio_judge_model: str | None = None,
-                     audio_judge_base_url: str | None = None,
+    def from_options(cls, judge_model: str | None = None, audio_model: str | None = None,
+                     base_url: str | None = None, audio_base_url: str | None = None,
                      cache_dir: str | Path | None = None, timeout: float | None = None,
                      max_attempts: int | None = None) -> "JudgePanel":
         """Build from option values; each ``None`` falls back to its environment variable
-        (docs/judges.md), then to the paper's model. A model value of ``off`` disables that
-        judge. Without OPENAI_API_KEY there are no judges (the notes say so)."""
+        (docs/judges.md), then to the paper's models. A model value of ``off`` disables that
+        judge. Without OPENAI_API_KEY there are no judges (the notes say so, and every judged
+        stage reports NOT_JUDGED with that reason)."""
         policy = calls.RetryPolicy(**{k: v for k, v in (("timeout", timeout),
                                                         ("max_attempts", max_attempts))
                                       if v is not None})
@@ -146,13 +146,12 @@ class JudgePanel:
         if _off(judge_model, "DUPLEXACT_JUDGE_MODEL"):
             notes.append("text judge turned off")
         else:
-            text = JudgeClient(judge_model, base_url=judge_base_url, policy=policy)
-        if _off(audio_judge_model, "DUPLEXACT_AUDIO_JUDGE_MODEL"):
+            text = JudgeClient(judge_model, base_url=base_url, policy=policy)
+        if _off(audio_model, "DUPLEXACT_AUDIO_JUDGE_MODEL"):
             notes.append("audio judge turned off")
         else:
-            audio = AudioJudge(audio_judge_model, base_url=audio_judge_base_url, policy=policy)
+            audio = AudioJudge(audio_model, base_url=audio_base_url or base_url, policy=policy)
         return cls(text, audio, cache, notes)
-
 
 def _off(value: str | None, env: str) -> bool:
     value = value if value is not None else os.environ.get(env)

@@ -10,10 +10,12 @@ unreachable simulator degrades to forced injection, counted in ``counters.errors
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .. import taxonomy
 from ..pipelines.policy import SimulatorState
 from . import calls, prompts
+from .cache import RequestCache
 from .client import DEFAULT_MODEL, ENV_BASE_URL, ENV_MODEL, JudgeClient
 
 ENV_SIMULATOR_MODEL = "DUPLEXACT_SIMULATOR_MODEL"
@@ -59,6 +61,14 @@ class LLMSimulator:
             or os.environ.get(ENV_BASE_URL) or None, **kw)
         self.name = f"llm:{self.client.model}"
         self.decisions: list[tuple[float, bool | None, str]] = []  # (now, inject?, reason)
+
+    @classmethod
+    def from_options(cls, model: str | None = None, base_url: str | None = None,
+                     cache_dir: str | Path | None = None) -> "LLMSimulator":
+        """Build from option values (``None``: environment, then GPT-5.4). Asking for the LLM
+        simulator without OPENAI_API_KEY is a configuration error (calls.ConfigError)."""
+        return cls(model, base_url=base_url,
+                   cache=RequestCache(cache_dir) if cache_dir else None)
 
     @property
     def counters(self) -> calls.Counters:
