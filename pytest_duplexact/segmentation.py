@@ -37,13 +37,14 @@ TRANSCRIBE_PAD_S = 0.1
 
 
 def merge_spans(spans: Sequence[Span], merge_gap: float = MERGE_GAP_S) -> list[Span]:
-    """Sorted, disjoint spans where every gap is >= ``merge_gap``: spans whose gap is shorter
-    (or that overlap) are joined. Each input span lies inside exactly one output span."""
+    """Sorted, disjoint spans where every gap is >= ``merge_gap`` and > 0: spans whose gap is
+    shorter, and spans that touch or overlap, are joined. Each input span lies inside exactly
+    one output span."""
     if merge_gap < 0:
         raise ValueError(f"merge_gap must be >= 0 s, got {merge_gap}")
     out: list[Span] = []
     for sp in sorted(spans, key=lambda s: (s.start, s.end)):
-        if out and sp.start - out[-1].end < merge_gap:
+        if out and (sp.start - out[-1].end < merge_gap or sp.start <= out[-1].end):
             if sp.end > out[-1].end:
                 out[-1] = Span(out[-1].start, sp.end)
         else:

@@ -17,6 +17,7 @@ Audio that never rises above ``SILENCE_DBFS`` is silent without running the netw
 from __future__ import annotations
 
 import threading
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,9 @@ def _load():
         from silero_vad import load_silero_vad
 
         torch.set_num_threads(1)
-        _model = load_silero_vad()
+        with warnings.catch_warnings():  # silero's loader uses APIs torch/importlib deprecate
+            warnings.simplefilter("ignore", DeprecationWarning)
+            _model = load_silero_vad()
     return _model
 
 
