@@ -7,7 +7,8 @@
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
-The factory is called with ``options`` as keyword arguments (strings when they come from the
+``preflight(spec, **options)`` checks the same without building the model. The factory is
+called with ``options`` as keyword arguments (strings when they come from the
 command line) and must return a stepped or streaming model (models/base.py). Modules are
 imported only when named, so a missing optional dependency only matters to its model.
 """
@@ -77,12 +78,38 @@ def registered_names() -> list[str]:
                                    - set(BUILTINS))
 
 
-def _call(factory, options: dict, spec: str):
+def _factory(spec: str):
+    """What ``spec`` names: the factory to call (or a ready object)."""
+    if spec in BUILTINS:
+        return _load(BUILTINS[spec], spec)
+    if ":" in spec:
+        return _load(spec, spec)
+    ep = _entry_point(spec)
+    if ep is None:
+        raise UnknownModel(
+            f"unknown model {spec!r}. Known: {', '.join(registered_names())}, "
+            f"recorded:DIR, or an import path 'package.module:factory' (docs/models.md)")
+    try:
+        return ep.load()
+    except Exception as e:
+        raise UnknownModel(f"model {spec!r}: entry point {ep.value!r} failed to load: "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def _recorded(spec: str, options: dict):
+    from .recorded import RecordedModel
+
+    if options:
+        raise ValueError(f"model {spec!r} takes no options (got {', '.join(options)})")
+    return RecordedModel(spec[len(RECORDED_PREFIX):])
+
+
+def _check_options(factory, options: dict, spec: str) -> None:
     if not callable(factory):
         if options:
             raise ValueError(f"model {spec!r} is an object, not a factory; it takes no options "
                              f"(got {', '.join(options)})")
-        return factory
+        return
     try:
         inspect.signature(factory).bind(**options)
     except TypeError as e:
@@ -90,7 +117,22 @@ def _call(factory, options: dict, spec: str):
                          f"({', '.join(options) or 'none'}): {e}") from None
     except ValueError:  # no signature available (builtins, C extensions): just call it
         pass
-    return factory(**options)
+
+
+def preflight(spec: str, **options) -> None:
+    """Check, without building the model (no weights loaded, no connection), that ``spec``
+    names a model and ``options`` fit its factory; then run the factory's own
+    ``preflight(**options)`` if it has one (e.g. an API key check). Raises with a message
+    for the user."""
+    spec = spec.strip()
+    if spec.startswith(RECORDED_PREFIX):
+        _recorded(spec, options)
+        return
+    factory = _factory(spec)
+    _check_options(factory, options, spec)
+    check = getattr(factory, "preflight", None)
+    if callable(check):
+        check(**options)
 
 
 def resolve_model(spec: str, **options) -> Any:
@@ -98,27 +140,10 @@ def resolve_model(spec: str, **options) -> Any:
     known names when nothing matches."""
     spec = spec.strip()
     if spec.startswith(RECORDED_PREFIX):
-        from .recorded import RecordedModel
-
-        if options:
-            raise ValueError(f"model {spec!r} takes no options (got {', '.join(options)})")
-        return RecordedModel(spec[len(RECORDED_PREFIX):])
-    if spec in BUILTINS:
-        factory = _load(BUILTINS[spec], spec)
-    elif ":" in spec:
-        factory = _load(spec, spec)
-    else:
-        ep = _entry_point(spec)
-        if ep is None:
-            raise UnknownModel(
-                f"unknown model {spec!r}. Known: {', '.join(registered_names())}, "
-                f"recorded:DIR, or an import path 'package.module:factory' (docs/models.md)")
-        try:
-            factory = ep.load()
-        except Exception as e:
-            raise UnknownModel(f"model {spec!r}: entry point {ep.value!r} failed to load: "
-                               f"{type(e).__name__}: {e}") from e
-    model = _call(factory, options, spec)
+        return _recorded(spec, options)
+    factory = _factory(spec)
+    _check_options(factory, options, spec)
+    model = factory(**options) if callable(factory) else factory
     if not (is_stepped(model) or is_streaming(model) or is_recorded(model)):
         raise TypeError(
             f"model {spec!r}: the factory returned {type(model).__name__}, which is neither a "
@@ -129,6 +154,6 @@ def resolve_model(spec: str, **options) -> Any:
 
 __all__ = [
     "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
-    "StreamingModel", "UnknownModel", "is_recorded", "is_stepped", "is_streaming",
+    "StreamingModel", "UnknownModel", "is_recorded", "is_stepped", "is_streaming", "preflight",
     "registered_names", "resolve_model",
 ]

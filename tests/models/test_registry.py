@@ -71,3 +71,32 @@ def test_gpt_realtime_is_imported_only_when_asked_for():
 
 def test_is_stepped_rejects_classes():
     assert not is_stepped(SilentModel) and is_stepped(SilentModel())
+
+
+class _Checked:
+    calls: list = []
+
+    def __init__(self, level="1"):
+        raise AssertionError("preflight must not build the model")
+
+    @classmethod
+    def preflight(cls, **options):
+        cls.calls.append(options)
+        if options.get("level") == "bad":
+            raise ValueError("level must be a number")
+
+
+def test_preflight_checks_without_building(tmp_path):
+    spec = f"{__name__}:_Checked"
+    models.preflight(spec, level="2")
+    assert _Checked.calls == [{"level": "2"}]
+    with pytest.raises(ValueError, match="level must be a number"):
+        models.preflight(spec, level="bad")
+    with pytest.raises(ValueError, match="does not accept these options"):
+        models.preflight(spec, colour="red")
+    with pytest.raises(UnknownModel, match="Known: silent, oracle, endpoint"):
+        models.preflight("nope")
+    models.preflight("oracle")
+    models.preflight(f"recorded:{tmp_path}")
+    with pytest.raises(ValueError, match="no such folder"):
+        models.preflight(f"recorded:{tmp_path / 'gone'}")
