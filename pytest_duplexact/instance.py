@@ -317,8 +317,8 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             chk.add(iid, f"text.{k}", f"required (non-empty) for {action}")
             ok = False
 
-    if ok:
-        ok = _check_windows(ann, clips, chk, iid, action, cond)
+    # Windows are checked even when other fields failed, so every problem shows at once.
+    ok = _check_windows(ann, clips, chk, iid, action, cond) and ok
     if not ok:
         return None
     extra = {k: v for k, v in obj.items()
@@ -354,19 +354,22 @@ def _check_windows(ann: Annotations, clips, chk: _Checker, iid, action, cond) ->
         inside(name, "user")
     inside("cue_start", "cue")
     inside("cue_end", "cue")
-    if action == "wait" and cond in _PAUSE_CONDITIONS and ann.pause_start is not None:
-        if not (ann.user_start <= ann.pause_start and ann.pause_end <= ann.user_end):
-            chk.add(iid, "annotations.pause_start", "the pause must lie inside the user speech")
-    if action == "ignore" and ann.other_start is not None:
-        if not (ann.user_start <= ann.other_start and ann.other_end <= ann.user_end):
-            chk.add(iid, "annotations.other_start",
+    def within_user(first: str, last: str, message: str):
+        """[first, last] inside [user_start, user_end]; silent when any of them is missing
+        (a missing required annotation is reported on its own)."""
+        vals = (ann.user_start, getattr(ann, first), getattr(ann, last), ann.user_end)
+        if None not in vals and not (vals[0] <= vals[1] and vals[2] <= vals[3]):
+            chk.add(iid, f"annotations.{first}", message)
+
+    if action == "wait" and cond in _PAUSE_CONDITIONS:
+        within_user("pause_start", "pause_end", "the pause must lie inside the user speech")
+    if action == "ignore":
+        within_user("other_start", "other_end",
                     "the distractor must lie inside the user turn (SPEC §8)")
-    if action == "interrupt" and ann.interrupt_target is not None:
-        if not (ann.user_start <= ann.interrupt_target <= ann.user_end):
-            chk.add(iid, "annotations.interrupt_target", "must lie inside the user speech")
-    if action == "backchannel" and ann.backchannel_point is not None:
-        if not (ann.user_start <= ann.backchannel_point <= ann.user_end):
-            chk.add(iid, "annotations.backchannel_point", "must lie inside the user speech")
+    if action == "interrupt":
+        within_user("interrupt_target", "interrupt_target", "must lie inside the user speech")
+    if action == "backchannel":
+        within_user("backchannel_point", "backchannel_point", "must lie inside the user speech")
     return len(chk.problems) == start
 
 
