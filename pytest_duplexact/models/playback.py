@@ -83,7 +83,8 @@ class Player:
         self._voices = kept
 
     def busy_until(self) -> float:
-        """End of the last scheduled speech (seconds); 0 when nothing was scheduled."""
+        """End of the last speech still to play or playing (seconds); 0 when none is left
+        (``render`` forgets clips that have finished)."""
         ends = [min(v.start / self.sample_rate + v.speech.speech_end, v.stop / self.sample_rate)
                 for v in self._voices]
         return max(ends, default=0.0)
