@@ -1,0 +1,46 @@
+"""The ``duplexact`` console script: dataset validation and report tools.
+
+    duplexact validate DIR                 check a dataset before any model is called
+    duplexact report RUN.json [--html F] [--markdown F]
+    duplexact merge A.json B.json ... -o merged.json
+
+Each subcommand lives in its own module; this file only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="duplexact", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check a dataset folder against the format")
+    p.add_argument("dataset", help="folder with dataset.json and instances.jsonl")
+    p.add_argument("--no-audio", action="store_true",
+                   help="check the manifest only, do not open audio files")
+
+    p = sub.add_parser("report", help="render a stored JSON report")
+    p.add_argument("report", help="report.json of a run (or of a merge)")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML page")
+    p.add_argument("--markdown", metavar="PATH", help="write Markdown (for a PR comment)")
+    p.add_argument("--baseline", metavar="PATH", help="compare with a stored report")
+
+    p = sub.add_parser("merge", help="combine shard reports into one")
+    p.add_argument("reports", nargs="+", help="shard report.json files")
+    p.add_argument("-o", "--output", required=True, help="merged report path")
+
+    args = parser.parse_args(argv)
+    if args.command == "validate":
+        from .validate import main as run
+    elif args.command == "report":
+        from .report.cli import main as run
+    else:
+        from .report.merge import main as run
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
