@@ -100,7 +100,7 @@ class Harness:
         folder = self.instance_dir(instance)
         rel = folder.relative_to(self.run_dir).as_posix()
         recording = self.record(instance)
-        save_recording(recording, folder)
+        save_recording(recording, folder, instance_id=instance.id)
         tl = self.timeline(recording)
         write_json_atomic(folder / TIMELINE_FILE, timeline_to_dict(tl, instance))
 
