@@ -7,8 +7,8 @@ detection (server_vad or semantic_vad) decides when the model answers, and a bar
 audio actually played. Timing, playback and the transcript alignment live in
 ``models/streaming.py``; this module only translates the protocol (docs/realtime.md).
 
-The API key is read from ``OPENAI_API_KEY`` only (by the SDK, at connect time); this module
-never holds, logs or repeats it.
+The API key is read from ``OPENAI_API_KEY`` only (by the SDK client); this module never
+holds, logs or repeats it.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ import dataclasses
 import json
 import logging
 import os
+import ssl
+import weakref
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import numpy as np
+from openai import AsyncOpenAI
 
 from .base import ModelError, SessionInfo
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
@@ -120,16 +123,16 @@ class OpenAIRealtime:
         return config
 
     async def connect(self, info: SessionInfo) -> "OpenAIRealtimeSession":
-        from openai import AsyncOpenAI  # the SDK reads OPENAI_API_KEY (and OPENAI_BASE_URL)
-
-        client = AsyncOpenAI(base_url=self.base_url or None, max_retries=0)
-        manager = client.realtime.connect(model=self.model)
+        client = _client(self.base_url)
+        url = client.websocket_base_url or client.base_url
+        options = {"ssl": _tls_context()} if str(url).startswith(("https", "wss")) else {}
+        manager = client.realtime.connect(model=self.model,
+                                          websocket_connection_options=options)
         try:
             conn = await asyncio.wait_for(manager.enter(), self.connect_timeout)
         except Exception as e:
-            await client.close()
             raise _connect_error(e, self.model) from None
-        session = OpenAIRealtimeSession(conn, client, self.interrupt_response)
+        session = OpenAIRealtimeSession(conn, self.interrupt_response)
         try:
             await asyncio.wait_for(session.configure(self.session_config()),
                                    self.connect_timeout)
@@ -141,6 +144,30 @@ class OpenAIRealtime:
             await session.close()
             raise
         return session
+
+
+# Building an SDK client or a TLS context loads the CA bundle (~40 ms of CPU on the event
+# loop that also paces every other session's input), so both are made once and shared: one
+# client per event loop and endpoint, one TLS context per process.
+_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
+    weakref.WeakKeyDictionary()
+_TLS: list[ssl.SSLContext] = []
+
+
+def _client(base_url: str | None) -> AsyncOpenAI:
+    """The SDK client for this loop; it reads OPENAI_API_KEY (and OPENAI_BASE_URL) itself.
+    Keyed by a hash of the key, so a changed environment gets a fresh client."""
+    per_loop = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
+    key = (base_url, os.environ.get("OPENAI_BASE_URL"), hash(os.environ.get("OPENAI_API_KEY")))
+    if key not in per_loop:
+        per_loop[key] = AsyncOpenAI(base_url=base_url or None, max_retries=0)
+    return per_loop[key]
+
+
+def _tls_context() -> ssl.SSLContext:
+    if not _TLS:
+        _TLS.append(ssl.create_default_context())
+    return _TLS[0]
 
 
 def _connect_error(e: BaseException, model: str) -> ModelError:
@@ -179,9 +206,8 @@ def _is_transient(kind: str, code: str) -> bool:
 class OpenAIRealtimeSession:
     """One live realtime websocket: the ``StreamingSession`` protocol over the SDK."""
 
-    def __init__(self, conn: Any, client: Any, interrupt: bool):
+    def __init__(self, conn: Any, interrupt: bool):
         self._conn = conn
-        self._client = client
         self._interrupt = interrupt
         self._closed = False
         self._content_index: dict[str, int] = {}
@@ -211,7 +237,10 @@ class OpenAIRealtimeSession:
             kind = ev.get("type")
             if kind == "session.created":
                 if not updated:
-                    await self._conn.session.update(session=config)
+                    # send_raw, like the audio: the SDK's typed transform of this payload
+                    # costs ~3 ms of loop time, which stalls sessions already streaming
+                    await self._conn.send_raw(json.dumps({"type": "session.update",
+                                                          "session": config}))
                     updated = True
             elif kind == "session.updated":
                 self.session = ev.get("session") or {}
@@ -287,10 +316,7 @@ class OpenAIRealtimeSession:
         if self._closed:
             return
         self._closed = True
-        try:
-            await self._conn.close()
-        finally:
-            await self._client.close()
+        await self._conn.close()
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(OpenAIRealtime)}

@@ -346,6 +346,11 @@ class StreamingDuplex(Duplex):
         return self._sent / SAMPLE_RATE
 
     @property
+    def started_at(self) -> float | None:
+        """Loop time (``time.monotonic()`` for the default loop) of the first input sample."""
+        return self._t0
+
+    @property
     def max_input_lag(self) -> float:
         """Largest delay (s) of an input chunk behind its wall-clock slot so far."""
         return self._max_lag

@@ -20,8 +20,8 @@ delta was sent, how long it is, when a barge-in cut it).
 
 Run standalone (for benchmarks, in its own process)::
 
-    python tests/fakes/realtime_server.py [--script JSON]   # prints "PORT <n>", serves until
-                                                              # stdin closes
+    python tests/fakes/realtime_server.py [--script JSON] [--log FILE]
+    # prints "PORT <n>", serves until stdin closes, then writes each session's ground truth
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import base64
 import copy
 import json
 import sys
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from http import HTTPStatus
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -58,6 +58,7 @@ class Script:
     amplitude: float = 0.3
     vad_rms: float = 0.02            # energy VAD threshold on 20 ms frames
     drop_after_ms: float | None = None  # abort the TCP connection after this much input
+    tag: str | None = None           # names the session in the log (benchmarks)
 
     @classmethod
     def from_json(cls, text: str) -> "Script":
@@ -97,6 +98,14 @@ class Session:
     speech: list[tuple[str, float, int]] = field(default_factory=list)  # (event, t, audio_ms)
     input_ms: float = 0.0
     dropped: bool = False
+    t0_monotonic: float | None = None  # time.monotonic() of the first input audio
+
+    def summary(self) -> dict[str, Any]:
+        """The ground truth of this session as plain JSON (no payloads, no headers)."""
+        return {"index": self.index, "tag": self.script.tag, "t0_monotonic": self.t0_monotonic,
+                "input_ms": self.input_ms, "dropped": self.dropped, "speech": self.speech,
+                "responses": [{f.name: getattr(r, f.name) for f in fields(r) if f.name != "stop"}
+                              for r in self.responses]}
 
     def of_type(self, kind: str, *, sent: bool = False) -> list[dict[str, Any]]:
         return [e for e in (self.sent if sent else self.received) if e["type"] == kind]
@@ -233,7 +242,8 @@ class _Connection:
             await self.emit({"type": "session.updated", "session": self.rec.config})
         elif kind == "input_audio_buffer.append":
             if self.t0 is None:
-                self.t0 = self.loop.time()
+                self.t0 = self.loop.time()  # the loop clock is time.monotonic()
+                self.rec.t0_monotonic = self.t0
             await self.on_audio(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768)
         elif kind == "conversation.item.truncate":
             await self.on_truncate(event)
@@ -508,11 +518,15 @@ class FakeRealtimeServer:
 async def _main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--script", default="{}", help="Script fields as JSON")
+    parser.add_argument("--log", help="write every session's ground truth here (JSON) at exit")
     args = parser.parse_args(argv)
     async with FakeRealtimeServer(Script.from_json(args.script)) as server:
         print(f"PORT {server.port}", flush=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, sys.stdin.read)  # serve until stdin closes
+    if args.log:
+        with open(args.log, "w") as f:
+            json.dump([s.summary() for s in server.sessions], f)
 
 
 if __name__ == "__main__":
