@@ -43,6 +43,7 @@ import numpy as np
 
 from ..audio import SAMPLE_RATE, resample
 from ..pipelines.duplex import Duplex, Recording
+from ..pipelines.stepped import StreamResampler
 from ..timeline import Word
 from .base import ModelError, SessionInfo, StreamingModel
 
@@ -144,8 +145,10 @@ class _Item:
     def position(self, sample: float, *, end: bool) -> int | None:
         """Track index of an item sample position (``end``: the position just after it)."""
         for off, pos, n in self.placements:
-            if (off < sample <= off + n) if end else (off <= sample < off + n):
-                return pos + int(round(sample - off))
+            if end and off < sample <= off + n:
+                return pos + int(np.ceil(sample - off - 1e-9))
+            if not end and off <= sample < off + n:
+                return pos + int(np.floor(sample - off + 1e-9))
         return None
 
 
@@ -225,12 +228,16 @@ class PlaybackBuffer:
             self._end = cut_at
         return cut
 
-    def audio(self, until: float) -> np.ndarray:
-        """The heard output from t = 0 up to ``until``, at the model's output rate."""
-        n = self._index(until)
-        out = np.zeros(n, dtype=np.float32)
-        m = min(n, len(self._track))
-        out[:m] = self._track[:m]
+    def audio(self, until: float, since: float = 0.0) -> np.ndarray:
+        """The heard output over [since, until), at the model's output rate."""
+        return self.samples(self._index(since), self._index(until))
+
+    def samples(self, start: int, stop: int) -> np.ndarray:
+        """Track samples [start, stop) (output-rate indices), zeros past what was placed."""
+        out = np.zeros(max(0, stop - start), dtype=np.float32)
+        m = min(stop, len(self._track))
+        if m > start:
+            out[: m - start] = self._track[start:m]
         return out
 
     def words(self, until: float, *, final: bool = False) -> list[Word]:
@@ -294,6 +301,26 @@ class _InputResampler:
         return piece
 
 
+class _Growing:
+    """An append-only float32 buffer whose ``view()`` is O(1)."""
+
+    def __init__(self, capacity: int = SAMPLE_RATE * 30):
+        self._buf = np.zeros(capacity, dtype=np.float32)
+        self.size = 0
+
+    def append(self, samples: np.ndarray) -> None:
+        end = self.size + len(samples)
+        if end > len(self._buf):
+            grown = np.zeros(max(end, 2 * len(self._buf)), dtype=np.float32)
+            grown[: self.size] = self._buf[: self.size]
+            self._buf = grown
+        self._buf[self.size: end] = samples
+        self.size = end
+
+    def view(self) -> np.ndarray:
+        return self._buf[: self.size]
+
+
 class StreamingDuplex(Duplex):
     """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
 
@@ -307,6 +334,9 @@ class StreamingDuplex(Duplex):
         self.chunk = max(1, int(round(SAMPLE_RATE * chunk_ms / 1000)))
         self.events: list[tuple[float, str]] = []
         self.playback = PlaybackBuffer(output_sample_rate)
+        self._to16 = StreamResampler(output_sample_rate, SAMPLE_RATE)
+        self._heard16 = _Growing()
+        self._fed = 0                  # output-rate samples fed to _to16
         self._resampler = _InputResampler(input_sample_rate)
         self._inputs: list[np.ndarray] = []
         self._sent = 0                 # 16 kHz input samples sent
@@ -463,18 +493,27 @@ class StreamingDuplex(Duplex):
         """Stop what is playing now (a client-side barge-in), truncating as on SpeechStarted."""
         await self._interrupt(self._clock())
 
-    def _heard(self, until: float) -> np.ndarray:
-        out = resample(self.playback.audio(until), self.output_sample_rate, SAMPLE_RATE)
-        n = int(round(until * SAMPLE_RATE))
-        if len(out) < n:
-            out = np.concatenate([out, np.zeros(n - len(out), np.float32)])
-        return out[:n]
+    def _settled(self) -> float:
+        """Where the heard output is final: the session clock, but never past the wall clock
+        (audio before the wall clock has played; later audio can still be cut)."""
+        return min(self.now, self._clock()) if self._t0 is not None else 0.0
+
+    def _hear_until(self, until: float) -> None:
+        """Feed the heard track up to ``until`` through the streaming resampler (so polling
+        ``heard()`` costs only the new audio)."""
+        stop = int(round(until * self.output_sample_rate))
+        if stop > self._fed:
+            self._heard16.append(self._to16.push(self.playback.samples(self._fed, stop)))
+            self._fed = stop
 
     def heard(self) -> np.ndarray:
-        return self._heard(self.now)
+        """Heard output at 16 kHz from t = 0; like the stepped duplex's it may trail ``now``
+        by the resampler's delay (a few ms) but never changes once returned."""
+        self._hear_until(self._settled())
+        return self._heard16.view()
 
     def transcript(self) -> list[Word]:
-        return self.playback.words(self.now)
+        return self.playback.words(self._settled())
 
     async def close(self) -> Recording:
         self._closing = True
@@ -492,7 +531,12 @@ class StreamingDuplex(Duplex):
             self._record(end, f"input_lag max {self._max_lag * 1000:.0f}ms")
         self._check()
         inp = np.concatenate(self._inputs) if self._inputs else np.zeros(0, np.float32)
-        return Recording(input=inp, output=self._heard(end),
+        self._hear_until(end)
+        out = np.concatenate([self._heard16.view(), self._to16.flush()])
+        n = len(inp)
+        out = out[:n] if len(out) >= n else np.concatenate([out, np.zeros(n - len(out),
+                                                                            np.float32)])
+        return Recording(input=inp, output=out,
                          transcript=tuple(self.playback.words(end, final=True)),
                          events=list(self.events))
 

