@@ -87,12 +87,14 @@ BY_NAME = {o.name: o for o in OPTIONS}
 def addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("duplexact", "DuplexAct full-duplex conformance suite")
     for o in OPTIONS:
+        # argparse %-formats help strings; the ini key is named so users find both spellings
+        cli_help = f"{o.help} [ini: {o.ini}]".replace("%", "%%")
         if o.kind == "list":
-            group.addoption(o.flag, action="append", dest=o.dest, default=None, help=o.help,
+            group.addoption(o.flag, action="append", dest=o.dest, default=None, help=cli_help,
                             metavar=o.metavar)
             parser.addini(o.ini, o.help, type="linelist", default=[])
         else:
-            group.addoption(o.flag, action="store", dest=o.dest, default=None, help=o.help,
+            group.addoption(o.flag, action="store", dest=o.dest, default=None, help=cli_help,
                             metavar=o.metavar)
             parser.addini(o.ini, o.help, default=None)
 

@@ -54,6 +54,7 @@ def _is_xdist_controller(config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "duplexact: a DuplexAct benchmark instance")
+    config.addinivalue_line("markers", "duplexact_unselected: an action outside the selection")
     spec = options.get(config, "model")
     if not spec:
         return
@@ -96,7 +97,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             reason="the DuplexAct suites run with --duplexact-model=NAME"))], ids=["no-model"])
         return
     insts = [i for i in state.instances if i.action == action]
+    if not insts:  # this action is not selected: deselect it rather than show a skip
+        metafunc.parametrize("duplexact_instance", [pytest.param(None, marks=_UNSELECTED)],
+                             ids=["unselected"])
+        return
     metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
+
+
+_UNSELECTED = pytest.mark.duplexact_unselected
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    drop = [it for it in items if it.get_closest_marker("duplexact_unselected")]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
 
 
 def param_id(inst) -> str:

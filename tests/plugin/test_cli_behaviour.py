@@ -1,0 +1,168 @@
+"""The plugin as a user drives it: options and ini keys, node ids, outcomes, errors, gates and
+exit status, xdist aggregation. Each test runs pytest in a subprocess inside a temp dir (so
+the suites are found from outside the checkout) on a tiny selection of the bundled set."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_duplexact import taxonomy
+
+SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cacheprovider"]
+
+CRASHY = textwrap.dedent('''
+    """A stepped model that speaks like the oracle but crashes mid-instance on 'delayed'."""
+    from pytest_duplexact.models.oracle import OracleModel
+
+    class Crashy(OracleModel):
+        def start(self, info):
+            super().start(info)
+            self._crash = info.instance.condition == "delayed"
+            self._steps = 0
+
+        def step(self, frame):
+            self._steps += 1
+            if self._crash and self._steps == 50:
+                raise RuntimeError("simulated model crash")
+            return super().step(frame)
+
+    def factory(**options):
+        return Crashy(**options)
+''')
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess(*args, timeout=300)
+
+
+def report_of(pytester) -> dict:
+    return json.loads(Path(pytester.path, "report.json").read_text())
+
+
+def test_help_lists_every_option_with_its_ini_key(pytester):
+    from pytest_duplexact.options import OPTIONS
+
+    res = run(pytester, "--help")
+    out = res.stdout.str()
+    for o in OPTIONS:
+        assert o.flag in out
+        assert o.ini in out, f"ini key {o.ini} missing from --help"
+
+
+def test_collect_ids_and_k_selection(pytester):
+    res = run(pytester, "--duplexact-model=silent", "--collect-only", "-q",
+              "-p", "no:cacheprovider")
+    out = res.stdout.str()
+    for c in taxonomy.CONDITIONS:
+        assert f"test_{c.action}[{c.id}-" in out, c.key
+    assert "test_take_turn[delayed-casual-01]" in out
+    res = run(pytester, "--duplexact-model=silent", "--collect-only", "-q", "-k", "delayed",
+              "-p", "no:cacheprovider")
+    lines = [ln for ln in res.stdout.lines if "::" in ln]
+    assert lines and all("delayed" in ln for ln in lines)
+
+
+def test_ini_keys_configure_the_run(pytester):
+    pytester.makeini(textwrap.dedent("""
+        [pytest]
+        duplexact_model = silent
+        duplexact_action = stop
+        duplexact_report = report.json
+    """))
+    res = run(pytester, "-p", "no:cacheprovider")
+    # silent never speaks: every stop trial is excluded (skipped), never failed
+    res.assert_outcomes(skipped=3)
+    rep = report_of(pytester)
+    stop = rep["summary"]["actions"]["stop"]["counts"]
+    assert stop["excluded"] == 3 and stop["I"] is None
+    assert "3 excluded" in res.stdout.str()
+
+
+def test_outcomes_map_to_pytest(pytester):
+    res = run(pytester, "--duplexact-model=silent", *SMALL,
+              "--duplexact-report=report.json")
+    res.assert_outcomes(failed=3)
+    out = res.stdout.str()
+    assert "immediate execution failed: no substantive model speech at all" in out
+    assert "model  |" in out  # the compact timeline lanes
+    res = run(pytester, "--duplexact-model=oracle", *SMALL, "--duplexact-report=report.json")
+    res.assert_outcomes(passed=3)
+    rep = report_of(pytester)
+    # no judge configured: S is not judged, never a silent pass in the rates
+    tt = rep["summary"]["actions"]["take_turn"]["counts"]
+    assert tt["I"] == 1.0 and tt["S"] is None and tt["not_judged"] == 3
+    assert res.ret == 0
+
+
+def test_model_crash_is_an_error_not_a_miss(pytester):
+    pytester.makepyfile(crashy=CRASHY)
+    res = run(pytester, "--duplexact-model=crashy:factory", *SMALL,
+              "--duplexact-report=report.json")
+    res.assert_outcomes(passed=2, errors=1)
+    assert "simulated model crash" in res.stdout.str()
+    rep = report_of(pytester)
+    tt = rep["summary"]["actions"]["take_turn"]
+    assert tt["counts"]["errors"] == 1 and tt["counts"]["n_I"] == 2
+    assert tt["conditions"]["delayed"]["I"] is None  # no valid trial, not 0 %
+    err = [i for i in rep["instances"] if i["error"]]
+    assert len(err) == 1 and "simulated model crash" in err[0]["error"]
+    assert rep["totals"]["errors"] == 1
+
+
+def test_gates_decide_exit_status(pytester):
+    # silent fails every take_turn instance, but the gate on wait passes: exit 0
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-action=take_turn,wait",
+              "--duplexact-limit=1", "-p", "no:cacheprovider", "--duplexact-gate=wait.I>=0.9")
+    assert res.ret == 0
+    res.stdout.fnmatch_lines(["*passed wait.I>=0.9: wait.I = 100.0%*"])
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-action=take_turn,wait",
+              "--duplexact-limit=1", "-p", "no:cacheprovider",
+              "--duplexact-gate=wait.I>=0.9", "--duplexact-gate=take_turn.delayed.I>=60%")
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*FAILED take_turn.delayed.I>=60%: take_turn.delayed.I = 0.0%,"
+                              " needs >= 60.0% (off by 60.0 points)*"])
+
+
+def test_gate_on_unmeasured_rate_fails_and_says_why(pytester):
+    res = run(pytester, "--duplexact-model=oracle", *SMALL, "--duplexact-gate=take_turn.S>=0")
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*FAILED take_turn.S>=0: take_turn.S was not measured*"
+                              "--duplexact-judge*"])
+
+
+def test_harness_error_fails_a_gated_run(pytester):
+    pytester.makepyfile(crashy=CRASHY)
+    res = run(pytester, "--duplexact-model=crashy:factory", *SMALL,
+              "--duplexact-gate=take_turn.I>=0.5")
+    res.stdout.fnmatch_lines(["*passed take_turn.I>=0.5*"])
+    assert res.ret == 1  # the gate passed, but an instance could not be measured
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--duplexact-model=no_such_model"], "unknown model"),
+    (["--duplexact-model=silent", "--duplexact-action=walk"], "unknown action"),
+    (["--duplexact-model=silent", "--duplexact-gate=wait.I>>1"], "cannot parse gate"),
+    (["--duplexact-model=silent", "--duplexact-limit=x"], "expected an integer"),
+])
+def test_usage_errors(pytester, args, msg):
+    res = run(pytester, *args, "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert msg in (res.stderr.str() + res.stdout.str()).lower()
+
+
+def test_xdist_report_equals_serial(pytester):
+    args = ["--duplexact-model=endpoint", "--duplexact-action=take_turn,stop,interrupt",
+            "--duplexact-limit=1", "-p", "no:cacheprovider"]
+    run(pytester, *args, "--duplexact-report=serial.json")
+    res = run(pytester, *args, "-n", "2", "--duplexact-report=xdist.json")
+    assert "2 workers" in res.stdout.str()
+    a = json.loads(Path(pytester.path, "serial.json").read_text())
+    b = json.loads(Path(pytester.path, "xdist.json").read_text())
+    for r in (a, b):
+        r.pop("created")
+    assert a == b
+    assert a["totals"]["instances"] == 6  # limit 1 per condition: 3 + 1 + 2
