@@ -354,3 +354,12 @@ def factory(**options: Any) -> OpenAIRealtime:
         raise ModelConfigError(f"gpt-realtime: unknown option(s) {', '.join(unknown)}; "
                                f"known: {', '.join(sorted(_FIELDS))}")
     return OpenAIRealtime(**{k: _coerce(k, v) for k, v in options.items()})
+
+
+def preflight(**options: Any) -> None:
+    """Check the options and that OPENAI_API_KEY is set, without connecting (the registry
+    calls this before any instance runs)."""
+    factory(**options)
+
+
+factory.preflight = preflight  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@ import logging
 import numpy as np
 import pytest
 
-from pytest_duplexact import audio
+from pytest_duplexact import audio, models
 from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.openai_realtime import ModelConfigError, OpenAIRealtime, factory
@@ -191,6 +191,8 @@ async def test_missing_key_fails_at_construction_before_connecting(monkeypatch):
     async with fake.FakeRealtimeServer() as server:
         with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):
             factory(base_url=server.base_url)
+        with pytest.raises(ModelConfigError, match="OPENAI_API_KEY"):  # the registry's check
+            models.preflight("gpt-realtime", base_url=server.base_url)
         assert server.handshakes == 0
     monkeypatch.setenv("OPENAI_API_KEY", "sk-whatever")
     with pytest.raises(ModelConfigError, match="environment"):
