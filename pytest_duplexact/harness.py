@@ -19,20 +19,24 @@ import numpy as np
 
 from . import scoring
 from .instance import Instance
+from .journal import ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, TIMELINE_FILE
 from .models.base import SessionInfo
 from .results import InstanceOutcome
 from .timeline import Segment, Timeline
 
-OUTCOME_FILE = "outcome.json"
-TIMELINE_FILE = "timeline.json"
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temporary name in the same folder, then rename: a reader (or a resumed
+    run) sees the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
+                      + "\n")
 
 
 def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:
@@ -76,9 +80,22 @@ class Harness:
     policy: Any = None
     seed: int = 0
     model_options: dict = field(default_factory=dict)
+    fingerprint: str | None = None  # journal.fingerprint of the run's settings
 
     def instance_dir(self, instance: Instance) -> Path:
-        return self.run_dir / "instances" / instance.id
+        return self.run_dir / INSTANCES_DIR / instance.id
+
+    def _reopen(self, folder: Path) -> None:
+        """Before an instance (re)runs, its folder stops being a finished one: the outcome
+        goes first, so a run killed mid-instance never leaves an old outcome beside new
+        files."""
+        for name in (OUTCOME_FILE, ERROR_FILE):
+            (folder / name).unlink(missing_ok=True)
+
+    def _commit(self, folder: Path, outcome: InstanceOutcome) -> None:
+        """The journal entry, written last: the instance is finished once this file exists."""
+        write_json_atomic(folder / OUTCOME_FILE,
+                          {**outcome.to_dict(), FINGERPRINT_KEY: self.fingerprint})
 
     def record(self, instance: Instance):
         """Run the model on the instance through its pipeline; returns the Recording."""
@@ -99,6 +116,7 @@ class Harness:
 
         folder = self.instance_dir(instance)
         rel = folder.relative_to(self.run_dir).as_posix()
+        self._reopen(folder)
         recording = self.record(instance)
         save_recording(recording, folder, instance_id=instance.id)
         tl = self.timeline(recording)
@@ -112,7 +130,7 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, s.immediate,
                                   s.subsequent, s.timing, None, rel)
-        write_json_atomic(folder / OUTCOME_FILE, outcome.to_dict())
+        self._commit(folder, outcome)
         return outcome
 
     def error_outcome(self, instance: Instance, exc: BaseException) -> InstanceOutcome:
@@ -122,7 +140,6 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
                                   recording=folder.relative_to(self.run_dir).as_posix())
-        write_json_atomic(folder / OUTCOME_FILE, outcome.to_dict())
-        (folder / "error.txt").write_text("".join(traceback.format_exception(exc)),
-                                          encoding="utf-8")
+        write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
+        self._commit(folder, outcome)
         return outcome

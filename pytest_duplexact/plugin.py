@@ -33,6 +33,7 @@ class State:
     report: dict | None = None
     gate_results: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # printed in the terminal summary
+    messages: list = field(default_factory=list)  # terminal only, not in the report (resume)
 
 
 STATE = pytest.StashKey[State]()
@@ -176,6 +177,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     global _CONTROLLER
     state = session.config.stash.get(STATE, None)
     _CONTROLLER = state if state is not None and not _is_worker(session.config) else None
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if _CONTROLLER is not None and tr is not None:  # shown before the long run starts
+        for line in _CONTROLLER.messages:
+            tr.write_line(line)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -197,6 +202,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     from .report.terminal import render
 
     for line in render(state.report, state.gate_results):
+        terminalreporter.write_line(line)
+    for line in state.messages:
         terminalreporter.write_line(line)
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from . import __version__, gates, options
-from .harness import OUTCOME_FILE, Harness, write_json_atomic
+from . import journal
+from .harness import Harness, write_json_atomic
 from .instance import DatasetError, bundled_root, check_dataset
 from .results import InstanceOutcome
 from .selection import Selection, SelectionError, parse_shard, select
@@ -81,36 +82,44 @@ def _resolve_run_dir(config, spec: str) -> Path:
             f"{_slug(spec)}-{stamp}").resolve()
 
 
-def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[dict, str]:
-    """Finished outcomes reusable under ``settings``; harness errors are retried."""
+def _seed(settings: dict):
+    return (settings.get("selection") or {}).get("seed")
+
+
+def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[dict, list]:
+    """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
+    instance, from each outcome's fingerprint and files) and the messages for the terminal.
+    Harness and judge errors are retried; outcomes scored under other settings are re-run,
+    never mixed in."""
     run_file = run_dir / RUN_FILE
     if not run_file.is_file():
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
                                 "DuplexAct run directory?")
-    old = json.loads(run_file.read_text(encoding="utf-8"))["settings"]
+    try:
+        old = json.loads(run_file.read_text(encoding="utf-8"))["settings"]
+        if not isinstance(old, dict):
+            raise TypeError("'settings' is not an object")
+    except (ValueError, KeyError, TypeError) as e:
+        raise pytest.UsageError(f"--duplexact-resume={run_dir}: {RUN_FILE} is damaged "
+                                f"({type(e).__name__}: {e}); start a new run directory") from None
     diff = [k for k in IDENTITY_KEYS if old.get(k) != settings.get(k)]
     if diff:
         details = "; ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in diff)
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: this is a different run "
                                 f"({details}); start a new run directory instead")
-    changed = [k for k in SCORING_KEYS if old.get(k) != settings.get(k)]
-    if changed:
-        details = "; ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in changed)
-        return {}, (f"scoring settings changed ({details}): every stored outcome is "
-                    "invalidated and re-run")
-    done = {}
-    for folder in sorted((run_dir / "instances").glob("*")):
-        path = folder / OUTCOME_FILE
-        if folder.name not in wanted_ids or not path.is_file():
-            continue
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-            InstanceOutcome.from_dict(d)
-        except (ValueError, KeyError, TypeError):
-            continue  # a damaged journal entry is re-run, never trusted
-        if d.get("error") is None:
-            done[d["id"]] = d
-    return done, f"resuming {run_dir}: {len(done)} finished instance(s) reused"
+    found = journal.scan(run_dir, wanted_ids, journal.fingerprint(settings))
+    messages = [f"duplexact: resuming {run_dir}: {found.summary()}"]
+    changed = [f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in SCORING_KEYS
+               if old.get(k) != settings.get(k)]
+    if _seed(old) != _seed(settings):
+        changed.append(f"seed: {_seed(old)!r} -> {_seed(settings)!r}")
+    stale = found.count(journal.Status.STALE)
+    if changed or stale:
+        why = f"settings changed ({'; '.join(changed)})" if changed else \
+            "some outcomes were stored under other settings"
+        messages.append(f"duplexact: WARNING: {why}: {stale} stored outcome(s) scored under "
+                        "the old settings are invalidated and re-run, never mixed with new ones")
+    return found.finished, messages
 
 
 def build_state(config, spec: str):
@@ -147,13 +156,16 @@ def build_state(config, spec: str):
     state = State(spec, settings, instances, run_dir, gate_list)
     worker = hasattr(config, "workerinput")
     if options.get(config, "resume"):
-        state.resumed, message = _load_resumed(run_dir, settings,
-                                               {i.id for i in instances})
-        state.notes.append(message)
+        wanted = {i.id for i in instances}
+        if worker:  # the controller checked run.json (and rewrote it): the journal decides
+            state.resumed = journal.scan(run_dir, wanted, journal.fingerprint(settings)).finished
+        else:
+            state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
     if not worker:
         _preflight(config, spec, settings)
         write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
-                                               __version__})
+                                               __version__,
+                                               "fingerprint": journal.fingerprint(settings)})
     return state
 
 
@@ -181,6 +193,7 @@ def build_harness(config, state) -> Harness:
         policy=make_policy(state.settings, cache_dir),
         seed=state.settings["selection"]["seed"],
         model_options=state.settings["model_options"],
+        fingerprint=journal.fingerprint(state.settings),
     )
 
 
@@ -194,6 +207,12 @@ def finish(config, state, exitstatus: int) -> int | None:
     results = [gates.evaluate(g, lookup(report)) for g in state.gates]
     report["gates"] = [r.to_dict() for r in results]
     report["notes"] = list(state.notes)
+    missing = len({i.id for i in state.instances} - {o.id for o in outcomes})
+    if missing:  # the report is incomplete: say so in it, and how to finish it
+        report["notes"].append(
+            f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
+            "(deselected, interrupted, or lost with a crashed worker); "
+            f"pytest --duplexact-resume={state.run_dir} runs them")
     state.report, state.gate_results = report, results
     write_json_atomic(state.run_dir / REPORT_FILE, report)
     extra = options.get(config, "report")

@@ -1,0 +1,141 @@
+"""The run directory as a journal (docs/runs.md): which instances of a run are finished and
+may be reused by ``--duplexact-resume``, and which must run again.
+
+The harness writes an instance's files one at a time, each to a temporary name renamed into
+place, and ``outcome.json`` last, stamped with the run's fingerprint. An instance counts as
+finished only when its outcome carries the current fingerprint and every file a later step
+reads (recording, timeline) is there and parses; anything else is run again, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from .results import InstanceOutcome, Verdict
+
+INSTANCES_DIR = "instances"
+OUTCOME_FILE = "outcome.json"
+TIMELINE_FILE = "timeline.json"
+ERROR_FILE = "error.txt"
+FINGERPRINT_KEY = "fingerprint"
+
+# Settings that decide what an instance's outcome is. The model, its options and the data
+# decide the recording; the seed reaches seeded models; the rest decide the scores. The
+# dataset's *path* is left out: the same data moved elsewhere gives the same outcomes.
+FINGERPRINT_KEYS = ("model", "model_options", "dataset_fingerprint", "judge", "judge_base_url",
+                    "audio_judge", "transcriber", "simulator", "simulator_model",
+                    "scoring_version")
+
+
+def fingerprint(settings: dict) -> str:
+    """sha256 over the settings an outcome depends on (canonical JSON)."""
+    parts = {k: settings.get(k) for k in FINGERPRINT_KEYS}
+    parts["seed"] = (settings.get("selection") or {}).get("seed")
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Status(str, Enum):
+    FINISHED = "finished"  # reusable as is
+    NOT_FINISHED = "not_finished"  # no outcome.json: never run, or stopped mid-instance
+    DAMAGED = "damaged"  # an outcome is there but a file it relies on is missing or broken
+    STALE = "stale"  # finished under other settings (fingerprint differs)
+    ERROR = "error"  # ended in a harness/model error: retried
+    JUDGE_ERROR = "judge_error"  # a judge gave no usable answer: retried
+
+
+@dataclass(frozen=True)
+class Entry:
+    status: Status
+    outcome: dict | None = None  # the stored outcome (FINISHED only)
+    why: str = ""
+
+
+def _json_object(path: Path) -> dict:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name} is not a JSON object")
+    return data
+
+
+def _check_recording(folder: Path, instance_id: str) -> None:
+    """recording.json names this instance and both tracks' headers match its sample counts
+    (headers only: a file renamed into place is whole, this catches foreign or swapped ones)."""
+    import soundfile as sf
+
+    from .recording_io import INPUT_FILE, OUTPUT_FILE, RECORDING_FILE
+
+    meta = _json_object(folder / RECORDING_FILE)
+    if meta.get("instance") != instance_id:
+        raise ValueError(f"{RECORDING_FILE} is for instance {meta.get('instance')!r}")
+    for name, key in ((INPUT_FILE, "input_samples"), (OUTPUT_FILE, "output_samples")):
+        info = sf.info(str(folder / name))
+        if info.frames != meta.get(key) or info.samplerate != meta.get("sample_rate"):
+            raise ValueError(f"{name} has {info.frames} samples at {info.samplerate} Hz; "
+                             f"{RECORDING_FILE} says {meta.get(key)} at "
+                             f"{meta.get('sample_rate')} Hz")
+
+
+def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Entry:
+    """What the journal says about one instance folder."""
+    path = folder / OUTCOME_FILE
+    if not path.is_file():
+        return Entry(Status.NOT_FINISHED, why=f"no {OUTCOME_FILE}")
+    try:
+        d = _json_object(path)
+        outcome = InstanceOutcome.from_dict(d)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return Entry(Status.DAMAGED, why=f"{OUTCOME_FILE}: {e}")
+    if outcome.id != instance_id:
+        return Entry(Status.DAMAGED, why=f"{OUTCOME_FILE} is for instance {outcome.id!r}")
+    if d.get(FINGERPRINT_KEY) != expected_fingerprint:
+        return Entry(Status.STALE, why="finished under other settings")
+    if outcome.error is not None:
+        return Entry(Status.ERROR, why=outcome.error)
+    stages = (outcome.immediate, outcome.subsequent)
+    if any(s is not None and s.verdict is Verdict.JUDGE_ERROR for s in stages):
+        return Entry(Status.JUDGE_ERROR, why="a judge gave no usable answer")
+    try:
+        _check_recording(folder, instance_id)
+        _json_object(folder / TIMELINE_FILE)
+    except Exception as e:  # missing, unreadable or inconsistent: the entry is not trusted
+        return Entry(Status.DAMAGED, why=f"{type(e).__name__}: {e}")
+    d = {k: v for k, v in d.items() if k != FINGERPRINT_KEY}
+    return Entry(Status.FINISHED, d)
+
+
+@dataclass
+class Scan:
+    """The journal of a run directory, for the instances a resumed run selected."""
+
+    entries: dict[str, Entry] = field(default_factory=dict)  # instance id -> entry
+
+    @property
+    def finished(self) -> dict[str, dict]:
+        return {i: e.outcome for i, e in self.entries.items() if e.status is Status.FINISHED}
+
+    def count(self, status: Status) -> int:
+        return sum(e.status is status for e in self.entries.values())
+
+    def summary(self) -> str:
+        """``40 of 72 selected instance(s) reused; 32 to run (30 not finished, 2 retried ...)``"""
+        n, done = len(self.entries), self.count(Status.FINISHED)
+        parts = [f"{self.count(s)} {label}" for s, label in (
+            (Status.NOT_FINISHED, "not finished"),
+            (Status.ERROR, "harness error(s) retried"),
+            (Status.JUDGE_ERROR, "judge error(s) retried"),
+            (Status.DAMAGED, "damaged entry(ies) re-run"),
+            (Status.STALE, "scored under other settings, re-run"),
+        ) if self.count(s)]
+        rest = f"; {n - done} to run ({', '.join(parts)})" if n > done else ""
+        return f"{done} of {n} selected instance(s) finished and reused{rest}"
+
+
+def scan(run_dir: Path, instance_ids, expected_fingerprint: str) -> Scan:
+    root = Path(run_dir) / INSTANCES_DIR
+    return Scan({iid: read_entry(root / iid, iid, expected_fingerprint)
+                 for iid in sorted(instance_ids)})
