@@ -272,32 +272,47 @@ class PlaybackBuffer:
 # --- the Duplex on the wall clock --------------------------------------------------------
 
 class _InputResampler:
-    """16 kHz -> model rate for consecutive pushes, seamless across push boundaries: each push
-    is resampled with the previous push's tail as left context (soxr, band-limited), and
-    output sample counts follow the cumulative input so no rounding drift builds up."""
+    """16 kHz -> model rate for consecutive pushes, as if the signal were resampled whole.
 
+    A band-limited filter needs a little of the future: each call resamples everything but
+    the last ``LOOKAHEAD`` input samples (4 ms), with the earlier input as left context, and
+    the held-back samples go out with the next push. Without that, every push boundary
+    would carry a click (~45 dB SNR with 20-40 ms pushes; >100 dB with it). Output counts
+    follow the cumulative input, so no rounding drift builds up."""
+
+    LOOKAHEAD = 64
     CONTEXT = 640
 
     def __init__(self, to_rate: int):
         self.to_rate = to_rate
-        self._consumed = 0
-        self._tail = np.zeros(0, dtype=np.float32)
+        self.lag = 0 if to_rate == SAMPLE_RATE else self.LOOKAHEAD
+        self.emitted = 0   # input index up to which output has been produced
+        self._total = 0    # input samples received
+        self._recent = np.zeros(0, dtype=np.float32)  # input ending at _total
 
     def out_index(self, k: int) -> int:
         return int(round(k * self.to_rate / SAMPLE_RATE))
 
     def __call__(self, block: np.ndarray) -> np.ndarray:
-        if self.to_rate == SAMPLE_RATE:
+        """Output for input [emitted, received - lag)."""
+        if self.lag == 0:
+            self._total += len(block)
+            self.emitted = self._total
             return block
-        ctx = self._tail
-        y = resample(np.concatenate([ctx, block]), SAMPLE_RATE, self.to_rate)
-        skip = self.out_index(len(ctx))
-        need = self.out_index(self._consumed + len(block)) - self.out_index(self._consumed)
-        piece = y[skip: skip + need]
-        if len(piece) < need:
-            piece = np.concatenate([piece, np.zeros(need - len(piece), np.float32)])
-        self._consumed += len(block)
-        self._tail = np.concatenate([ctx, block])[-self.CONTEXT:]
+        self._recent = np.concatenate([self._recent, block])
+        self._total += len(block)
+        upto = max(self.emitted, self._total - self.lag)
+        first = max(0, self.emitted - self.CONTEXT)
+        y = resample(self._recent[len(self._recent) - (self._total - first):], SAMPLE_RATE,
+                     self.to_rate)
+        a, b = self.out_index(self.emitted) - self.out_index(first), \
+            self.out_index(upto) - self.out_index(first)
+        piece = y[a:b]
+        if len(piece) < b - a:
+            piece = np.concatenate([piece, np.zeros(b - a - len(piece), np.float32)])
+        self.emitted = upto
+        keep = self._total - max(0, upto - self.CONTEXT)
+        self._recent = self._recent[len(self._recent) - keep:]
         return piece
 
 
@@ -403,9 +418,10 @@ class StreamingDuplex(Duplex):
             raise RuntimeError("push after close")
         if len(x) == 0:
             return
-        y = self._resampler(x)
         base = self._sent
-        base_out = self._resampler.out_index(base)
+        first = self._resampler.emitted  # y covers input [first, base + len(x) - lag)
+        y = self._resampler(x)
+        lag, out = self._resampler.lag, self._resampler.out_index
         for i in range(0, len(x), self.chunk):
             k = base + i
             if self._t0 is None:
@@ -418,8 +434,10 @@ class StreamingDuplex(Duplex):
                 self._max_lag = max(self._max_lag, -delay)
             self._check()
             j = min(len(x), i + self.chunk)
-            piece = y[self._resampler.out_index(k) - base_out:
-                      self._resampler.out_index(base + j) - base_out]
+            # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
+            a = max(first, k - lag)
+            b = max(a, base + j - lag)
+            piece = y[out(a) - out(first): out(b) - out(first)]
             try:
                 await self.session.send(piece)
             except ModelError as e:

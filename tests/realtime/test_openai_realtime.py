@@ -23,6 +23,7 @@ from realtime_support import fake, user_clip
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth
 SILENCE_MS = 200    # the fake server's turn detection, set through the adapter's option
+LOOKAHEAD_MS = 4    # input the 16 -> 24 kHz resampler holds back for its filter
 
 
 def model_for(server, script=None, **options) -> OpenAIRealtime:
@@ -160,8 +161,9 @@ async def test_session_update_configures_pcm24k_voice_and_turn_detection(api_key
         "interrupt_response": True}
     assert update["instructions"] == "Be brief."
     appends = session.of_type("input_audio_buffer.append")
-    assert sum(a["audio_ms"] for a in appends) == pytest.approx(100)
-    assert all(a["audio_ms"] == pytest.approx(20) for a in appends)
+    # 20 ms chunks, less the resampler's 4 ms lookahead (held back until more input comes)
+    assert sum(a["audio_ms"] for a in appends) == pytest.approx(100 - LOOKAHEAD_MS)
+    assert [round(a["audio_ms"]) for a in appends] == [16, 20, 20, 20, 20]
 
 
 def test_default_turn_detection_is_the_providers_server_vad(api_key):
@@ -255,7 +257,7 @@ async def test_transient_failures_are_retried_from_scratch_then_reported(api_key
             fake.FakeRealtimeServer(reject=2) as limited, \
             fake.FakeRealtimeServer(fake.Script(drop_after_ms=200)) as dead:
         results = await run_concurrently([job(flaky), job(limited), job(dead)], 3, policy)
-        assert len(flaky.sessions) == 2 and flaky.sessions[1].input_ms == pytest.approx(800)
+        assert len(flaky.sessions) == 2 and flaky.sessions[1].input_ms == pytest.approx(800 - LOOKAHEAD_MS)
         assert limited.rejected == 2 and len(limited.sessions) == 1
         assert len(dead.sessions) == 3
     assert len(results[0].input) == len(clip) and len(results[1].input) == len(clip)
