@@ -171,7 +171,36 @@ class _Checker:
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _show(v, limit: int = 60) -> str:
+    """repr for a message, cut short (a manifest value may be any JSON, of any size)."""
+    try:
+        text = repr(v)
+    except ValueError:  # an integer with more digits than Python will print
+        return "<a number too large to print>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# Each instance is stored in <run dir>/instances/<id>/, so an id must be one folder name.
+_ID_MAX_BYTES = 200
+
+
+def id_problem(iid: str) -> str | None:
+    """Why ``iid`` cannot name an instance folder, or None."""
+    if iid in (".", "..") or any(c in iid for c in "/\\") or \
+            any(ord(c) < 32 or ord(c) == 127 for c in iid):
+        return ("cannot be used as a folder name (no '/', '\\', control characters, not '.' "
+                "or '..'): each instance's recordings are stored under instances/<id>/")
+    if len(iid.encode("utf-8", "surrogatepass")) > _ID_MAX_BYTES:
+        return f"longer than {_ID_MAX_BYTES} bytes (it names the instance's folder)"
+    return None
 
 
 def _parse_words(raw, chk: _Checker, iid: str, fld: str) -> tuple[Word, ...]:
@@ -201,10 +230,15 @@ def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio
     if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
         chk.add(iid, fld, "must be a path string or an object with a 'path'")
         return None
-    path = (root / raw["path"]).resolve()
+    try:
+        path = (root / raw["path"]).resolve()
+        exists = path.is_file()
+    except (OSError, ValueError) as e:  # NUL bytes, names too long for the file system
+        chk.add(iid, f"{fld}.path", f"not a usable path {_show(raw['path'])}: {e}")
+        return None
     duration = math.nan
     if check_audio:
-        if not path.is_file():
+        if not exists:
             chk.add(iid, f"{fld}.path", f"audio file not found: {raw['path']}")
             return None
         try:
@@ -236,26 +270,32 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
         chk.add(f"line {line_no}", "id", "missing or empty instance id")
         return None
     ok = True
+    bad_id = id_problem(iid)
+    if bad_id:
+        chk.add(iid, "id", bad_id)
+        ok = False
     action, cond = obj.get("action"), obj.get("condition")
     if action not in taxonomy.ACTIONS:
-        chk.add(iid, "action", f"unknown action {action!r}; known: {', '.join(taxonomy.ACTIONS)}")
+        chk.add(iid, "action",
+                f"unknown action {_show(action)}; known: {', '.join(taxonomy.ACTIONS)}")
         return None
     if f"{action}.{cond}" not in taxonomy.CONDITIONS_BY_KEY:
         known = ", ".join(c.id for c in taxonomy.conditions_of(action))
-        chk.add(iid, "condition", f"unknown condition {cond!r} for {action}; known: {known}")
+        chk.add(iid, "condition", f"unknown condition {_show(cond)} for {action}; known: {known}")
         return None
     scenario = obj.get("scenario")
     if scenario not in taxonomy.SCENARIOS:
-        chk.add(iid, "scenario", f"unknown scenario {scenario!r}; known: "
+        chk.add(iid, "scenario", f"unknown scenario {_show(scenario)}; known: "
                 f"{', '.join(taxonomy.SCENARIOS)}")
         ok = False
     source = obj.get("source")
     if source not in taxonomy.SOURCES:
-        chk.add(iid, "source", f"unknown source {source!r}; known: {', '.join(taxonomy.SOURCES)}")
+        chk.add(iid, "source",
+                f"unknown source {_show(source)}; known: {', '.join(taxonomy.SOURCES)}")
         ok = False
 
     need = _REQUIRED[action]
-    raw_audio = obj.get("audio") or {}
+    raw_audio = {} if obj.get("audio") is None else obj["audio"]
     if not isinstance(raw_audio, dict):
         chk.add(iid, "audio", "must be an object mapping clip roles to files")
         return None
@@ -275,7 +315,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             chk.add(iid, f"audio.{role}", f"required for {action}")
             ok = False
 
-    raw_ann = obj.get("annotations") or {}
+    raw_ann = {} if obj.get("annotations") is None else obj["annotations"]
     if not isinstance(raw_ann, dict):
         chk.add(iid, "annotations", "must be an object")
         return None
@@ -285,7 +325,8 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             chk.add(iid, f"annotations.{k}", "unknown annotation")
             ok = False
         elif not _number(v):
-            chk.add(iid, f"annotations.{k}", f"must be a finite number of seconds, got {v!r}")
+            chk.add(iid, f"annotations.{k}",
+                    f"must be a finite number of seconds, got {_show(v)}")
             ok = False
         else:
             ann_values[k] = float(v)
@@ -298,7 +339,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             ok = False
     ann = Annotations(**ann_values)
 
-    raw_text = obj.get("text") or {}
+    raw_text = {} if obj.get("text") is None else obj["text"]
     if not isinstance(raw_text, dict):
         chk.add(iid, "text", "must be an object")
         return None
@@ -380,7 +421,7 @@ def read_header(root: Path, chk: _Checker) -> dict:
         return {}
     try:
         header = json.loads(hp.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: bad UTF-8 or JSON
         chk.problems.append(Problem(str(hp), None, None, f"not valid JSON: {e}"))
         return {}
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
@@ -388,8 +429,10 @@ def read_header(root: Path, chk: _Checker) -> dict:
         return {}
     if header.get("version") != FORMAT_VERSION:
         chk.problems.append(Problem(str(hp), None, "version",
-                                    f"unsupported version {header.get('version')!r}; this "
-                                    f"release reads version {FORMAT_VERSION}"))
+                                    f"unsupported version {_show(header.get('version'))}; "
+                                    f"this release reads version {FORMAT_VERSION}"))
+    if not isinstance(header.get("name", ""), str):
+        chk.problems.append(Problem(str(hp), None, "name", "must be a string"))
     return header
 
 
@@ -402,15 +445,24 @@ def check_dataset(root: Path | str, check_audio: bool = True) -> tuple[Dataset |
     if not manifest.is_file():
         chk.problems.append(Problem(str(manifest), None, None, f"missing {MANIFEST}"))
         return None, chk.problems
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8
+        chk.problems.append(Problem(str(manifest), None, None, f"cannot be read: {e}"))
+        return None, chk.problems
     instances: list[Instance] = []
     seen: dict[str, int] = {}
-    for line_no, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+    folded: dict[str, int] = {}  # lower-cased id -> line: folders on case-insensitive disks
+    for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             chk.add(f"line {line_no}", None, f"not valid JSON: {e.msg}")
+            continue
+        except (ValueError, RecursionError) as e:  # huge integers, absurd nesting
+            chk.add(f"line {line_no}", None, f"not valid JSON: {str(e)[:100]}")
             continue
         inst = parse_instance(obj, root, chk, line_no, check_audio)
         iid = obj.get("id") if isinstance(obj, dict) else None
@@ -419,8 +471,14 @@ def check_dataset(root: Path | str, check_audio: bool = True) -> tuple[Dataset |
                 chk.add(iid, "id", f"duplicate id (first on line {seen[iid]}, again on line "
                         f"{line_no})")
                 inst = None
+            elif iid.lower() in folded:
+                chk.add(iid, "id", f"differs only in letter case from the id on line "
+                        f"{folded[iid.lower()]}; their folders would collide on "
+                        "case-insensitive file systems")
+                inst = None
             else:
                 seen[iid] = line_no
+            folded.setdefault(iid.lower(), line_no)
         if inst is not None:
             instances.append(inst)
     if chk.problems:

@@ -1,0 +1,43 @@
+"""``duplexact validate DIR``: check a dataset against docs/dataset-format.md before any model
+is called. The checks are the loader's own (``instance.check_dataset``), so a dataset that
+validates is exactly one a run accepts.
+
+Prints every problem at once, one a line (``<file> [instance <id>] field '<f>': <message>``),
+and exits 1; a valid dataset prints one summary line (instances per action) and exits 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from . import taxonomy
+from .instance import FORMAT_NAME, FORMAT_VERSION, Dataset, check_dataset
+
+
+def summary(dataset: Dataset, audio_checked: bool = True) -> str:
+    """``DIR: valid duplexact-dataset v1 'name', 72 instances: wait 9, ignore 6, ...``"""
+    per_action = Counter(i.action for i in dataset.instances)
+    counts = ", ".join(f"{a} {per_action[a]}" for a in taxonomy.ACTIONS)
+    note = "" if audio_checked else " (audio files not opened: --no-audio)"
+    return (f"{dataset.root}: valid {FORMAT_NAME} v{FORMAT_VERSION} {dataset.name!r}, "
+            f"{len(dataset.instances)} instances: {counts}{note}")
+
+
+def main(args) -> int:
+    root = Path(args.dataset)
+    if not root.is_dir():
+        print(f"duplexact validate: {root}: not a folder (expected one with dataset.json and "
+              "instances.jsonl)", file=sys.stderr)
+        return 1
+    dataset, problems = check_dataset(root, check_audio=not args.no_audio)
+    if problems:
+        for p in problems:
+            print(p)
+        where = {p.instance for p in problems if p.instance}
+        print(f"{root.resolve()}: {len(problems)} problem(s) in {len(where)} instance(s) or "
+              "line(s); a run refuses this dataset (docs/dataset-format.md)")
+        return 1
+    print(summary(dataset, audio_checked=not args.no_audio))
+    return 0
