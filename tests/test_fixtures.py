@@ -245,3 +245,27 @@ def test_regenerating_one_instance_per_action_reproduces_it(dataset, tmp_path):
         for role, clip in old.clips.items():
             assert new.clip(role).transcript == clip.transcript, (old.id, role)
             assert abs(new.clip(role).duration - clip.duration) < 1e-3, (old.id, role)
+
+
+# --- the source file ---------------------------------------------------------------------------
+
+def test_source_problems_name_the_entry_and_field(tmp_path):
+    from pytest_duplexact.fixturegen import source
+
+    raw = source.load(bundled_root() / "source" / "transcripts.toml")
+    assert len(raw.entries) == len(load_dataset(bundled_root()).instances)
+    text = (bundled_root() / "source" / "transcripts.toml").read_text()
+    broken = (text.replace('condition = "take_turn.delayed"', 'condition = "take_turn.later"', 1)
+              .replace('{ pause = 0.6 }', '{ pause = 1.6 }', 1)
+              .replace('talk = "router"', 'talk = "modem"', 1))
+    path = tmp_path / "transcripts.toml"
+    path.write_text(broken)
+    with pytest.raises(source.SourceError) as info:
+        source.load(path)
+    problems = info.value.problems
+    assert all(p.startswith(f"{path} ") for p in problems)
+    assert any("field 'condition': unknown condition 'take_turn.later'" in p for p in problems)
+    assert any("(wait-inter_sentential_pause-casual-01) field 'user': the pause must last"
+               in p for p in problems)
+    assert any("(stop-direct_interruption-customer_service-01) field 'talk': unknown talk "
+               "'modem'" in p for p in problems)

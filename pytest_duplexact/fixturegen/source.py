@@ -271,10 +271,17 @@ def _entries(raw, voices: Voices, talks: dict[str, Talk], bad) -> list[Entry]:
         talk = parsed.get("talk")
         if talk is not None:
             voice, speed = talk.voice, talk.speed  # the cue is the same user as the lead-in
+            for name in ("voice", "speed"):
+                if name in e:
+                    bad(where, name, f"comes from talk {talk.id!r} (the cue is its user)")
             if talk.scenario != scenario:
                 bad(where, "talk", f"talk {talk.id!r} is a {talk.scenario} talk, the instance "
                     f"says {scenario}")
         others = [v for v in voices.background if v != voice]
+        if not others:
+            bad(where, "voice", "equals every background voice; background speech needs "
+                "another voice (SPEC §8)")
+            continue
         entries.append(Entry(iid, k, cond, scenario, voice, speed, others[k % len(others)],
                              **parsed))
     return entries
