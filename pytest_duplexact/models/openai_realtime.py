@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator
 
 import numpy as np
 from openai import AsyncOpenAI
+from websockets.exceptions import ConnectionClosed  # openai[realtime] brings websockets
 
 from .base import ModelError, SessionInfo
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 PCM_RATE = 24_000  # the only PCM rate the Realtime API accepts (audio/pcm)
 TURN_DETECTION = ("server_vad", "semantic_vad", "none")
 _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
+CLOSE_TIMEOUT_S = 5.0
 
 
 class ModelConfigError(ModelError):
@@ -215,8 +217,6 @@ class OpenAIRealtimeSession:
 
     async def _recv(self) -> dict[str, Any] | None:
         """The next server event as a dict; None once we closed the socket ourselves."""
-        from websockets.exceptions import ConnectionClosed
-
         try:
             raw = await self._conn.recv_bytes()
         except ConnectionClosed as e:
@@ -257,8 +257,6 @@ class OpenAIRealtimeSession:
         # The hot path: one append per chunk per session. send_raw skips the SDK's typed
         # transform (~0.2 ms a call), which matters with dozens of sessions on two cores.
         audio = base64.b64encode(pcm16(pcm)).decode("ascii")
-        from websockets.exceptions import ConnectionClosed
-
         try:
             await self._conn.send_raw(json.dumps({"type": "input_audio_buffer.append",
                                                   "audio": audio}))
@@ -303,8 +301,6 @@ class OpenAIRealtimeSession:
         return None
 
     async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        from websockets.exceptions import ConnectionClosed
-
         try:
             await self._conn.conversation.item.truncate(
                 item_id=item_id, content_index=self._content_index.get(item_id, 0),
@@ -316,7 +312,11 @@ class OpenAIRealtimeSession:
         if self._closed:
             return
         self._closed = True
-        await self._conn.close()
+        try:  # a server that never answers the close frame must not hold the instance
+            await asyncio.wait_for(self._conn.close(), CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            log.warning("the realtime server did not acknowledge the close in %ss",
+                        CLOSE_TIMEOUT_S)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(OpenAIRealtime)}

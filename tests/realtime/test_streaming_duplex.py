@@ -187,3 +187,19 @@ async def test_run_concurrently_lets_bugs_through():
 
     with pytest.raises(KeyError):
         await run_concurrently([bug], 1)
+
+
+@pytest.mark.asyncio
+async def test_stop_playback_is_a_client_side_barge_in():
+    session = MemorySession()
+    d = duplex(session)
+    await d.push(np.zeros(1600, np.float32))
+    session.queue.put_nowait(AudioDelta("a", np.full(OUT_RATE, 0.2, np.float32)))
+    await d.push(np.zeros(3200, np.float32))  # 0.2 s of it played
+    await d.stop_playback()
+    await d.push(np.zeros(3200, np.float32))
+    rec = await d.close()
+    [(item, played_ms)] = session.truncates
+    assert item == "a" and played_ms == pytest.approx(200, abs=15)
+    heard = np.flatnonzero(np.abs(rec.output) > 0.1) / SAMPLE_RATE
+    assert heard[-1] - heard[0] == pytest.approx(played_ms / 1000, abs=0.005)
