@@ -52,7 +52,6 @@ LIMITS = {
 class Built:
     """One instance, ready to write: its manifest line and its audio files."""
 
-    entry: Entry
     record: dict
     files: dict[str, np.ndarray] = field(default_factory=dict)  # relative path -> samples
 
@@ -103,13 +102,13 @@ def build(src: Source, entry: Entry) -> tuple[Built, list[str]]:
         "synthesis": _synthesis(src, entry),
     }
     files = {clip.path: clip.samples for clip in clips.values()}
-    return Built(entry, record, files), probs.items
+    return Built(record, files), probs.items
 
 
 def _synthesis(src: Source, e: Entry) -> dict:
     out = {"tts": tts.version(), "user_voice": e.voice, "user_speed": e.speed,
            "model_voice": src.voices.model, "model_speed": src.voices.model_speed}
-    if e.cond.id == "background_speech":
+    if _NOT_ADDRESSED.get(e.cond.id) is acoustics.background:
         out["background_voice"] = e.background_voice
     if e.talk is not None:
         out["talk"] = e.talk.id
@@ -134,13 +133,19 @@ def model_clip(src: Source, path: str, phrases) -> ClipOut:
     return _clip(path, t, MODEL_TAIL_S)
 
 
+# The conditions (of ignore and hold_floor) whose distractor / cue is not addressed speech.
+_NOT_ADDRESSED = {"other_directed_speech": acoustics.other_directed,
+                  "background_speech": acoustics.background}
+
+
 def _distractor(e: Entry, text: str) -> np.ndarray:
-    """SPEC §8: other-directed = the user's own voice off-axis; background = another voice."""
-    if e.cond.id == "other_directed_speech":
-        return acoustics.other_directed(tts.render(text, e.voice, e.speed))
-    if e.cond.id == "background_speech":
-        return acoustics.background(tts.render(text, e.background_voice, e.speed))
-    return tts.render(text, e.voice, e.speed)
+    """SPEC §8: other-directed = the user's own voice off-axis; background = another voice;
+    anything else (a stop / recover / hold_floor cue) is the user, addressed."""
+    process = _NOT_ADDRESSED.get(e.cond.id)
+    if process is None:
+        return tts.render(text, e.voice, e.speed)
+    voice = e.background_voice if process is acoustics.background else e.voice
+    return process(tts.render(text, voice, e.speed))
 
 
 def user_turn(e: Entry, path: str) -> tuple[ClipOut, dict]:

@@ -9,7 +9,6 @@ folder's instances.jsonl (the others are kept), so one instance can be refreshed
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,7 +129,3 @@ def _header(src: source.Source, out: Path, count: int) -> dict:
         "instances": count,
     }
 
-
-def counts(src: source.Source) -> tuple[Counter, Counter]:
-    """(instances per condition key, instances per scenario) of the source."""
-    return Counter(e.cond.key for e in src.entries), Counter(e.scenario for e in src.entries)
