@@ -62,6 +62,11 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("gate", "CI gate, e.g. 'wait.I>=0.9', 'take_turn.delayed.I>=60%', 'stop.T<=2.0' "
         "(repeatable). With gates set, they decide the exit status.", kind="list",
         metavar="EXPR"),
+    Opt("baseline", "Regression gate: compare with this stored report.json per action and "
+        "condition; a statistically significant drop in I or S fails the run (docs/reports.md).",
+        metavar="REPORT.json"),
+    Opt("baseline-alpha", "Significance level of the baseline gate (family-wise, "
+        "Holm-adjusted one-sided tests).", default=0.05, kind="float", metavar="ALPHA"),
     Opt("judge", "Text judge model for subsequent follow-through (e.g. gpt-5.4); default: "
         "none, S is reported as not judged.", metavar="MODEL"),
     Opt("judge-base-url", "OpenAI-compatible base URL for the judges (vLLM, a local server).",
@@ -122,4 +127,9 @@ def get(config: pytest.Config, name: str):
             return int(raw)
         except ValueError:
             raise pytest.UsageError(f"{o.flag} / {o.ini}: expected an integer, got {raw!r}")
+    if o.kind == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise pytest.UsageError(f"{o.flag} / {o.ini}: expected a number, got {raw!r}")
     return raw

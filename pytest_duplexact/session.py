@@ -163,6 +163,7 @@ def build_state(config, spec: str):
             state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
     if not worker:
         _preflight(config, spec, settings)
+        _check_baseline(config)
         write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
                                                __version__,
                                                "fingerprint": journal.fingerprint(settings)})
@@ -180,13 +181,24 @@ def _preflight(config, spec: str, settings: dict) -> None:
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
 
 
+def _check_baseline(config) -> None:
+    from .report.baseline import BaselineError, check_option
+
+    try:
+        check_option(options.get(config, "baseline"), options.get(config, "baseline-alpha"))
+    except BaselineError as e:
+        raise pytest.UsageError(f"--duplexact-baseline: {e}") from None
+
+
 def build_harness(config, state) -> Harness:
     from .models import resolve_model
     from .wiring import make_panel, make_policy, make_transcriber
 
+    from .models import is_streaming
+
     model = resolve_model(state.model_spec, **state.settings["model_options"])
     cache_dir = Path(options.get(config, "cache-dir") or state.run_dir / "cache")
-    return Harness(
+    harness = Harness(
         model=model, model_name=state.model_spec, run_dir=state.run_dir,
         panel=make_panel(state.settings, cache_dir),
         transcriber=make_transcriber(state.settings, cache_dir),
@@ -195,6 +207,14 @@ def build_harness(config, state) -> Harness:
         model_options=state.settings["model_options"],
         fingerprint=journal.fingerprint(state.settings),
     )
+    concurrency = options.get(config, "concurrency")
+    if concurrency < 1:
+        raise pytest.UsageError("--duplexact-concurrency must be >= 1")
+    if concurrency > 1 and is_streaming(model):  # a stepped model computes one trial at a time
+        from .prefetch import Prefetcher
+
+        harness.prefetcher = Prefetcher(harness.record_async, concurrency)
+    return harness
 
 
 def finish(config, state, exitstatus: int) -> int | None:
@@ -213,12 +233,18 @@ def finish(config, state, exitstatus: int) -> int | None:
             f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
             "(deselected, interrupted, or lost with a crashed worker); "
             f"pytest --duplexact-resume={state.run_dir} runs them")
+    baseline = options.get(config, "baseline")
+    if baseline:  # regression gate (report/baseline.py): significant drops fail the run
+        from .report.baseline import gate
+
+        report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
     state.report, state.gate_results = report, results
     write_json_atomic(state.run_dir / REPORT_FILE, report)
     extra = options.get(config, "report")
     if extra:
         write_json_atomic(Path(extra), report)
-    if not state.gates or exitstatus not in (0, 1):
+    if not (state.gates or baseline) or exitstatus not in (0, 1):
         return None  # no gates: pytest's own semantics; interrupted / usage errors stay
     errors = report["totals"]["errors"]
-    return 0 if all(r.passed for r in results) and errors == 0 else 1
+    passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
+    return 0 if passed and errors == 0 else 1

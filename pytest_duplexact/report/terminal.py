@@ -4,10 +4,21 @@ interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one mod
 from __future__ import annotations
 
 from .. import taxonomy
+from .stats import rate_of
+
+WIDE_MARK = "~"
+WIDE_LEGEND = ("~ = 95% Wilson interval wider than +/-10 points (small n): a rough "
+               "indication only (docs/reports.md)")
 
 
 def pct(v) -> str:
     return "n/a" if v is None else f"{100 * v:.1f}"
+
+
+def marked(c: dict, metric: str) -> str:
+    """The rate in %, with WIDE_MARK when its 95% interval is wider than +/-10 points."""
+    r = rate_of(c, metric)
+    return pct(r.value) + (WIDE_MARK if r.wide else "")
 
 
 def _why_no_rate(c: dict) -> str:
@@ -24,8 +35,8 @@ def cell(c: dict | None) -> str:
     """``I / S (n_S)`` as in Table 16; 'n/a' where nothing was measured."""
     if c is None or not c["n"]:
         return "-"
-    s = "n/a" if c["S"] is None else f"{pct(c['S'])} ({c['n_S']})"
-    return f"{pct(c['I'])} / {s}"
+    s = "n/a" if c["S"] is None else f"{marked(c, 'S')} ({c['n_S']})"
+    return f"{marked(c, 'I')} / {s}"
 
 
 def timing_cell(t: dict | None) -> str:
@@ -53,9 +64,9 @@ def action_table(report: dict) -> list[str]:
         if a is None:
             continue
         c = a["counts"]
-        s = "n/a" if c["S"] is None else f"{pct(c['S'])} ({c['n_S']})"
+        s = "n/a" if c["S"] is None else f"{marked(c, 'S')} ({c['n_S']})"
         t = timing_cell(a["timing"]) if action in taxonomy.TIMING_DIAGNOSTIC else ""
-        rows.append([taxonomy.ACTION_LABELS[action], pct(c["I"]), s, t, str(c["n"]),
+        rows.append([taxonomy.ACTION_LABELS[action], marked(c, "I"), s, t, str(c["n"]),
                      str(c["n_I"]), _why_no_rate(c)])
     return _table(rows)
 
@@ -78,6 +89,8 @@ def render(report: dict, gate_results=()) -> list[str]:
     out += action_table(report)
     out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
     out += condition_table(report)
+    if any(WIDE_MARK in line for line in out):
+        out.append(WIDE_LEGEND)
     tot = report["totals"]
     if tot["errors"]:
         out.append(f"{tot['errors']} instance(s) ended in a harness/model error and enter no "
@@ -87,4 +100,9 @@ def render(report: dict, gate_results=()) -> list[str]:
     if gate_results:
         out += ["", "Gates:"]
         out += [f"  {g.message}" for g in gate_results]
+    if report.get("baseline"):
+        from .baseline import render_lines
+
+        out += ["", "Baseline:"]
+        out += [f"  {line}" for line in render_lines(report["baseline"])]
     return out

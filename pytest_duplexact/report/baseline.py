@@ -1,0 +1,172 @@
+"""Regression gate: compare a run with a stored report, per action and per condition, I and S.
+
+A comparison "dropped" when the current rate is lower and the drop is statistically
+significant: one-sided test of H1 "current rate < baseline rate" (Fisher's exact test when an
+expected count is below 5, the pooled two-proportion z-test otherwise; stats.drop_test), with
+Holm's correction over every comparison made, so ``alpha`` bounds the chance that an unchanged
+model fails the gate at all (a run makes ~60 comparisons; uncorrected, a few would come out
+"significant" by chance on most re-runs of a stochastic model).
+
+The result is plain data (the report's ``baseline`` section, docs/reports.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import taxonomy
+from . import SCHEMA
+from .stats import drop_test, holm, rate_of
+
+DEFAULT_ALPHA = 0.05
+METHOD = ("one-sided test of a drop per action and condition (I and S): Fisher's exact test "
+          "when an expected count is below 5, else the pooled two-proportion z-test; "
+          "p-values Holm-adjusted over all comparisons")
+# Settings whose difference makes the two runs measure different things.
+_COMPARABLE = ("dataset_fingerprint", "judge", "audio_judge", "transcriber", "simulator",
+               "simulator_model", "scoring_version")
+
+
+class BaselineError(ValueError):
+    pass
+
+
+def load(path: str | Path) -> dict:
+    """A stored report, checked enough to compare against; BaselineError names the file."""
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BaselineError(f"baseline {p}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise BaselineError(f"baseline {p}: not a readable JSON report ({e})") from None
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        raise BaselineError(f"baseline {p}: field 'schema' is {d.get('schema')!r}"
+                            f" (expected {SCHEMA!r}); is it a DuplexAct report.json?"
+                            if isinstance(d, dict) else f"baseline {p}: not a JSON object")
+    for key in ("summary", "settings"):
+        if not isinstance(d.get(key), dict):
+            raise BaselineError(f"baseline {p}: field {key!r} is missing")
+    if not isinstance(d["summary"].get("actions"), dict):
+        raise BaselineError(f"baseline {p}: field 'summary.actions' is missing")
+    return d
+
+
+def _targets():
+    """(action, condition or None) in taxonomy order, each action before its conditions."""
+    for action in taxonomy.ACTIONS:
+        yield action, None
+        for c in taxonomy.conditions_of(action):
+            yield action, c.id
+
+
+def _counts(report: dict, action: str, condition: str | None) -> dict | None:
+    a = report["summary"]["actions"].get(action)
+    if a is None:
+        return None
+    return a["counts"] if condition is None else a["conditions"].get(condition)
+
+
+def _warnings(current: dict, baseline: dict) -> list[str]:
+    out = []
+    cs, bs = current.get("settings", {}), baseline.get("settings", {})
+    for key in _COMPARABLE:
+        if cs.get(key) != bs.get(key):
+            what = "the dataset differs" if key == "dataset_fingerprint" else \
+                f"{key}: {bs.get(key)!r} -> {cs.get(key)!r}"
+            out.append(f"settings differ from the baseline ({what}); the rates may not be "
+                       "comparable")
+    csel = {k: v for k, v in (cs.get("selection") or {}).items() if k != "shard"}
+    bsel = {k: v for k, v in (bs.get("selection") or {}).items() if k != "shard"}
+    if csel != bsel:
+        out.append("the instance selection differs from the baseline's; only groups measured "
+                   "in both runs are compared")
+    return out
+
+
+def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
+            path: str | None = None) -> dict:
+    """The report's ``baseline`` section: every comparison with its p-values, which dropped,
+    and whether the run passes (no significant drop)."""
+    if not 0.0 < alpha < 1.0:
+        raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
+    rows, skipped = [], []
+    for action, cond in _targets():
+        where = action if cond is None else f"{action}.{cond}"
+        cur_c, base_c = _counts(current, action, cond), _counts(baseline, action, cond)
+        for metric in taxonomy.RATE_KINDS:
+            cur, base = rate_of(cur_c, metric), rate_of(base_c, metric)
+            target = f"{where}.{metric}"
+            if base.n and not cur.n:
+                skipped.append({"target": target, "why": "measured in the baseline "
+                                f"(n={base.n}), not in this run"})
+                continue
+            if cur.n and not base.n:
+                skipped.append({"target": target, "why": "not measured in the baseline"})
+                continue
+            if not cur.n:
+                continue
+            test, p = drop_test(base.successes, base.n, cur.successes, cur.n)
+            rows.append({"target": target, "action": action, "condition": cond,
+                         "metric": metric, "baseline": base.to_dict(),
+                         "current": cur.to_dict(), "delta": cur.value - base.value,
+                         "test": test, "p_value": p})
+    for row, adj in zip(rows, holm([r["p_value"] for r in rows])):
+        row["p_adjusted"] = adj
+        row["dropped"] = row["delta"] < 0 and adj < alpha
+    drops = [r["target"] for r in rows if r["dropped"]]
+    section = {
+        "path": path, "model": baseline.get("model"), "created": baseline.get("created"),
+        "alpha": alpha, "method": METHOD, "comparisons": rows, "not_compared": skipped,
+        "drops": drops, "warnings": _warnings(current, baseline), "passed": not drops,
+    }
+    section["message"] = summary_line(section)
+    return section
+
+
+def describe(row: dict) -> str:
+    """``take_turn.delayed.I: 100.0% -> 0.0% (-100.0 points; n 9 -> 9), p = 2.1e-05
+    (Holm 4.1e-05, fisher)``."""
+    b, c = row["baseline"], row["current"]
+    return (f"{row['target']}: {100 * b['rate']:.1f}% -> {100 * c['rate']:.1f}% "
+            f"({100 * row['delta']:+.1f} points; n {b['n']} -> {c['n']}), "
+            f"p = {row['p_value']:.2g} (Holm {row['p_adjusted']:.2g}, {row['test']})")
+
+
+def summary_line(section: dict) -> str:
+    n = len(section["comparisons"])
+    if section["drops"]:
+        return (f"FAILED baseline: {len(section['drops'])} of {n} comparison(s) dropped "
+                f"significantly (alpha {section['alpha']:g}, Holm-adjusted): "
+                + ", ".join(section["drops"]))
+    lower = sum(r["delta"] < 0 for r in section["comparisons"])
+    return (f"passed baseline: no significant drop in {n} comparison(s) (alpha "
+            f"{section['alpha']:g}, Holm-adjusted; {lower} lower but within chance)")
+
+
+def render_lines(section: dict) -> list[str]:
+    """Terminal lines: the verdict, every significant drop, warnings."""
+    out = [section["message"]]
+    out += ["  dropped " + describe(r) for r in section["comparisons"] if r["dropped"]]
+    out += [f"  warning: {w}" for w in section["warnings"]]
+    return out
+
+
+def check_option(path: str | None, alpha) -> None:
+    """Fail before the run starts when the baseline cannot be used."""
+    if path:
+        load(path)
+    if not 0.0 < float(alpha) < 1.0:
+        raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
+
+
+def gate(report: dict, path: str, alpha: float = DEFAULT_ALPHA) -> dict:
+    """``compare`` against the report stored at ``path``; a baseline that cannot be read at
+    the end of the run fails the gate and says why (never passes silently)."""
+    try:
+        return compare(report, load(path), alpha, str(path))
+    except BaselineError as e:
+        return {"path": str(path), "alpha": alpha, "method": METHOD, "comparisons": [],
+                "not_compared": [], "drops": [], "warnings": [], "passed": False,
+                "message": f"FAILED baseline: {e}"}

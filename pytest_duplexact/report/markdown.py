@@ -1,0 +1,248 @@
+"""The Markdown view of a report, for a pull request or a CI summary: per-action I / S / T with
+n and 95% Wilson intervals, the paper's Table 16 cells, gates, the baseline comparison, the
+paper's 14 models beside this one, and the failed instances. Reads the JSON report only."""
+
+from __future__ import annotations
+
+from .. import taxonomy
+from ..aggregate import NA
+from . import paper as paper_data
+from .stats import Rate, rate_of
+
+MAX_LISTED_FAILURES = 200  # a PR comment has a size limit; the HTML view lists every one
+
+
+# --- Shared formatting (also used by html.py) --------------------------------------------------
+
+def fmt_rate(r: Rate, ci: bool = True) -> str:
+    """``81.5 [72.1-88.3]`` in percent; ``~`` marks an interval wider than +/-10 points."""
+    if r.value is None:
+        return NA
+    text = f"{100 * r.value:.1f}"
+    if ci:
+        text += f" [{100 * r.lo:.1f}\u2013{100 * r.hi:.1f}]"
+    return text + ("~" if r.wide else "")
+
+
+def fmt_rate_value(v: float | None) -> str:
+    """A fraction as a percentage with one decimal, or n/a."""
+    return NA if v is None else f"{100 * v:.1f}"
+
+
+def fmt_timing(t: dict | None) -> str:
+    """Table 15's ``median (IQR, n)`` in seconds."""
+    if not t or not t.get("n"):
+        return NA
+    iqr = NA if t.get("iqr") is None else f"{t['iqr']:.2f}"
+    return f"{t['median']:.2f} ({iqr}, {t['n']})"
+
+
+def why_no_rate(c: dict) -> str:
+    parts = []
+    for key, label in (("excluded", "excluded"), ("not_judged", "not judged"),
+                       ("judge_errors", "judge errors"), ("errors", "errors"),
+                       ("not_applicable", "n/a")):
+        if c.get(key):
+            parts.append(f"{c[key]} {label}")
+    return ", ".join(parts)
+
+
+def action_rows(report: dict) -> list[dict]:
+    """One row per action that ran: label, I and S Rates, the timing dict, n, notes."""
+    rows = []
+    for action in taxonomy.ACTIONS:
+        a = report["summary"]["actions"].get(action)
+        if a is None:
+            continue
+        c = a["counts"]
+        rows.append({"action": action, "label": taxonomy.ACTION_LABELS[action],
+                     "I": rate_of(c, "I"), "S": rate_of(c, "S"),
+                     "timing": a["timing"] if action in taxonomy.TIMING_DIAGNOSTIC else None,
+                     "timed": action in taxonomy.TIMING_DIAGNOSTIC, "n": c["n"],
+                     "notes": why_no_rate(c)})
+    return rows
+
+
+def condition_rows(report: dict) -> list[dict]:
+    rows = []
+    for cond in taxonomy.CONDITIONS:
+        a = report["summary"]["actions"].get(cond.action)
+        c = None if a is None else a["conditions"].get(cond.id)
+        if c is None or not c["n"]:
+            continue
+        rows.append({"key": cond.key, "action": cond.action, "condition": cond.id,
+                     "action_label": taxonomy.ACTION_LABELS[cond.action],
+                     "label": cond.label, "I": rate_of(c, "I"), "S": rate_of(c, "S"),
+                     "timing": a["condition_timings"].get(cond.id), "n": c["n"],
+                     "notes": why_no_rate(c)})
+    return rows
+
+
+def failed(inst: dict) -> bool:
+    """An instance that needs a look: a failed stage, a judge error or a harness error."""
+    if inst.get("error"):
+        return True
+    bad = ("failure", "judge_error")
+    return any(inst.get(stage) and inst[stage]["verdict"] in bad
+               for stage in ("immediate", "subsequent"))
+
+
+def failure_reason(inst: dict) -> tuple[str, str]:
+    """(stage, reason) of a failed instance, the earliest stage first."""
+    if inst.get("error"):
+        return "error", inst["error"]
+    for stage, label in (("immediate", "I"), ("subsequent", "S")):
+        r = inst.get(stage)
+        if r and r["verdict"] in ("failure", "judge_error"):
+            tag = label if r["verdict"] == "failure" else f"{label} (judge error)"
+            return tag, r["reason"]
+    return "", ""
+
+
+def paper_cell(cell: dict | None, timed: bool) -> str:
+    """Table 4's cell: ``I / S`` or ``I / T / S``; '-' where the model was not evaluated."""
+    if cell is None:
+        return "\u2013"
+
+    def r(v):
+        return NA if v is None else f"{100 * v:.1f}"
+
+    if timed:
+        t = NA if cell["T"] is None else f"{cell['T']:.2f}"
+        return f"{r(cell['I'])} / {t} / {r(cell['S'])}"
+    return f"{r(cell['I'])} / {r(cell['S'])}"
+
+
+def run_action_cell(row: dict | None) -> str:
+    if row is None:
+        return "\u2013"
+    i, s = fmt_rate(row["I"], ci=False), fmt_rate(row["S"], ci=False)
+    if row["timed"]:
+        t = row["timing"]
+        tt = NA if not t or not t.get("n") else f"{t['median']:.2f}"
+        return f"{i} / {tt} / {s}"
+    return f"{i} / {s}"
+
+
+def paper_note(report: dict) -> str:
+    """The caveat printed wherever the paper's numbers stand beside a run."""
+    p = paper_data.load()
+    n = report["totals"]["instances"]
+    if n == p.instances:
+        return f"{p.note} This run also measured {n} instances."
+    return (f"{p.note} This run measured {n} instance(s): different data, so the paper's rows "
+            "are context, not a comparison.")
+
+
+def dataset_line(report: dict) -> str:
+    s = report.get("settings", {})
+    fp = (s.get("dataset_fingerprint") or "")[:12]
+    return f"`{s.get('dataset', '?')}` (fingerprint {fp})"
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+def _esc(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
+    align = align or "l" + "r" * (len(header) - 1)
+    sep = ["---:" if a == "r" else "---" for a in align]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    out += ["| " + " | ".join(_esc(v) for v in r) + " |" for r in rows]
+    return out
+
+
+def render(report: dict) -> str:
+    model = report.get("model", "?")
+    tot = report["totals"]
+    out = [f"## DuplexAct: {model}", ""]
+    out.append(f"{tot['instances']} instance(s), {tot['errors']} error(s) · data "
+               f"{dataset_line(report)} · {report.get('generator', '')} · "
+               f"{report.get('created', '')}")
+    if report.get("shards"):
+        out.append(f"Merged from {len(report['shards'])} shard report(s).")
+    out += ["", "Rates in %, each with its 95% Wilson interval [lo\u2013hi] and its n; `~` marks "
+            "an interval wider than \u00b110 points (too few instances to read the rate "
+            "closely). T: median (IQR, n) in seconds.", ""]
+
+    out += ["### Actions (paper Table 4 layout)", ""]
+    rows = [[r["label"], fmt_rate(r["I"]), str(r["I"].n), fmt_rate(r["S"]), str(r["S"].n),
+             fmt_timing(r["timing"]) if r["timed"] else "", str(r["n"]), r["notes"]]
+            for r in action_rows(report)]
+    out += _table(["Action", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S",
+                   "T median (IQR, n)", "n", "not in a rate"], rows, "lrrrrrrl")
+
+    out += ["", "### Conditions (paper Table 16 cells)", ""]
+    rows = [[r["action_label"], r["label"], fmt_rate(r["I"]), str(r["I"].n), fmt_rate(r["S"]),
+             str(r["S"].n), str(r["n"]), r["notes"]] for r in condition_rows(report)]
+    out += _table(["Action", "Condition", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S", "n",
+                   "not in a rate"], rows, "llrrrrrl")
+
+    out += ["", "### Gates", ""]
+    gates = report.get("gates") or []
+    if gates:
+        out += [f"- {'✅' if g['passed'] else '❌'} {g['message']}" for g in gates]
+    else:
+        out.append("No gates were set (`--duplexact-gate`).")
+
+    if report.get("baseline"):
+        out += ["", "### Baseline comparison", ""] + _baseline(report["baseline"])
+
+    out += ["", "### The paper's 14 models (Table 4)", ""] + _paper_table(report)
+
+    out += ["", "### Failed instances", ""] + _failures(report)
+    return "\n".join(out) + "\n"
+
+
+def _baseline(b: dict) -> list[str]:
+    out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
+    if b.get("path"):
+        out.append(f"Baseline: `{b['path']}` (model {b.get('model')}, {b.get('created')}).")
+    out.append(f"Method: {b.get('method', '')}.")
+    out += [f"- warning: {w}" for w in b.get("warnings", [])]
+    lower = [r for r in b["comparisons"] if r["delta"] < 0]
+    if lower:
+        out += ["", f"Comparisons where this run is lower ({len(lower)} of "
+                f"{len(b['comparisons'])}):", ""]
+        rows = [[r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
+                 f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
+                 f"{100 * r['delta']:+.1f}", f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}",
+                 r["test"], "**dropped**" if r["dropped"] else "within chance"] for r in lower]
+        out += _table(["Comparison", "baseline % (n)", "this run % (n)", "\u0394 points", "p",
+                       "p (Holm)", "test", "verdict"], rows, "lrrrrrll")
+    else:
+        out += ["", "No comparison is lower than the baseline."]
+    return out
+
+
+def _paper_table(report: dict) -> list[str]:
+    p = paper_data.load()
+    out = [f"> {paper_note(report)}", ""]
+    header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
+                          taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
+    mine = {r["action"]: r for r in action_rows(report)}
+    rows = [[f"**{report.get('model', 'this run')} (this run)**"]
+            + [run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
+    for m in p.models:
+        rows.append([m.name] + [paper_cell(p.action(m.name, a), a in taxonomy.TIMING_DIAGNOSTIC)
+                                for a in taxonomy.ACTIONS])
+    return out + _table(header, rows, "l" + "r" * len(taxonomy.ACTIONS))
+
+
+def _failures(report: dict) -> list[str]:
+    bad = [i for i in report["instances"] if failed(i)]
+    if not bad:
+        return ["None."]
+    out = ["<details>", f"<summary>{len(bad)} failed instance(s)</summary>", ""]
+    rows = []
+    for inst in bad[:MAX_LISTED_FAILURES]:
+        stage, reason = failure_reason(inst)
+        rows.append([inst["id"], stage, reason])
+    out += _table(["Instance", "stage", "reason"], rows, "lll")
+    if len(bad) > MAX_LISTED_FAILURES:
+        out.append(f"\n... and {len(bad) - MAX_LISTED_FAILURES} more (the HTML view lists "
+                   "every one).")
+    out += ["", "</details>"]
+    return out

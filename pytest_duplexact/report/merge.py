@@ -1,0 +1,176 @@
+"""``duplexact merge A.json B.json ... -o OUT.json``: shard reports -> one report.
+
+The merged report is the report an unsharded run of the same selection writes: the instances
+of every shard sorted by id, the summary recomputed by ``aggregate`` from those outcomes,
+the settings of the shards with ``selection.shard`` cleared. It differs from that run's only in
+``created`` (volatile) and in ``shards``, where each shard came from and where its recordings
+are (so the HTML view finds the audio). Gates and baseline sections of the shards are dropped:
+they judged one shard; gate the merged report instead.
+
+Refused, with the file and field named: reports that are not DuplexAct reports, of different
+report versions, models, datasets, scoring settings or selections; overlapping instances;
+shards of different counts, repeated or missing shards.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..harness import write_json_atomic
+from ..results import InstanceOutcome
+from . import SCHEMA, VERSION, build_report
+
+PROVENANCE_KEYS = ("shards",)  # present in a merged report only
+
+
+class MergeError(ValueError):
+    pass
+
+
+def load_report(path: str | Path) -> dict:
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MergeError(f"{p}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise MergeError(f"{p}: not a readable JSON report ({e})") from None
+    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+        raise MergeError(f"{p}: field 'schema' is not {SCHEMA!r}; is it a DuplexAct "
+                         "report.json?")
+    if d.get("version") != VERSION:
+        raise MergeError(f"{p}: field 'version' is {d.get('version')!r}; this tool merges "
+                         f"version {VERSION} reports")
+    for key in ("model", "settings", "instances"):
+        if key not in d:
+            raise MergeError(f"{p}: field {key!r} is missing")
+    return d
+
+
+def _unsharded(settings: dict) -> dict:
+    s = json.loads(json.dumps(settings))
+    s.setdefault("selection", {})["shard"] = None
+    return s
+
+
+def _parse_shard(text, path: Path) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        k, n = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        raise MergeError(f"{path}: field 'settings.selection.shard' is {text!r}, not K/N") \
+            from None
+    return k, n
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+    keys = sorted(set(a) | set(b))
+    out = []
+    for k in keys:
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += _differences(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append(f"settings.{prefix}{k}: {va!r} vs {vb!r}")
+    return out
+
+
+def _run_dir_of(path: Path, report: dict) -> str | None:
+    """Where the shard's instance folders are: the report's own folder when it holds them."""
+    folder = path.resolve().parent
+    recs = [i.get("recording") for i in report["instances"] if i.get("recording")]
+    if recs and any((folder / r).is_dir() for r in recs):
+        return str(folder)
+    return None
+
+
+def merge(paths: list[str | Path]) -> dict:
+    """The merged report (see the module docstring); raises MergeError."""
+    if not paths:
+        raise MergeError("nothing to merge: pass the shard reports")
+    loaded = [(Path(p), load_report(p)) for p in paths]
+    first_path, first = loaded[0]
+    if first.get("model") != first["settings"].get("model"):
+        raise MergeError(f"{first_path}: field 'model' disagrees with 'settings.model'")
+    settings = _unsharded(first["settings"])
+    shards: list[tuple[int, int] | None] = []
+    owner: dict[str, Path] = {}
+    outcomes = []
+    for path, rep in loaded:
+        if rep["model"] != first["model"]:
+            raise MergeError(f"{path}: model {rep['model']!r} differs from {first_path}'s "
+                             f"{first['model']!r}; only shards of one run can be merged")
+        diff = _differences(settings, _unsharded(rep["settings"]))
+        if diff:
+            raise MergeError(f"{path}: settings differ from {first_path}'s (model, dataset, "
+                             "scoring and selection must agree; only the shard may differ): "
+                             + "; ".join(diff))
+        shards.append(_parse_shard(rep["settings"].get("selection", {}).get("shard"), path))
+        for d in rep["instances"]:
+            iid = d.get("id")
+            if iid in owner:
+                raise MergeError(f"{path}: instance {iid} is also in {owner[iid]}; shard "
+                                 "reports must not overlap")
+            owner[iid] = path
+            try:
+                outcomes.append(InstanceOutcome.from_dict(d))
+            except (KeyError, TypeError, ValueError) as e:
+                raise MergeError(f"{path}: instance {iid}: malformed outcome ({e})") from None
+    _check_shards(shards, [p for p, _ in loaded])
+    try:
+        merged = build_report(outcomes, settings, first["model"])
+    except ValueError as e:
+        raise MergeError(f"cannot aggregate the merged instances: {e}") from None
+    notes: list[str] = []
+    for _, rep in loaded:
+        notes += [n for n in rep.get("notes", []) if n not in notes]
+    merged["notes"] = notes
+    merged["shards"] = [
+        {"report": str(p.resolve()), "shard": rep["settings"]["selection"].get("shard"),
+         "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
+        for p, rep in loaded]
+    return merged
+
+
+def _check_shards(shards: list, paths: list[Path]) -> None:
+    if all(s is None for s in shards):
+        if len(shards) > 1:
+            raise MergeError("none of these reports is a shard (settings.selection.shard is "
+                             "null in each); merge the reports of one sharded run "
+                             "(--duplexact-shard=K/N)")
+        return
+    for s, p in zip(shards, paths):
+        if s is None:
+            raise MergeError(f"{p}: not a shard (settings.selection.shard is null), but other "
+                             "reports are")
+    counts = {n for _, n in shards}
+    if len(counts) > 1:
+        raise MergeError("the reports come from different shard counts: "
+                         + ", ".join(f"{p} is {k}/{n}" for (k, n), p in zip(shards, paths)))
+    n = counts.pop()
+    seen: dict[int, Path] = {}
+    for (k, _), p in zip(shards, paths):
+        if k in seen:
+            raise MergeError(f"{p}: shard {k}/{n} is also {seen[k]}")
+        seen[k] = p
+    missing = [f"{k}/{n}" for k in range(1, n + 1) if k not in seen]
+    if missing:
+        raise MergeError(f"missing shard(s) {', '.join(missing)}: the merged report would not "
+                         "be the unsharded run's")
+
+
+def main(args) -> int:
+    """``args.reports`` (paths), ``args.output``; exit 0, or 2 with the reason on stderr."""
+    try:
+        merged = merge(args.reports)
+    except MergeError as e:
+        print(f"duplexact merge: {e}", file=sys.stderr)
+        return 2
+    write_json_atomic(Path(args.output), merged)
+    tot = merged["totals"]
+    print(f"merged {len(args.reports)} report(s): {tot['instances']} instance(s), "
+          f"{tot['errors']} error(s) -> {args.output}")
+    return 0
