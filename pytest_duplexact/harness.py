@@ -91,6 +91,8 @@ class Harness:
         files."""
         for name in (OUTCOME_FILE, ERROR_FILE):
             (folder / name).unlink(missing_ok=True)
+        for tmp in folder.glob(".*.part"):  # temporaries of a killed attempt
+            tmp.unlink(missing_ok=True)
 
     def _commit(self, folder: Path, outcome: InstanceOutcome) -> None:
         """The journal entry, written last: the instance is finished once this file exists."""

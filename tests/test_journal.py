@@ -1,0 +1,263 @@
+"""The run directory as a journal (pytest_duplexact/journal.py, docs/runs.md).
+
+Every file an instance run writes arrives by rename, ``outcome.json`` last; a run stopped
+before any of those renames leaves a folder the resume never trusts; and the resume decides
+per instance, from the outcome's fingerprint and the files beside it, what to reuse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pytest_duplexact import journal
+from pytest_duplexact.harness import Harness
+from pytest_duplexact.instance import bundled_root, load_dataset
+from pytest_duplexact.journal import Status
+from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
+from pytest_duplexact.recording_io import OUTPUT_FILE, RECORDING_FILE
+from pytest_duplexact.scoring import NoJudges
+from pytest_duplexact.session import RUN_FILE, _load_resumed
+
+SETTINGS = {
+    "model": "silent", "model_options": {}, "dataset": "/data/a",
+    "dataset_fingerprint": "d" * 64, "judge": None, "judge_base_url": None,
+    "audio_judge": None, "transcriber": "native", "simulator": "rule",
+    "simulator_model": None, "scoring_version": "0.1.0",
+    "selection": {"actions": [], "conditions": [], "scenarios": [], "sources": [],
+                  "limit": None, "seed": 0, "shard": None},
+}
+FP = journal.fingerprint(SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def instances():
+    data = load_dataset(bundled_root())
+    # one instance of each pipeline: direct replay, simulator replay, barge-in
+    wanted = ("take_turn", "stop", "interrupt")
+    return [next(i for i in data.instances if i.action == a) for a in wanted]
+
+
+def make_harness(run_dir: Path, model=None) -> Harness:
+    return Harness(model=model or SilentModel(), model_name="silent", run_dir=run_dir,
+                   panel=NoJudges(), transcriber=None, policy=RuleBasedSimulator(),
+                   fingerprint=FP)
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL / Ctrl-C: not an Exception, so nothing on the way catches it."""
+
+
+class Renames(list):
+    """Every os.replace (the rename of write-then-rename) as (temporary, final) names;
+    ``kill_at = k`` makes the k-th rename never happen, as if the process died with the
+    temporary fully written."""
+
+    kill_at: int | None = None
+
+
+@pytest.fixture
+def renames(monkeypatch) -> Renames:
+    log = Renames()
+    real = os.replace
+
+    def replace(src, dst, *a, **kw):
+        if log.kill_at is not None and len(log) == log.kill_at:
+            raise Killed(f"killed before renaming {Path(dst).name}")
+        real(src, dst, *a, **kw)
+        log.append((Path(src).name, Path(dst).name))
+
+    monkeypatch.setattr(os, "replace", replace)
+    return log
+
+
+def test_every_file_arrives_by_rename_and_the_outcome_last(tmp_path, instances, renames):
+    for inst in instances:
+        renames.clear()
+        h = make_harness(tmp_path / "run")
+        h.run(inst)
+        folder = h.instance_dir(inst)
+        written = {p.name for p in folder.iterdir()}
+        assert written == {dst for _, dst in renames}, "a file was written in place"
+        assert all(src.startswith(".") and src.endswith(".part") for src, _ in renames)
+        assert renames[-1][1] == journal.OUTCOME_FILE
+        assert journal.read_entry(folder, inst.id, FP).status is Status.FINISHED
+
+
+class CrashingModel(SilentModel):
+    def step(self, frame):
+        raise RuntimeError("simulated model crash")
+
+
+def test_an_error_outcome_is_written_last_too(tmp_path, instances, renames):
+    inst = instances[0]
+    h = make_harness(tmp_path / "run", CrashingModel())
+    with pytest.raises(RuntimeError):
+        h.run(inst)
+    h.error_outcome(inst, RuntimeError("simulated model crash"))
+    assert [dst for _, dst in renames] == [journal.ERROR_FILE, journal.OUTCOME_FILE]
+    entry = journal.read_entry(h.instance_dir(inst), inst.id, FP)
+    assert entry.status is Status.ERROR and "simulated model crash" in entry.why
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["direct", "simulator", "barge_in"])
+def test_a_run_killed_before_any_rename_is_never_trusted(tmp_path, instances, renames, which):
+    """Kill the re-run of a finished instance before each of its renames in turn: the old
+    outcome must not survive beside new files, and the resume must re-run the instance."""
+    inst = instances[which]
+    h = make_harness(tmp_path / "run")
+    h.run(inst)
+    folder = h.instance_dir(inst)
+    n = len(renames)
+    for k in range(n):
+        renames.clear()
+        renames.kill_at = k
+        with pytest.raises(Killed):
+            h.run(inst)
+        entry = journal.read_entry(folder, inst.id, FP)
+        assert entry.status is Status.NOT_FINISHED, (k, entry)
+        renames.kill_at = None
+    renames.clear()
+    h.run(inst)  # the resumed attempt
+    assert journal.read_entry(folder, inst.id, FP).status is Status.FINISHED
+    assert not list(folder.glob(".*.part")), "temporaries of killed attempts left behind"
+
+
+@pytest.fixture
+def finished(tmp_path, instances) -> tuple[Path, str]:
+    """A finished direct-replay instance folder and its id."""
+    inst = instances[0]
+    h = make_harness(tmp_path / "run")
+    outcome = h.run(inst)
+    folder = h.instance_dir(inst)
+    entry = journal.read_entry(folder, inst.id, FP)
+    assert entry.status is Status.FINISHED
+    assert entry.outcome == json.loads(json.dumps(outcome.to_dict()))  # as the report has it
+    return folder, inst.id
+
+
+def _edit_json(path: Path, **changes) -> None:
+    d = json.loads(path.read_text())
+    d.update(changes)
+    path.write_text(json.dumps(d))
+
+
+def _judge_error(folder: Path) -> None:
+    d = json.loads((folder / journal.OUTCOME_FILE).read_text())
+    d["subsequent"] = {"verdict": "judge_error", "reason": "timeout", "judge": "x",
+                       "evidence": {}}
+    (folder / journal.OUTCOME_FILE).write_text(json.dumps(d))
+
+
+def _short_output(folder: Path) -> None:
+    sf.write(str(folder / OUTPUT_FILE), np.zeros(160, np.float32), 16000, subtype="PCM_16")
+
+
+BREAKERS = {
+    "truncated outcome": (lambda f: (f / journal.OUTCOME_FILE).write_text('{"id": "x", '),
+                          Status.DAMAGED),
+    "outcome not an object": (lambda f: (f / journal.OUTCOME_FILE).write_text("[]"),
+                              Status.DAMAGED),
+    "outcome of another instance": (lambda f: _edit_json(f / journal.OUTCOME_FILE, id="other"),
+                                    Status.DAMAGED),
+    "other settings": (lambda f: _edit_json(f / journal.OUTCOME_FILE, fingerprint="0" * 64),
+                       Status.STALE),
+    "no fingerprint (older run)": (
+        lambda f: _edit_json(f / journal.OUTCOME_FILE, fingerprint=None), Status.STALE),
+    "harness error": (lambda f: _edit_json(f / journal.OUTCOME_FILE, error="RuntimeError: x"),
+                      Status.ERROR),
+    "judge error": (_judge_error, Status.JUDGE_ERROR),
+    "output.wav missing": (lambda f: (f / OUTPUT_FILE).unlink(), Status.DAMAGED),
+    "output.wav not audio": (lambda f: (f / OUTPUT_FILE).write_bytes(b"RIFF...."),
+                             Status.DAMAGED),
+    "output.wav of other length": (_short_output, Status.DAMAGED),
+    "recording of another instance": (
+        lambda f: _edit_json(f / RECORDING_FILE, instance="other"), Status.DAMAGED),
+    "recording.json missing": (lambda f: (f / RECORDING_FILE).unlink(), Status.DAMAGED),
+    "timeline.json missing": (lambda f: (f / journal.TIMELINE_FILE).unlink(), Status.DAMAGED),
+    "timeline.json not JSON": (lambda f: (f / journal.TIMELINE_FILE).write_text("{"),
+                               Status.DAMAGED),
+    "no outcome": (lambda f: (f / journal.OUTCOME_FILE).unlink(), Status.NOT_FINISHED),
+}
+
+
+@pytest.mark.parametrize("name", BREAKERS)
+def test_resume_trusts_only_whole_entries(finished, name):
+    folder, iid = finished
+    breaker, expected = BREAKERS[name]
+    breaker(folder)
+    entry = journal.read_entry(folder, iid, FP)
+    assert entry.status is expected, entry
+    assert entry.outcome is None
+
+
+def test_the_fingerprint_is_what_outcomes_depend_on():
+    def fp(**changes):
+        s = json.loads(json.dumps(SETTINGS))
+        for k, v in changes.items():
+            if k in s["selection"]:
+                s["selection"][k] = v
+            else:
+                s[k] = v
+        return journal.fingerprint(s)
+
+    # the data's location and which instances are selected do not change an outcome
+    assert fp(dataset="/elsewhere") == FP
+    assert fp(limit=3, actions=["wait"], shard="1/2") == FP
+    # the seed reaches seeded models; every fingerprint key changes it
+    assert fp(seed=1) != FP
+    for key in journal.FINGERPRINT_KEYS:
+        assert fp(**{key: "changed"}) != FP, key
+
+
+def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
+    run = tmp_path / "run"
+    h = make_harness(run)
+    h.fingerprint = journal.fingerprint(settings)
+    for inst in instances:
+        h.run(inst)
+    (run / RUN_FILE).write_text(json.dumps({"settings": settings}))
+    return run
+
+
+def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
+    run = _run_dir_with(tmp_path, instances[:2], SETTINGS)
+    ids = {i.id for i in instances}
+    done, messages = _load_resumed(run, SETTINGS, ids)
+    assert set(done) == {i.id for i in instances[:2]}
+    assert messages == [f"duplexact: resuming {run}: 2 of 3 selected instance(s) finished and "
+                        "reused; 1 to run (1 not finished)"]
+
+
+def test_changed_scoring_settings_invalidate_with_a_warning(tmp_path, instances):
+    run = _run_dir_with(tmp_path, instances, SETTINGS)
+    now = {**SETTINGS, "judge": "gpt-5.4"}
+    done, messages = _load_resumed(run, now, {i.id for i in instances})
+    assert done == {}
+    warning = messages[-1]
+    assert "WARNING" in warning and "judge: None -> 'gpt-5.4'" in warning
+    assert "3 stored outcome(s)" in warning and "never mixed" in warning
+
+
+@pytest.mark.parametrize("key", ["model", "model_options", "dataset_fingerprint"])
+def test_a_different_run_is_refused(tmp_path, instances, key):
+    run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
+    with pytest.raises(pytest.UsageError, match=f"different run.*{key}"):
+        _load_resumed(run, {**SETTINGS, key: {"other": 1}}, {instances[0].id})
+
+
+def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
+    run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
+    (run / RUN_FILE).write_text('{"settings": ')
+    with pytest.raises(pytest.UsageError, match="run.json is damaged"):
+        _load_resumed(run, SETTINGS, {instances[0].id})
+    shutil.rmtree(run)
+    with pytest.raises(pytest.UsageError, match="no run.json"):
+        _load_resumed(run, SETTINGS, {instances[0].id})
