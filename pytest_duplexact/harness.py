@@ -81,6 +81,7 @@ class Harness:
     seed: int = 0
     model_options: dict = field(default_factory=dict)
     fingerprint: str | None = None  # journal.fingerprint of the run's settings
+    prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
 
     def instance_dir(self, instance: Instance) -> Path:
         return self.run_dir / INSTANCES_DIR / instance.id
@@ -101,10 +102,15 @@ class Harness:
 
     def record(self, instance: Instance):
         """Run the model on the instance through its pipeline; returns the Recording."""
+        if self.prefetcher is not None:
+            return self.prefetcher.result(instance)
+        return asyncio.run(self.record_async(instance))
+
+    async def record_async(self, instance: Instance):
         from .pipelines import run_instance
 
         info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
-        return asyncio.run(run_instance(instance, self.model, info, policy=self.policy))
+        return await run_instance(instance, self.model, info, policy=self.policy)
 
     def timeline(self, recording) -> Timeline:
         from .segmentation import build_timeline

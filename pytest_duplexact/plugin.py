@@ -135,6 +135,39 @@ def duplexact_harness(request):
     return state.harness
 
 
+def _queued_indices(session) -> list[int]:
+    """Indices into session.items of the tests this process will run next. Under xdist a
+    worker only knows the tests scheduled to it so far: peek at its queue."""
+    for plugin in session.config.pluginmanager.get_plugins():
+        queue = getattr(plugin, "torun", None)
+        if type(plugin).__name__ == "WorkerInteractor" and queue is not None:
+            with queue.lock() as items:
+                return [i for i in items if isinstance(i, int)]
+    return []
+
+
+def _upcoming(request, state, n: int) -> list:
+    """The next n instances this process will run (not yet finished), in order."""
+    session, node = request.session, request.node
+    if _is_worker(session.config):
+        indices = _queued_indices(session)
+    else:
+        try:
+            start = session.items.index(node) + 1
+        except ValueError:
+            return []
+        indices = range(start, len(session.items))
+    out = []
+    for i in indices:
+        inst = getattr(getattr(session.items[i], "callspec", None), "params", {}).get(
+            "duplexact_instance")
+        if inst is not None and inst.id not in state.resumed:
+            out.append(inst)
+            if len(out) >= n:
+                break
+    return out
+
+
 class JudgeUnavailable(Exception):
     """A judge was asked and gave no usable verdict: the measurement is incomplete (an error,
     never a NO and never a YES)."""
@@ -149,6 +182,9 @@ def duplexact_outcome(request, duplexact_instance, duplexact_harness) -> Instanc
     if done is not None:
         outcome = InstanceOutcome.from_dict(done)
     else:
+        if duplexact_harness.prefetcher is not None:  # keep `concurrency` trials in flight
+            duplexact_harness.prefetcher.submit(
+                [inst] + _upcoming(request, state, 2 * duplexact_harness.prefetcher.concurrency))
         try:
             outcome = duplexact_harness.run(inst)
         except Exception as exc:
@@ -210,3 +246,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 def pytest_unconfigure(config) -> None:
     global _CONTROLLER
     _CONTROLLER = None
+    state = config.stash.get(STATE, None)
+    if state is not None and getattr(state.harness, "prefetcher", None) is not None:
+        state.harness.prefetcher.close()
