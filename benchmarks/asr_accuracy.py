@@ -1,0 +1,136 @@
+"""How well does the offline transcriber (transcribe_offline.py) hear the bundled fixtures?
+
+Every clip of the bundled fixtures with a timed transcript (each file once) goes through the
+timeline's own path: VAD, merge, then the transcriber on each segment's padded audio
+(segmentation.transcribe_segments). Each segment's reference text is the clip transcript's
+words whose midpoints fall in it (segmentation.assign_words). Reports per clip role and
+overall:
+
+* word error rate: (substitutions + deletions + insertions) / reference words, on lowercased
+  tokens with punctuation removed (the tokens timeline.count_words counts);
+* word-count agreement per segment: exact count match, and agreement of the backchannel
+  (<= 3 words) / substantive (> 3) classification the rules use;
+* speed: segment audio seconds per second of transcription, and the model load time.
+
+    python benchmarks/asr_accuracy.py [--dataset DIR] [--beams 1 2 5] [--model DIR] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from pytest_duplexact import vad
+from pytest_duplexact.instance import bundled_root, load_dataset
+from pytest_duplexact.segmentation import (MERGE_GAP_S, assign_words, merge_spans,
+                                           transcribe_segments)
+from pytest_duplexact.taxonomy import BACKCHANNEL_MAX_WORDS
+from pytest_duplexact.timeline import count_words
+from pytest_duplexact.transcribe_offline import OfflineTranscriber
+
+_TOKEN = re.compile(r"\w[\w']*(?:[-.][\w']+)*")
+
+
+def tokens(text: str) -> list[str]:
+    return [t.lower().strip(".") for t in _TOKEN.findall(text or "")]
+
+
+def edit_distance(ref: list[str], hyp: list[str]) -> int:
+    """Word-level Levenshtein distance (substitutions, deletions, insertions all cost 1)."""
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1]
+
+
+def clips_with_transcripts(root: Path):
+    seen = {}
+    for inst in load_dataset(root).instances:
+        for role, clip in inst.clips.items():
+            if clip.transcript and clip.path not in seen:
+                seen[clip.path] = (role, clip)
+    return [seen[p] for p in sorted(seen)]
+
+
+def run(root: Path, transcriber: OfflineTranscriber, log=None):
+    by_role: dict[str, dict] = defaultdict(lambda: defaultdict(float))
+    pairs = []
+    for role, clip in clips_with_transcripts(root):
+        x = clip.load()
+        segments = merge_spans(vad.speech_spans(x, vad.VAD_SAMPLE_RATE), MERGE_GAP_S)
+        refs = assign_words(segments, clip.transcript).texts()
+        t0 = time.perf_counter()
+        hyps = [" ".join(w.text for w in ws) for ws in
+                transcribe_segments(x, vad.VAD_SAMPLE_RATE, segments, transcriber)]
+        spent = time.perf_counter() - t0
+        for key in (role, "all"):
+            t = by_role[key]
+            t["seconds"] += sum(s.duration for s in segments)
+            t["asr_s"] += spent
+            for ref, hyp in zip(refs, hyps):
+                r, h = tokens(ref), tokens(hyp)
+                t["ref_words"] += len(r)
+                t["errors"] += edit_distance(r, h)
+                t["segments"] += 1
+                t["count_exact"] += count_words(ref) == count_words(hyp)
+                t["class_agree"] += (count_words(ref) <= BACKCHANNEL_MAX_WORDS) == \
+                    (count_words(hyp) <= BACKCHANNEL_MAX_WORDS)
+        for ref, hyp in zip(refs, hyps):
+            pairs.append((clip.path.name, ref, hyp))
+        if log:
+            log(f"{clip.path.name}: {' | '.join(hyps)}")
+    return by_role, pairs
+
+
+def summary(t: dict) -> dict:
+    n = max(t["segments"], 1)
+    return {"segments": int(t["segments"]), "ref_words": int(t["ref_words"]),
+            "wer": t["errors"] / max(t["ref_words"], 1), "count_exact": t["count_exact"] / n,
+            "class_agree": t["class_agree"] / n,
+            "x_realtime": t["seconds"] / t["asr_s"] if t["asr_s"] else None}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dataset", type=Path, default=None, help="dataset folder (default: bundled)")
+    ap.add_argument("--beams", type=int, nargs="+", default=[None], help="beam sizes to compare")
+    ap.add_argument("--model", default=None, help="CTranslate2 Whisper folder (default: bundled)")
+    ap.add_argument("--show", type=int, default=10, help="list N segments with errors")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    root = args.dataset or bundled_root()
+    results = {}
+    for beam in args.beams:
+        opts = {} if beam is None else {"beam_size": beam}
+        tr = OfflineTranscriber(args.model, **opts)
+        t0 = time.perf_counter()
+        tr.transcribe(np.zeros(1600, np.float32) + 0.05 * np.sin(np.arange(1600)), 16_000)
+        load_s = time.perf_counter() - t0
+        by_role, pairs = run(root, tr)
+        print(f"\n{tr!r}  threads {tr.cpu_threads}  model load + first call {load_s:.1f} s")
+        for role in sorted(by_role, key=lambda r: (r == "all", r)):
+            s = summary(by_role[role])
+            print(f"  {role:12s} segments {s['segments']:3d}  words {s['ref_words']:4d}  "
+                  f"WER {s['wer']:6.1%}  count exact {s['count_exact']:6.1%}  "
+                  f"<=3/>3 agree {s['class_agree']:6.1%}  speed {s['x_realtime']:.1f}x real time")
+        wrong = [(n, r, h) for n, r, h in pairs if tokens(r) != tokens(h)]
+        for name, ref, hyp in wrong[: args.show]:
+            print(f"    {name}: ref {ref!r}\n    {' ' * len(name)}  hyp {hyp!r}")
+        results[tr.beam_size] = {role: summary(t) for role, t in by_role.items()}
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
