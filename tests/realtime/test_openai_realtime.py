@@ -120,6 +120,8 @@ async def test_barge_in_stops_playback_and_truncates_what_was_played(api_key, pa
     sent = on_client_clock(session, session.responses[0].audio_start, t0)
     assert onset == pytest.approx(sent, abs=TOLERANCE)
     # playback stopped within one input chunk of the server's speech_started (+ 5 ms frames)
+    print(f"barge-in: playback stopped {(offset - started_at) * 1000:+.1f} ms from the "
+          f"server's speech_started")
     assert abs(offset - started_at) <= CHUNK + 0.005
     truncates = session.of_type("conversation.item.truncate")
     assert len(truncates) == 1
