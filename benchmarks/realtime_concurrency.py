@@ -176,8 +176,8 @@ async def main(args) -> dict:
 
 
 def table(report: dict) -> str:
-    rows = ["concurrency  instances  stream_s  wall_s  ideal_s  ratio   |onset err| ms median/p95/max"
-            "   (vs server send)    input lag ms  errors"]
+    rows = ["concurrency  instances  stream_s  wall_s  ideal_s  ratio   "
+            "|onset err| ms median/p95/max   (vs server send)    input lag ms  errors"]
     for lv in report["levels"]:
         a, b = lv["onset_error_vs_script_ms"], lv["onset_error_vs_server_send_ms"]
         rows.append(f"{lv['concurrency']:>11}  {lv['instances']:>9}  {lv['stream_s']:>8.2f}  "
@@ -195,8 +195,8 @@ if __name__ == "__main__":
     parser.add_argument("--answer-ms", type=float, default=400.0)
     parser.add_argument("--speak-s", type=float, default=0.8)
     parser.add_argument("--chunk-ms", type=float, default=20.0, help="input chunk size")
-    parser.add_argument("--out", type=Path,
-                        default=ROOT / "duplexact-runs" / "benchmarks" / "realtime_concurrency.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
+                        / "realtime_concurrency.json")
     args = parser.parse_args()
     report = asyncio.run(main(args))
     print(table(report))

@@ -200,6 +200,12 @@ def from_pcm16(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
 
+def _scrub(text: Any) -> str:
+    """A provider message, minus the API key should the provider ever echo it back."""
+    text, key = str(text), os.environ.get("OPENAI_API_KEY")
+    return text.replace(key, "<OPENAI_API_KEY>") if key else text
+
+
 def _is_transient(kind: str, code: str) -> bool:
     return "rate_limit" in kind or "rate_limit" in code or kind == "server_error" \
         or code == "session_expired"
@@ -248,7 +254,7 @@ class OpenAIRealtimeSession:
             elif kind == "error":
                 err = ev.get("error") or {}
                 msg = f"session setup failed: {err.get('code') or err.get('type')}: " \
-                      f"{err.get('message')}"
+                      f"{_scrub(err.get('message'))}"
                 if _is_transient(str(err.get("type") or ""), str(err.get("code") or "")):
                     raise TransientModelError(msg)
                 raise ModelError(msg)
@@ -289,14 +295,15 @@ class OpenAIRealtimeSession:
             status = response.get("status") or "completed"
             if status == "failed":
                 err = ((response.get("status_details") or {}).get("error") or {})
-                return Error(f"response failed: {err.get('message') or err.get('type')}",
-                             code=err.get("code"), fatal=True, transient=True)
+                why = _scrub(err.get("message") or err.get("type"))
+                return Error(f"response failed: {why}", code=err.get("code"), fatal=True,
+                             transient=True)
             return ResponseDone(status)
         if kind == "error":
             err = ev.get("error") or {}
             kind_, code = str(err.get("type") or ""), str(err.get("code") or "")
             transient = _is_transient(kind_, code)
-            return Error(str(err.get("message") or kind_), code=code or kind_ or None,
+            return Error(_scrub(err.get("message") or kind_), code=code or kind_ or None,
                          fatal=transient, transient=transient)
         return None
 

@@ -14,7 +14,8 @@ import pytest
 from pytest_duplexact import audio, models
 from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.openai_realtime import ModelConfigError, OpenAIRealtime, factory
+from pytest_duplexact.models.openai_realtime import (ModelConfigError, OpenAIRealtime,
+                                                     OpenAIRealtimeSession, factory)
 from pytest_duplexact.models.streaming import (RetryPolicy, StreamingDuplex,
                                                TransientModelError, run_concurrently)
 
@@ -214,11 +215,18 @@ async def test_the_key_is_never_written_anywhere(api_key, tmp_path, caplog):
         with pytest.raises(ModelConfigError) as rejected:
             await StreamingDuplex.open(model_for(server), None)
 
+    # a provider that echoes the key in an error message does not get it into the events
+    echoed = OpenAIRealtimeSession(None, True)._translate(
+        {"type": "error", "error": {"type": "invalid_request_error",
+                                    "message": f"Incorrect API key provided: {api_key}"}})
+    assert api_key not in echoed.message and "<OPENAI_API_KEY>" in echoed.message
+
     # everything the harness might persist about this model and run
     audio.write(tmp_path / "output.wav", rec.output)
     (tmp_path / "run.json").write_text(json.dumps({
         "model": repr(model), "config": model.session_config(), "events": rec.events,
-        "transcript": [w.text for w in rec.transcript], "error": str(rejected.value)}))
+        "transcript": [w.text for w in rec.transcript], "error": str(rejected.value),
+        "echoed": echoed.message}))
     (tmp_path / "log.txt").write_text("\n".join(r.getMessage() for r in caplog.records))
     assert "HTTP 401" in str(rejected.value)
     for path in tmp_path.rglob("*"):
@@ -259,7 +267,8 @@ async def test_transient_failures_are_retried_from_scratch_then_reported(api_key
             fake.FakeRealtimeServer(reject=2) as limited, \
             fake.FakeRealtimeServer(fake.Script(drop_after_ms=200)) as dead:
         results = await run_concurrently([job(flaky), job(limited), job(dead)], 3, policy)
-        assert len(flaky.sessions) == 2 and flaky.sessions[1].input_ms == pytest.approx(800 - LOOKAHEAD_MS)
+        assert len(flaky.sessions) == 2
+        assert flaky.sessions[1].input_ms == pytest.approx(800 - LOOKAHEAD_MS)
         assert limited.rejected == 2 and len(limited.sessions) == 1
         assert len(dead.sessions) == 3
     assert len(results[0].input) == len(clip) and len(results[1].input) == len(clip)
