@@ -58,7 +58,9 @@ def _svg(fig) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "duplexact"}):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
-    return text[text.index("<svg"):]  # drop the XML declaration and DOCTYPE
+    text = text[text.index("<svg"):]  # drop the XML declaration and DOCTYPE
+    # and the RDF metadata block (license URLs, creator): nothing a reader needs
+    return re.sub(r"<metadata>.*?</metadata>", "", text, count=1, flags=re.S)
 
 
 def _figure(w: float, h: float, **kw):

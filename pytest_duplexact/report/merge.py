@@ -132,7 +132,7 @@ def merge(paths: list[str | Path]) -> dict:
         {"report": str(p.resolve()), "shard": rep["settings"]["selection"].get("shard"),
          "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
         for p, rep in loaded]
-    return merged
+    return json.loads(json.dumps(merged))  # as written and read back (tuples -> lists)
 
 
 def _check_shards(shards: list, paths: list[Path]) -> None:

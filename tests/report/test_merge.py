@@ -1,0 +1,105 @@
+"""``duplexact merge`` on synthetic shard reports: equality with the unsharded report, and
+every refusal with its reason. (The end-to-end merge of real shard runs: test_runs.py.)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from pytest_duplexact.report import VOLATILE_KEYS
+from pytest_duplexact.report.merge import PROVENANCE_KEYS, MergeError, main, merge
+from pytest_duplexact.selection import shard_of
+
+from .helpers import mixed_report, report, settings
+
+
+def _sel(shard):
+    return dict(settings()["selection"], shard=shard)
+
+
+def _shards(tmp_path, n=3, full=None):
+    full = full or mixed_report()
+    paths = []
+    for k in range(1, n + 1):
+        part = [i for i in full["instances"] if shard_of(i["id"], n) == k]
+        from pytest_duplexact.results import InstanceOutcome
+
+        rep = report([InstanceOutcome.from_dict(d) for d in part], selection=_sel(f"{k}/{n}"))
+        rep["notes"] = [f"note of shard {k}", "shared note"]
+        rep["gates"] = [{"gate": "wait.I>=0.9", "passed": False, "message": "shard-level"}]
+        p = tmp_path / f"shard{k}" / "report.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps(rep))
+        paths.append(p)
+    return full, paths
+
+
+def _comparable(rep):
+    return {k: v for k, v in rep.items() if k not in VOLATILE_KEYS + PROVENANCE_KEYS + ("notes",)}
+
+
+def test_merge_equals_the_unsharded_report(tmp_path):
+    full, paths = _shards(tmp_path)
+    merged = merge(paths)
+    assert _comparable(merged) == _comparable(full)
+    assert merged["notes"] == ["note of shard 1", "shared note", "note of shard 2",
+                               "note of shard 3"]
+    assert [s["shard"] for s in merged["shards"]] == ["1/3", "2/3", "3/3"]
+    assert sum(s["instances"] for s in merged["shards"]) == full["totals"]["instances"]
+    assert merged["gates"] == []  # shard gates judged one shard only
+
+
+def test_main_writes_the_merged_report(tmp_path, capsys):
+    full, paths = _shards(tmp_path)
+    out = tmp_path / "merged.json"
+    assert main(argparse.Namespace(reports=[str(p) for p in paths], output=str(out))) == 0
+    assert _comparable(json.loads(out.read_text())) == _comparable(full)
+    assert "23 instance(s)" in capsys.readouterr().out
+
+
+def _edit(path, fn):
+    d = json.loads(path.read_text())
+    fn(d)
+    path.write_text(json.dumps(d))
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d.update(model="other"), "model 'other' differs"),
+    (lambda d: d["settings"].update(dataset_fingerprint="0" * 64),
+     "settings.dataset_fingerprint"),
+    (lambda d: d["settings"].update(judge="gpt-5.4"), "settings.judge: None vs 'gpt-5.4'"),
+    (lambda d: d["settings"]["selection"].update(limit=2), "settings.selection.limit"),
+    (lambda d: d["settings"]["selection"].update(shard="1/3"), "shard 1/3 is also"),
+    (lambda d: d["settings"]["selection"].update(shard="2/4"), "different shard counts"),
+    (lambda d: d["settings"]["selection"].update(shard=None), "not a shard"),
+    (lambda d: d.update(version=99), "field 'version' is 99"),
+    (lambda d: d.update(schema="x"), "field 'schema'"),
+])
+def test_refusals_name_file_and_field(tmp_path, edit, message):
+    _, paths = _shards(tmp_path)
+    _edit(paths[1], edit)
+    with pytest.raises(MergeError, match=re.escape(message)) as e:
+        merge(paths)
+    assert "shard" in str(e.value) or str(paths[1]) in str(e.value)
+
+
+def test_overlapping_instances_are_refused(tmp_path):
+    _, paths = _shards(tmp_path)
+    first = json.loads(paths[0].read_text())
+    _edit(paths[1], lambda d: d["instances"].append(first["instances"][0]))
+    with pytest.raises(MergeError, match="is also in .*shard1.*must not overlap"):
+        merge(paths)
+
+
+def test_missing_shard_and_unreadable_files(tmp_path, capsys):
+    _, paths = _shards(tmp_path)
+    with pytest.raises(MergeError, match="missing shard\\(s\\) 2/3"):
+        merge([paths[0], paths[2]])
+    with pytest.raises(MergeError, match="no such file"):
+        merge([tmp_path / "nope.json"])
+    assert main(argparse.Namespace(reports=[str(paths[0])], output=str(tmp_path / "o.json"))) \
+        == 2
+    assert "missing shard(s) 2/3, 3/3" in capsys.readouterr().err

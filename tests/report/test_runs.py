@@ -1,0 +1,140 @@
+"""End to end through pytest: shard runs merged equal the unsharded run; the baseline gate
+stays quiet on a replay of the same recordings and fires on a model made worse on one
+condition. Runs pytest in-process (pytester) on small selections, to stay fast."""
+
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+# The VAD's native modules, imported once here: an in-process pytester run drops every module
+# it imported when it ends, and torch cannot be imported twice into one process.
+import silero_vad  # noqa: F401
+import torch  # noqa: F401
+
+from pytest_duplexact.instance import bundled_root
+from pytest_duplexact.report import VOLATILE_KEYS
+from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
+
+QUIET = ["-p", "no:cacheprovider", "-q"]
+
+WORSE = textwrap.dedent('''
+    """The oracle, but silent on take_turn.delayed: a deliberately worse model."""
+    import numpy as np
+
+    from pytest_duplexact.models.oracle import OracleModel
+
+    class SilentWhenDelayed(OracleModel):
+        def start(self, info):
+            super().start(info)
+            self._mute = info.instance.condition == "delayed"
+
+        def step(self, frame):
+            out = super().step(frame)
+            if self._mute:
+                return np.zeros(len(out.audio), dtype=np.float32)
+            return out
+
+    def factory(**options):
+        return SilentWhenDelayed(**options)
+''')
+
+
+@pytest.fixture(autouse=True)
+def _ini(pytester):
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
+def _comparable(rep: dict) -> dict:
+    return {k: v for k, v in rep.items() if k not in VOLATILE_KEYS + PROVENANCE_KEYS}
+
+
+def _run(pytester, *args):
+    return pytester.runpytest(*args, *QUIET)
+
+
+def test_three_shards_merge_to_the_unsharded_report(pytester):
+    sel = ["--duplexact-model=oracle", "--duplexact-action=take_turn,stop",
+           "--duplexact-limit=2"]
+    res = _run(pytester, *sel, "--duplexact-run-dir=full", "--duplexact-report=full.json")
+    res.assert_outcomes(passed=8)
+    paths = []
+    for k in (1, 2, 3):
+        _run(pytester, *sel, f"--duplexact-shard={k}/3", f"--duplexact-run-dir=shard{k}")
+        paths.append(pytester.path / f"shard{k}" / "report.json")
+    full = json.loads((pytester.path / "full.json").read_text())
+    merged = merge(paths)
+    assert _comparable(merged) == _comparable(full)
+    assert [s["instances"] for s in merged["shards"]] != [8, 0, 0]  # really split
+    assert all(s["run_dir"] for s in merged["shards"])  # the HTML view finds the audio
+
+
+@pytest.fixture
+def replicated_data(tmp_path) -> Path:
+    """The bundled take_turn.delayed instances, each three times (new ids, same audio): 9
+    trials of one condition, enough for a drop to be significant."""
+    src = bundled_root()
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / "audio").symlink_to(src / "audio")
+    lines = []
+    for line in (src / "instances.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["action"] == "take_turn" and d["condition"] == "delayed":
+            for r in range(3):
+                lines.append(json.dumps(dict(d, id=f"{d['id']}-r{r}")))
+    (out / "instances.jsonl").write_text("\n".join(lines) + "\n")
+    meta = json.loads((src / "dataset.json").read_text())
+    meta["instances"] = len(lines)
+    (out / "dataset.json").write_text(json.dumps(meta))
+    return out
+
+
+def test_baseline_gate_quiet_on_replay_fires_on_worse_model(pytester, replicated_data):
+    data = f"--duplexact-data={replicated_data}"
+    res = _run(pytester, "--duplexact-model=oracle", data, "--duplexact-run-dir=base")
+    res.assert_outcomes(passed=9)
+    base = pytester.path / "base"
+    baseline = f"--duplexact-baseline={base / 'report.json'}"
+
+    # the same recordings replayed: nothing dropped, the run passes
+    res = _run(pytester, f"--duplexact-model=recorded:{base}", data, baseline,
+               "--duplexact-run-dir=replay")
+    assert res.ret == 0
+    rep = json.loads((pytester.path / "replay" / "report.json").read_text())
+    assert rep["baseline"]["passed"] and rep["baseline"]["drops"] == []
+    assert all(r["delta"] == 0 for r in rep["baseline"]["comparisons"])
+    res.stdout.fnmatch_lines(["*passed baseline: no significant drop in 2 comparison(s)*"])
+
+    # silent on take_turn.delayed: 9/9 -> 0/9, one-sided Fisher p = 1 / C(18, 9)
+    pytester.makepyfile(worse=WORSE)
+    pytester.syspathinsert()
+    res = _run(pytester, "--duplexact-model=worse:factory", data, baseline,
+               "--duplexact-baseline-alpha=0.01", "--duplexact-run-dir=worse")
+    assert res.ret == 1
+    rep = json.loads((pytester.path / "worse" / "report.json").read_text())
+    b = rep["baseline"]
+    assert not b["passed"] and b["alpha"] == 0.01
+    assert b["drops"] == ["take_turn.I", "take_turn.delayed.I"]
+    row = next(r for r in b["comparisons"] if r["target"] == "take_turn.delayed.I")
+    assert row["delta"] == -1.0 and row["test"] == "fisher"
+    assert row["p_value"] == pytest.approx(1 / 48620)
+    res.stdout.fnmatch_lines([
+        "*FAILED baseline: 2 of 2 comparison(s) dropped significantly*",
+        "*dropped take_turn.delayed.I: 100.0% -> 0.0% (-100.0 points; n 9 -> 9), p = 2.1e-05*",
+    ])
+
+
+def test_unusable_baseline_is_a_usage_error(pytester, tmp_path):
+    res = _run(pytester, "--duplexact-model=silent", "--duplexact-action=stop",
+               f"--duplexact-baseline={tmp_path / 'missing.json'}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--duplexact-baseline: baseline *missing.json: no such file*"])
+    res = _run(pytester, "--duplexact-model=silent", "--duplexact-action=stop",
+               "--duplexact-baseline-alpha=lots")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--duplexact-baseline-alpha*expected a number*"])
