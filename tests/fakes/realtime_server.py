@@ -55,6 +55,7 @@ class Script:
     transcript_first: bool = True    # all transcript deltas before any audio (worst case)
     max_responses: int | None = None
     tone_hz: float = 440.0
+    speech_file: str | None = None   # speak this recording (e.g. real speech for a VAD) not a tone
     amplitude: float = 0.3
     vad_rms: float = 0.02            # energy VAD threshold on 20 ms frames
     drop_after_ms: float | None = None  # abort the TCP connection after this much input
@@ -148,6 +149,16 @@ def tone(seconds: float, hz: float, amplitude: float, offset: int = 0) -> np.nda
     n = int(round(seconds * RATE))
     t = (np.arange(n) + offset) / RATE
     return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def speech(path: str, seconds: float) -> np.ndarray:
+    """The first ``seconds`` of a speech recording, at the API's 24 kHz."""
+    import soundfile as sf
+    import soxr
+
+    x, sr = sf.read(path, dtype="float32", always_2d=True)
+    y = soxr.resample(x[:, 0], sr, RATE)
+    return y[: int(round(seconds * RATE))].astype(np.float32)
 
 
 def b64_pcm16(x: np.ndarray) -> str:
@@ -373,7 +384,8 @@ class _Connection:
                          "part": {"type": "audio", "transcript": ""}})
         words = script.text.split(" ")
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
-        audio = tone(script.speak_s, script.tone_hz, script.amplitude)
+        audio = (speech(script.speech_file, script.speak_s) if script.speech_file
+                 else tone(script.speak_s, script.tone_hz, script.amplitude))
         step = max(1, int(round(script.delta_ms / 1000 * RATE)))
         chunks = [audio[i:i + step] for i in range(0, len(audio), step)]
         if script.transcript_first:
