@@ -16,6 +16,7 @@ from . import options
 from .results import InstanceOutcome, Verdict
 
 PROPERTY = "duplexact"
+USAGE_PROPERTY = "duplexact_usage"
 
 
 @dataclass
@@ -33,6 +34,7 @@ class State:
     report: dict | None = None
     gate_results: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # printed in the terminal summary
+    usage: dict = field(default_factory=dict)  # nodeid -> remote-service cost of the instance
     messages: list = field(default_factory=list)  # terminal only, not in the report (resume)
 
 
@@ -185,12 +187,18 @@ def duplexact_outcome(request, duplexact_instance, duplexact_harness) -> Instanc
         if duplexact_harness.prefetcher is not None:  # keep `concurrency` trials in flight
             duplexact_harness.prefetcher.submit(
                 [inst] + _upcoming(request, state, 2 * duplexact_harness.prefetcher.concurrency))
+        from . import usage
+
+        before = usage.snapshot(duplexact_harness)
         try:
             outcome = duplexact_harness.run(inst)
         except Exception as exc:
             outcome = duplexact_harness.error_outcome(inst, exc)
             request.node.user_properties.append((PROPERTY, outcome.to_dict()))
             raise
+        finally:
+            request.node.user_properties.append(
+                (USAGE_PROPERTY, usage.delta(usage.snapshot(duplexact_harness), before)))
     request.node.user_properties.append((PROPERTY, outcome.to_dict()))
     stages = [outcome.immediate, outcome.subsequent]
     bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
@@ -201,8 +209,12 @@ def duplexact_outcome(request, duplexact_instance, duplexact_harness) -> Instanc
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for name, value in report.user_properties:
-        if name == PROPERTY and _CONTROLLER is not None:
+        if _CONTROLLER is None:
+            return
+        if name == PROPERTY:
             _CONTROLLER.outcomes[report.nodeid] = value
+        elif name == USAGE_PROPERTY:
+            _CONTROLLER.usage[report.nodeid] = value
 
 
 _CONTROLLER: State | None = None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import __version__, gates, options
+from . import __version__, gates, options, usage
 from . import journal
 from .harness import Harness, write_json_atomic
 from .instance import DatasetError, bundled_root, check_dataset
@@ -227,6 +227,7 @@ def finish(config, state, exitstatus: int) -> int | None:
     results = [gates.evaluate(g, lookup(report)) for g in state.gates]
     report["gates"] = [r.to_dict() for r in results]
     report["notes"] = list(state.notes)
+    report["usage"] = usage.total(state.usage.values())
     missing = len({i.id for i in state.instances} - {o.id for o in outcomes})
     if missing:  # the report is incomplete: say so in it, and how to finish it
         report["notes"].append(

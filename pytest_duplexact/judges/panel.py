@@ -73,8 +73,10 @@ class JudgePanel:
                                     "backchannel", judge="rule", evidence={"fields": fields})
         system, user = prompts.SUBSEQUENT[action].render(fields)
         answer = self.text.ask_yes_no(system, user)
+        # whether the answer came from the cache is counted in the report's usage, not here:
+        # a re-score from the cache must give byte-identical outcomes
         evidence = {"fields": fields, "prompt": prompts.SUBSEQUENT[action].source,
-                    "cached": answer.cached, "request_key": answer.key}
+                    "request_key": answer.key}
         if answer.error:
             return SubsequentResult(Verdict.JUDGE_ERROR, answer.error, judge=self.text.model,
                                     evidence=evidence)

@@ -95,6 +95,10 @@ def render(report: dict, gate_results=()) -> list[str]:
     if tot["errors"]:
         out.append(f"{tot['errors']} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
+    if report.get("usage"):
+        from ..usage import describe
+
+        out += ["", "Remote services (models used, calls, cache):"] + describe(report["usage"])
     for note in report.get("notes", []):
         out.append(note)
     if gate_results:
