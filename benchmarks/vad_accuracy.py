@@ -130,7 +130,7 @@ def run(dataset_root: Path, merge_gap: float, params: vad.VadParams):
     raw_params = vad.VadParams(threshold=params.threshold, neg_threshold=params.neg_threshold,
                                min_speech_ms=params.min_speech_ms,
                                min_silence_ms=params.min_silence_ms,
-                               refine_onset_ms=0, refine_offset_ms=0)
+                               refine_onset_ms=0, refine_offset_ms=0, attach_ms=0)
     tallies = {"silero": {}, "refined": {}}
     audio_s = net_s = total_s = 0.0
     vad.speech_spans(np.zeros(vad.FRAME * 4, np.float32) + 0.1, vad.VAD_SAMPLE_RATE)  # load
@@ -145,8 +145,7 @@ def run(dataset_root: Path, merge_gap: float, params: vad.VadParams):
         total_s += time.perf_counter() - t0
         placed = placed_segments(clip.transcript, merge_gap)
         for kind, p in (("silero", raw_params), ("refined", params)):
-            spans = vad.refine_edges(x, vad.spans_from_probabilities(probs, len(x), p),
-                                     p.refine_onset_ms, p.refine_offset_ms)
+            spans = vad.postprocess(x, probs, p)
             raw = [Span(s / vad.VAD_SAMPLE_RATE, e / vad.VAD_SAMPLE_RATE) for s, e in spans]
             for key in (role, "all"):
                 tallies[kind].setdefault(key, Tally()).add(path.name, raw, placed, merge_gap)

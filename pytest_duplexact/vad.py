@@ -1,17 +1,19 @@
 """Voice activity detection over a model's output track (docs/timeline.md).
 
 ``speech_spans(samples, sample_rate)`` returns the raw speech intervals of one recording, in
-seconds from its first sample. Three steps, split so each can be measured and tested alone:
+seconds from its first sample. Four steps, split so each can be measured and tested alone:
 
 1. ``speech_probabilities``: silero-vad 6.2.3 (weights ship inside its wheel, loaded once per
    process, lazily) gives one speech probability per 32 ms frame of 16 kHz audio.
 2. ``spans_from_probabilities``: silero's own hysteresis turns them into spans (pure).
 3. ``refine_edges``: each edge is moved to where the energy envelope says speech starts or
    stops, at most ``refine_onset_ms`` / ``refine_offset_ms`` away (pure). Silero quantises
-   edges to 32 ms frames, misses unvoiced onsets and holds on ~50-150 ms after speech; the
-   measured effect is in docs/timeline.md.
+   edges to 32 ms frames, misses unvoiced onsets and holds on ~50-150 ms after speech.
+4. ``attach_islands``: a word silero scored below threshold right next to a span (a short
+   interjection before a pause) is added as a span of its own (pure).
 
-Audio that never rises above ``SILENCE_DBFS`` is silent without running the network.
+Steps 2-4 are ``postprocess``. Audio that never rises above ``SILENCE_DBFS`` is silent
+without running the network. Measured accuracy: docs/timeline.md, benchmarks/vad_accuracy.py.
 """
 
 from __future__ import annotations
@@ -41,14 +43,16 @@ class VadParams:
     which it may end (silero's default is threshold - 0.15). ``min_silence_ms``: a pause must
     last this long to split a span. ``min_speech_ms``: shorter spans are dropped (clicks,
     breaths). ``refine_onset_ms`` / ``refine_offset_ms``: how far an edge may move to the
-    energy envelope (0 = off)."""
+    energy envelope (0 = off). ``attach_ms``: how far from a span a word silero missed may
+    be recovered (``attach_islands``; 0 = off)."""
 
     threshold: float = 0.5
     neg_threshold: float | None = None
     min_speech_ms: int = 100
     min_silence_ms: int = 100
-    refine_onset_ms: int = 120
+    refine_onset_ms: int = 200
     refine_offset_ms: int = 200
+    attach_ms: int = 300
 
     def __post_init__(self):
         if not 0.0 < self.threshold < 1.0:
@@ -56,7 +60,8 @@ class VadParams:
         if self.neg_threshold is not None and not 0.0 < self.neg_threshold <= self.threshold:
             raise ValueError(f"VAD neg_threshold must be in (0, threshold], got "
                              f"{self.neg_threshold}")
-        for name in ("min_speech_ms", "min_silence_ms", "refine_onset_ms", "refine_offset_ms"):
+        for name in ("min_speech_ms", "min_silence_ms", "refine_onset_ms", "refine_offset_ms",
+                     "attach_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"VAD {name} must be >= 0, got {getattr(self, name)}")
 
@@ -175,15 +180,16 @@ BRIDGE_MS = 60
 
 
 def noise_floor(env: np.ndarray, spans: list[tuple[int, int]]) -> float:
-    """The channel's background level (dBFS): the median envelope outside silero's spans
-    (kept 0.1 s clear of them), or the 10th percentile of all of it when under 0.2 s of
-    the recording is outside."""
+    """The channel's background level (dBFS): the 10th percentile of the envelope outside
+    silero's spans (kept 0.1 s clear of them), or of all of it when under 0.2 s of the
+    recording is outside. A low percentile, not the median: what silero left out may still
+    hold a word it missed."""
     outside = np.ones(len(env), dtype=bool)
     guard = int(0.1 * VAD_SAMPLE_RATE)
     for s, e in spans:
         outside[max(0, (s - guard) // _ENV_HOP): (e + guard) // _ENV_HOP + 1] = False
     if outside.sum() * _ENV_HOP >= 0.2 * VAD_SAMPLE_RATE:
-        return float(np.median(env[outside]))
+        return float(np.percentile(env[outside], 10))
     return float(np.percentile(env, 10))
 
 
@@ -245,6 +251,91 @@ def _outermost(loud: np.ndarray, i: int, lo: int, hi: int, outward: int, bridge:
     return int(seq[broken[0]] if len(broken) else seq[-1])
 
 
+# A word silero missed: a loud island (bridged like an edge) of at least ISLAND_MIN_MS, whose
+# peak is within ISLAND_BELOW_PEAK_DB of its neighbour's (a word, not a breath or a click), and
+# where silero gave some frame at least ISLAND_MIN_PROB (it heard something voice-like).
+ISLAND_MIN_MS = 60
+ISLAND_BELOW_PEAK_DB = 30.0
+ISLAND_MIN_PROB = 0.15
+
+
+def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarray,
+                   attach_ms: int) -> list[tuple[int, int]]:
+    """Add, as spans of their own, the words silero missed next to its spans.
+
+    Silero can score a short interjection before a pause ("Oh, she has ...", "Which two, ...")
+    far below its threshold while the envelope plainly shows a word; such an onset would come
+    0.3-0.5 s late. An island of loud envelope frames within ``attach_ms`` of a span, passing
+    the ISLAND_* tests, becomes a span; its gap to the neighbour is kept (hold_floor measures
+    gaps on these spans). Repeats, so a chain of missed words is recovered word by word."""
+    if attach_ms <= 0 or not spans:
+        return list(spans)
+    env = energy_envelope(x)
+    noise = noise_floor(env, spans)
+    per_hop = VAD_SAMPLE_RATE / 1000 / _ENV_HOP
+    reach, bridge = int(round(attach_ms * per_hop)), int(round(BRIDGE_MS * per_hop))
+    min_len = int(round(ISLAND_MIN_MS * per_hop))
+    out = sorted(spans)
+    for _ in range(20):  # each round adds at most one island per span edge
+        added = []
+        for k, (s, e) in enumerate(out):
+            a, b = s // _ENV_HOP, -(-e // _ENV_HOP)
+            peak = float(env[a:b].max())
+            loud = env >= max(peak - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB)
+            prev_end = -(-out[k - 1][1] // _ENV_HOP) if k else 0
+            next_start = out[k + 1][0] // _ENV_HOP if k + 1 < len(out) else len(env)
+            for lo, hi, side in ((prev_end, a, -1), (b, next_start, 1)):
+                run = _nearest_run(loud[lo:hi], side, bridge)
+                if run is None:
+                    continue
+                i0, i1 = lo + run[0], lo + run[1]  # env indices, inclusive
+                if (a - 1 - i1 if side < 0 else i0 - b) > reach:
+                    continue  # too far from this span
+                if (side < 0 and k > 0 and i0 <= prev_end) or \
+                        (side > 0 and k + 1 < len(out) and i1 >= next_start - 1):
+                    continue  # it runs into the other neighbour: that span's edge, not a word
+                f0, f1 = (i0 * _ENV_HOP) // FRAME, -(-((i1 + 1) * _ENV_HOP) // FRAME)
+                if i1 - i0 + 1 >= min_len and env[i0: i1 + 1].max() >= peak - ISLAND_BELOW_PEAK_DB \
+                        and probs[f0:f1].max(initial=0.0) >= ISLAND_MIN_PROB:
+                    added.append((i0 * _ENV_HOP, min(len(x), (i1 + 1) * _ENV_HOP)))
+        if not added:
+            break
+        out = _disjoint(sorted(out + added))
+    return out
+
+
+def _nearest_run(loud: np.ndarray, side: int, bridge: int) -> tuple[int, int] | None:
+    """The run of loud frames (gaps up to ``bridge`` bridged) nearest the span: the last run
+    when the span is after the range (``side`` -1), the first when it is before (+1)."""
+    idx = np.flatnonzero(loud)
+    if not len(idx):
+        return None
+    breaks = np.flatnonzero(np.diff(idx) > bridge + 1)
+    starts = np.concatenate(([idx[0]], idx[breaks + 1]))
+    ends = np.concatenate((idx[breaks], [idx[-1]]))
+    k = -1 if side < 0 else 0
+    return int(starts[k]), int(ends[k])
+
+
+def _disjoint(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def postprocess(x: np.ndarray, probs: np.ndarray,
+                params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
+    """Silero's frame probabilities -> refined speech spans in samples (steps 2-4 of the module
+    doc); pure, so a benchmark can try parameters on one network pass."""
+    spans = spans_from_probabilities(probs, len(x), params)
+    spans = refine_edges(x, spans, params.refine_onset_ms, params.refine_offset_ms)
+    return attach_islands(x, spans, probs, params.attach_ms)
+
+
 def speech_spans(samples: np.ndarray, sample_rate: int,
                  params: VadParams = DEFAULT_PARAMS) -> list[Span]:
     """Raw speech intervals of a mono track, seconds from its first sample, sorted and
@@ -252,7 +343,5 @@ def speech_spans(samples: np.ndarray, sample_rate: int,
     x = as_mono(samples, sample_rate)
     if is_silent(x):
         return []
-    probs = speech_probabilities(x)
-    spans = spans_from_probabilities(probs, len(x), params)
-    spans = refine_edges(x, spans, params.refine_onset_ms, params.refine_offset_ms)
+    spans = postprocess(x, speech_probabilities(x), params)
     return [Span(s / VAD_SAMPLE_RATE, e / VAD_SAMPLE_RATE) for s, e in spans]
