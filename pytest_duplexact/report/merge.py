@@ -4,7 +4,8 @@ The merged report is the report an unsharded run of the same selection writes: t
 of every shard sorted by id, the summary recomputed by ``aggregate`` from those outcomes,
 the settings of the shards with ``selection.shard`` cleared. It differs from that run's only in
 ``created`` (volatile) and in ``shards``, where each shard came from and where its recordings
-are (so the HTML view finds the audio). Gates and baseline sections of the shards are dropped:
+are (so the HTML view finds the audio). ``usage`` (remote calls, cache hits) is the shards'
+sum: equal to the unsharded run's where the calls are the same. Gates and baseline sections of the shards are dropped:
 they judged one shard; gate the merged report instead.
 
 Refused, with the file and field named: reports that are not DuplexAct reports, of different
@@ -128,6 +129,11 @@ def merge(paths: list[str | Path]) -> dict:
     for _, rep in loaded:
         notes += [n for n in rep.get("notes", []) if n not in notes]
     merged["notes"] = notes
+    usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
+    if usages:  # each shard's total; their sum is the whole run's
+        from ..usage import total
+
+        merged["usage"] = total(usages)
     merged["shards"] = [
         {"report": str(p.resolve()), "shard": rep["settings"]["selection"].get("shard"),
          "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}

@@ -30,6 +30,7 @@ def _shards(tmp_path, n=3, full=None):
         rep = report([InstanceOutcome.from_dict(d) for d in part], selection=_sel(f"{k}/{n}"))
         rep["notes"] = [f"note of shard {k}", "shared note"]
         rep["gates"] = [{"gate": "wait.I>=0.9", "passed": False, "message": "shard-level"}]
+        rep["usage"] = {"text_judge": {"model": "judge-x", "calls": k, "cache_hits": 1}}
         p = tmp_path / f"shard{k}" / "report.json"
         p.parent.mkdir()
         p.write_text(json.dumps(rep))
@@ -38,7 +39,8 @@ def _shards(tmp_path, n=3, full=None):
 
 
 def _comparable(rep):
-    return {k: v for k, v in rep.items() if k not in VOLATILE_KEYS + PROVENANCE_KEYS + ("notes",)}
+    return {k: v for k, v in rep.items()
+            if k not in VOLATILE_KEYS + PROVENANCE_KEYS + ("notes", "usage")}
 
 
 def test_merge_equals_the_unsharded_report(tmp_path):
@@ -50,6 +52,7 @@ def test_merge_equals_the_unsharded_report(tmp_path):
     assert [s["shard"] for s in merged["shards"]] == ["1/3", "2/3", "3/3"]
     assert sum(s["instances"] for s in merged["shards"]) == full["totals"]["instances"]
     assert merged["gates"] == []  # shard gates judged one shard only
+    assert merged["usage"] == {"text_judge": {"model": "judge-x", "calls": 6, "cache_hits": 3}}
 
 
 def test_main_writes_the_merged_report(tmp_path, capsys):
