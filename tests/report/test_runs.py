@@ -75,8 +75,8 @@ def test_three_shards_merge_to_the_unsharded_report(pytester):
 
 @pytest.fixture
 def replicated_data(tmp_path) -> Path:
-    """The bundled take_turn.delayed instances, each three times (new ids, same audio): 9
-    trials of one condition, enough for a drop to be significant."""
+    """The bundled take_turn.delayed instances, each twice (new ids, same audio): 6 trials
+    of one condition, enough for a drop from 6/6 to 0/6 to be significant (p = 1/924)."""
     src = bundled_root()
     out = tmp_path / "data"
     out.mkdir()
@@ -85,7 +85,7 @@ def replicated_data(tmp_path) -> Path:
     for line in (src / "instances.jsonl").read_text().splitlines():
         d = json.loads(line)
         if d["action"] == "take_turn" and d["condition"] == "delayed":
-            for r in range(3):
+            for r in range(2):
                 lines.append(json.dumps(dict(d, id=f"{d['id']}-r{r}")))
     (out / "instances.jsonl").write_text("\n".join(lines) + "\n")
     meta = json.loads((src / "dataset.json").read_text())
@@ -97,7 +97,7 @@ def replicated_data(tmp_path) -> Path:
 def test_baseline_gate_quiet_on_replay_fires_on_worse_model(pytester, replicated_data):
     data = f"--duplexact-data={replicated_data}"
     res = _run(pytester, "--duplexact-model=oracle", data, "--duplexact-run-dir=base")
-    res.assert_outcomes(passed=9)
+    res.assert_outcomes(passed=6)
     base = pytester.path / "base"
     baseline = f"--duplexact-baseline={base / 'report.json'}"
 
@@ -110,7 +110,7 @@ def test_baseline_gate_quiet_on_replay_fires_on_worse_model(pytester, replicated
     assert all(r["delta"] == 0 for r in rep["baseline"]["comparisons"])
     res.stdout.fnmatch_lines(["*passed baseline: no significant drop in 2 comparison(s)*"])
 
-    # silent on take_turn.delayed: 9/9 -> 0/9, one-sided Fisher p = 1 / C(18, 9)
+    # silent on take_turn.delayed: 6/6 -> 0/6, one-sided Fisher p = 1 / C(12, 6)
     pytester.makepyfile(worse=WORSE)
     pytester.syspathinsert()
     res = _run(pytester, "--duplexact-model=worse:factory", data, baseline,
@@ -122,10 +122,10 @@ def test_baseline_gate_quiet_on_replay_fires_on_worse_model(pytester, replicated
     assert b["drops"] == ["take_turn.I", "take_turn.delayed.I"]
     row = next(r for r in b["comparisons"] if r["target"] == "take_turn.delayed.I")
     assert row["delta"] == -1.0 and row["test"] == "fisher"
-    assert row["p_value"] == pytest.approx(1 / 48620)
+    assert row["p_value"] == pytest.approx(1 / 924)
     res.stdout.fnmatch_lines([
         "*FAILED baseline: 2 of 2 comparison(s) dropped significantly*",
-        "*dropped take_turn.delayed.I: 100.0% -> 0.0% (-100.0 points; n 9 -> 9), p = 2.1e-05*",
+        "*dropped take_turn.delayed.I: 100.0% -> 0.0% (-100.0 points; n 6 -> 6), p = 0.0011*",
     ])
 
 
