@@ -1,0 +1,184 @@
+"""Running the plugin end to end in subprocesses, for the journal, resume and determinism tests:
+a test model on PYTHONPATH, pytest invocations in a scratch folder outside the checkout, and
+report comparison apart from the volatile keys."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from pytest_duplexact.journal import INSTANCES_DIR, OUTCOME_FILE
+from pytest_duplexact.report import VOLATILE_KEYS
+
+ORACLE = "journal_model:oracle"  # speaks: VAD, timings and judges' inputs take part
+SILENT = "journal_model:silent"  # never speaks: no VAD, so pytest-xdist workers start fast
+# Direct replay, simulator replay and barge-in, one instance each: five small trials.
+CONDITIONS = ("interrupt.help", "recover.repeat", "stop.direct_interruption",
+              "take_turn.delayed", "wait.intra_sentential_pause")
+SELECTION = ("--duplexact-condition=" + ",".join(CONDITIONS), "--duplexact-limit=1")
+
+
+def selected_ids() -> list[str]:
+    """The instances SELECTION runs, in the order a serial run takes them (the suites run in
+    file name order, test_<action>.py, so by action name)."""
+    from pytest_duplexact.instance import bundled_root, load_dataset
+    from pytest_duplexact.selection import Selection, select
+
+    chosen = select(load_dataset(bundled_root()).instances,
+                    Selection(conditions=CONDITIONS, limit=1))
+    return [i.id for i in sorted(chosen, key=lambda i: i.action)]
+
+MODEL_SOURCE = '''
+"""The oracle and the silent model, slowed down and optionally crashing: stepped models for
+run-journal tests.
+
+DUPLEXACT_TEST_DELAY (seconds per instance) lets a kill land mid-run; DUPLEXACT_TEST_CRASH
+names an instance whose run raises (a harness error the resume must retry). Neither is a
+model option, so runs with and without them are the same run to --duplexact-resume."""
+import os
+import time
+
+from pytest_duplexact.models.oracle import OracleModel
+from pytest_duplexact.models.silent import SilentModel
+
+
+class Slow:
+    def start(self, info):
+        if info.instance.id == os.environ.get("DUPLEXACT_TEST_CRASH"):
+            raise RuntimeError("simulated model crash")
+        time.sleep(float(os.environ.get("DUPLEXACT_TEST_DELAY", "0")))
+        super().start(info)
+
+
+class SlowOracle(Slow, OracleModel):
+    pass
+
+
+class SlowSilent(Slow, SilentModel):
+    pass
+
+
+def oracle():
+    return SlowOracle()
+
+
+def silent():
+    return SlowSilent()
+'''
+
+REVERSE_SOURCE = '''
+"""-p reverse_order: run the selected instances in the opposite order."""
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    items.reverse()
+'''
+
+
+class Runner:
+    """Runs ``python -m pytest --duplexact-model=journal_model:...`` from ``home``."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        (home / "journal_model.py").write_text(textwrap.dedent(MODEL_SOURCE))
+        (home / "reverse_order.py").write_text(textwrap.dedent(REVERSE_SOURCE))
+        self._baselines: dict[str, tuple[dict, int]] = {}
+
+    def env(self, **extra: str) -> dict:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("DUPLEXACT_TEST_", "PYTEST_XDIST", "PYTEST_ADDOPTS"))}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.home),
+                                                          env.get("PYTHONPATH")]))
+        env.update(extra)
+        return env
+
+    def cmd(self, model: str, *args: str) -> list[str]:
+        return [sys.executable, "-m", "pytest", f"--duplexact-model={model}", *SELECTION,
+                "-p", "no:cacheprovider", *args]
+
+    def run(self, model: str, *args: str, timeout: float = 240,
+            **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(self.cmd(model, *args), cwd=self.home, env=self.env(**env),
+                              capture_output=True, text=True, timeout=timeout)
+
+    def start(self, log: Path, model: str, *args: str, **env: str) -> subprocess.Popen:
+        with open(log, "w") as out:  # the child keeps its own descriptor
+            return subprocess.Popen(self.cmd(model, *args), cwd=self.home,
+                                    env=self.env(**env), stdout=out, stderr=subprocess.STDOUT)
+
+    def baseline(self, model: str = ORACLE) -> tuple[dict, int]:
+        """The report and exit status of an uninterrupted serial run (once per process)."""
+        if model not in self._baselines:
+            run_dir = self.home / f"baseline-{model.rpartition(':')[2]}"
+            res = self.run(model, f"--duplexact-run-dir={run_dir}")
+            report = read_report(run_dir)
+            assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: the model missed
+            assert report["totals"] == {"instances": len(CONDITIONS), "errors": 0}
+            self._baselines[model] = report, res.returncode
+        return self._baselines[model]
+
+
+_RUNNERS: dict[Path, Runner] = {}
+
+
+def runner(tmp_path_factory) -> Runner:
+    """One Runner (and so one baseline run) per test session and process."""
+    base = tmp_path_factory.getbasetemp()
+    if base not in _RUNNERS:
+        _RUNNERS[base] = Runner(tmp_path_factory.mktemp("duplexact-runs"))
+    return _RUNNERS[base]
+
+
+def read_report(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+
+
+def comparable(report: dict) -> str:
+    """The report as canonical JSON without the keys that differ between identical runs."""
+    return json.dumps({k: v for k, v in report.items() if k not in VOLATILE_KEYS},
+                      indent=1, sort_keys=True)
+
+
+def assert_same_report(got: dict, expected: dict) -> None:
+    a, b = comparable(got), comparable(expected)
+    if a != b:
+        diff = difflib.unified_diff(b.splitlines(), a.splitlines(), "expected", "got",
+                                    lineterm="", n=2)
+        raise AssertionError("reports differ:\n" + "\n".join(list(diff)[:80]))
+
+
+def finished(run_dir: Path) -> int:
+    return len(list((run_dir / INSTANCES_DIR).glob(f"*/{OUTCOME_FILE}")))
+
+
+def wait_until(predicate, proc: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(f"pytest exited ({proc.returncode}) before the kill could "
+                                 f"land:\n{log.read_text()[-3000:]}")
+        if time.monotonic() > end:
+            proc.kill()
+            raise AssertionError(f"timed out waiting:\n{log.read_text()[-3000:]}")
+        time.sleep(0.02)
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` from /proc (pytest-xdist's workers are the controller's)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return sorted(out)

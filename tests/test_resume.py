@@ -1,0 +1,87 @@
+"""Long runs never lose work (docs/runs.md): a run stopped by Ctrl-C, by SIGKILL of pytest, or
+by SIGKILL of one pytest-xdist worker, then resumed with --duplexact-resume, gives the report
+an uninterrupted run gives (apart from ``created``); harness errors are retried.
+
+Real processes and real signals, on five small instances of the bundled set played by
+slowed-down test models (runs_support.py), so each kill lands mid-run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from runs_support import (ORACLE, SILENT, assert_same_report, child_pids, finished,
+                          read_report, runner, selected_ids, wait_until)
+
+pytestmark = pytest.mark.slow
+DELAY = "0.4"  # seconds per instance: room for the kill to land between outcomes
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return runner(tmp_path_factory)
+
+
+def test_ctrl_c_then_sigkill_then_resume_equals_an_uninterrupted_run(runs, tmp_path):
+    ids = selected_ids()
+    run_dir = tmp_path / "run"
+    base, _ = runs.baseline(ORACLE)
+
+    # 1. The first instance crashes (a harness error); Ctrl-C lands after the next one.
+    log = tmp_path / "first.log"
+    proc = runs.start(log, ORACLE, f"--duplexact-run-dir={run_dir}", DUPLEXACT_TEST_DELAY=DELAY,
+                      DUPLEXACT_TEST_CRASH=ids[0])
+    wait_until(lambda: finished(run_dir) >= 2, proc, log)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == pytest.ExitCode.INTERRUPTED, log.read_text()
+    done = finished(run_dir)
+    assert 2 <= done < len(ids), "the interrupt did not land mid-run"
+    partial = read_report(run_dir)  # Ctrl-C still writes the report of what finished...
+    assert partial["totals"]["errors"] == 1
+    assert any("have no outcome" in n and "--duplexact-resume" in n
+               for n in partial["notes"])  # ...and says it is incomplete
+
+    # 2. Resume: the crashed instance is retried; SIGKILL after one more outcome.
+    log = tmp_path / "second.log"
+    proc = runs.start(log, ORACLE, f"--duplexact-resume={run_dir}", DUPLEXACT_TEST_DELAY=DELAY)
+    wait_until(lambda: finished(run_dir) > done, proc, log)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert finished(run_dir) < len(ids), "the kill did not land mid-run"
+    head = log.read_text()
+    assert f"duplexact: resuming {run_dir}: {done - 1} of {len(ids)} selected instance(s) " \
+           "finished and reused" in head and "1 harness error(s) retried" in head, head
+
+    # 3. Resume again, in the opposite order: the report equals the uninterrupted run's.
+    res = runs.run(ORACLE, f"--duplexact-resume={run_dir}", "-p", "reverse_order")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "duplexact: resuming" in res.stdout  # shown in the terminal
+    final = read_report(run_dir)
+    assert_same_report(final, base)
+    assert str(run_dir) not in str(final)
+
+
+def test_sigkill_of_an_xdist_worker_then_resume_equals_an_uninterrupted_run(runs, tmp_path):
+    """With the silent test model: no VAD to load, so the workers start in seconds."""
+    run_dir = tmp_path / "run"
+    base, status = runs.baseline(SILENT)
+    log = tmp_path / "xdist.log"
+    proc = runs.start(log, SILENT, "-n", "2", f"--duplexact-run-dir={run_dir}",
+                      DUPLEXACT_TEST_DELAY=DELAY)
+    wait_until(lambda: finished(run_dir) >= 1 and len(child_pids(proc.pid)) == 2, proc, log)
+    victim = child_pids(proc.pid)[0]
+    os.kill(victim, signal.SIGKILL)
+    proc.wait(timeout=120)
+    out = log.read_text()
+    assert "crashed" in out or "replacing" in out, out[-3000:]  # xdist saw the worker die
+    n = len(selected_ids())
+    assert finished(run_dir) < n, "the worker died after finishing everything"
+    assert any("have no outcome" in note for note in read_report(run_dir)["notes"])
+
+    # Resume under xdist too: the workers take the finished instances from the journal.
+    res = runs.run(SILENT, "-n", "2", f"--duplexact-resume={run_dir}")
+    assert res.returncode == status, res.stdout + res.stderr
+    assert_same_report(read_report(run_dir), base)
