@@ -19,7 +19,8 @@ import numpy as np
 
 from . import scoring
 from .instance import Instance
-from .journal import ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, TIMELINE_FILE
+from .journal import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, TIMELINE_FILE,
+                      USAGE_KEY)
 from .models.base import SessionInfo
 from .results import InstanceOutcome
 from .timeline import Segment, Timeline
@@ -95,10 +96,12 @@ class Harness:
         for tmp in folder.glob(".*.part"):  # temporaries of a killed attempt
             tmp.unlink(missing_ok=True)
 
-    def _commit(self, folder: Path, outcome: InstanceOutcome) -> None:
-        """The journal entry, written last: the instance is finished once this file exists."""
-        write_json_atomic(folder / OUTCOME_FILE,
-                          {**outcome.to_dict(), FINGERPRINT_KEY: self.fingerprint})
+    def _commit(self, folder: Path, outcome: InstanceOutcome, spent: dict | None = None) -> None:
+        """The journal entry, written last: the instance is finished once this file exists.
+        ``spent`` (usage.delta) is kept so a resumed run reports what the whole run cost."""
+        write_json_atomic(folder / OUTCOME_FILE, {**outcome.to_dict(),
+                                                  FINGERPRINT_KEY: self.fingerprint,
+                                                  USAGE_KEY: spent})
 
     def record(self, instance: Instance):
         """Run the model on the instance through its pipeline; returns the Recording."""
@@ -120,8 +123,10 @@ class Harness:
     def run(self, instance: Instance) -> InstanceOutcome:
         """Record, segment and score; raises on harness/model errors (the caller decides how
         an error is reported), after writing what was measured so far."""
+        from . import usage
         from .recording_io import save_recording
 
+        before = usage.snapshot(self)
         folder = self.instance_dir(instance)
         rel = folder.relative_to(self.run_dir).as_posix()
         self._reopen(folder)
@@ -138,7 +143,7 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, s.immediate,
                                   s.subsequent, s.timing, None, rel)
-        self._commit(folder, outcome)
+        self._commit(folder, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 
     def error_outcome(self, instance: Instance, exc: BaseException) -> InstanceOutcome:

@@ -22,6 +22,7 @@ OUTCOME_FILE = "outcome.json"
 TIMELINE_FILE = "timeline.json"
 ERROR_FILE = "error.txt"
 FINGERPRINT_KEY = "fingerprint"
+USAGE_KEY = "usage"  # the remote-service cost of the instance (usage.delta), for resumed runs
 
 # Settings that decide what an instance's outcome is. The model, its options and the data
 # decide the recording; the seed reaches seeded models; the rest decide the scores. The
@@ -104,7 +105,7 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Ent
         _json_object(folder / TIMELINE_FILE)
     except Exception as e:  # missing, unreadable or inconsistent: the entry is not trusted
         return Entry(Status.DAMAGED, why=f"{type(e).__name__}: {e}")
-    d = {k: v for k, v in d.items() if k != FINGERPRINT_KEY}
+    d = {k: v for k, v in d.items() if k != FINGERPRINT_KEY}  # the outcome (+ usage)
     return Entry(Status.FINISHED, d)
 
 

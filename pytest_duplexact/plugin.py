@@ -183,6 +183,8 @@ def duplexact_outcome(request, duplexact_instance, duplexact_harness) -> Instanc
     done = state.resumed.get(inst.id)
     if done is not None:
         outcome = InstanceOutcome.from_dict(done)
+        if done.get("usage") is not None:  # what it cost when it ran (journal.USAGE_KEY)
+            request.node.user_properties.append((USAGE_PROPERTY, done["usage"]))
     else:
         if duplexact_harness.prefetcher is not None:  # keep `concurrency` trials in flight
             duplexact_harness.prefetcher.submit(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pytest_duplexact import journal
+from pytest_duplexact import journal, usage
 from pytest_duplexact.harness import Harness
 from pytest_duplexact.instance import bundled_root, load_dataset
 from pytest_duplexact.journal import Status
@@ -139,7 +139,10 @@ def finished(tmp_path, instances) -> tuple[Path, str]:
     folder = h.instance_dir(inst)
     entry = journal.read_entry(folder, inst.id, FP)
     assert entry.status is Status.FINISHED
-    assert entry.outcome == json.loads(json.dumps(outcome.to_dict()))  # as the report has it
+    stored = {k: v for k, v in entry.outcome.items() if k != journal.USAGE_KEY}
+    assert stored == json.loads(json.dumps(outcome.to_dict()))  # as the report has it
+    # what the services cost, as usage.delta measures it (all local here: names, no calls)
+    assert entry.outcome[journal.USAGE_KEY] == usage.delta(usage.snapshot(h), {})
     return folder, inst.id
 
 

@@ -63,6 +63,11 @@ def test_ctrl_c_then_sigkill_then_resume_equals_an_uninterrupted_run(runs, tmp_p
     assert_same_report(final, base)
     assert str(run_dir) not in str(final)
 
+    # 4. Resuming a finished run reuses everything, cost totals included (journal.USAGE_KEY).
+    res = runs.run(ORACLE, f"--duplexact-resume={run_dir}")
+    assert f"{len(ids)} of {len(ids)} selected instance(s) finished and reused" in res.stdout
+    assert_same_report(read_report(run_dir), base)
+
 
 def test_sigkill_of_an_xdist_worker_then_resume_equals_an_uninterrupted_run(runs, tmp_path):
     """With the silent test model: no VAD to load, so the workers start in seconds."""
