@@ -27,6 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML page")
     p.add_argument("--markdown", metavar="PATH", help="write Markdown (for a PR comment)")
     p.add_argument("--baseline", metavar="PATH", help="compare with a stored report")
+    p.add_argument("--baseline-alpha", type=float, default=0.05,
+                   help="significance level of the regression comparison")
+    p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
+                   help="failed instances' audio in the HTML page: embedded, linked, or none")
+    p.add_argument("--embed-limit", type=int, help="embed audio for at most N failures")
+    p.add_argument("--recordings", action="append", metavar="RUN_DIR",
+                   help="run directory holding the recordings (repeatable, for merged shards)")
 
     p = sub.add_parser("merge", help="combine shard reports into one")
     p.add_argument("reports", nargs="+", help="shard report.json files")
