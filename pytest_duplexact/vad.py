@@ -13,7 +13,11 @@ seconds from its first sample. Four steps, split so each can be measured and tes
    interjection before a pause) is added as a span of its own (pure).
 
 Steps 2-4 are ``postprocess``. Audio that never rises above ``SILENCE_DBFS`` is silent
-without running the network. Measured accuracy: docs/timeline.md, benchmarks/vad_accuracy.py.
+without running the network, and inside a recording the network skips quiet stretches more
+than ``skip_quiet_ms`` from louder audio (an output track is mostly silence; on the bundled
+fixtures and the built-in models' outputs the segments are the same as with every frame run:
+benchmarks/harness.py, docs/benchmarks.md). Measured accuracy: docs/timeline.md,
+benchmarks/vad_accuracy.py.
 """
 
 from __future__ import annotations
@@ -44,7 +48,9 @@ class VadParams:
     last this long to split a span. ``min_speech_ms``: shorter spans are dropped (clicks,
     breaths). ``refine_onset_ms`` / ``refine_offset_ms``: how far an edge may move to the
     energy envelope (0 = off). ``attach_ms``: how far from a span a word silero missed may
-    be recovered (``attach_islands``; 0 = off)."""
+    be recovered (``attach_islands``; 0 = off). ``skip_quiet_ms``: audio below SILENCE_DBFS
+    farther than this from louder audio skips the network (``speech_probabilities``; 0 = the
+    network sees every frame)."""
 
     threshold: float = 0.5
     neg_threshold: float | None = None
@@ -53,6 +59,7 @@ class VadParams:
     refine_onset_ms: int = 200
     refine_offset_ms: int = 200
     attach_ms: int = 300
+    skip_quiet_ms: int = 1000
 
     def __post_init__(self):
         if not 0.0 < self.threshold < 1.0:
@@ -61,7 +68,7 @@ class VadParams:
             raise ValueError(f"VAD neg_threshold must be in (0, threshold], got "
                              f"{self.neg_threshold}")
         for name in ("min_speech_ms", "min_silence_ms", "refine_onset_ms", "refine_offset_ms",
-                     "attach_ms"):
+                     "attach_ms", "skip_quiet_ms"):
             if getattr(self, name) < 0:
                 raise ValueError(f"VAD {name} must be >= 0, got {getattr(self, name)}")
 
@@ -120,18 +127,37 @@ def is_silent(x: np.ndarray) -> bool:
     return len(x) == 0 or float(frame_dbfs(x, FRAME).max()) < SILENCE_DBFS
 
 
-def speech_probabilities(x: np.ndarray) -> np.ndarray:
-    """One silero speech probability per 32 ms frame of 16 kHz mono float32 audio."""
+def active_frames(x: np.ndarray, context_ms: int) -> np.ndarray:
+    """Which 32 ms frames the network must see: every frame at or above SILENCE_DBFS and every
+    frame within ``context_ms`` of one (silero needs a lead-in to warm up and a tail to decay)."""
+    loud = frame_dbfs(x, FRAME) >= SILENCE_DBFS
+    reach = int(np.ceil(context_ms / 1000 * VAD_SAMPLE_RATE / FRAME))
+    if reach <= 0 or not loud.any():
+        return loud
+    # dilate by ``reach`` frames either side: a frame is active when a loud one is that near
+    near = np.convolve(loud.astype(np.int32), np.ones(2 * reach + 1, np.int32))
+    return near[reach: reach + len(loud)] > 0
+
+
+def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0) -> np.ndarray:
+    """One silero speech probability per 32 ms frame of 16 kHz mono float32 audio.
+
+    ``skip_quiet_ms`` > 0: frames below SILENCE_DBFS and farther than that from any louder
+    frame skip the network and get probability 0 (a model's output track is mostly silence;
+    the network is the harness's main cost). The network's state runs on across a skipped
+    stretch as if the frames kept were contiguous."""
     import torch
 
+    n = -(-len(x) // FRAME)
+    run = np.ones(n, dtype=bool) if skip_quiet_ms <= 0 else active_frames(x, skip_quiet_ms)
+    probs = np.zeros(n, dtype=np.float32)
     with _lock:
         model = _load()
         model.reset_states()
         t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        probs = np.empty(-(-len(t) // FRAME), dtype=np.float32)
         with torch.no_grad():
-            for i, start in enumerate(range(0, len(t), FRAME)):
-                chunk = t[start: start + FRAME]
+            for i in np.flatnonzero(run):
+                chunk = t[i * FRAME: (i + 1) * FRAME]
                 if len(chunk) < FRAME:
                     chunk = torch.nn.functional.pad(chunk, (0, FRAME - len(chunk)))
                 probs[i] = model(chunk, VAD_SAMPLE_RATE).item()
@@ -343,5 +369,5 @@ def speech_spans(samples: np.ndarray, sample_rate: int,
     x = as_mono(samples, sample_rate)
     if is_silent(x):
         return []
-    spans = postprocess(x, speech_probabilities(x), params)
+    spans = postprocess(x, speech_probabilities(x, params.skip_quiet_ms), params)
     return [Span(s / VAD_SAMPLE_RATE, e / VAD_SAMPLE_RATE) for s, e in spans]

@@ -146,6 +146,33 @@ def test_the_fast_path_is_per_frame_not_on_average():
     assert vad.is_silent(np.full(4 * SR, 10 ** (-62 / 20), np.float32))
 
 
+@needs_espeak
+def test_long_quiet_stretches_skip_the_network_without_changing_the_spans(dialogue,
+                                                                        monkeypatch):
+    """An output track is mostly silence: frames far (> skip_quiet_ms) from louder audio are
+    not run through silero, and the spans are those of the network on every frame."""
+    x, _ = dialogue
+    x = np.concatenate([np.zeros(6 * SR, np.float32), x, np.zeros(9 * SR, np.float32)])
+    every = vad.speech_spans(x, SR, vad.VadParams(skip_quiet_ms=0))
+    assert vad.speech_spans(x, SR) == every
+    active = vad.active_frames(x, vad.DEFAULT_PARAMS.skip_quiet_ms)
+    assert 0.3 < active.mean() < 0.6  # the leading / trailing silence is skipped
+    reach = int(np.ceil(vad.DEFAULT_PARAMS.skip_quiet_ms / 1000 * SR / vad.FRAME))
+    first_loud = int(np.flatnonzero(vad.frame_dbfs(x, vad.FRAME) >= vad.SILENCE_DBFS)[0])
+    assert np.flatnonzero(active)[0] == first_loud - reach  # a full lead-in before speech
+
+
+def test_active_frames_edges():
+    x = np.zeros(40 * vad.FRAME, np.float32)
+    x[20 * vad.FRAME: 21 * vad.FRAME] = 0.1
+    got = vad.active_frames(x, 100)  # 100 ms -> 4 frames either side
+    assert np.flatnonzero(got).tolist() == list(range(16, 25))
+    assert vad.active_frames(x[:3 * vad.FRAME], 1000).tolist() == [False] * 3
+    assert vad.active_frames(x[20 * vad.FRAME: 21 * vad.FRAME + 10], 1000).tolist() == [True] * 2
+    with pytest.raises(ValueError, match="skip_quiet_ms"):
+        vad.VadParams(skip_quiet_ms=-1)
+
+
 def test_white_noise_at_minus_35_dbfs_is_not_speech():
     noise = np.random.default_rng(1).normal(0, 10 ** (-35 / 20), 6 * SR).astype(np.float32)
     assert vad.speech_spans(noise, SR) == []

@@ -1,0 +1,150 @@
+"""Shared by the benchmark scripts: the machine's description, a wall + CPU stopwatch, error
+statistics, and a larger synthetic dataset made from the bundled fixtures.
+
+Benchmarks run on machines shared with other work, so every timing is taken twice: wall time
+(what a user waits) and the process's CPU time (what the work costs one core, mostly immune to
+other processes competing for the cores). Throughput "per core" is always the CPU figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from pytest_duplexact import audio  # noqa: E402
+from pytest_duplexact.instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION,  # noqa: E402
+                                       HEADER, MANIFEST, bundled_root)
+
+
+def load_average() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    info = {"python": platform.python_version(), "platform": platform.platform(),
+            "cpus": os.cpu_count(), "load_average": load_average()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        if names:
+            info["cpu_model"] = names[0]
+    except OSError:
+        pass
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+@dataclass
+class Clock:
+    """Wall and CPU seconds of a ``with`` block."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def __enter__(self) -> "Clock":
+        self._w, self._c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall += time.perf_counter() - self._w
+        self.cpu += time.process_time() - self._c
+
+
+def stats_ms(errors_s, bias_s: float = 0.0) -> dict:
+    """|error| statistics in ms (after subtracting ``bias_s``) and the signed median."""
+    e = np.asarray([v for v in errors_s if v is not None and np.isfinite(v)], dtype=float)
+    if not len(e):
+        return {"n": 0, "median": None, "p95": None, "max": None, "signed_median": None}
+    a = np.abs(e - bias_s) * 1000
+    return {"n": int(len(e)), "median": round(float(np.median(a)), 1),
+            "p95": round(float(np.percentile(a, 95)), 1), "max": round(float(a.max()), 1),
+            "signed_median": round(float(np.median(e)) * 1000, 1)}
+
+
+# --- a larger dataset from the bundled one ---------------------------------------------------
+
+# Clips that start the session: prepending silence to them shifts every instant of the
+# instance. user_* / pause_* / other_* / interrupt_target / backchannel_point are on the user
+# clip's clock; cue_start / cue_end are on the cue clip's clock and do not move.
+SHIFTED_ROLES = ("user", "lead_in")
+USER_CLOCK = tuple(f for f in ANNOTATION_FIELDS if not f.startswith("cue_"))
+MAX_SHIFT_S = 1.5
+
+
+def replicate_dataset(dst: Path, size: int, seed: int = 0, src: Path | None = None) -> Path:
+    """Write a dataset of ``size`` instances to ``dst``: the source set (the bundled fixtures by
+    default) copied over and over with new ids (``<id>-x<copy>``), each copy's user / lead-in
+    clip preceded by a different amount of silence (0.02 to MAX_SHIFT_S s, whole samples) and
+    its annotations and timed transcripts moved by the same amount. Other clips are shared."""
+    src = Path(src or bundled_root())
+    lines = [json.loads(line) for line in (src / MANIFEST).read_text(encoding="utf-8")
+             .splitlines() if line.strip()]
+    dst = Path(dst)
+    (dst / "audio").mkdir(parents=True, exist_ok=True)
+    shared = dst / "audio" / "shared"
+    if not shared.exists():
+        shutil.copytree(src / "audio", shared)
+    rng = random.Random(seed)
+    out = []
+    for k in range(size):
+        copy, obj = divmod(k, len(lines))
+        obj = json.loads(json.dumps(lines[obj]))  # a deep copy
+        new_id = f"{obj['id']}-x{copy:02d}"
+        shift_n = int(rng.uniform(0.02, MAX_SHIFT_S) * audio.SAMPLE_RATE)
+        shift = shift_n / audio.SAMPLE_RATE
+        for role, clip in obj["audio"].items():
+            path = clip["path"] if isinstance(clip, str) else clip["path"]
+            if role not in SHIFTED_ROLES:
+                rel = f"audio/shared/{Path(path).name}"
+                if isinstance(clip, str):
+                    obj["audio"][role] = rel
+                else:
+                    clip["path"] = rel
+                continue
+            x = audio.read(src / path)
+            rel = f"audio/{new_id}.{role}.flac"
+            audio.write(dst / rel, np.concatenate([np.zeros(shift_n, np.float32), x]))
+            clip["path"] = rel
+            for w in clip.get("transcript") or ():
+                w["start"], w["end"] = round(w["start"] + shift, 7), round(w["end"] + shift, 7)
+        if "user" in obj["audio"]:
+            for name in USER_CLOCK:
+                if name in obj.get("annotations", {}):
+                    obj["annotations"][name] = round(obj["annotations"][name] + shift, 7)
+        obj["id"] = new_id
+        obj.setdefault("synthesis", {})["leading_silence_s"] = shift
+        out.append(json.dumps(obj, ensure_ascii=False))
+    header = json.loads((src / HEADER).read_text(encoding="utf-8"))
+    header.update({"format": FORMAT_NAME, "version": FORMAT_VERSION, "instances": size,
+                   "name": f"{header.get('name', 'dataset')}-x{size}",
+                   "description": f"benchmark copy of {src}: {size} instances with varied "
+                                  "leading silence"})
+    header.pop("source", None)
+    (dst / HEADER).write_text(json.dumps(header, indent=1) + "\n", encoding="utf-8")
+    (dst / MANIFEST).write_text("\n".join(out) + "\n", encoding="utf-8")
+    return dst
