@@ -167,6 +167,9 @@ def build_state(config, spec: str):
         write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
                                                __version__,
                                                "fingerprint": journal.fingerprint(settings)})
+        # An earlier session's report no longer describes the folder once instances re-run;
+        # this session writes its own at the end (also on Ctrl-C, not on SIGKILL).
+        (run_dir / REPORT_FILE).unlink(missing_ok=True)
     return state
 
 
