@@ -535,6 +535,24 @@ def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Pa
     return {"passes": passes}
 
 
+# --- 5. memory -------------------------------------------------------------------------------
+
+def memory(model: str, sizes: tuple[int, ...], work: Path) -> dict:
+    """Peak RSS of a whole plugin run (``python -m pytest --duplexact-model=MODEL``) per size,
+    each in a fresh process, read from wait4 by benchmarks/memory.py's ``run``."""
+    spec = importlib.util.spec_from_file_location("duplexact_bench_memory",
+                                                  ROOT / "benchmarks" / "memory.py")
+    mem = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mem)
+    runs = {}
+    for n in sizes:
+        ds = replicate_dataset(work / f"memory-dataset-{n}", n)
+        runs[n] = mem.run(model, ds, work / f"memory-run-{n}", work / f"memory-run-{n}.log")
+    small, big = min(sizes), max(sizes)
+    return {"model": model, "runs": runs, "rss_mb": {n: r["peak_rss_mb"] for n, r in runs.items()},
+            "growth_mb": round(runs[big]["peak_rss_mb"] - runs[small]["peak_rss_mb"], 1)}
+
+
 # --- the VAD's quiet-skipping must not change what it finds ----------------------------------
 
 def gate_check(quick: bool, context_ms: tuple[int, ...] = (vad.DEFAULT_PARAMS.skip_quiet_ms,)
@@ -699,6 +717,16 @@ def table(report: dict) -> str:
             lines.append(f"  {lv['concurrency']:>3} sessions x {lv['instances']:>3}: wall/ideal "
                          f"{lv['ratio']:.3f}, |onset err| {a['median']}/{a['p95']}/{a['max']} "
                          f"ms, input lag {lv['max_input_lag_ms']} ms, errors {len(lv['errors'])}")
+    gate = report.get("vad_gate")
+    if gate:
+        for ctx, g in gate["contexts"].items():
+            lines.append(f"\nVAD skipping quiet stretches (>{ctx} ms from louder audio) vs every "
+                         f"frame, {gate['tracks']} tracks ({gate['audio_s']} s): segments differ "
+                         f"on {g['tracks_differing_segments']}, raw spans on "
+                         f"{g['tracks_differing_raw_spans']}; VAD {g['speedup_output_tracks']}x "
+                         f"faster on model outputs, {g['speedup_all_tracks']}x on all tracks")
+            for ex in g["examples"]:
+                lines.append(f"    {ex}")
     rs = report.get("rescore")
     if rs:
         lines.append("\n4. re-scoring with recorded:DIR (judges on the fake OpenAI server)")
@@ -742,26 +770,16 @@ def main(args) -> dict:
         levels = [(1, 4), (16, 16)] if args.quick else [(1, 32), (4, 32), (16, 32), (32, 32)]
         report["live"] = live_concurrency(levels, work)
         print("  live: done", file=sys.stderr)
+    if "gate" in parts:
+        report["vad_gate"] = gate_check(args.quick)
+        print("  vad gate check: done", file=sys.stderr)
     if "rescore" in parts:
         if not (work / "run-oracle").is_dir():
             spawn_worker("oracle", ds_dir, work / "run-oracle", limit, stride, 0)
         report["rescore"] = rescore(work / "run-oracle", ds_dir, stride, limit, work)
         print("  rescore: done", file=sys.stderr)
     if "memory" in parts:
-        model = "silent" if args.quick else "oracle"
-        big = ds_dir if not args.quick else work / "dataset-300"
-        if not big.exists():
-            replicate_dataset(big, size)
-        rss = {}
-        for n in (30, size):
-            tp = report.get("throughput", {}).get(model)
-            if tp and tp["instances"] == n:
-                rss[n] = tp["peak_rss_mb"]
-            else:
-                rss[n] = spawn_worker(model, big, work / f"mem-{model}-{n}", n, 1, 0)[
-                    "peak_rss_mb"]
-        report["memory"] = {"model": model, "rss_mb": rss, "growth_mb": round(rss[size] - rss[30],
-                                                                               1)}
+        report["memory"] = memory("silent" if args.quick else "oracle", (30, size), work)
         print("  memory: done", file=sys.stderr)
     report["targets"] = targets(report)
     report["machine"]["load_average_end"] = load_average()
@@ -775,7 +793,7 @@ if __name__ == "__main__":
                         "(~2 min)")
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "harness.json")
-    parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live",
+    parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live", "gate",
                                                        "rescore", "memory"],
                         help="which parts to run (default: all)")
     # internal: one throughput run in a fresh process

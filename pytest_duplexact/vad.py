@@ -124,7 +124,9 @@ def frame_dbfs(x: np.ndarray, frame: int) -> np.ndarray:
 
 def is_silent(x: np.ndarray) -> bool:
     """True when every 32 ms frame of 16 kHz audio is below SILENCE_DBFS."""
-    return len(x) == 0 or float(frame_dbfs(x, FRAME).max()) < SILENCE_DBFS
+    if len(x) == 0 or float(np.abs(x).max()) < 10 ** (SILENCE_DBFS / 20):
+        return True  # no frame's RMS exceeds the peak sample (the common all-zero output)
+    return float(frame_dbfs(x, FRAME).max()) < SILENCE_DBFS
 
 
 def active_frames(x: np.ndarray, context_ms: int) -> np.ndarray:
