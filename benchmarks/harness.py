@@ -121,15 +121,19 @@ class Stages:
         return out
 
 
-def plugin_harness(model, model_name: str, run_dir: Path, panel=None):
+def plugin_harness(model, model_name: str, run_dir: Path, panel=None,
+                   cache_dir: Path | None = None):
     """A Harness wired as the plugin wires one with default options (session.py)."""
     from pytest_duplexact.harness import Harness
     from pytest_duplexact.wiring import make_panel, make_policy, make_transcriber
 
-    cache = run_dir / "cache"
+    from pytest_duplexact.judges.cache import RequestCache
+
+    cache = cache_dir or run_dir / "cache"
     return Harness(model=model, model_name=model_name, run_dir=run_dir,
                    panel=panel if panel is not None else make_panel({}, cache),
-                   transcriber=make_transcriber({}, cache), policy=make_policy({}, cache))
+                   transcriber=make_transcriber({}, cache), policy=make_policy({}, cache),
+                   vad_cache=RequestCache(cache))
 
 
 def run_all(h, instances) -> tuple[Clock, float, Counter, list]:

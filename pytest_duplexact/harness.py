@@ -83,6 +83,7 @@ class Harness:
     model_options: dict = field(default_factory=dict)
     fingerprint: str | None = None  # journal.fingerprint of the run's settings
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
+    vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
 
     def instance_dir(self, instance: Instance) -> Path:
         return self.run_dir / INSTANCES_DIR / instance.id
@@ -118,7 +119,7 @@ class Harness:
     def timeline(self, recording) -> Timeline:
         from .segmentation import build_timeline
 
-        return build_timeline(recording, transcriber=self.transcriber)
+        return build_timeline(recording, transcriber=self.transcriber, vad_cache=self.vad_cache)
 
     def run(self, instance: Instance) -> InstanceOutcome:
         """Record, segment and score; raises on harness/model errors (the caller decides how

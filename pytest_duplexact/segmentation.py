@@ -113,9 +113,11 @@ def transcribe_segments(output: np.ndarray, sample_rate: int, segments: Sequence
 
 def build_timeline(recording, transcriber=None, merge_gap: float = MERGE_GAP_S, *,
                    vad_params: vad.VadParams = vad.DEFAULT_PARAMS,
-                   word_tolerance: float = WORD_TOLERANCE_S) -> Timeline:
-    """The Timeline the rules score, from a Recording (pipelines/duplex.py)."""
-    speech = vad.speech_spans(recording.output, recording.sample_rate, vad_params)
+                   word_tolerance: float = WORD_TOLERANCE_S, vad_cache=None) -> Timeline:
+    """The Timeline the rules score, from a Recording (pipelines/duplex.py). ``vad_cache``: a
+    RequestCache for the VAD's result (vad.speech_spans)."""
+    cached = {} if vad_cache is None else {"cache": vad_cache}
+    speech = vad.speech_spans(recording.output, recording.sample_rate, vad_params, **cached)
     merged = merge_spans(speech, merge_gap)
     unaligned: tuple[Word, ...] = ()
     if recording.transcript:

@@ -195,6 +195,7 @@ def _check_baseline(config) -> None:
 
 def build_harness(config, state) -> Harness:
     from .models import resolve_model
+    from .judges.cache import RequestCache
     from .wiring import make_panel, make_policy, make_transcriber
 
     from .models import is_streaming
@@ -209,6 +210,7 @@ def build_harness(config, state) -> Harness:
         seed=state.settings["selection"]["seed"],
         model_options=state.settings["model_options"],
         fingerprint=journal.fingerprint(state.settings),
+        vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
     )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:

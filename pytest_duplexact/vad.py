@@ -22,9 +22,12 @@ benchmarks/vad_accuracy.py.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -364,12 +367,49 @@ def postprocess(x: np.ndarray, probs: np.ndarray,
     return attach_islands(x, spans, probs, params.attach_ms)
 
 
+@functools.lru_cache(maxsize=1)
+def _implementation() -> dict:
+    """What else a result depends on: this module's source (any edit to the VAD invalidates
+    cached results) and the versions of the network and of torch that runs it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(package: str) -> str | None:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            return None
+
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return {"code_sha256": code, "silero_vad": v("silero-vad"), "torch": v("torch")}
+
+
+def cache_request(x: np.ndarray, params: VadParams) -> dict:
+    """The cache key material (judges/cache.py ``RequestCache``) of ``speech_spans`` on 16 kHz
+    float32 audio ``x``: the audio by its sha256, every parameter, the implementation."""
+    return {"endpoint": "vad/speech_spans", "audio_sha256": hashlib.sha256(
+                np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest(),
+            "samples": int(len(x)), "sample_rate": VAD_SAMPLE_RATE, "params": asdict(params),
+            **_implementation()}
+
+
 def speech_spans(samples: np.ndarray, sample_rate: int,
-                 params: VadParams = DEFAULT_PARAMS) -> list[Span]:
+                 params: VadParams = DEFAULT_PARAMS, cache=None) -> list[Span]:
     """Raw speech intervals of a mono track, seconds from its first sample, sorted and
-    disjoint. Any sample rate; the VAD runs at 16 kHz."""
+    disjoint. Any sample rate; the VAD runs at 16 kHz.
+
+    ``cache``: a ``judges.cache.RequestCache``; the result for the same audio, parameters and
+    implementation is read from it instead of being computed (re-scoring a run from disk
+    would otherwise spend nearly all its time here: docs/benchmarks.md)."""
     x = as_mono(samples, sample_rate)
     if is_silent(x):
         return []
+    request = None if cache is None else cache_request(x, params)
+    if request is not None:
+        hit = cache.get(request)
+        if isinstance(hit, dict) and isinstance(hit.get("spans"), list):
+            return [Span(float(a), float(b)) for a, b in hit["spans"]]
     spans = postprocess(x, speech_probabilities(x, params.skip_quiet_ms), params)
-    return [Span(s / VAD_SAMPLE_RATE, e / VAD_SAMPLE_RATE) for s, e in spans]
+    out = [Span(s / VAD_SAMPLE_RATE, e / VAD_SAMPLE_RATE) for s, e in spans]
+    if request is not None:
+        cache.put(request, {"spans": [[sp.start, sp.end] for sp in out]})
+    return out

@@ -147,8 +147,7 @@ def test_the_fast_path_is_per_frame_not_on_average():
 
 
 @needs_espeak
-def test_long_quiet_stretches_skip_the_network_without_changing_the_spans(dialogue,
-                                                                        monkeypatch):
+def test_long_quiet_stretches_skip_the_network_without_changing_the_spans(dialogue):
     """An output track is mostly silence: frames far (> skip_quiet_ms) from louder audio are
     not run through silero, and the spans are those of the network on every frame."""
     x, _ = dialogue
@@ -171,6 +170,38 @@ def test_active_frames_edges():
     assert vad.active_frames(x[20 * vad.FRAME: 21 * vad.FRAME + 10], 1000).tolist() == [True] * 2
     with pytest.raises(ValueError, match="skip_quiet_ms"):
         vad.VadParams(skip_quiet_ms=-1)
+
+
+@needs_espeak
+def test_a_cached_result_is_reused_without_running_the_network(dialogue, tmp_path,
+                                                                 monkeypatch):
+    from pytest_duplexact.judges.cache import RequestCache
+
+    x, _ = dialogue
+    cache = RequestCache(tmp_path)
+    first = vad.speech_spans(x, SR, cache=cache)
+    assert first == vad.speech_spans(x, SR) and cache.stats.writes == 1
+
+    def boom(*_):
+        raise AssertionError("the network ran on a cached recording")
+
+    monkeypatch.setattr(vad, "speech_probabilities", boom)
+    assert vad.speech_spans(x, SR, cache=cache) == first  # exact floats back
+    assert cache.stats.hits == 1
+    # other parameters or other audio are other requests
+    with pytest.raises(AssertionError, match="network ran"):
+        vad.speech_spans(x, SR, vad.VadParams(threshold=0.6), cache=cache)
+    with pytest.raises(AssertionError, match="network ran"):
+        vad.speech_spans(x * 0.5, SR, cache=cache)
+
+
+def test_the_cache_key_names_the_audio_the_parameters_and_the_implementation():
+    x = np.zeros(SR, np.float32)
+    a = vad.cache_request(x, vad.DEFAULT_PARAMS)
+    assert a == vad.cache_request(x.copy(), vad.VadParams())
+    assert a["audio_sha256"] != vad.cache_request(x[:-1], vad.DEFAULT_PARAMS)["audio_sha256"]
+    assert a["params"]["skip_quiet_ms"] == vad.DEFAULT_PARAMS.skip_quiet_ms
+    assert len(a["code_sha256"]) == 64 and a["silero_vad"]
 
 
 def test_white_noise_at_minus_35_dbfs_is_not_speech():
