@@ -34,6 +34,24 @@ def build_report(outcomes: list[InstanceOutcome], settings: dict, model: str) ->
     }
 
 
+def why_no_rate(c: dict) -> str:
+    """What kept a group's instances out of its rates, e.g. '3 excluded, 1 errors'."""
+    parts = []
+    for key, label in (("excluded", "excluded"), ("not_judged", "not judged"),
+                       ("judge_errors", "judge errors"), ("errors", "errors"),
+                       ("not_applicable", "n/a")):
+        if c.get(key):
+            parts.append(f"{c[key]} {label}")
+    return ", ".join(parts)
+
+
+def timing_cell(t: dict | None) -> str:
+    """Table 15's "median (IQR, n)" from a report's timing dict (aggregate.format_timing)."""
+    from ..aggregate import Timing, format_timing
+
+    return format_timing(Timing.from_dict(t) if t else None)
+
+
 def counts_of(report: dict, action: str, condition: str | None = None) -> dict | None:
     a = report["summary"]["actions"].get(action)
     if a is None:

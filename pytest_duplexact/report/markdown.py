@@ -7,6 +7,8 @@ from __future__ import annotations
 from .. import taxonomy
 from ..aggregate import NA
 from . import paper as paper_data
+from . import timing_cell as fmt_timing
+from . import why_no_rate
 from .stats import Rate, rate_of
 
 MAX_LISTED_FAILURES = 200  # a PR comment has a size limit; the HTML view lists every one
@@ -27,24 +29,6 @@ def fmt_rate(r: Rate, ci: bool = True) -> str:
 def fmt_rate_value(v: float | None) -> str:
     """A fraction as a percentage with one decimal, or n/a."""
     return NA if v is None else f"{100 * v:.1f}"
-
-
-def fmt_timing(t: dict | None) -> str:
-    """Table 15's ``median (IQR, n)`` in seconds."""
-    if not t or not t.get("n"):
-        return NA
-    iqr = NA if t.get("iqr") is None else f"{t['iqr']:.2f}"
-    return f"{t['median']:.2f} ({iqr}, {t['n']})"
-
-
-def why_no_rate(c: dict) -> str:
-    parts = []
-    for key, label in (("excluded", "excluded"), ("not_judged", "not judged"),
-                       ("judge_errors", "judge errors"), ("errors", "errors"),
-                       ("not_applicable", "n/a")):
-        if c.get(key):
-            parts.append(f"{c[key]} {label}")
-    return ", ".join(parts)
 
 
 def action_rows(report: dict) -> list[dict]:

@@ -4,6 +4,7 @@ interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one mod
 from __future__ import annotations
 
 from .. import taxonomy
+from . import timing_cell, why_no_rate
 from .stats import rate_of
 
 WIDE_MARK = "~"
@@ -21,29 +22,12 @@ def marked(c: dict, metric: str) -> str:
     return pct(r.value) + (WIDE_MARK if r.wide else "")
 
 
-def _why_no_rate(c: dict) -> str:
-    parts = []
-    for key, label in (("excluded", "excluded"), ("not_judged", "not judged"),
-                       ("judge_errors", "judge errors"), ("errors", "errors"),
-                       ("not_applicable", "n/a")):
-        if c.get(key):
-            parts.append(f"{c[key]} {label}")
-    return ", ".join(parts)
-
-
 def cell(c: dict | None) -> str:
     """``I / S (n_S)`` as in Table 16; 'n/a' where nothing was measured."""
     if c is None or not c["n"]:
         return "-"
     s = "n/a" if c["S"] is None else f"{marked(c, 'S')} ({c['n_S']})"
     return f"{marked(c, 'I')} / {s}"
-
-
-def timing_cell(t: dict | None) -> str:
-    if not t or not t.get("n"):
-        return "n/a"
-    iqr = "n/a" if t.get("iqr") is None else f"{t['iqr']:.2f}"
-    return f"{t['median']:.2f} ({iqr}, {t['n']})"
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -67,7 +51,7 @@ def action_table(report: dict) -> list[str]:
         s = "n/a" if c["S"] is None else f"{marked(c, 'S')} ({c['n_S']})"
         t = timing_cell(a["timing"]) if action in taxonomy.TIMING_DIAGNOSTIC else ""
         rows.append([taxonomy.ACTION_LABELS[action], marked(c, "I"), s, t, str(c["n"]),
-                     str(c["n_I"]), _why_no_rate(c)])
+                     str(c["n_I"]), why_no_rate(c)])
     return _table(rows)
 
 
@@ -79,7 +63,7 @@ def condition_table(report: dict) -> list[str]:
         if c is None or not c["n"]:
             continue
         rows.append([f"{taxonomy.ACTION_LABELS[cond.action]} / {cond.label}", cell(c),
-                     str(c["n"]), _why_no_rate(c)])
+                     str(c["n"]), why_no_rate(c)])
     return _table(rows)
 
 

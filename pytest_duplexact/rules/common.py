@@ -9,6 +9,7 @@ Every boundary comparison tolerates ``EPS`` of float rounding (see ``inside``/``
 
 from __future__ import annotations
 
+from ..results import ImmediateResult, failure, success
 from ..timeline import Segment, Span, Timeline
 
 # A model turn that is still sounding within this much of the recording's end has not ended
@@ -84,3 +85,13 @@ def list_segments(segments, limit: int = 4) -> str:
     shown = "; ".join(s.describe() for s in segments[:limit])
     more = f" (+{len(segments) - limit} more)" if len(segments) > limit else ""
     return shown + more
+
+
+def silent_through(tl: Timeline, lo: float, hi: float, what: str) -> ImmediateResult:
+    """wait and ignore: success when no substantive segment overlaps [lo, hi]."""
+    hits = overlapping(substantive(tl), lo, hi)
+    if hits:
+        return failure(f"substantive speech overlaps {what} {fmt_window(lo, hi)}: "
+                       f"{list_segments(hits)}", window=(lo, hi), onset=hits[0].start)
+    return success(f"no substantive speech overlaps {what} {fmt_window(lo, hi)}",
+                   window=(lo, hi))

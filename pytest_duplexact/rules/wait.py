@@ -6,9 +6,9 @@ continuous_speech (SPEC §3, paper B.2)."""
 from __future__ import annotations
 
 from ..instance import Annotations
-from ..results import ImmediateResult, failure, success
+from ..results import ImmediateResult
 from ..timeline import Timeline
-from .common import fmt_window, list_segments, overlapping, substantive
+from .common import silent_through
 
 
 def window(ann: Annotations, condition: str) -> tuple[float, float]:
@@ -19,9 +19,4 @@ def window(ann: Annotations, condition: str) -> tuple[float, float]:
 
 def immediate(ann: Annotations, tl: Timeline, condition: str) -> ImmediateResult:
     lo, hi = window(ann, condition)
-    hits = overlapping(substantive(tl), lo, hi)
-    if hits:
-        return failure(f"substantive speech overlaps the wait window {fmt_window(lo, hi)}: "
-                       f"{list_segments(hits)}", window=(lo, hi), onset=hits[0].start)
-    return success(f"no substantive speech overlaps the wait window {fmt_window(lo, hi)}",
-                   window=(lo, hi))
+    return silent_through(tl, lo, hi, "the wait window")
