@@ -7,7 +7,8 @@ words whose midpoints fall in it (segmentation.assign_words). Reports per clip r
 overall:
 
 * word error rate: (substitutions + deletions + insertions) / reference words, on lowercased
-  tokens with punctuation removed (the tokens timeline.count_words counts);
+  tokens with punctuation removed (the tokens timeline.count_words counts); and again with
+  numbers 0-999 spelled out ("30" = "thirty"), since Whisper writes digits;
 * word-count agreement per segment: exact count match, and agreement of the backchannel
   (<= 3 words) / substantive (> 3) classification the rules use;
 * speed: segment audio seconds per second of transcription, and the model load time.
@@ -38,8 +39,35 @@ from pytest_duplexact.transcribe_offline import OfflineTranscriber
 _TOKEN = re.compile(r"\w[\w']*(?:[-.][\w']+)*")
 
 
-def tokens(text: str) -> list[str]:
-    return [t.lower().strip(".") for t in _TOKEN.findall(text or "")]
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+         "fourteen fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+_ORDINAL = {"one": "first", "two": "second", "three": "third", "five": "fifth",
+            "eight": "eighth", "nine": "ninth", "twelve": "twelfth"}
+
+
+def spell(n: int) -> list[str]:
+    """0-999 in words ("500" -> five hundred), so "thirty" and "30" are one word."""
+    if n < 20:
+        return [_ONES[n]]
+    if n < 100:
+        return [_TENS[n // 10]] + (spell(n % 10) if n % 10 else [])
+    return spell(n // 100) + ["hundred"] + (spell(n % 100) if n % 100 else [])
+
+
+def ordinal(words: list[str]) -> list[str]:
+    last = words[-1]
+    last = _ORDINAL.get(last, last[:-1] + "ieth" if last.endswith("y") else last + "th")
+    return words[:-1] + [last]
+
+
+def tokens(text: str, spell_numbers: bool = False) -> list[str]:
+    out = []
+    for t in _TOKEN.findall(text or ""):
+        t = t.lower().strip(".")
+        m = re.fullmatch(r"(\d{1,3})(st|nd|rd|th)?", t) if spell_numbers else None
+        out += (ordinal(spell(int(m[1]))) if m[2] else spell(int(m[1]))) if m else [t]
+    return out
 
 
 def edit_distance(ref: list[str], hyp: list[str]) -> int:
@@ -81,6 +109,7 @@ def run(root: Path, transcriber: OfflineTranscriber, log=None):
                 r, h = tokens(ref), tokens(hyp)
                 t["ref_words"] += len(r)
                 t["errors"] += edit_distance(r, h)
+                t["errors_spelled"] += edit_distance(tokens(ref, True), tokens(hyp, True))
                 t["segments"] += 1
                 t["count_exact"] += count_words(ref) == count_words(hyp)
                 t["class_agree"] += (count_words(ref) <= BACKCHANNEL_MAX_WORDS) == \
@@ -95,7 +124,9 @@ def run(root: Path, transcriber: OfflineTranscriber, log=None):
 def summary(t: dict) -> dict:
     n = max(t["segments"], 1)
     return {"segments": int(t["segments"]), "ref_words": int(t["ref_words"]),
-            "wer": t["errors"] / max(t["ref_words"], 1), "count_exact": t["count_exact"] / n,
+            "wer": t["errors"] / max(t["ref_words"], 1),
+            "wer_numbers_spelled": t["errors_spelled"] / max(t["ref_words"], 1),
+            "count_exact": t["count_exact"] / n,
             "class_agree": t["class_agree"] / n,
             "x_realtime": t["seconds"] / t["asr_s"] if t["asr_s"] else None}
 
@@ -121,7 +152,7 @@ def main(argv=None) -> int:
         for role in sorted(by_role, key=lambda r: (r == "all", r)):
             s = summary(by_role[role])
             print(f"  {role:12s} segments {s['segments']:3d}  words {s['ref_words']:4d}  "
-                  f"WER {s['wer']:6.1%}  count exact {s['count_exact']:6.1%}  "
+                  f"WER {s['wer']:6.1%} ({s['wer_numbers_spelled']:6.1%} digits spelled)  count exact {s['count_exact']:6.1%}  "
                   f"<=3/>3 agree {s['class_agree']:6.1%}  speed {s['x_realtime']:.1f}x real time")
         wrong = [(n, r, h) for n, r, h in pairs if tokens(r) != tokens(h)]
         for name, ref, hyp in wrong[: args.show]:
