@@ -152,8 +152,9 @@ def main(argv=None) -> int:
         for role in sorted(by_role, key=lambda r: (r == "all", r)):
             s = summary(by_role[role])
             print(f"  {role:12s} segments {s['segments']:3d}  words {s['ref_words']:4d}  "
-                  f"WER {s['wer']:6.1%} ({s['wer_numbers_spelled']:6.1%} digits spelled)  count exact {s['count_exact']:6.1%}  "
-                  f"<=3/>3 agree {s['class_agree']:6.1%}  speed {s['x_realtime']:.1f}x real time")
+                  f"WER {s['wer']:6.1%} ({s['wer_numbers_spelled']:6.1%} digits spelled)  "
+                  f"count exact {s['count_exact']:6.1%}  <=3/>3 agree {s['class_agree']:6.1%}  "
+                  f"speed {s['x_realtime']:.1f}x real time")
         wrong = [(n, r, h) for n, r, h in pairs if tokens(r) != tokens(h)]
         for name, ref, hyp in wrong[: args.show]:
             print(f"    {name}: ref {ref!r}\n    {' ' * len(name)}  hyp {hyp!r}")

