@@ -66,6 +66,8 @@ def timeline_to_dict(tl: Timeline, instance: Instance | None = None) -> dict:
                                             "forced": tl.cue.forced},
         "user_sent_until": tl.user_sent_until,
         "events": [list(e) for e in tl.events],
+        # native words that fell in no speech segment: a model/transcript mismatch to inspect
+        "unaligned": [[w.start, w.end, w.text] for w in tl.unaligned],
     }
 
 
