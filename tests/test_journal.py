@@ -24,7 +24,7 @@ from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.recording_io import OUTPUT_FILE, RECORDING_FILE
 from pytest_duplexact.scoring import NoJudges
-from pytest_duplexact.session import RUN_FILE, _load_resumed
+from pytest_duplexact.session import IDENTITY_KEYS, RUN_FILE, SCORING_KEYS, _load_resumed
 
 SETTINGS = {
     "model": "silent", "model_options": {}, "dataset": "/data/a",
@@ -218,6 +218,8 @@ def test_the_fingerprint_is_what_outcomes_depend_on():
     assert fp(seed=1) != FP
     for key in journal.FINGERPRINT_KEYS:
         assert fp(**{key: "changed"}) != FP, key
+    # resume refuses an identity change and reports a scoring change: both are fingerprinted
+    assert set(journal.FINGERPRINT_KEYS) == set(IDENTITY_KEYS + SCORING_KEYS)
 
 
 def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
