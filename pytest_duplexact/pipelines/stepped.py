@@ -10,6 +10,8 @@ The model runs as fast as it computes: no wall clock is involved.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import soxr
 
@@ -131,7 +133,9 @@ class SteppedDuplex(Duplex):
                 raise ModelError(f"model {self._name} returned {audio.shape} samples for frame "
                                  f"{k} of instance {self.info.instance.id} at {t0:.2f} s; "
                                  f"expected ({self.frame_size},) at {self.model_rate} Hz")
-        if not np.isfinite(audio).all():
+        # a finite sum of squares proves every sample finite (NaN and inf propagate); only
+        # when it is not (or overflowed) is each sample checked
+        if not math.isfinite(audio.dot(audio)) and not np.isfinite(audio).all():
             raise ModelError(f"model {self._name} returned non-finite audio at {t0:.2f} s "
                              f"on instance {self.info.instance.id}")
         for w in words:

@@ -138,6 +138,51 @@ def test_wrong_frame_size_is_a_model_error(info):
         run(go())
 
 
+class Emits:
+    """Returns ``value`` in one sample of frame 10, silence elsewhere."""
+
+    name, sample_rate, frame_size = "emits", SR, 320
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def start(self, info) -> None:
+        self.k = 0
+
+    def step(self, frame):
+        out = np.zeros(self.frame_size, np.float32)
+        if self.k == 10:
+            out[7] = self.value
+        self.k += 1
+        return out
+
+    def finish(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_output_is_a_model_error_at_its_frame(info, value):
+    async def go():
+        d = SteppedDuplex(Emits(value), info)
+        await d.push(np.zeros(SR, np.float32))
+
+    with pytest.raises(ModelError, match=r"non-finite audio at 0\.20 s"):
+        run(go())
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in dot:RuntimeWarning")
+def test_huge_but_finite_output_is_accepted(info):
+    """Its sum of squares overflows float32 (numpy warns); the exact per-sample check then
+    lets it pass."""
+    async def go():
+        d = SteppedDuplex(Emits(3e38), info)
+        await d.push(np.zeros(SR, np.float32))
+        return await d.close()
+
+    rec = run(go())
+    assert rec.output.max() == np.float32(3e38)
+
+
 def test_bad_declared_rate_is_a_model_error(info):
     with pytest.raises(ModelError, match="sample_rate must be a positive int"):
         SteppedDuplex(ScriptedModel(sample_rate=0), info)
