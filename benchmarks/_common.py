@@ -83,7 +83,7 @@ def stats_ms(errors_s, bias_s: float = 0.0) -> dict:
     a = np.abs(e - bias_s) * 1000
     return {"n": int(len(e)), "median": round(float(np.median(a)), 1),
             "p95": round(float(np.percentile(a, 95)), 1), "max": round(float(a.max()), 1),
-            "signed_median": round(float(np.median(e)) * 1000, 1)}
+            "signed_median": round(float(np.median(e - bias_s)) * 1000, 1)}
 
 
 # --- a larger dataset from the bundled one ---------------------------------------------------
