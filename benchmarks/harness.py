@@ -355,10 +355,15 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
     k = case["k"]
     host = hosts[k % len(hosts)]
     ue = host.annotations.user_end
+    # the speech lengths cycle: B is short (< 1 s), medium (1-2 s) or long in turn; A must
+    # be substantive (> 3 words) and C must hold the hold_floor window's last second
+    by_length = [[u for u in clips if lo <= u.length < hi]
+                 for lo, hi in ((0.0, 1.0), (1.0, 2.0), (2.0, math.inf))]
     subst = [u for u in clips if len(u.words) > BACKCHANNEL_MAX_WORDS]
     longs = [u for u in clips if u.length >= 1.3]
     a_clip = subst[(7 * k) % len(subst)]
-    b_clip = clips[(5 * k + 3) % len(clips)]
+    b_pool = by_length[k % 3] or clips
+    b_clip = b_pool[(5 * k + 3) % len(b_pool)]
     c_clip = longs[(3 * k + 1) % len(longs)]
     sr = audio.SAMPLE_RATE
     n = int((host.clip("user").duration + OBSERVATION_PERIOD_S + 1.0) * sr)
@@ -426,8 +431,16 @@ def summarise_precision(rows: list[dict]) -> dict:
                     abs(r["delta"] if rule == "take_turn" else r["gap"] - 0.5), mag)]
                 wrong = [r for r in sel if (r[rule]["verdict"] == "success") != r[rule]["truth"]]
                 flips[f"{rule} +-{round(mag * 1000)}ms"] = {"n": len(sel), "flipped": len(wrong)}
+        by_length = {}
+        for name, lo, hi in (("short <1 s", 0.0, 1.0), ("medium 1-2 s", 1.0, 2.0),
+                             ("long >=2 s", 2.0, math.inf)):
+            es = [e for r in rs for e, n in zip(r["edges"], r["lengths"])
+                  if "onset" in e and lo <= n < hi]
+            by_length[name] = {"onset_ms": stats_ms([e["onset"] for e in es]),
+                               "offset_ms": stats_ms([e["offset"] for e in es])}
         out[snr] = {
             "utterances": len(found) + missed + joined, "missed": missed,
+            "by_speech_length": by_length,
             "joined_into_one_segment": joined,
             "false_alarm_segments": sum(r["false_alarms"] for r in rs),
             "onset_ms": stats_ms(on), "offset_ms": stats_ms(off),
@@ -742,6 +755,10 @@ def table(report: dict) -> str:
                          f"{gap['median']}/{gap['p95']}/{gap['max']}  missed {s['missed']}/"
                          f"{s['utterances']}, joined {s['joined_into_one_segment']}, false "
                          f"segments {s['false_alarm_segments']}")
+            lines.append("         by speech length, onset / offset |err| median/p95: " + ", ".join(
+                f"{k} (n={v['onset_ms']['n']}) {v['onset_ms']['median']}/{v['onset_ms']['p95']}"
+                f" / {v['offset_ms']['median']}/{v['offset_ms']['p95']}"
+                for k, v in s["by_speech_length"].items()))
             lines.append("         flips: " + ", ".join(
                 f"{k} {v['flipped']}/{v['n']}" for k, v in s["verdict_flips"].items()))
     live = report.get("live")
