@@ -580,17 +580,38 @@ def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Pa
 
 # --- 5. memory -------------------------------------------------------------------------------
 
+def plugin_run(model: str, dataset: Path, run_dir: Path, log: Path) -> dict:
+    """One whole plugin run in a fresh process and its peak RSS from the kernel (wait4); the
+    same measurement as benchmarks/memory.py's ``run``, used when that script is absent."""
+    cmd = [sys.executable, "-m", "pytest", f"--duplexact-model={model}",
+           f"--duplexact-data={dataset}", f"--duplexact-run-dir={run_dir}", "-q",
+           "-p", "no:cacheprovider", "-p", "no:xdist"]
+    w = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=out, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):  # 1: the model missed some instances, a valid run
+        raise RuntimeError(f"plugin run failed ({code}); see {log}")
+    return {"instances": len(list((run_dir / "instances").iterdir())),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+            "wall_s": round(time.perf_counter() - w, 1), "exit_status": code}
+
+
 def memory(model: str, sizes: tuple[int, ...], work: Path) -> dict:
     """Peak RSS of a whole plugin run (``python -m pytest --duplexact-model=MODEL``) per size,
     each in a fresh process, read from wait4 by benchmarks/memory.py's ``run``."""
-    spec = importlib.util.spec_from_file_location("duplexact_bench_memory",
-                                                  ROOT / "benchmarks" / "memory.py")
-    mem = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mem)
+    run = plugin_run
+    path = ROOT / "benchmarks" / "memory.py"
+    if path.is_file():
+        spec = importlib.util.spec_from_file_location("duplexact_bench_memory", path)
+        mem = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mem)
+        run = getattr(mem, "run", plugin_run)
     runs = {}
     for n in sizes:
         ds = replicate_dataset(work / f"memory-dataset-{n}", n)
-        runs[n] = mem.run(model, ds, work / f"memory-run-{n}", work / f"memory-run-{n}.log")
+        runs[n] = run(model, ds, work / f"memory-run-{n}", work / f"memory-run-{n}.log")
     small, big = min(sizes), max(sizes)
     return {"model": model, "runs": runs, "rss_mb": {n: r["peak_rss_mb"] for n, r in runs.items()},
             "growth_mb": round(runs[big]["peak_rss_mb"] - runs[small]["peak_rss_mb"], 1)}
