@@ -3,7 +3,9 @@ gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any 
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from .. import __version__, taxonomy
 from ..aggregate import aggregate
@@ -12,6 +14,36 @@ from ..results import InstanceOutcome
 SCHEMA = "duplexact-report"
 VERSION = 1
 VOLATILE_KEYS = ("created",)  # differ between otherwise identical runs
+
+
+class ReportFileError(ValueError):
+    """A stored report that cannot be used; the message names the file and the field."""
+
+
+def read_report(path, required=("model", "settings", "summary", "instances"),
+                error=ReportFileError, label: str = "") -> dict:
+    """A stored report.json, checked for what a tool reading it relies on. ``error`` is the
+    exception class to raise (each tool has its own); ``label`` prefixes the file name."""
+    p = Path(path)
+    where = f"{label}{p}"
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{where}: no such file") from None
+    except (OSError, ValueError) as e:
+        raise error(f"{where}: not a readable JSON report ({e})") from None
+    if not isinstance(d, dict):
+        raise error(f"{where}: not a JSON object")
+    if d.get("schema") != SCHEMA:
+        raise error(f"{where}: field 'schema' is {d.get('schema')!r} (expected {SCHEMA!r}); "
+                    "is it a DuplexAct report.json?")
+    if d.get("version") != VERSION:
+        raise error(f"{where}: field 'version' is {d.get('version')!r}; this release reads "
+                    f"version {VERSION} reports")
+    for key in required:
+        if key not in d:
+            raise error(f"{where}: field {key!r} is missing")
+    return d
 
 
 def build_report(outcomes: list[InstanceOutcome], settings: dict, model: str) -> dict:

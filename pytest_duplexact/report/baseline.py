@@ -12,11 +12,10 @@ The result is plain data (the report's ``baseline`` section, docs/reports.md).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .. import taxonomy
-from . import SCHEMA
+from . import ReportFileError, read_report
 from .stats import drop_test, holm, rate_of
 
 DEFAULT_ALPHA = 0.05
@@ -28,28 +27,18 @@ _COMPARABLE = ("dataset_fingerprint", "judge", "audio_judge", "transcriber", "si
                "simulator_model", "scoring_version")
 
 
-class BaselineError(ValueError):
+class BaselineError(ReportFileError):
     pass
 
 
 def load(path: str | Path) -> dict:
     """A stored report, checked enough to compare against; BaselineError names the file."""
-    p = Path(path)
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BaselineError(f"baseline {p}: no such file") from None
-    except (OSError, ValueError) as e:
-        raise BaselineError(f"baseline {p}: not a readable JSON report ({e})") from None
-    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-        raise BaselineError(f"baseline {p}: field 'schema' is {d.get('schema')!r}"
-                            f" (expected {SCHEMA!r}); is it a DuplexAct report.json?"
-                            if isinstance(d, dict) else f"baseline {p}: not a JSON object")
+    d = read_report(path, ("summary", "settings"), BaselineError, label="baseline ")
     for key in ("summary", "settings"):
         if not isinstance(d.get(key), dict):
-            raise BaselineError(f"baseline {p}: field {key!r} is missing")
+            raise BaselineError(f"baseline {path}: field {key!r} is missing")
     if not isinstance(d["summary"].get("actions"), dict):
-        raise BaselineError(f"baseline {p}: field 'summary.actions' is missing")
+        raise BaselineError(f"baseline {path}: field 'summary.actions' is missing")
     return d
 
 

@@ -21,33 +21,17 @@ from pathlib import Path
 
 from ..harness import write_json_atomic
 from ..results import InstanceOutcome
-from . import SCHEMA, VERSION, build_report
+from . import ReportFileError, build_report, read_report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
 
 
-class MergeError(ValueError):
+class MergeError(ReportFileError):
     pass
 
 
 def load_report(path: str | Path) -> dict:
-    p = Path(path)
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MergeError(f"{p}: no such file") from None
-    except (OSError, ValueError) as e:
-        raise MergeError(f"{p}: not a readable JSON report ({e})") from None
-    if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-        raise MergeError(f"{p}: field 'schema' is not {SCHEMA!r}; is it a DuplexAct "
-                         "report.json?")
-    if d.get("version") != VERSION:
-        raise MergeError(f"{p}: field 'version' is {d.get('version')!r}; this tool merges "
-                         f"version {VERSION} reports")
-    for key in ("model", "settings", "instances"):
-        if key not in d:
-            raise MergeError(f"{p}: field {key!r} is missing")
-    return d
+    return read_report(path, ("model", "settings", "instances"), MergeError)
 
 
 def _unsharded(settings: dict) -> dict:
