@@ -8,12 +8,14 @@ other processes competing for the cores). Throughput "per core" is always the CP
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
 import random
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -148,3 +150,30 @@ def replicate_dataset(dst: Path, size: int, seed: int = 0, src: Path | None = No
     (dst / HEADER).write_text(json.dumps(header, indent=1) + "\n", encoding="utf-8")
     (dst / MANIFEST).write_text("\n".join(out) + "\n", encoding="utf-8")
     return dst
+
+
+def load_module(relpath: str, name: str):
+    """A module of the checkout by path (the fake servers live under tests/, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def plugin_run(model: str, dataset: Path, run_dir: Path, log: Path) -> dict:
+    """One whole plugin run (``python -m pytest --duplexact-model=MODEL``) in a fresh process;
+    its peak RSS from the kernel (wait4)."""
+    cmd = [sys.executable, "-m", "pytest", f"--duplexact-model={model}",
+           f"--duplexact-data={dataset}", f"--duplexact-run-dir={run_dir}", "-q",
+           "-p", "no:cacheprovider", "-p", "no:xdist"]
+    t = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=out, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):  # 1: the model missed some instances, a valid run
+        raise RuntimeError(f"plugin run failed ({code}); see {log}")
+    return {"instances": len(list((run_dir / "instances").iterdir())),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+            "wall_s": round(time.perf_counter() - t, 1), "exit_status": code}

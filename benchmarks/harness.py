@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import math
 import os
@@ -49,8 +48,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ROOT, Clock, load_average, machine, peak_rss_mb,  # noqa: E402
-                     replicate_dataset, stats_ms)
+from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_mb,  # noqa: E402
+                     plugin_run, replicate_dataset, stats_ms)
 
 from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
 from pytest_duplexact import segmentation, vad  # noqa: E402
@@ -472,10 +471,7 @@ def precision(quick: bool) -> dict:
 
 def live_concurrency(levels: list[tuple[int, int]], out_dir: Path) -> dict:
     """(concurrency, instances) levels through benchmarks/realtime_concurrency.py."""
-    spec = importlib.util.spec_from_file_location(
-        "duplexact_bench_realtime_concurrency", ROOT / "benchmarks" / "realtime_concurrency.py")
-    rc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rc)
+    rc = load_module("benchmarks/realtime_concurrency.py", "duplexact_bench_realtime_concurrency")
     answer_ms, speak_s, chunk_ms = 400.0, 0.8, 20.0
     script = {"answer_after_ms": answer_ms, "speak_s": speak_s, "pace": 4.0}
 
@@ -511,12 +507,7 @@ def live_concurrency(levels: list[tuple[int, int]], out_dir: Path) -> dict:
 # --- 4. re-scoring ----------------------------------------------------------------------------
 
 def _fake_openai():
-    path = ROOT / "tests" / "fakes" / "openai_server.py"
-    spec = importlib.util.spec_from_file_location("duplexact_bench_fake_openai", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.FakeOpenAI
+    return load_module("tests/fakes/openai_server.py", "duplexact_bench_fake_openai").FakeOpenAI
 
 
 def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Path) -> dict:
@@ -580,38 +571,13 @@ def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Pa
 
 # --- 5. memory -------------------------------------------------------------------------------
 
-def plugin_run(model: str, dataset: Path, run_dir: Path, log: Path) -> dict:
-    """One whole plugin run in a fresh process and its peak RSS from the kernel (wait4); the
-    same measurement as benchmarks/memory.py's ``run``, used when that script is absent."""
-    cmd = [sys.executable, "-m", "pytest", f"--duplexact-model={model}",
-           f"--duplexact-data={dataset}", f"--duplexact-run-dir={run_dir}", "-q",
-           "-p", "no:cacheprovider", "-p", "no:xdist"]
-    w = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=out, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):  # 1: the model missed some instances, a valid run
-        raise RuntimeError(f"plugin run failed ({code}); see {log}")
-    return {"instances": len(list((run_dir / "instances").iterdir())),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
-            "wall_s": round(time.perf_counter() - w, 1), "exit_status": code}
-
-
 def memory(model: str, sizes: tuple[int, ...], work: Path) -> dict:
     """Peak RSS of a whole plugin run (``python -m pytest --duplexact-model=MODEL``) per size,
-    each in a fresh process, read from wait4 by benchmarks/memory.py's ``run``."""
-    run = plugin_run
-    path = ROOT / "benchmarks" / "memory.py"
-    if path.is_file():
-        spec = importlib.util.spec_from_file_location("duplexact_bench_memory", path)
-        mem = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mem)
-        run = getattr(mem, "run", plugin_run)
+    each in a fresh process, read from wait4 (_common.plugin_run, as benchmarks/memory.py)."""
     runs = {}
     for n in sizes:
         ds = replicate_dataset(work / f"memory-dataset-{n}", n)
-        runs[n] = run(model, ds, work / f"memory-run-{n}", work / f"memory-run-{n}.log")
+        runs[n] = plugin_run(model, ds, work / f"memory-run-{n}", work / f"memory-run-{n}.log")
     small, big = min(sizes), max(sizes)
     return {"model": model, "runs": runs, "rss_mb": {n: r["peak_rss_mb"] for n, r in runs.items()},
             "growth_mb": round(runs[big]["peak_rss_mb"] - runs[small]["peak_rss_mb"], 1)}

@@ -24,13 +24,12 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 
+from _common import plugin_run
 from pytest_duplexact.instance import HEADER, MANIFEST, bundled_root
 
 
@@ -52,23 +51,6 @@ def replicate(dst: Path, size: int) -> Path:
         out.append(json.dumps(obj, ensure_ascii=False))
     (dst / MANIFEST).write_text("\n".join(out) + "\n", encoding="utf-8")
     return dst
-
-
-def run(model: str, dataset: Path, run_dir: Path, log: Path) -> dict:
-    """One whole run in a fresh process; its peak RSS from the kernel (wait4)."""
-    cmd = [sys.executable, "-m", "pytest", f"--duplexact-model={model}",
-           f"--duplexact-data={dataset}", f"--duplexact-run-dir={run_dir}", "-q",
-           "-p", "no:cacheprovider", "-p", "no:xdist"]
-    t = time.perf_counter()
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=out, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0, 1):  # 1: the model missed some instances, a valid run
-        raise SystemExit(f"run failed ({proc.returncode}); see {log}")
-    return {"instances": len(list((run_dir / "instances").iterdir())),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
-            "wall_s": round(time.perf_counter() - t, 1), "exit_status": proc.returncode}
 
 
 def disk_usage(run_dir: Path) -> dict:
@@ -121,7 +103,7 @@ def main(argv=None) -> int:
             pick = lines[:: max(1, len(lines) // n)][:n]
             (sub / MANIFEST).write_text("\n".join(pick) + "\n", encoding="utf-8")
         run_dir = work / f"run-{n}"
-        result["runs"][n] = run(args.model, sub, run_dir, work / f"run-{n}.log")
+        result["runs"][n] = plugin_run(args.model, sub, run_dir, work / f"run-{n}.log")
         print(f"{n:>5} instances: peak RSS {result['runs'][n]['peak_rss_mb']} MB "
               f"({result['runs'][n]['wall_s']} s)", flush=True)
     small, big = min(args.sizes), max(args.sizes)

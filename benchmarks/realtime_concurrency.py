@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import math
 import os
@@ -36,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import load_module  # noqa: E402
 from pytest_duplexact.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.base import ModelError  # noqa: E402
 from pytest_duplexact.models.openai_realtime import factory  # noqa: E402
@@ -43,16 +43,7 @@ from pytest_duplexact.models.streaming import (RetryPolicy, StreamingDuplex,  # 
                                                run_concurrently)
 
 
-def _fake_server_module():
-    path = ROOT / "tests" / "fakes" / "realtime_server.py"
-    spec = importlib.util.spec_from_file_location("duplexact_fake_realtime_server", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake = _fake_server_module()
+fake = load_module("tests/fakes/realtime_server.py", "duplexact_fake_realtime_server")
 
 
 class ServerProcess:
