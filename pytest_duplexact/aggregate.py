@@ -23,6 +23,18 @@ from . import taxonomy
 from .results import InstanceOutcome, Verdict
 
 _COUNTED = (Verdict.SUCCESS, Verdict.FAILURE)
+# Where a stage's verdict goes when it enters no rate (EXCLUDED is an immediate-only verdict).
+_UNCOUNTED = {Verdict.EXCLUDED: "excluded", Verdict.NOT_JUDGED: "not_judged",
+              Verdict.JUDGE_ERROR: "judge_errors", Verdict.NOT_APPLICABLE: "not_applicable"}
+
+
+def _tally(c: dict, stage: str, v: Verdict) -> None:
+    """Count one stage's verdict into ``c``: n_<stage> / <stage>_success, or its bucket."""
+    if v in _COUNTED:
+        c[f"n_{stage}"] = 1
+        c[f"{stage}_success"] = int(v is Verdict.SUCCESS)
+    elif v in _UNCOUNTED and not (stage == "S" and v is Verdict.EXCLUDED):
+        c[_UNCOUNTED[v]] = 1
 
 
 @dataclass(frozen=True)
@@ -61,29 +73,10 @@ class Counts:
             raise ValueError(f"instance {o.id}: outcome has neither an immediate result nor "
                              "an error")
         c = dict(n=1)
-        v = imm.verdict
-        if v is Verdict.EXCLUDED:
-            c["excluded"] = 1
-        elif v is Verdict.NOT_JUDGED:
-            c["not_judged"] = 1
-        elif v is Verdict.JUDGE_ERROR:
-            c["judge_errors"] = 1
-        elif v is Verdict.NOT_APPLICABLE:
-            c["not_applicable"] = 1
-        elif v in _COUNTED:
-            c["n_I"] = 1
-            c["I_success"] = int(v is Verdict.SUCCESS)
-        if v is Verdict.SUCCESS:
-            s = sub.verdict if sub is not None else Verdict.NOT_JUDGED  # never evaluated
-            if s in _COUNTED:
-                c["n_S"] = 1
-                c["S_success"] = int(s is Verdict.SUCCESS)
-            elif s is Verdict.NOT_JUDGED:
-                c["not_judged"] = 1
-            elif s is Verdict.JUDGE_ERROR:
-                c["judge_errors"] = 1
-            elif s is Verdict.NOT_APPLICABLE:
-                c["not_applicable"] = 1
+        _tally(c, "I", imm.verdict)
+        if imm.verdict is Verdict.SUCCESS:
+            # an immediate success with no subsequent result was never judged
+            _tally(c, "S", sub.verdict if sub is not None else Verdict.NOT_JUDGED)
         return cls(**c)
 
     def to_dict(self) -> dict:
