@@ -18,6 +18,9 @@ from runs_support import (ORACLE, SILENT, assert_same_report, child_pids, finish
 
 pytestmark = pytest.mark.slow
 DELAY = "0.4"  # seconds per instance: room for the kill to land between outcomes
+# Under xdist the victim must still be mid-instance when the first outcome appears: give each
+# instance long enough that a busy machine's polling lag cannot let a worker run dry first.
+XDIST_DELAY = "1.5"
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +79,7 @@ def test_sigkill_of_an_xdist_worker_then_resume_equals_an_uninterrupted_run(runs
     base, status = runs.baseline(SILENT)
     log = tmp_path / "xdist.log"
     proc = runs.start(log, SILENT, "-n", "2", f"--duplexact-run-dir={run_dir}",
-                      DUPLEXACT_TEST_DELAY=DELAY)
+                      DUPLEXACT_TEST_DELAY=XDIST_DELAY)
     wait_until(lambda: finished(run_dir) >= 1 and len(child_pids(proc.pid)) == 2, proc, log)
     victim = child_pids(proc.pid)[0]
     os.kill(victim, signal.SIGKILL)
