@@ -148,6 +148,7 @@ class Session:
     input_ms: float = 0.0
     dropped: bool = False
     t0_monotonic: float | None = None  # time.monotonic() of the first input audio
+    header_names: tuple[str, ...] = ()  # handshake header names (lowercase; no values)
 
     def summary(self) -> dict[str, Any]:
         """The ground truth of this session as plain JSON (no payloads, no headers)."""
@@ -667,6 +668,7 @@ class FakeRealtimeServer:
         script = self.script_for(index) if self.script_for else self.script
         rec = Session(index, url.path, query, ws.request.headers.get("Authorization"), script,
                       config=dialect_session(self.dialect, query["model"][0]))
+        rec.header_names = tuple(sorted({k.lower() for k in ws.request.headers.keys()}))
         self.sessions.append(rec)
         await _Connection(self, ws, rec).run()
 
