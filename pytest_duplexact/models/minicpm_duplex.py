@@ -45,6 +45,9 @@ from typing import Any, AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+# imported here, not lazily: a missing package fails the registry's preflight, by name
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
 
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport
@@ -126,8 +129,6 @@ class MiniCPMO:
         return msg
 
     async def connect(self, info: SessionInfo) -> "MiniCPMOSession":
-        from websockets.asyncio.client import connect
-
         session_id = f"adx_{secrets.token_hex(8)}"
         url = self.endpoint(session_id)
         key = os.environ.get(KEY_ENV)
@@ -138,7 +139,7 @@ class MiniCPMO:
         if url.startswith("wss"):
             options["ssl"] = _tls_context()
         try:
-            ws = await connect(url, **options)
+            ws = await ws_connect(url, **options)
         except Exception as e:
             raise _connect_error(e) from None
         session = MiniCPMOSession(ws, self, session_id)
@@ -201,8 +202,6 @@ class MiniCPMOSession:
                                         "audio_out_s": 0.0}
 
     async def _recv(self, timeout: float | None = None) -> dict[str, Any] | None:
-        from websockets.exceptions import ConnectionClosed
-
         try:
             raw = await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
                          else self._ws.recv())
@@ -249,8 +248,6 @@ class MiniCPMOSession:
 
     async def send(self, pcm: np.ndarray) -> None:
         """Collect 20 ms pieces; a whole step goes out when its last piece is due."""
-        from websockets.exceptions import ConnectionClosed
-
         self._pending.append(np.asarray(pcm, dtype=np.float32))
         self._pending_n += len(pcm)
         while self._pending_n >= self._step:
