@@ -32,6 +32,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from openai import AsyncOpenAI
+
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport
 from .openai_realtime import (OpenAIRealtimeSession, _connect_error, _is_transient,
@@ -214,9 +216,7 @@ _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
     weakref.WeakKeyDictionary()
 
 
-def _client(base_url: str, key_env: str):
-    from openai import AsyncOpenAI
-
+def _client(base_url: str, key_env: str) -> AsyncOpenAI:
     per_loop = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
     key = os.environ.get(key_env) or ""
     slot = (base_url, key_env, hash(key))

@@ -283,6 +283,18 @@ async def test_the_key_is_never_written_anywhere(dialect, tmp_path, caplog):
 
 
 @pytest.mark.asyncio
+async def test_a_session_the_provider_refuses_is_a_named_final_error(monkeypatch):
+    """DashScope's session fields sent to an xAI-style server: refused at setup, by name."""
+    monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-dashscope-test-0123456789")
+    async with fake.FakeRealtimeServer(dialect="xai") as server:
+        model = qwen_omni_realtime(base_url=server.base_url)
+        with pytest.raises(ModelError, match="session setup failed: invalid_value: unknown "
+                                             "session field.*input_audio_format") as refused:
+            await StreamingDuplex.open(model, None)
+    assert type(refused.value) is ModelError  # final: retrying cannot help
+
+
+@pytest.mark.asyncio
 async def test_a_dropped_connection_is_a_model_error(dialect):
     _, kind, _, _ = dialect
     async with fake.FakeRealtimeServer(fake.Script(drop_after_ms=300), dialect=kind) as server:
