@@ -33,7 +33,7 @@ class Opt:
 
 OPTIONS: tuple[Opt, ...] = (
     Opt("model", "Model to evaluate: a built-in (silent, oracle, endpoint, recorded:DIR, "
-        "gpt-realtime), an import path 'package.module:factory', or a name registered in the "
+        "gpt-realtime, grok-voice, qwen-omni-realtime, minicpm-o), an import path 'package.module:factory', or a name registered in the "
         "'pytest_duplexact.models' entry-point group. Setting it runs the DuplexAct suites.",
         metavar="NAME"),
     Opt("model-option", "Option passed to the model factory as KEY=VALUE (repeatable).",

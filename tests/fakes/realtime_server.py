@@ -8,6 +8,15 @@ response.created, response.output_item.added, response.content_part.added,
 response.output_audio_transcript.delta, response.output_audio.delta (a tone, sent faster than
 real time), the matching .done events, response.done, conversation.item.truncated and error.
 
+``dialect`` selects the provider it imitates (``DIALECTS``): ``openai`` (the GA protocol above,
+the default), ``xai`` (Grok Voice Agent: GA event names, ``conversation.created`` instead of
+``session.created``, periodic ``ping``, ``voice``/``turn_detection`` at the top of the session and
+a configurable pcm rate) or ``dashscope`` (Qwen-Omni-Realtime: beta event names
+``response.audio.delta`` / ``response.audio_transcript.delta``, ``input_audio_format`` pcm16 at
+16 kHz in and ``output_audio_format`` pcm24 at 24 kHz out, token usage in response.done).
+Neither of the two has ``conversation.item.truncate``: it gets an ``unknown_event`` error. A
+dialect session rejects session fields its provider does not document (``invalid_value``).
+
 Behaviour is scripted (``Script``): answer ``answer_after_ms`` after the user's speech ends,
 speak ``speak_s`` seconds, cancel on barge-in, drop the connection mid-instance, refuse
 handshakes with HTTP 429. A client may also pick its script per session by sending
@@ -43,6 +52,45 @@ from websockets.exceptions import ConnectionClosed
 
 RATE = 24_000
 FRAME = RATE // 50  # 20 ms VAD frames
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Where a provider's protocol differs from OpenAI's GA one."""
+
+    name: str
+    hello: str = "session.created"
+    audio_delta: str = "response.output_audio.delta"
+    transcript_delta: str = "response.output_audio_transcript.delta"
+    audio_done: str = "response.output_audio.done"
+    transcript_done: str = "response.output_audio_transcript.done"
+    item_added: str = "conversation.item.added"
+    item_done: str | None = "conversation.item.done"
+    truncate: bool = True
+    ping_s: float | None = None      # send {"type": "ping"} this often
+    session_fields: frozenset[str] | None = None  # accepted session.update keys (None: any)
+    usage: bool = False              # token usage in response.done
+
+
+DIALECTS = {
+    "openai": Dialect("openai"),
+    "xai": Dialect("xai", hello="conversation.created", truncate=False, ping_s=0.5,
+                   session_fields=frozenset({"instructions", "voice", "turn_detection", "audio",
+                                             "tools"})),
+    "dashscope": Dialect("dashscope", audio_delta="response.audio.delta",
+                         transcript_delta="response.audio_transcript.delta",
+                         audio_done="response.audio.done",
+                         transcript_done="response.audio_transcript.done",
+                         item_added="conversation.item.created", item_done=None, truncate=False,
+                         session_fields=frozenset({
+                             "modalities", "voice", "instructions", "input_audio_format",
+                             "output_audio_format", "turn_detection", "smooth_output", "seed",
+                             "max_tokens", "repetition_penalty", "presence_penalty", "top_k",
+                             "top_p", "temperature"}),
+                         usage=True),
+}
+DASHSCOPE_FORMATS = {"input": {"pcm16": 16_000, "pcm": 16_000},
+                     "output": {"pcm24": 24_000, "pcm": 24_000}}
 
 
 @dataclass(frozen=True)
@@ -100,6 +148,7 @@ class Session:
     input_ms: float = 0.0
     dropped: bool = False
     t0_monotonic: float | None = None  # time.monotonic() of the first input audio
+    header_names: tuple[str, ...] = ()  # handshake header names (lowercase; no values)
 
     def summary(self) -> dict[str, Any]:
         """The ground truth of this session as plain JSON (no payloads, no headers)."""
@@ -134,6 +183,27 @@ def default_session(model: str) -> dict[str, Any]:
     }
 
 
+def dialect_session(dialect: str, model: str) -> dict[str, Any]:
+    """A dialect's session.created defaults (the providers' documented ones)."""
+    if dialect == "openai":
+        return default_session(model)
+    if dialect == "xai":
+        pcm = {"type": "audio/pcm", "rate": RATE}
+        return {"id": "sess_fake", "object": "realtime.session", "model": model,
+                "voice": "ara", "instructions": "", "tools": [],
+                "turn_detection": {"type": "server_vad", "threshold": 0.5,
+                                   "silence_duration_ms": 500, "prefix_padding_ms": 300},
+                "audio": {"input": {"format": pcm}, "output": {"format": dict(pcm)}}}
+    return {"id": "sess_fake", "object": "realtime.session", "model": model,
+            "modalities": ["text", "audio"], "voice": "Cherry",
+            "input_audio_format": "pcm16", "output_audio_format": "pcm24",
+            "input_audio_transcription": {"model": "gummy-realtime-v1"},
+            "turn_detection": {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+                               "silence_duration_ms": 800, "create_response": True,
+                               "interrupt_response": True},
+            "tools": [], "tool_choice": "auto", "temperature": 0.8}
+
+
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """session.update semantics: present fields replace, nested objects merge."""
     out = copy.deepcopy(base)
@@ -145,20 +215,21 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tone(seconds: float, hz: float, amplitude: float, offset: int = 0) -> np.ndarray:
-    n = int(round(seconds * RATE))
-    t = (np.arange(n) + offset) / RATE
+def tone(seconds: float, hz: float, amplitude: float, offset: int = 0,
+         rate: int = RATE) -> np.ndarray:
+    n = int(round(seconds * rate))
+    t = (np.arange(n) + offset) / rate
     return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
 
 
-def speech(path: str, seconds: float) -> np.ndarray:
-    """The first ``seconds`` of a speech recording, at the API's 24 kHz."""
+def speech(path: str, seconds: float, rate: int = RATE) -> np.ndarray:
+    """The first ``seconds`` of a speech recording, at the API's 24 kHz (or ``rate``)."""
     import soundfile as sf
     import soxr
 
     x, sr = sf.read(path, dtype="float32", always_2d=True)
-    y = soxr.resample(x[:, 0], sr, RATE)
-    return y[: int(round(seconds * RATE))].astype(np.float32)
+    y = soxr.resample(x[:, 0], sr, rate)
+    return y[: int(round(seconds * rate))].astype(np.float32)
 
 
 def b64_pcm16(x: np.ndarray) -> str:
@@ -186,6 +257,7 @@ class _Connection:
 
     def __init__(self, server: "FakeRealtimeServer", ws: ServerConnection, record: Session):
         self.server = server
+        self.dialect = DIALECTS[server.dialect]
         self.ws = ws
         self.rec = record
         self.loop = asyncio.get_running_loop()
@@ -213,20 +285,72 @@ class _Connection:
         self.n_events += 1
         event = {"event_id": f"event_{self.rec.index}_{self.n_events}", **event}
         summary = {k: v for k, v in event.items() if k != "delta"}
-        if event["type"] == "response.output_audio.delta":
-            summary["audio_ms"] = len(base64.b64decode(event["delta"])) / 2 / RATE * 1000
+        if event["type"] == self.dialect.audio_delta:
+            summary["audio_ms"] = len(base64.b64decode(event["delta"])) / 2 / self.out_rate() \
+                * 1000
         elif "delta" in event:
             summary["delta"] = event["delta"]
         self.rec.sent.append({"t": self.t(), **summary})
         await self.ws.send(json.dumps(event))
 
     def turn_detection(self) -> dict[str, Any] | None:
+        if self.dialect.name != "openai":
+            return self.rec.config.get("turn_detection")
         return self.rec.config["audio"]["input"].get("turn_detection")
+
+    def in_rate(self) -> int:
+        if self.dialect.name == "xai":
+            return self.rec.config["audio"]["input"]["format"]["rate"]
+        if self.dialect.name == "dashscope":
+            return DASHSCOPE_FORMATS["input"][self.rec.config["input_audio_format"]]
+        return RATE
+
+    def out_rate(self) -> int:
+        if self.dialect.name == "xai":
+            return self.rec.config["audio"]["output"]["format"]["rate"]
+        if self.dialect.name == "dashscope":
+            return DASHSCOPE_FORMATS["output"][self.rec.config["output_audio_format"]]
+        return RATE
+
+    def invalid_update(self, update: dict[str, Any]) -> str | None:
+        """Why a dialect's provider would refuse this session.update (None: it is fine)."""
+        allowed = self.dialect.session_fields
+        if allowed is None:
+            return None
+        bad = sorted(set(update) - allowed)
+        if bad:
+            return f"unknown session field(s) for {self.dialect.name}: {', '.join(bad)}"
+        if self.dialect.name == "xai":
+            for side in ("input", "output"):
+                fmt = ((update.get("audio") or {}).get(side) or {}).get("format")
+                if fmt is not None and (fmt.get("type") != "audio/pcm"
+                                        or not 8000 <= fmt.get("rate", 0) <= 48000):
+                    return f"audio.{side}.format must be audio/pcm at 8000-48000 Hz"
+        if self.dialect.name == "dashscope":
+            for side in ("input", "output"):
+                fmt = update.get(f"{side}_audio_format")
+                if fmt is not None and fmt not in DASHSCOPE_FORMATS[side]:
+                    return f"{side}_audio_format {fmt!r} is not supported"
+        return None
+
+    async def pings(self) -> None:
+        while True:
+            await asyncio.sleep(self.dialect.ping_s)
+            await self.emit({"type": "ping"})
 
     # -- client events --
 
     async def run(self) -> None:
-        await self.emit({"type": "session.created", "session": self.rec.config})
+        if self.dialect.hello == "session.created":
+            await self.emit({"type": "session.created", "session": self.rec.config})
+        else:
+            await self.emit({"type": self.dialect.hello,
+                             "conversation": {"id": f"conv_{self.rec.index}",
+                                              "object": "realtime.conversation"}})
+        if self.dialect.ping_s:
+            task = asyncio.create_task(self.pings())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
         try:
             async for message in self.ws:
                 event = json.loads(message)
@@ -242,13 +366,17 @@ class _Connection:
         entry = {"t": self.t(), **event}
         if kind == "input_audio_buffer.append":
             pcm = base64.b64decode(event.get("audio", ""))
-            entry = {"t": self.t(), "type": kind, "audio_ms": len(pcm) / 2 / RATE * 1000}
+            entry = {"t": self.t(), "type": kind,
+                     "audio_ms": len(pcm) / 2 / self.in_rate() * 1000}
         self.rec.received.append(entry)
         if kind == "session.update":
             update = event.get("session") or {}
             instructions = update.get("instructions") or ""
             if instructions.startswith("SCRIPT "):
                 self.rec.script = Script.from_json(instructions[len("SCRIPT "):])
+            why = self.invalid_update(update)
+            if why is not None:
+                return await self.error("invalid_request_error", "invalid_value", why, event)
             self.rec.config = merge(self.rec.config, update)
             await self.emit({"type": "session.updated", "session": self.rec.config})
         elif kind == "input_audio_buffer.append":
@@ -256,7 +384,7 @@ class _Connection:
                 self.t0 = self.loop.time()  # the loop clock is time.monotonic()
                 self.rec.t0_monotonic = self.t0
             await self.on_audio(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768)
-        elif kind == "conversation.item.truncate":
+        elif kind == "conversation.item.truncate" and self.dialect.truncate:
             await self.on_truncate(event)
         elif kind == "response.cancel":
             if self.active is None:
@@ -274,15 +402,16 @@ class _Connection:
                                                      "event_id": event.get("event_id")}})
 
     async def on_audio(self, samples: np.ndarray) -> None:
-        self.rec.input_ms += len(samples) / RATE * 1000
+        self.rec.input_ms += len(samples) / self.in_rate() * 1000
         script = self.rec.script
         if script.drop_after_ms is not None and self.rec.input_ms >= script.drop_after_ms:
             self.rec.dropped = True
             self.ws.transport.abort()  # no close frame: what a crashed server looks like
             return
         self.pending = np.concatenate([self.pending, samples])
-        while len(self.pending) >= FRAME:
-            frame, self.pending = self.pending[:FRAME], self.pending[FRAME:]
+        frame_n = FRAME if self.dialect.name == "openai" else self.in_rate() // 50
+        while len(self.pending) >= frame_n:
+            frame, self.pending = self.pending[:frame_n], self.pending[frame_n:]
             start_ms = self.frames * 20
             self.frames += 1
             voiced = float(np.sqrt(np.mean(frame ** 2))) >= script.vad_rms
@@ -320,10 +449,11 @@ class _Connection:
         user_item = {"id": item, "object": "realtime.item", "type": "message",
                      "status": "completed", "role": "user",
                      "content": [{"type": "input_audio", "transcript": None}]}
-        await self.emit({"type": "conversation.item.added", "previous_item_id": None,
+        await self.emit({"type": self.dialect.item_added, "previous_item_id": None,
                          "item": user_item})
-        await self.emit({"type": "conversation.item.done", "previous_item_id": None,
-                         "item": user_item})
+        if self.dialect.item_done:
+            await self.emit({"type": self.dialect.item_done, "previous_item_id": None,
+                             "item": user_item})
         script = self.rec.script
         if td.get("create_response", True) and self.active is None and (
                 script.max_responses is None or len(self.rec.responses) < script.max_responses):
@@ -343,6 +473,11 @@ class _Connection:
         self.active = (truth, task)
 
     def response_obj(self, truth: ResponseTruth, output: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.dialect.name != "openai":
+            return {"object": "realtime.response", "id": truth.id, "status": truth.status,
+                    "status_details": None if truth.status != "cancelled" else
+                    {"type": "cancelled", "reason": "turn_detected"},
+                    "output": output, "usage": self.usage(truth)}
         return {"object": "realtime.response", "id": truth.id, "status": truth.status,
                 "status_details": None if truth.status != "cancelled" else
                 {"type": "cancelled", "reason": "turn_detected"},
@@ -351,6 +486,19 @@ class _Connection:
                     "format": {"type": "audio/pcm", "rate": RATE},
                     "voice": self.rec.config["audio"]["output"].get("voice")}},
                 "usage": None, "metadata": None}
+
+    def usage(self, truth: ResponseTruth) -> dict[str, Any] | None:
+        """DashScope-style token counts (deterministic, so a test can sum them); the
+        response's share of input is all input so far."""
+        if not self.dialect.usage or truth.status == "in_progress":
+            return None
+        audio_in = int(round(self.rec.input_ms / 40))  # 25 tokens per second of input
+        audio_out = int(round(truth.audio_s * 25))
+        text_out = len(self.rec.script.text.split()) if truth.status == "completed" else 0
+        return {"total_tokens": audio_in + audio_out + text_out, "input_tokens": audio_in,
+                "output_tokens": audio_out + text_out,
+                "input_tokens_details": {"text_tokens": 0, "audio_tokens": audio_in},
+                "output_tokens_details": {"text_tokens": text_out, "audio_tokens": audio_out}}
 
     def assistant_item(self, truth: ResponseTruth, status: str, transcript: str) -> dict:
         return {"id": truth.item_id, "object": "realtime.item", "type": "message",
@@ -378,35 +526,36 @@ class _Connection:
         await self.emit({"type": "response.output_item.added", "response_id": truth.id,
                          "output_index": 0,
                          "item": self.assistant_item(truth, "in_progress", "")})
-        await self.emit({"type": "conversation.item.added", "previous_item_id": None,
+        await self.emit({"type": self.dialect.item_added, "previous_item_id": None,
                          "item": self.assistant_item(truth, "in_progress", "")})
         await self.emit({"type": "response.content_part.added", **ids, "content_index": 0,
                          "part": {"type": "audio", "transcript": ""}})
         words = script.text.split(" ")
         pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
-        audio = (speech(script.speech_file, script.speak_s) if script.speech_file
-                 else tone(script.speak_s, script.tone_hz, script.amplitude))
-        step = max(1, int(round(script.delta_ms / 1000 * RATE)))
+        rate = self.out_rate()
+        audio = (speech(script.speech_file, script.speak_s, rate) if script.speech_file
+                 else tone(script.speak_s, script.tone_hz, script.amplitude, rate=rate))
+        step = max(1, int(round(script.delta_ms / 1000 * rate)))
         chunks = [audio[i:i + step] for i in range(0, len(audio), step)]
         if script.transcript_first:
             for p in pieces:
-                await self.emit({"type": "response.output_audio_transcript.delta", **ids,
+                await self.emit({"type": self.dialect.transcript_delta, **ids,
                                  "content_index": 0, "delta": p})
             pieces = []
         for n, chunk in enumerate(chunks):
             if truth.audio_start is None:
                 truth.audio_start = self.t()
-            await self.emit({"type": "response.output_audio.delta", **ids, "content_index": 0,
+            await self.emit({"type": self.dialect.audio_delta, **ids, "content_index": 0,
                              "delta": b64_pcm16(chunk)})
-            truth.audio_s += len(chunk) / RATE
+            truth.audio_s += len(chunk) / rate
             self.items[truth.item_id]["audio_ms"] = truth.audio_s * 1000
             # interleaved transcript: the words due by this much audio
             due = int(round(len(pieces) * (n + 1) / len(chunks))) if pieces else 0
             for p in pieces[:due]:
-                await self.emit({"type": "response.output_audio_transcript.delta", **ids,
+                await self.emit({"type": self.dialect.transcript_delta, **ids,
                                  "content_index": 0, "delta": p})
             pieces = pieces[due:] if pieces else pieces
-            if await self.pause(truth, len(chunk) / RATE / script.pace if script.pace > 0 else 0):
+            if await self.pause(truth, len(chunk) / rate / script.pace if script.pace > 0 else 0):
                 return await self.finish(truth, "cancelled")
         await self.finish(truth, "completed")
 
@@ -416,16 +565,17 @@ class _Connection:
         item_status = "completed" if status == "completed" else "incomplete"
         text = self.rec.script.text if status == "completed" else ""
         if truth.item_id in self.items:
-            await self.emit({"type": "response.output_audio.done", **ids, "content_index": 0})
-            await self.emit({"type": "response.output_audio_transcript.done", **ids,
+            await self.emit({"type": self.dialect.audio_done, **ids, "content_index": 0})
+            await self.emit({"type": self.dialect.transcript_done, **ids,
                              "content_index": 0, "transcript": text})
             await self.emit({"type": "response.content_part.done", **ids, "content_index": 0,
                              "part": {"type": "audio", "transcript": text}})
             item = self.assistant_item(truth, item_status, text)
             await self.emit({"type": "response.output_item.done", "response_id": truth.id,
                              "output_index": 0, "item": item})
-            await self.emit({"type": "conversation.item.done", "previous_item_id": None,
-                             "item": item})
+            if self.dialect.item_done:
+                await self.emit({"type": self.dialect.item_done, "previous_item_id": None,
+                                 "item": item})
             output = [item]
         else:
             output = []
@@ -467,11 +617,15 @@ class FakeRealtimeServer:
     """``async with FakeRealtimeServer(script) as server:`` -> ``server.base_url``.
 
     ``script`` is the default for every session (``script_for(index)`` overrides it per
-    connection); the first ``reject`` handshakes get HTTP 429."""
+    connection); the first ``reject`` handshakes get HTTP 429. ``dialect`` picks the provider
+    imitated (``DIALECTS``)."""
 
     def __init__(self, script: Script = Script(), *,
                  script_for: Callable[[int], Script] | None = None, reject: int = 0,
-                 require_key: bool = True, deny_keys: bool = False):
+                 require_key: bool = True, deny_keys: bool = False, dialect: str = "openai"):
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
+        self.dialect = dialect
         self.script = script
         self.script_for = script_for
         self.reject = reject
@@ -488,7 +642,8 @@ class FakeRealtimeServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        prefix = "/api-ws" if self.dialect == "dashscope" else ""
+        return f"http://127.0.0.1:{self.port}{prefix}/v1"
 
     def _process_request(self, connection: ServerConnection, request):
         self.handshakes += 1
@@ -512,7 +667,8 @@ class FakeRealtimeServer:
         index = len(self.sessions)
         script = self.script_for(index) if self.script_for else self.script
         rec = Session(index, url.path, query, ws.request.headers.get("Authorization"), script,
-                      config=default_session(query["model"][0]))
+                      config=dialect_session(self.dialect, query["model"][0]))
+        rec.header_names = tuple(sorted({k.lower() for k in ws.request.headers.keys()}))
         self.sessions.append(rec)
         await _Connection(self, ws, rec).run()
 
@@ -531,8 +687,10 @@ async def _main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--script", default="{}", help="Script fields as JSON")
     parser.add_argument("--log", help="write every session's ground truth here (JSON) at exit")
+    parser.add_argument("--dialect", default="openai", choices=sorted(DIALECTS))
     args = parser.parse_args(argv)
-    async with FakeRealtimeServer(Script.from_json(args.script)) as server:
+    async with FakeRealtimeServer(Script.from_json(args.script),
+                                  dialect=args.dialect) as server:
         print(f"PORT {server.port}", flush=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, sys.stdin.read)  # serve until stdin closes

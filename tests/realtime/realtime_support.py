@@ -13,11 +13,11 @@ import numpy as np
 from pytest_duplexact.audio import SAMPLE_RATE
 
 
-def _load_fake_server():
-    """tests/fakes is not a package: load the fake server by path, once."""
-    name = "duplexact_fake_realtime_server"
+def _load_fake_server(file: str = "realtime_server"):
+    """tests/fakes is not a package: load a fake server by path, once."""
+    name = f"duplexact_fake_{file}"
     if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "fakes" / "realtime_server.py"
+        path = Path(__file__).resolve().parents[1] / "fakes" / f"{file}.py"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
@@ -26,6 +26,7 @@ def _load_fake_server():
 
 
 fake = _load_fake_server()
+minicpm_fake = _load_fake_server("minicpm_server")
 
 
 

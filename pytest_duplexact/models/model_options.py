@@ -1,0 +1,92 @@
+"""Options for the built-in network adapters: strings in, typed dataclass fields out, and the
+rule for where a key may travel.
+
+``--duplexact-model-option KEY=VALUE`` hands every value over as a string. ``build`` checks
+the names against the adapter's dataclass, converts each value to its field's type and names
+the option when it does not fit. ``check_transport`` refuses to send a key in clear text to
+another machine (plain ``http``/``ws`` to a non-loopback host) unless the user opted in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from .base import ModelError
+
+T = TypeVar("T")
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+class ModelConfigError(ModelError):
+    """The model cannot run as configured (missing key, package or server, bad option): raised
+    before any instance starts."""
+
+
+def coerce(label: str, field: dataclasses.Field, value: Any) -> Any:
+    """One option value converted to its field's type (strings from the command line)."""
+    if not isinstance(value, str):
+        return value
+    kind = str(field.type)
+    if value.lower() in ("none", "null", "") and "None" in kind:
+        return None
+    try:
+        if kind.startswith("bool"):
+            if value.lower() not in _TRUE + _FALSE:
+                raise ValueError(value)
+            return value.lower() in _TRUE
+        if kind.startswith("int"):
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+    except ValueError:
+        raise ModelConfigError(f"{label} option {field.name}: expected {kind}, "
+                               f"got {value!r}") from None
+    return value
+
+
+def build(cls: type[T], label: str, key_env: str | None, options: dict[str, Any]) -> T:
+    """``cls(**options)`` with the options checked by name and converted by type."""
+    if "api_key" in options:
+        where = f"set {key_env} in the environment" if key_env else "keys are not options"
+        raise ModelConfigError(f"{label}: do not pass the API key as an option; {where}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(options) - set(fields))
+    if unknown:
+        raise ModelConfigError(f"{label}: unknown option(s) {', '.join(unknown)}; "
+                               f"known: {', '.join(sorted(fields))}")
+    return cls(**{k: coerce(label, fields[k], v) for k, v in options.items()})
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
+                    allow_insecure: bool) -> None:
+    """Refuse a URL that would send the key unencrypted to another machine.
+
+    ``https``/``wss`` are always fine, and so is any scheme to a loopback host (a local
+    server or tunnel). Plain ``http``/``ws`` elsewhere needs ``allow_insecure=true``."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https", "ws", "wss"):
+        raise ModelConfigError(f"{label}: URL {url!r} must start with http://, https://, "
+                               "ws:// or wss://")
+    if not carries_key or scheme in ("https", "wss") or is_loopback(parts.hostname):
+        return
+    if not allow_insecure:
+        raise ModelConfigError(
+            f"{label}: refusing to send {key_env} over unencrypted {scheme}:// to "
+            f"{parts.hostname}. Use https:// or wss://, or set the model option "
+            "allow_insecure=true if that network is trusted")
