@@ -7,7 +7,6 @@ killed run keeps every finished instance.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import traceback
@@ -24,6 +23,7 @@ from .journal import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, 
 from .models.base import SessionInfo
 from .results import InstanceOutcome
 from .timeline import Segment, Timeline
+from .watchdog import DEFAULT_TIMEOUT, run_watched
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -86,6 +86,7 @@ class Harness:
     fingerprint: str | None = None  # journal.fingerprint of the run's settings
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
+    timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
 
     def instance_dir(self, instance: Instance) -> Path:
         return self.run_dir / INSTANCES_DIR / instance.id
@@ -110,7 +111,8 @@ class Harness:
         """Run the model on the instance through its pipeline; returns the Recording."""
         if self.prefetcher is not None:
             return self.prefetcher.result(instance)
-        return asyncio.run(self.record_async(instance))
+        return run_watched(lambda: self.record_async(instance), timeout=self.timeout,
+                           what=f"instance {instance.id}")
 
     async def record_async(self, instance: Instance):
         from .pipelines import run_instance

@@ -202,15 +202,19 @@ def build_harness(config, state) -> Harness:
 
     model = resolve_model(state.model_spec, **state.settings["model_options"])
     cache_dir = Path(options.get(config, "cache-dir") or state.run_dir / "cache")
+    timeout, judge_timeout = options.get(config, "timeout"), options.get(config, "judge-timeout")
+    if not (timeout > 0 and judge_timeout > 0):
+        raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must be > 0")
     harness = Harness(
         model=model, model_name=state.model_spec, run_dir=state.run_dir,
-        panel=make_panel(state.settings, cache_dir),
-        transcriber=make_transcriber(state.settings, cache_dir),
+        panel=make_panel(state.settings, cache_dir, judge_timeout),
+        transcriber=make_transcriber(state.settings, cache_dir, judge_timeout),
         policy=make_policy(state.settings, cache_dir),
         seed=state.settings["selection"]["seed"],
         model_options=state.settings["model_options"],
         fingerprint=journal.fingerprint(state.settings),
         vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
+        timeout=timeout,
     )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:
@@ -218,7 +222,7 @@ def build_harness(config, state) -> Harness:
     if concurrency > 1 and is_streaming(model):  # a stepped model computes one trial at a time
         from .prefetch import Prefetcher
 
-        harness.prefetcher = Prefetcher(harness.record_async, concurrency)
+        harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout)
     return harness
 
 
