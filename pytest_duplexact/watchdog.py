@@ -168,12 +168,11 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
         if time.monotonic() - since < timeout:
             continue
         frames = _stack(sys._current_frames().get(worker.ident))
-        if _idle_in_loop(frames):
-            frames = _await_chain(box.get("task"))
-        where = describe(frames)
+        idle = _idle_in_loop(frames)
+        where = describe(_await_chain(box.get("task")) if idle else frames)
         loop, task = box.get("loop"), box.get("task")
-        if loop is not None and task is not None:
-            try:  # let a streaming session close its connection; a blocked loop won't
+        if idle and loop is not None and task is not None:
+            try:  # let a streaming session close its connection (a blocked loop can't)
                 loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:  # the loop already closed
                 pass
