@@ -32,13 +32,49 @@ def _slug(text: str) -> str:
 
 
 def dataset_fingerprint(root: Path) -> str:
-    """sha256 of the manifest and header: which instances, annotations and audio files."""
+    """sha256 of the manifest, the header and the bytes of every clip the manifest names
+    (sorted by relative path): which instances, annotations and audio. Content, not mtimes, so shards cloned on different machines agree; a re-encoded or
+    replaced clip makes stored outcomes stale (resume re-runs them). Cost: one read of the
+    audio per run (the bundled 6.6 MB in about 60 ms, 140 files)."""
     h = hashlib.sha256()
     for name in ("dataset.json", "instances.jsonl"):
         p = root / name
         h.update(name.encode())
         h.update(p.read_bytes() if p.is_file() else b"")
+    real = root.resolve()
+    for p in _audio_files(root):
+        h.update(b"\0" + p.relative_to(real).as_posix().encode("utf-8", "surrogateescape")
+                 + b"\0")
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()
+
+
+def _audio_files(root: Path) -> list[Path]:
+    """The clip files the manifest names (validation reports the ones that are missing or
+    malformed; they are skipped here)."""
+    names: set[str] = set()
+    manifest = root / "instances.jsonl"
+    text = manifest.read_text("utf-8", errors="replace") if manifest.is_file() else ""
+    for line in text.split("\n"):
+        try:
+            clips = json.loads(line).get("audio") or {}
+        except (ValueError, AttributeError, RecursionError):
+            continue
+        for clip in clips.values() if isinstance(clips, dict) else ():
+            path = clip.get("path") if isinstance(clip, dict) else clip
+            if isinstance(path, str):
+                names.add(path)
+    out = []
+    for name in sorted(names):
+        try:
+            p = (root / name).resolve()
+            if p.is_file() and p.is_relative_to(root.resolve()):
+                out.append(p)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _model_options(config) -> dict:
