@@ -108,14 +108,44 @@ def _resolve_run_dir(config, spec: str) -> Path:
     if hasattr(config, "workerinput") and "duplexact_run_dir" in config.workerinput:
         return Path(config.workerinput["duplexact_run_dir"])
     resume = options.get(config, "resume")
-    if resume:
-        return Path(resume).resolve()
     given = options.get(config, "run-dir")
+    if resume:
+        if given and Path(given).resolve() != Path(resume).resolve():
+            raise pytest.UsageError(
+                f"--duplexact-resume={resume} and --duplexact-run-dir={given}: a resumed run "
+                "continues in its own folder; drop --duplexact-run-dir")
+        return Path(resume).resolve()
     if given:
-        return Path(given).resolve()
+        run_dir = Path(given).resolve()
+        if _holds_files(run_dir):
+            raise pytest.UsageError(
+                f"--duplexact-run-dir={given}: {run_dir} is not empty{_what_run(run_dir)}; "
+                f"continue that run with --duplexact-resume={given}, or choose a new folder")
+        return run_dir
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return (Path(config.invocation_params.dir) / "duplexact-runs" /
-            f"{_slug(spec)}-{stamp}").resolve()
+    base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}"
+    run_dir, k = base, 1
+    while _holds_files(run_dir):  # two runs started in the same second
+        k += 1
+        run_dir = base.with_name(f"{base.name}-{k}")
+    return run_dir.resolve()
+
+
+def _holds_files(folder: Path) -> bool:
+    from .runlock import LOCK_FILE
+
+    try:
+        return any(p.name != LOCK_FILE for p in folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return folder.exists()
+
+
+def _what_run(run_dir: Path) -> str:
+    try:
+        settings = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))["settings"]
+        return f" (it holds a run of model {settings['model']!r})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def _seed(settings: dict):
@@ -200,12 +230,17 @@ def build_state(config, spec: str):
     if not worker:
         _preflight(config, spec, settings)
         _check_baseline(config)
+        from .runlock import RunDirLocked, RunLock
+
+        try:
+            state.lock = RunLock.acquire(run_dir)
+        except (RunDirLocked, OSError) as e:
+            raise pytest.UsageError(str(e)) from None
         write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
                                                __version__,
                                                "fingerprint": journal.fingerprint(settings)})
-        # An earlier session's report no longer describes the folder once instances re-run;
-        # this session writes its own at the end (also on Ctrl-C, not on SIGKILL).
-        (run_dir / REPORT_FILE).unlink(missing_ok=True)
+        # A resumed folder keeps its earlier report until this session's replaces it (on
+        # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
     return state
 
 

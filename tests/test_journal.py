@@ -188,6 +188,20 @@ BREAKERS = {
     "timeline.json not JSON": (lambda f: (f / journal.TIMELINE_FILE).write_text("{"),
                                Status.DAMAGED),
     "no outcome": (lambda f: (f / journal.OUTCOME_FILE).unlink(), Status.NOT_FINISHED),
+    # wrong field types once crashed the report at the end of every later resume
+    "timing not a number": (lambda f: _edit_json(f / journal.OUTCOME_FILE, timing="zz"),
+                            Status.DAMAGED),
+    "timing NaN": (lambda f: _edit_json(f / journal.OUTCOME_FILE, timing=float("nan")),
+                   Status.DAMAGED),
+    "unknown condition": (lambda f: _edit_json(f / journal.OUTCOME_FILE, condition="soon"),
+                          Status.DAMAGED),
+    "usage not an object": (lambda f: _edit_json(f / journal.OUTCOME_FILE, usage=[1, 2]),
+                            Status.DAMAGED),
+    "verdict unknown": (lambda f: _edit_json(f / journal.OUTCOME_FILE, immediate={
+        "verdict": "maybe", "reason": "", "evidence": {}}), Status.DAMAGED),
+    "window of strings": (lambda f: _edit_json(f / journal.OUTCOME_FILE, immediate={
+        "verdict": "failure", "reason": "", "evidence": {}, "window": ["a", "b"]}),
+                          Status.DAMAGED),
 }
 
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..harness import write_json_atomic
-from ..results import InstanceOutcome
+from ..results import InstanceOutcome, outcome_problem
 from . import ReportFileError, build_report, read_report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
@@ -111,6 +111,9 @@ def merge(paths: list[str | Path]) -> dict:
                 raise MergeError(f"{path}: instance {iid} is also in {owner[iid]}; shard "
                                  "reports must not overlap")
             owner[iid] = path
+            problem = outcome_problem(d)
+            if problem:
+                raise MergeError(f"{path}: instance {iid}: malformed outcome ({problem})")
             try:
                 outcomes.append(InstanceOutcome.from_dict(d))
             except (KeyError, TypeError, ValueError) as e:
