@@ -228,6 +228,7 @@ def build_state(config, spec: str):
         else:
             state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
     if not worker:
+        _check_urls(settings)
         _preflight(config, spec, settings)
         _check_baseline(config)
         from .runlock import RunDirLocked, RunLock
@@ -242,6 +243,26 @@ def build_state(config, spec: str):
         # A resumed folder keeps its earlier report until this session's replaces it (on
         # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
     return state
+
+
+def _check_urls(settings: dict) -> None:
+    """Judge / transcriber / simulator base URLs that would carry the key in clear."""
+    import os
+
+    from .netsafety import insecure_url_problem
+
+    if not (settings.get("judge") or settings.get("audio_judge")
+            or settings.get("transcriber") not in (None, "auto", "native", "offline")
+            or settings.get("simulator") == "llm"):
+        return  # nothing remote is asked for
+    for what, url in (("--duplexact-judge-base-url", settings.get("judge_base_url")),
+                      *((name, os.environ.get(name)) for name in (
+                          "DUPLEXACT_JUDGE_BASE_URL", "DUPLEXACT_AUDIO_JUDGE_BASE_URL",
+                          "DUPLEXACT_SIMULATOR_BASE_URL", "DUPLEXACT_TRANSCRIBE_BASE_URL",
+                          "OPENAI_BASE_URL"))):
+        problem = insecure_url_problem(url, what)
+        if problem:
+            raise pytest.UsageError(problem)
 
 
 def _preflight(config, spec: str, settings: dict) -> None:

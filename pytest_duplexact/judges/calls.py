@@ -163,6 +163,11 @@ class Remote:
 
     def __init__(self, base_url: str | None, api_key: str | Secret | None, timeout: float,
                  client: Any = None):
+        from ..netsafety import insecure_url_problem
+
+        problem = insecure_url_problem(base_url, "base URL")
+        if problem:
+            raise ConfigError(problem)
         self.base_url = base_url
         self._timeout = timeout
         self.secret = None if client is not None else resolve_api_key(api_key)
