@@ -80,6 +80,17 @@ class RetryPolicy:
         return min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
 
 
+MAX_REASON_CHARS = 1000  # a judge's reason as stored and shown; the cache keeps it whole
+
+
+def capped(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """A judge's free text bounded for outcomes, reports and the terminal (a runaway judge
+    once stored 2 MB per instance everywhere); the request cache keeps the full answer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters in the request cache]"
+
+
 MAX_ATTEMPT_S = 60.0  # one HTTP attempt never gets more, whatever the question's deadline
 
 

@@ -157,4 +157,5 @@ class JudgeClient(ChatJSON):
         except calls.RequestFailed as e:
             return Answer(None, "", error=f"judge {self.model}: {e}")
         obj = out.value
-        return Answer(obj["answer"] == "YES", obj["reason"], cached=out.cached, key=out.key)
+        return Answer(obj["answer"] == "YES", calls.capped(obj["reason"]), cached=out.cached,
+                      key=out.key)
