@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import traceback
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     run) sees the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a read-only folder: leave no half-written temporary
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -158,6 +163,10 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
                                   recording=folder.relative_to(self.run_dir).as_posix())
-        write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
-        self._commit(folder, outcome)
+        try:
+            write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
+            self._commit(folder, outcome)
+        except OSError as e:  # the disk that failed the instance may fail this too: the
+            # error still reaches the report (in memory); resume re-runs the instance
+            outcome = dataclasses.replace(outcome, error=f"{msg} (not journaled: {e})")
         return outcome

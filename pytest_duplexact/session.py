@@ -237,9 +237,13 @@ def build_state(config, spec: str):
             state.lock = RunLock.acquire(run_dir)
         except (RunDirLocked, OSError) as e:
             raise pytest.UsageError(str(e)) from None
-        write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
-                                               __version__,
-                                               "fingerprint": journal.fingerprint(settings)})
+        try:
+            write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
+                                                   __version__,
+                                                   "fingerprint": journal.fingerprint(settings)})
+        except OSError as e:
+            state.lock.release()
+            raise pytest.UsageError(f"cannot write the run directory {run_dir}: {e}") from None
         # A resumed folder keeps its earlier report until this session's replaces it (on
         # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
     return state
@@ -341,10 +345,19 @@ def finish(config, state, exitstatus: int) -> int | None:
 
         report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
     state.report, state.gate_results = report, results
-    write_json_atomic(state.run_dir / REPORT_FILE, report)
-    extra = options.get(config, "report")
-    if extra:
-        write_json_atomic(Path(extra), report)
+    unwritten = []
+    for path in (state.run_dir / REPORT_FILE, options.get(config, "report")):
+        if not path:
+            continue
+        try:
+            write_json_atomic(Path(path), report)
+        except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
+            unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
+    if unwritten:
+        state.messages += unwritten + [
+            f"duplexact: the finished instances are journaled in {state.run_dir / 'instances'}"
+            f"; once there is room, pytest --duplexact-resume={state.run_dir} writes the report"]
+        return 1 if exitstatus in (0, 1) else None
     if not (state.gates or baseline) or exitstatus not in (0, 1):
         return None  # no gates: pytest's own semantics; interrupted / usage errors stay
     errors = report["totals"]["errors"]

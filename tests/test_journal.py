@@ -280,3 +280,23 @@ def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
     shutil.rmtree(run)
     with pytest.raises(pytest.UsageError, match="no run.json"):
         _load_resumed(run, SETTINGS, {instances[0].id})
+
+
+def test_an_error_that_cannot_be_journaled_still_reaches_the_report(tmp_path, instances,
+                                                                     monkeypatch):
+    import errno
+    import os
+
+    h = make_harness(tmp_path / "run")
+    real = os.replace
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    out = h.error_outcome(instances[0], RuntimeError("boom"))
+    monkeypatch.setattr(os, "replace", real)
+    assert out.error.startswith("RuntimeError: boom (not journaled: [Errno 28]")
+    assert not list((tmp_path / "run").rglob("*.part"))
+    assert journal.read_entry(h.instance_dir(instances[0]), instances[0].id,
+                              FP).status is Status.NOT_FINISHED  # resume re-runs it

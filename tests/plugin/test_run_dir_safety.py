@@ -59,3 +59,32 @@ def test_a_resume_over_tampered_outcomes_reruns_them_and_writes_its_report(pytes
     report = json.loads(Path(pytester.path, "r/report.json").read_text())
     (inst,) = report["instances"]
     assert inst["immediate"] == good["immediate"] and inst["timing"] == good["timing"]
+
+
+FULL_DISK = '''
+import errno, os
+import pytest_duplexact.harness as harness
+
+_replace = os.replace
+
+
+def replace(src, dst, *a, **kw):
+    if str(dst).endswith(("report.json", "error.txt")) or "CRASH-DISK" in str(dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return _replace(src, dst, *a, **kw)
+
+
+harness.os.replace = replace
+'''
+
+
+def test_a_full_disk_is_one_clear_error_and_leaves_no_temporary_files(pytester):
+    pytester.makeconftest(FULL_DISK)
+    res = run(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=r")
+    out = res.stdout.str()
+    assert res.ret == 1
+    assert "duplexact: ERROR: could not write" in out and "No space left on device" in out
+    assert "--duplexact-resume=" in out
+    assert "INTERNALERROR" not in out + res.stderr.str()
+    assert not list(Path(pytester.path, "r").rglob("*.part"))
+    assert list(Path(pytester.path, "r/instances").glob("*/outcome.json"))  # kept
