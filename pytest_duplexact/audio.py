@@ -25,7 +25,10 @@ def info(path: Path) -> tuple[int, int, int]:
 def read(path: Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """Mono float32 samples at ``sample_rate``; a file at another rate or with other than one
     channel is an error here (datasets declare 16 kHz mono), not silently converted."""
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, OSError) as e:  # corrupt body, lost sync, I/O
+        raise AudioFormatError(f"{path}: cannot be decoded: {e}") from None
     if data.shape[1] != 1:
         raise AudioFormatError(f"{path}: {data.shape[1]} channels, expected mono")
     if sr != sample_rate:

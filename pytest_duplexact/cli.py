@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("dataset", help="folder with dataset.json and instances.jsonl")
     p.add_argument("--no-audio", action="store_true",
                    help="check the manifest only, do not open audio files")
+    p.add_argument("--headers-only", action="store_true",
+                   help="read audio headers only (a run's own check) instead of decoding every "
+                        "file; misses corrupt bodies")
 
     p = sub.add_parser("report", help="render a stored JSON report")
     p.add_argument("report", help="report.json of a run (or of a merge)")

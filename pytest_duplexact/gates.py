@@ -41,6 +41,11 @@ class Gate:
         return f"{where}.{self.metric}"
 
 
+# The least value each timing diagnostic can take (its rule's window): a bound below it is a
+# typo, not a gate. Interrupt's timing difference has no such floor.
+TIMING_MIN: dict[str, float] = {"stop": 0.0, "recover": taxonomy.RECOVER_WINDOW[0]}
+
+
 def parse(expr: str) -> Gate:
     m = _GATE.match(expr)
     if not m:
@@ -64,6 +69,11 @@ def parse(expr: str) -> Gate:
         value /= 100.0
     if metric != "T" and not 0.0 <= value <= 1.0:
         raise GateError(f"gate {expr!r}: a rate bound must be in [0, 1] or [0%, 100%]")
+    low = TIMING_MIN.get(action) if metric == "T" else None
+    if low is not None and value < low:
+        raise GateError(f"gate {expr!r}: {taxonomy.TIMING_DIAGNOSTIC[action]} is never below "
+                        f"{low:g} s, so this gate could never "
+                        f"{'pass' if m['op'].startswith('<') else 'fail'}")
     return Gate(expr.strip(), action, cond, metric, m["op"], value)
 
 

@@ -7,10 +7,10 @@ killed run keeps every finished instance.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import traceback
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from .journal import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, 
 from .models.base import SessionInfo
 from .results import InstanceOutcome
 from .timeline import Segment, Timeline
+from .watchdog import DEFAULT_TIMEOUT, run_watched
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -31,8 +32,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     run) sees the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a read-only folder: leave no half-written temporary
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -86,6 +91,7 @@ class Harness:
     fingerprint: str | None = None  # journal.fingerprint of the run's settings
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
+    timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
 
     def instance_dir(self, instance: Instance) -> Path:
         return self.run_dir / INSTANCES_DIR / instance.id
@@ -110,7 +116,8 @@ class Harness:
         """Run the model on the instance through its pipeline; returns the Recording."""
         if self.prefetcher is not None:
             return self.prefetcher.result(instance)
-        return asyncio.run(self.record_async(instance))
+        return run_watched(lambda: self.record_async(instance), timeout=self.timeout,
+                           what=f"instance {instance.id}")
 
     async def record_async(self, instance: Instance):
         from .pipelines import run_instance
@@ -156,6 +163,10 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
                                   recording=folder.relative_to(self.run_dir).as_posix())
-        write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
-        self._commit(folder, outcome)
+        try:
+            write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
+            self._commit(folder, outcome)
+        except OSError as e:  # the disk that failed the instance may fail this too: the
+            # error still reaches the report (in memory); resume re-runs the instance
+            outcome = dataclasses.replace(outcome, error=f"{msg} (not journaled: {e})")
         return outcome

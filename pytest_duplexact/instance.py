@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any, Iterable
 
 from . import audio, taxonomy
@@ -219,22 +219,47 @@ def _parse_words(raw, chk: _Checker, iid: str, fld: str) -> tuple[Word, ...]:
         if w["end"] < w["start"]:
             chk.add(iid, f, f"ends ({w['end']}) before it starts ({w['start']})")
             continue
+        if w["start"] < 0:
+            chk.add(iid, f, f"starts at {w['start']} s, before the clip does (times are "
+                    "seconds from the clip's first sample)")
+            continue
         words.append(Word(float(w["start"]), float(w["end"]), w["text"]))
     return tuple(words)
 
 
-def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio: bool):
+MAX_CLIP_S = 600.0  # ten minutes: longer clips are data errors here (memory, run folder size)
+
+
+def _inside(root: Path, rel: str) -> str | None:
+    """Why clip path ``rel`` may not be read from dataset folder ``root``, or None."""
+    if Path(rel).is_absolute() or PureWindowsPath(rel).is_absolute() or rel.startswith("~"):
+        return "must be relative to the dataset folder"
+    if ".." in Path(rel).parts or ".." in PureWindowsPath(rel).parts:
+        return "must stay inside the dataset folder (no '..')"
+    return None
+
+
+def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio: bool,
+                decode: bool = False):
     fld = f"audio.{role}"
     if isinstance(raw, str):
         raw = {"path": raw}
     if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
         chk.add(iid, fld, "must be a path string or an object with a 'path'")
         return None
+    why = _inside(root, raw["path"])
+    if why is not None:
+        chk.add(iid, f"{fld}.path", f"{_show(raw['path'])} {why}")
+        return None
     try:
         path = (root / raw["path"]).resolve()
         exists = path.is_file()
     except (OSError, ValueError) as e:  # NUL bytes, names too long for the file system
         chk.add(iid, f"{fld}.path", f"not a usable path {_show(raw['path'])}: {e}")
+        return None
+    if not path.is_relative_to(root):
+        chk.add(iid, f"{fld}.path", f"{_show(raw['path'])} resolves outside the dataset folder "
+                f"(to {path}; a symlink?): clips must live inside it")
         return None
     duration = math.nan
     if check_audio:
@@ -252,6 +277,20 @@ def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio
         if ch != 1:
             chk.add(iid, f"{fld}.path", f"{raw['path']} has {ch} channels; the format requires mono")
         duration = frames / sr if sr else 0.0
+        if frames <= 0:
+            chk.add(iid, f"{fld}.path", f"{raw['path']} has no samples")
+        elif duration > MAX_CLIP_S:
+            chk.add(iid, f"{fld}.path", f"{raw['path']} lasts {duration:.0f} s, over the "
+                    f"{MAX_CLIP_S:.0f} s limit for one clip (docs/dataset-format.md)")
+        elif decode and sr == audio.SAMPLE_RATE and ch == 1:
+            try:  # the header can be fine and the body corrupt (a FLAC that lost sync)
+                n = len(audio.read(path))
+            except Exception as e:
+                chk.add(iid, f"{fld}.path", f"{raw['path']} does not decode: {e}")
+                return None
+            if n != frames:
+                chk.add(iid, f"{fld}.path", f"{raw['path']} decodes to {n} samples; its "
+                        f"header says {frames}")
     words = _parse_words(raw.get("transcript"), chk, iid, f"{fld}.transcript")
     for k, w in enumerate(words):
         if not math.isnan(duration) and w.end > duration + 1e-3:
@@ -260,7 +299,8 @@ def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio
     return Clip(path, duration, words)
 
 
-def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bool = True):
+def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bool = True,
+                   decode: bool = False):
     """One manifest line -> Instance, or None with problems recorded on ``chk``."""
     if not isinstance(obj, dict):
         chk.add(f"line {line_no}", None, "each line must be a JSON object")
@@ -305,7 +345,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             chk.add(iid, f"audio.{role}", f"unknown clip role; known: {', '.join(CLIP_ROLES)}")
             ok = False
             continue
-        clip = _parse_clip(raw, root, chk, iid, role, check_audio)
+        clip = _parse_clip(raw, root, chk, iid, role, check_audio, decode)
         if clip is None:
             ok = False
         else:
@@ -436,7 +476,8 @@ def read_header(root: Path, chk: _Checker) -> dict:
     return header
 
 
-def check_dataset(root: Path | str, check_audio: bool = True) -> tuple[Dataset | None, list[Problem]]:
+def check_dataset(root: Path | str, check_audio: bool = True,
+                  decode: bool = False) -> tuple[Dataset | None, list[Problem]]:
     """Parse and validate a dataset folder; returns (dataset or None, every problem found)."""
     root = Path(root).resolve()
     manifest = root / MANIFEST
@@ -453,7 +494,10 @@ def check_dataset(root: Path | str, check_audio: bool = True) -> tuple[Dataset |
     instances: list[Instance] = []
     seen: dict[str, int] = {}
     folded: dict[str, int] = {}  # lower-cased id -> line: folders on case-insensitive disks
-    for line_no, line in enumerate(text.splitlines(), 1):
+    # JSON Lines ends a line at "\n" only: str.splitlines() would also split at U+2028,
+    # U+0085 and friends, which json.dumps(ensure_ascii=False) writes raw inside strings
+    for line_no, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -464,7 +508,7 @@ def check_dataset(root: Path | str, check_audio: bool = True) -> tuple[Dataset |
         except (ValueError, RecursionError) as e:  # huge integers, absurd nesting
             chk.add(f"line {line_no}", None, f"not valid JSON: {str(e)[:100]}")
             continue
-        inst = parse_instance(obj, root, chk, line_no, check_audio)
+        inst = parse_instance(obj, root, chk, line_no, check_audio, decode)
         iid = obj.get("id") if isinstance(obj, dict) else None
         if isinstance(iid, str):
             if iid in seen:

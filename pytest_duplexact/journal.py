@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from .results import InstanceOutcome, Verdict
+from .results import InstanceOutcome, Verdict, outcome_problem
 
 INSTANCES_DIR = "instances"
 OUTCOME_FILE = "outcome.json"
@@ -81,6 +81,21 @@ def _check_recording(folder: Path, instance_id: str) -> None:
                              f"{meta.get('sample_rate')} Hz")
 
 
+def _usage_problem(usage) -> str | None:
+    """A stored usage delta: {service: {counter: int, model: str}} (usage.py)."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict) or not all(isinstance(v, dict) for v in usage.values()):
+        return f"'{USAGE_KEY}' is not an object of objects"
+    for label, vals in usage.items():
+        for k, v in vals.items():
+            if not (isinstance(v, (str, type(None))) or
+                    (isinstance(v, (int, float)) and not isinstance(v, bool)
+                     and v == v and abs(v) != float("inf"))):
+                return f"'{USAGE_KEY}.{label}.{k}' is {v!r}"
+    return None
+
+
 def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Entry:
     """What the journal says about one instance folder."""
     path = folder / OUTCOME_FILE
@@ -88,6 +103,9 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Ent
         return Entry(Status.NOT_FINISHED, why=f"no {OUTCOME_FILE}")
     try:
         d = _json_object(path)
+        problem = outcome_problem(d) or _usage_problem(d.get(USAGE_KEY))
+        if problem:
+            raise ValueError(problem)
         outcome = InstanceOutcome.from_dict(d)
     except (OSError, ValueError, KeyError, TypeError) as e:
         return Entry(Status.DAMAGED, why=f"{OUTCOME_FILE}: {e}")

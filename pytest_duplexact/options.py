@@ -84,6 +84,12 @@ OPTIONS: tuple[Opt, ...] = (
         "<run dir>/cache.", metavar="DIR"),
     Opt("concurrency", "Instances in flight at once inside one worker (streaming models).",
         default=1, kind="int", metavar="N"),
+    Opt("timeout", "Seconds the model may go without answering (a stepped frame, a streaming "
+        "chunk sent or event received) before its instance is an error naming the call it is "
+        "stuck in.", default=60.0, kind="float", metavar="SECONDS"),
+    Opt("judge-timeout", "Seconds one judge, simulator or transcription question may take in "
+        "total, retries included; each HTTP attempt gets at most 60 s of it.", default=150.0,
+        kind="float", metavar="SECONDS"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}

@@ -36,6 +36,7 @@ class State:
     notes: list = field(default_factory=list)  # printed in the terminal summary
     usage: dict = field(default_factory=dict)  # nodeid -> remote-service cost of the instance
     messages: list = field(default_factory=list)  # terminal only, not in the report (resume)
+    lock: object = None  # runlock.RunLock of the run directory (controller / serial run)
 
 
 STATE = pytest.StashKey[State]()
@@ -261,5 +262,7 @@ def pytest_unconfigure(config) -> None:
     global _CONTROLLER
     _CONTROLLER = None
     state = config.stash.get(STATE, None)
+    if state is not None and state.lock is not None:
+        state.lock.release()
     if state is not None and getattr(state.harness, "prefetcher", None) is not None:
         state.harness.prefetcher.close()

@@ -13,11 +13,14 @@ import threading
 from concurrent.futures import Future
 from typing import Callable
 
+from .watchdog import DEFAULT_TIMEOUT, watch_async
+
 
 class Prefetcher:
-    def __init__(self, run: Callable, concurrency: int):
+    def __init__(self, run: Callable, concurrency: int, timeout: float = DEFAULT_TIMEOUT):
         self._run = run  # async (instance) -> Recording
         self.concurrency = concurrency
+        self.timeout = timeout
         self._futures: dict[str, Future] = {}
         self._loop = asyncio.new_event_loop()
         self._sem: asyncio.Semaphore | None = None
@@ -29,7 +32,8 @@ class Prefetcher:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.concurrency)
         async with self._sem:
-            return await self._run(instance)
+            return await watch_async(lambda: self._run(instance), timeout=self.timeout,
+                                     what=f"instance {instance.id}")
 
     def submit(self, instances) -> None:
         """Start trials for these instances (in order) unless already started."""

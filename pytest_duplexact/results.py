@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
+
+from . import taxonomy
 
 
 class Verdict(str, Enum):
@@ -114,3 +117,56 @@ class InstanceOutcome:
         return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
                    imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
                    d.get("error"), d.get("recording"))
+
+
+# --- reading outcomes back (resume, merge): trust nothing ---------------------------------
+
+_VERDICTS = {v.value for v in Verdict}
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _stage_problem(x, name: str, extra: dict) -> str | None:
+    if x is None:
+        return None
+    if not isinstance(x, dict):
+        return f"'{name}' is not an object"
+    if x.get("verdict") not in _VERDICTS:
+        return f"'{name}.verdict' is {x.get('verdict')!r}, not one of {sorted(_VERDICTS)}"
+    if not isinstance(x.get("reason"), str):
+        return f"'{name}.reason' is not a string"
+    if not isinstance(x.get("evidence", {}), dict):
+        return f"'{name}.evidence' is not an object"
+    for key, check in extra.items():
+        value = x.get(key)
+        if value is not None and not check(value):
+            return f"'{name}.{key}' is {value!r}"
+    unknown = set(x) - {"verdict", "reason", "evidence", *extra}
+    return f"'{name}' has unknown keys {sorted(unknown)}" if unknown else None
+
+
+def outcome_problem(d: Any) -> str | None:
+    """Why a stored outcome (outcome.json, a report's instance) cannot be trusted, or None:
+    every field of the right type, finite numbers, a known action and condition."""
+    if not isinstance(d, dict):
+        return "not a JSON object"
+    for key in ("id", "action", "condition", "scenario", "source"):
+        if not isinstance(d.get(key), str):
+            return f"'{key}' is {d.get(key)!r}, not a string"
+    if d["action"] not in taxonomy.ACTIONS:
+        return f"'action' {d['action']!r} is not a DuplexAct action"
+    if f"{d['action']}.{d['condition']}" not in taxonomy.CONDITIONS_BY_KEY:
+        return f"'condition' {d['condition']!r} is not a condition of {d['action']}"
+    for key in ("error", "recording"):
+        if d.get(key) is not None and not isinstance(d[key], str):
+            return f"'{key}' is {d[key]!r}, not a string"
+    if d.get("timing") is not None and not _finite(d["timing"]):
+        return f"'timing' is {d['timing']!r}, not a finite number"
+    window_ok = (lambda w: isinstance(w, (list, tuple)) and len(w) == 2
+                 and all(_finite(v) for v in w))
+    return (_stage_problem(d.get("immediate"), "immediate",
+                           {"window": window_ok, "onset": _finite})
+            or _stage_problem(d.get("subsequent"), "subsequent",
+                              {"judge": lambda j: isinstance(j, str)}))

@@ -32,13 +32,49 @@ def _slug(text: str) -> str:
 
 
 def dataset_fingerprint(root: Path) -> str:
-    """sha256 of the manifest and header: which instances, annotations and audio files."""
+    """sha256 of the manifest, the header and the bytes of every clip the manifest names
+    (sorted by relative path): which instances, annotations and audio. Content, not mtimes, so shards cloned on different machines agree; a re-encoded or
+    replaced clip makes stored outcomes stale (resume re-runs them). Cost: one read of the
+    audio per run (the bundled 6.6 MB in about 60 ms, 140 files)."""
     h = hashlib.sha256()
     for name in ("dataset.json", "instances.jsonl"):
         p = root / name
         h.update(name.encode())
         h.update(p.read_bytes() if p.is_file() else b"")
+    real = root.resolve()
+    for p in _audio_files(root):
+        h.update(b"\0" + p.relative_to(real).as_posix().encode("utf-8", "surrogateescape")
+                 + b"\0")
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
     return h.hexdigest()
+
+
+def _audio_files(root: Path) -> list[Path]:
+    """The clip files the manifest names (validation reports the ones that are missing or
+    malformed; they are skipped here)."""
+    names: set[str] = set()
+    manifest = root / "instances.jsonl"
+    text = manifest.read_text("utf-8", errors="replace") if manifest.is_file() else ""
+    for line in text.split("\n"):
+        try:
+            clips = json.loads(line).get("audio") or {}
+        except (ValueError, AttributeError, RecursionError):
+            continue
+        for clip in clips.values() if isinstance(clips, dict) else ():
+            path = clip.get("path") if isinstance(clip, dict) else clip
+            if isinstance(path, str):
+                names.add(path)
+    out = []
+    for name in sorted(names):
+        try:
+            p = (root / name).resolve()
+            if p.is_file() and p.is_relative_to(root.resolve()):
+                out.append(p)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _model_options(config) -> dict:
@@ -72,14 +108,44 @@ def _resolve_run_dir(config, spec: str) -> Path:
     if hasattr(config, "workerinput") and "duplexact_run_dir" in config.workerinput:
         return Path(config.workerinput["duplexact_run_dir"])
     resume = options.get(config, "resume")
-    if resume:
-        return Path(resume).resolve()
     given = options.get(config, "run-dir")
+    if resume:
+        if given and Path(given).resolve() != Path(resume).resolve():
+            raise pytest.UsageError(
+                f"--duplexact-resume={resume} and --duplexact-run-dir={given}: a resumed run "
+                "continues in its own folder; drop --duplexact-run-dir")
+        return Path(resume).resolve()
     if given:
-        return Path(given).resolve()
+        run_dir = Path(given).resolve()
+        if _holds_files(run_dir):
+            raise pytest.UsageError(
+                f"--duplexact-run-dir={given}: {run_dir} is not empty{_what_run(run_dir)}; "
+                f"continue that run with --duplexact-resume={given}, or choose a new folder")
+        return run_dir
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return (Path(config.invocation_params.dir) / "duplexact-runs" /
-            f"{_slug(spec)}-{stamp}").resolve()
+    base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}"
+    run_dir, k = base, 1
+    while _holds_files(run_dir):  # two runs started in the same second
+        k += 1
+        run_dir = base.with_name(f"{base.name}-{k}")
+    return run_dir.resolve()
+
+
+def _holds_files(folder: Path) -> bool:
+    from .runlock import LOCK_FILE
+
+    try:
+        return any(p.name != LOCK_FILE for p in folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return folder.exists()
+
+
+def _what_run(run_dir: Path) -> str:
+    try:
+        settings = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))["settings"]
+        return f" (it holds a run of model {settings['model']!r})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def _seed(settings: dict):
@@ -162,15 +228,45 @@ def build_state(config, spec: str):
         else:
             state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
     if not worker:
+        _check_urls(settings)
         _preflight(config, spec, settings)
         _check_baseline(config)
-        write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
-                                               __version__,
-                                               "fingerprint": journal.fingerprint(settings)})
-        # An earlier session's report no longer describes the folder once instances re-run;
-        # this session writes its own at the end (also on Ctrl-C, not on SIGKILL).
-        (run_dir / REPORT_FILE).unlink(missing_ok=True)
+        from .runlock import RunDirLocked, RunLock
+
+        try:
+            state.lock = RunLock.acquire(run_dir)
+        except (RunDirLocked, OSError) as e:
+            raise pytest.UsageError(str(e)) from None
+        try:
+            write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
+                                                   __version__,
+                                                   "fingerprint": journal.fingerprint(settings)})
+        except OSError as e:
+            state.lock.release()
+            raise pytest.UsageError(f"cannot write the run directory {run_dir}: {e}") from None
+        # A resumed folder keeps its earlier report until this session's replaces it (on
+        # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
     return state
+
+
+def _check_urls(settings: dict) -> None:
+    """Judge / transcriber / simulator base URLs that would carry the key in clear."""
+    import os
+
+    from .netsafety import insecure_url_problem
+
+    if not (settings.get("judge") or settings.get("audio_judge")
+            or settings.get("transcriber") not in (None, "auto", "native", "offline")
+            or settings.get("simulator") == "llm"):
+        return  # nothing remote is asked for
+    for what, url in (("--duplexact-judge-base-url", settings.get("judge_base_url")),
+                      *((name, os.environ.get(name)) for name in (
+                          "DUPLEXACT_JUDGE_BASE_URL", "DUPLEXACT_AUDIO_JUDGE_BASE_URL",
+                          "DUPLEXACT_SIMULATOR_BASE_URL", "DUPLEXACT_TRANSCRIBE_BASE_URL",
+                          "OPENAI_BASE_URL"))):
+        problem = insecure_url_problem(url, what)
+        if problem:
+            raise pytest.UsageError(problem)
 
 
 def _preflight(config, spec: str, settings: dict) -> None:
@@ -202,15 +298,19 @@ def build_harness(config, state) -> Harness:
 
     model = resolve_model(state.model_spec, **state.settings["model_options"])
     cache_dir = Path(options.get(config, "cache-dir") or state.run_dir / "cache")
+    timeout, judge_timeout = options.get(config, "timeout"), options.get(config, "judge-timeout")
+    if not (timeout > 0 and judge_timeout > 0):
+        raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must be > 0")
     harness = Harness(
         model=model, model_name=state.model_spec, run_dir=state.run_dir,
-        panel=make_panel(state.settings, cache_dir),
-        transcriber=make_transcriber(state.settings, cache_dir),
+        panel=make_panel(state.settings, cache_dir, judge_timeout),
+        transcriber=make_transcriber(state.settings, cache_dir, judge_timeout),
         policy=make_policy(state.settings, cache_dir),
         seed=state.settings["selection"]["seed"],
         model_options=state.settings["model_options"],
         fingerprint=journal.fingerprint(state.settings),
         vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
+        timeout=timeout,
     )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:
@@ -218,7 +318,7 @@ def build_harness(config, state) -> Harness:
     if concurrency > 1 and is_streaming(model):  # a stepped model computes one trial at a time
         from .prefetch import Prefetcher
 
-        harness.prefetcher = Prefetcher(harness.record_async, concurrency)
+        harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout)
     return harness
 
 
@@ -245,10 +345,19 @@ def finish(config, state, exitstatus: int) -> int | None:
 
         report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
     state.report, state.gate_results = report, results
-    write_json_atomic(state.run_dir / REPORT_FILE, report)
-    extra = options.get(config, "report")
-    if extra:
-        write_json_atomic(Path(extra), report)
+    unwritten = []
+    for path in (state.run_dir / REPORT_FILE, options.get(config, "report")):
+        if not path:
+            continue
+        try:
+            write_json_atomic(Path(path), report)
+        except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
+            unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
+    if unwritten:
+        state.messages += unwritten + [
+            f"duplexact: the finished instances are journaled in {state.run_dir / 'instances'}"
+            f"; once there is room, pytest --duplexact-resume={state.run_dir} writes the report"]
+        return 1 if exitstatus in (0, 1) else None
     if not (state.gates or baseline) or exitstatus not in (0, 1):
         return None  # no gates: pytest's own semantics; interrupted / usage errors stay
     errors = report["totals"]["errors"]

@@ -30,7 +30,7 @@ BUILTINS: dict[str, str] = {
 }
 OPENAI_PREFIX = "openai:"  # openai:<model>, e.g. openai:whisper-1
 # Context the harness offers every backend; one that has no use for it does not take it.
-_CONTEXT = ("cache_dir", "lazy", "base_url")
+_CONTEXT = ("cache_dir", "lazy", "base_url", "policy")
 
 
 class UnknownTranscriber(LookupError):

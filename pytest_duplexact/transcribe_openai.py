@@ -67,17 +67,11 @@ class OpenAITranscriber:
         self.cache = cache
         self.counters = calls.Counters()
         self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None
-        self._secret = calls.resolve_api_key(api_key) if client is None else None
-        self._sdk = client  # built on first use: most runs never need some of the judges
+        self._remote = calls.Remote(self.base_url, api_key, self.policy.timeout, client)
         self._sleep = sleep
 
     def __repr__(self) -> str:
         return f"OpenAITranscriber(model={self.model!r})"
-
-    def _client(self) -> openai.OpenAI:
-        if self._sdk is None:
-            self._sdk = calls.make_openai(self.base_url, self._secret, self.policy.timeout)
-        return self._sdk
 
     def transcribe(self, audio: np.ndarray, sample_rate: int) -> tuple[Word, ...]:
         if len(audio) == 0:
@@ -90,8 +84,10 @@ class OpenAITranscriber:
                    "audio_sha256": sha256_hex(wav)}
 
         def send() -> dict:
-            resp = self._client().audio.transcriptions.create(
+            resp = self._remote.client().audio.transcriptions.create(
                 file=("audio.wav", wav, "audio/wav"), model=self.model, **params)
+            if isinstance(resp, str):  # a 200 whose body was not JSON (an HTML page)
+                raise calls.InvalidAnswer(f"not a transcription: {resp[:80]!r}")
             words = getattr(resp, "words", None)
             return {"text": getattr(resp, "text", None),
                     "words": None if words is None else
@@ -100,7 +96,8 @@ class OpenAITranscriber:
         try:
             out = calls.perform(request=request, send=send, parse=parse_words,
                                 cache=self.cache, policy=self.policy, counters=self.counters,
-                                sleep=self._sleep, secret=self._secret)
+                                sleep=self._sleep, secret=self._remote.secret,
+                                abandon=self._remote.abandon)
         except calls.RequestFailed as e:
             raise TranscriptionError(f"transcriber {self.model}: {e}") from None
         return out.value

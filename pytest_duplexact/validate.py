@@ -31,7 +31,8 @@ def main(args) -> int:
         print(f"duplexact validate: {root}: not a folder (expected one with dataset.json and "
               "instances.jsonl)", file=sys.stderr)
         return 1
-    dataset, problems = check_dataset(root, check_audio=not args.no_audio)
+    decode = not args.no_audio and not getattr(args, "headers_only", False)
+    dataset, problems = check_dataset(root, check_audio=not args.no_audio, decode=decode)
     if problems:
         for p in problems:
             print(p)

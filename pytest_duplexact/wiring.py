@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 
-def make_panel(settings: dict, cache_dir: Path):
+def make_panel(settings: dict, cache_dir: Path, deadline: float | None = None):
     from .scoring import NoJudges
 
     if not settings.get("judge") and not settings.get("audio_judge"):
@@ -20,10 +20,10 @@ def make_panel(settings: dict, cache_dir: Path):
     return JudgePanel.from_options(judge_model=settings.get("judge"),
                                    audio_model=settings.get("audio_judge"),
                                    base_url=settings.get("judge_base_url"),
-                                   cache_dir=cache_dir)
+                                   cache_dir=cache_dir, deadline=deadline)
 
 
-def make_transcriber(settings: dict, cache_dir: Path):
+def make_transcriber(settings: dict, cache_dir: Path, deadline: float | None = None):
     """``None`` means: use the model's native transcript only."""
     name = settings.get("transcriber") or "auto"
     if name == "native":
@@ -32,7 +32,13 @@ def make_transcriber(settings: dict, cache_dir: Path):
 
     if name == "auto":
         return get_transcriber("offline", cache_dir=cache_dir, lazy=True)
-    return get_transcriber(name, cache_dir=cache_dir, base_url=settings.get("judge_base_url"))
+    policy = None
+    if deadline is not None:
+        from .judges.calls import policy_for
+
+        policy = policy_for(deadline)
+    return get_transcriber(name, cache_dir=cache_dir, base_url=settings.get("judge_base_url"),
+                           policy=policy)
 
 
 def make_policy(settings: dict, cache_dir: Path):

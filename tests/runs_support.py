@@ -24,6 +24,23 @@ CONDITIONS = ("interrupt.help", "recover.repeat", "stop.direct_interruption",
 SELECTION = ("--duplexact-condition=" + ",".join(CONDITIONS), "--duplexact-limit=1")
 
 
+def link_audio(src: Path, dst: Path) -> None:
+    """Give a test dataset the bundled audio without copying it: hard links (a symlinked
+    folder would resolve outside the dataset, which the loader refuses), copies across
+    file systems."""
+    def link(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            import shutil
+
+            shutil.copy2(a, b)
+
+    import shutil
+
+    shutil.copytree(src, dst, copy_function=link)
+
+
 def selected_ids() -> list[str]:
     """The instances SELECTION runs, in the order a serial run takes them (the suites run in
     file name order, test_<action>.py, so by action name)."""

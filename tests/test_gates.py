@@ -30,6 +30,9 @@ def test_parse(expr, target, op, thr):
     ("wait.T<=1", "no timing diagnostic"),
     ("wait.I>=1.5", "must be in [0, 1]"),
     ("stop.T<=20%", "in seconds"),
+    ("stop.T<=-5", "yield_latency is never below 0 s, so this gate could never pass"),
+    ("stop.T>=-0.5", "could never fail"),
+    ("recover.T<=-3", "recovery_latency is never below -2 s"),
 ])
 def test_parse_errors(expr, msg):
     with pytest.raises(gates.GateError, match=msg.replace("[", r"\[").replace("]", r"\]")):
@@ -52,3 +55,8 @@ def test_unmeasured_rate_fails_and_says_why():
     r = gates.evaluate(gates.parse("backchannel.I>=0.0"), report_lookup({}))
     assert not r.passed and r.value is None
     assert "was not measured" in r.message and "not measured in this test" in r.message
+
+
+def test_negative_timing_bounds_where_the_diagnostic_can_be_negative():
+    assert gates.parse("interrupt.T>=-1.5").threshold == -1.5  # before the target
+    assert gates.parse("recover.T<=-1").threshold == -1.0  # in the window's early part

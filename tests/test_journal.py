@@ -188,6 +188,20 @@ BREAKERS = {
     "timeline.json not JSON": (lambda f: (f / journal.TIMELINE_FILE).write_text("{"),
                                Status.DAMAGED),
     "no outcome": (lambda f: (f / journal.OUTCOME_FILE).unlink(), Status.NOT_FINISHED),
+    # wrong field types once crashed the report at the end of every later resume
+    "timing not a number": (lambda f: _edit_json(f / journal.OUTCOME_FILE, timing="zz"),
+                            Status.DAMAGED),
+    "timing NaN": (lambda f: _edit_json(f / journal.OUTCOME_FILE, timing=float("nan")),
+                   Status.DAMAGED),
+    "unknown condition": (lambda f: _edit_json(f / journal.OUTCOME_FILE, condition="soon"),
+                          Status.DAMAGED),
+    "usage not an object": (lambda f: _edit_json(f / journal.OUTCOME_FILE, usage=[1, 2]),
+                            Status.DAMAGED),
+    "verdict unknown": (lambda f: _edit_json(f / journal.OUTCOME_FILE, immediate={
+        "verdict": "maybe", "reason": "", "evidence": {}}), Status.DAMAGED),
+    "window of strings": (lambda f: _edit_json(f / journal.OUTCOME_FILE, immediate={
+        "verdict": "failure", "reason": "", "evidence": {}, "window": ["a", "b"]}),
+                          Status.DAMAGED),
 }
 
 
@@ -266,3 +280,23 @@ def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
     shutil.rmtree(run)
     with pytest.raises(pytest.UsageError, match="no run.json"):
         _load_resumed(run, SETTINGS, {instances[0].id})
+
+
+def test_an_error_that_cannot_be_journaled_still_reaches_the_report(tmp_path, instances,
+                                                                     monkeypatch):
+    import errno
+    import os
+
+    h = make_harness(tmp_path / "run")
+    real = os.replace
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    out = h.error_outcome(instances[0], RuntimeError("boom"))
+    monkeypatch.setattr(os, "replace", real)
+    assert out.error.startswith("RuntimeError: boom (not journaled: [Errno 28]")
+    assert not list((tmp_path / "run").rglob("*.part"))
+    assert journal.read_entry(h.instance_dir(instances[0]), instances[0].id,
+                              FP).status is Status.NOT_FINISHED  # resume re-runs it

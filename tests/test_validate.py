@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from pytest_duplexact import cli, instance, taxonomy
 from pytest_duplexact.instance import bundled_root, check_dataset
+from tests.runs_support import link_audio
 
 BUNDLED = bundled_root()
 TEMPLATES = [json.loads(line) for line in
@@ -30,11 +31,11 @@ TEMPLATES = [json.loads(line) for line in
 
 
 def make_dataset(root: Path, lines: list) -> Path:
-    """A dataset folder whose audio is the bundled set's (linked, not copied)."""
+    """A dataset folder whose audio is the bundled set's (hard-linked, not copied)."""
     root.mkdir(parents=True, exist_ok=True)
     shutil.copy(BUNDLED / instance.HEADER, root / instance.HEADER)
     if not (root / "audio").exists():
-        (root / "audio").symlink_to(BUNDLED / "audio", target_is_directory=True)
+        link_audio(BUNDLED / "audio", root / "audio")
     text = "".join((ln if isinstance(ln, str) else json.dumps(ln)) + "\n" for ln in lines)
     (root / instance.MANIFEST).write_text(text, encoding="utf-8")
     return root
@@ -56,7 +57,7 @@ def test_the_bundled_set_is_valid_and_summarised_per_action(capsys):
 
 def test_no_audio_checks_the_manifest_only(capsys, tmp_path):
     root = make_dataset(tmp_path / "data", TEMPLATES[:4])
-    (root / "audio").unlink()  # the manifest names files that are not there
+    shutil.rmtree(root / "audio")  # the manifest names files that are not there
     code, out = validate(capsys, str(root), "--no-audio")
     assert code == 0 and out[0].endswith("(audio files not opened: --no-audio)")
     code, out = validate(capsys, str(root))
@@ -359,3 +360,118 @@ def test_undecodable_and_deeply_nested_manifests_are_problems_not_crashes(tmp_pa
     (root / instance.MANIFEST).write_bytes(b'{"id": "\xff\xfe"}\n')
     _, problems = check_dataset(root)
     assert len(problems) == 1 and "cannot be read" in problems[0].message
+
+
+# --- hostile datasets (issue 12) ----------------------------------------------------------
+
+def problems_of(root: Path, **kw) -> list[str]:
+    _, problems = check_dataset(root, **kw)
+    return [str(p) for p in problems]
+
+
+def test_a_raw_line_separator_inside_a_string_is_valid_jsonl(tmp_path):
+    """json.dumps(ensure_ascii=False) writes U+2028 / U+0085 raw; only "\\n" ends a line."""
+    o = first("take_turn")
+    o["text"]["reference"] = "one\u2028two\u0085three\u2029four"
+    lines = [json.dumps(o, ensure_ascii=False), json.dumps(first("wait"), ensure_ascii=False)]
+    root = make_dataset(tmp_path / "data", lines)
+    dataset, problems = check_dataset(root)
+    assert problems == []
+    assert dataset.instances[0].texts["reference"] == "one\u2028two\u0085three\u2029four"
+    # line numbers stay those of "\n" lines: a broken third line is reported as line 3
+    (root / instance.MANIFEST).write_text("\r\n".join(lines + ["{oops"]) + "\r\n",
+                                          encoding="utf-8")
+    assert any("[instance line 3]" in p and "not valid JSON" in p for p in problems_of(root))
+
+
+@pytest.mark.parametrize("path,why", [
+    ("/etc/passwd", "must be relative to the dataset folder"),
+    ("../outside.flac", "must stay inside the dataset folder"),
+    ("audio/../../x.flac", "must stay inside the dataset folder"),
+    ("C:\\\\data\\\\x.flac", "must be relative to the dataset folder"),
+])
+def test_clip_paths_outside_the_dataset_are_refused(tmp_path, path, why):
+    o = first("take_turn")
+    o["audio"]["user"]["path"] = path
+    root = make_dataset(tmp_path / "data", [o])
+    assert any("audio.user.path" in p and why in p for p in problems_of(root)), \
+        problems_of(root)
+
+
+def test_a_symlink_out_of_the_dataset_is_refused(tmp_path):
+    o = first("take_turn")
+    outside = tmp_path / "elsewhere.flac"
+    shutil.copy(BUNDLED / o["audio"]["user"]["path"], outside)
+    o["audio"]["user"]["path"] = "audio/sneaky.flac"
+    root = make_dataset(tmp_path / "data", [o])
+    (root / "audio" / "sneaky.flac").symlink_to(outside)
+    assert any("resolves outside the dataset folder" in p for p in problems_of(root))
+
+
+def test_empty_and_overlong_clips_are_refused(tmp_path):
+    o, p = first("take_turn"), first("take_turn")
+    p["id"] = "long"
+    root = make_dataset(tmp_path / "data", [o, p])
+    o["audio"]["user"]["path"] = write_audio_n(root / "bad" / "empty.wav", 0)
+    long = root / "bad" / "long.flac"
+    with sf.SoundFile(str(long), "w", 16000, 1, subtype="PCM_16") as f:  # 10 min 1 s
+        block = np.zeros(16000 * 60, np.float32)
+        for _ in range(10):
+            f.write(block)
+        f.write(block[:16000])
+    p["audio"]["user"]["path"] = "bad/long.flac"
+    make_dataset(root, [o, p])
+    found = problems_of(root)
+    assert any("bad/empty.wav has no samples" in x for x in found)
+    assert any("bad/long.flac lasts 601 s, over the 600 s limit" in x for x in found)
+
+
+def write_audio_n(path: Path, n: int) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(path), np.zeros(n, np.float32), 16000, subtype="PCM_16")
+    return str(path.relative_to(path.parent.parent))
+
+
+def test_negative_word_times_are_refused(tmp_path):
+    o = first("take_turn")
+    o["audio"]["user"]["transcript"][0]["start"] = -0.25
+    root = make_dataset(tmp_path / "data", [o])
+    assert any("audio.user.transcript[0]" in p and "starts at -0.25 s" in p
+               for p in problems_of(root))
+
+
+def test_validate_decodes_so_a_corrupt_flac_body_is_caught_naming_the_file(capsys, tmp_path):
+    o = first("take_turn")
+    root = make_dataset(tmp_path / "data", [o])
+    bad = root / "bad" / "corrupt.flac"
+    bad.parent.mkdir()
+    data = bytearray((BUNDLED / o["audio"]["user"]["path"]).read_bytes())
+    for i in range(len(data) // 3, len(data) - 64):  # keep the header, wreck the frames
+        data[i] = (data[i] * 7 + 13) & 0xFF
+    bad.write_bytes(bytes(data))
+    o["audio"]["user"]["path"] = "bad/corrupt.flac"
+    make_dataset(root, [o])
+    code, _ = validate(capsys, str(root), "--headers-only")
+    assert code == 0  # the header is intact: a header check cannot see it
+    code, out = validate(capsys, str(root))
+    assert code == 1
+    assert any("audio.user.path" in ln and "bad/corrupt.flac" in ln for ln in out), out
+    from pytest_duplexact import audio
+
+    with pytest.raises(audio.AudioFormatError, match="corrupt.flac: cannot be decoded"):
+        audio.read(bad)
+
+
+def test_the_fingerprint_covers_the_audio_not_the_folder(tmp_path):
+    """Resume must not reuse outcomes scored on other audio; shards on other machines (other
+    paths) must still agree."""
+    from pytest_duplexact.session import dataset_fingerprint
+
+    a = make_dataset(tmp_path / "a", TEMPLATES[:3])
+    b = make_dataset(tmp_path / "elsewhere" / "b", TEMPLATES[:3])
+    assert dataset_fingerprint(a) == dataset_fingerprint(b)
+    clip = b / TEMPLATES[0]["audio"]["user"]["path"]
+    data = clip.read_bytes()
+    clip.unlink()  # a hard link: replace the file, never edit the bundled one through it
+    clip.write_bytes(data[:-2] + bytes([data[-2] ^ 1, data[-1]]))
+    assert dataset_fingerprint(a) != dataset_fingerprint(b)

@@ -58,4 +58,5 @@ class AudioJudge(ChatJSON):
             out = self.ask(messages, "backchannel_function", prompts.AUDIO_FUNCTION_SCHEMA)
         except calls.RequestFailed as e:
             return FunctionAnswer(None, "", error=f"audio judge {self.model}: {e}")
-        return FunctionAnswer(out.value["function"], out.value["reason"], cached=out.cached)
+        return FunctionAnswer(out.value["function"], calls.capped(out.value["reason"]),
+                              cached=out.cached)

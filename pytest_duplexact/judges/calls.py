@@ -5,15 +5,25 @@ they fail the same way (docs/judges.md, "Failure semantics"). The SDK's own retr
 (``max_retries=0``): every attempt counted here is one HTTP request.
 
 Retried: timeouts, connection errors, HTTP 429 and 5xx, and answers that arrive but are not
-usable (not JSON, or outside the schema). Not retried: other 4xx (bad key, unknown model,
-rejected request), which a retry cannot fix. When attempts run out the request *fails*
-(``RequestFailed``); callers turn that into a judge error, never into a YES or a NO.
+usable (not JSON, an HTML error page, truncated JSON, or outside the schema). Not retried: other
+4xx (bad key, unknown model, rejected request), which a retry cannot fix. When attempts run out
+the request *fails* (``RequestFailed``); callers turn that into a judge error, never into a YES
+or a NO.
+
+Deadlines are totals, not per read: each HTTP attempt runs in a worker thread and is abandoned
+(its connection closed) at ``RetryPolicy.timeout``, so a server that drips one byte a second
+cannot hold a run; and a logical request gives up once ``RetryPolicy.deadline`` has passed.
+
+The API key lives only inside the SDK client and a ``Secret`` holder whose repr hides it, so
+no frame that pytest may print (``--showlocals``, ``--tb=long``) or store (JUnit XML) shows it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -44,25 +54,54 @@ class ConfigError(ValueError):
 class RetryPolicy:
     """``max_attempts`` requests at most per logical request; between them an exponential
     backoff ``backoff_base * 2**(n-1)`` capped at ``backoff_cap``, or the server's Retry-After
-    capped at ``retry_after_cap``. ``timeout``: seconds per HTTP request."""
+    capped at ``retry_after_cap``. ``timeout``: total seconds one HTTP request may take (not
+    per read). ``deadline``: total seconds for the logical request, retries and waits
+    included; no attempt starts or waits past it (``None``: only the attempts bound it)."""
 
     max_attempts: int = 4
     backoff_base: float = 1.0
     backoff_cap: float = 20.0
     retry_after_cap: float = 60.0
     timeout: float = 60.0
+    deadline: float | None = 150.0
 
     def __post_init__(self):
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
-        if min(self.backoff_base, self.backoff_cap, self.retry_after_cap, self.timeout) < 0:
-            raise ValueError("backoff, caps and timeout must be >= 0")
+        if min(self.backoff_base, self.backoff_cap, self.retry_after_cap) < 0:
+            raise ValueError("backoff and caps must be >= 0")
+        if not self.timeout > 0 or (self.deadline is not None and not self.deadline > 0):
+            raise ValueError("timeout and deadline must be > 0")
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), self.retry_after_cap)
         return min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
+
+
+MAX_REASON_CHARS = 1000  # a judge's reason as stored and shown; the cache keeps it whole
+
+
+def capped(text: str, limit: int = MAX_REASON_CHARS) -> str:
+    """A judge's free text bounded for outcomes, reports and the terminal (a runaway judge
+    once stored 2 MB per instance everywhere); the request cache keeps the full answer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters in the request cache]"
+
+
+MAX_ATTEMPT_S = 60.0  # one HTTP attempt never gets more, whatever the question's deadline
+
+
+def policy_for(deadline: float | None = None, max_attempts: int | None = None) -> RetryPolicy:
+    """The default policy with a question deadline (--duplexact-judge-timeout)."""
+    kw: dict[str, Any] = {}
+    if deadline is not None:
+        kw.update(deadline=deadline, timeout=min(MAX_ATTEMPT_S, deadline))
+    if max_attempts is not None:
+        kw["max_attempts"] = max_attempts
+    return RetryPolicy(**kw)
 
 
 @dataclass
@@ -94,27 +133,85 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def resolve_api_key(api_key: str | None) -> str:
+class Secret:
+    """An API key that never shows: its repr and str are masked, so a traceback's locals, a
+    log line or a report that mentions the holder cannot carry the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def reveal(self) -> str:
+        return self._value
+
+
+def resolve_api_key(api_key: str | Secret | None) -> Secret:
+    if isinstance(api_key, Secret):
+        return api_key
     key = api_key or os.environ.get(ENV_API_KEY)
     if not key:
         raise ConfigError(f"no API key: set the {ENV_API_KEY} environment variable")
-    return key
+    return Secret(key)
 
 
-def make_openai(base_url: str | None, api_key: str | None, timeout: float) -> openai.OpenAI:
+def make_openai(base_url: str | None, api_key: Secret, timeout: float) -> openai.OpenAI:
     """The real SDK client, with its own retries off so that retries are counted here."""
-    return openai.OpenAI(api_key=resolve_api_key(api_key), base_url=base_url or None,
+    return openai.OpenAI(api_key=api_key.reveal(), base_url=base_url or None,
                          timeout=timeout, max_retries=0)
+
+
+class Remote:
+    """The SDK client of one remote service, built on first use (most runs never need some
+    of the judges) and rebuilt after an attempt was abandoned at its deadline (closing the
+    client is what frees the abandoned thread's socket). ``client`` injects a ready SDK
+    client (tests): it is never closed or rebuilt."""
+
+    def __init__(self, base_url: str | None, api_key: str | Secret | None, timeout: float,
+                 client: Any = None):
+        from ..netsafety import insecure_url_problem
+
+        problem = insecure_url_problem(base_url, "base URL")
+        if problem:
+            raise ConfigError(problem)
+        self.base_url = base_url
+        self._timeout = timeout
+        self.secret = None if client is not None else resolve_api_key(api_key)
+        self._sdk = client
+        self._injected = client is not None
+
+    def __repr__(self) -> str:
+        return f"Remote(base_url={self.base_url!r})"
+
+    def client(self) -> Any:
+        if self._sdk is None:
+            self._sdk = make_openai(self.base_url, self.secret, self._timeout)
+        return self._sdk
+
+    def abandon(self) -> None:
+        """An attempt overran its deadline: close its connection, start afresh next time."""
+        if self._injected or self._sdk is None:
+            return
+        sdk, self._sdk = self._sdk, None
+        try:
+            sdk.close()
+        except Exception:  # closing a client under a blocked reader may complain; it is gone
+            pass
 
 
 _SECRETISH = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{4,}|Bearer\s+\S+)")
 
 
-def redact(text: str, secret: str | None = None) -> str:
+def redact(text: str, secret: Secret | None = None) -> str:
     """Strip anything key-like from text that may end up in a report (a 401 body echoes a
     masked key, for instance)."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
+    if secret is not None and secret.reveal():
+        text = text.replace(secret.reveal(), "[redacted]")
     return _SECRETISH.sub("[redacted]", text)
 
 
@@ -139,7 +236,7 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return None
 
 
-def describe(exc: BaseException, secret: str | None = None) -> str:
+def describe(exc: BaseException, secret: Secret | None = None) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIConnectionError):
@@ -158,13 +255,44 @@ def _retryable(exc: BaseException) -> bool:
     return False
 
 
+class AttemptTimedOut(Exception):
+    """An HTTP attempt overran ``RetryPolicy.timeout`` (total, however the bytes trickled)."""
+
+
+def _within(seconds: float, send: Callable[[], Any], abandon: Callable[[], None] | None):
+    """``send()`` with a total deadline: it runs in a daemon thread; past ``seconds`` the
+    attempt is abandoned (``abandon`` closes its connection) and AttemptTimedOut raised."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = send()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    worker = threading.Thread(target=work, name="duplexact-remote-call", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        if abandon is not None:
+            abandon()
+        raise AttemptTimedOut(f"no complete answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T],
             cache: RequestCache | None, policy: RetryPolicy, counters: Counters,
-            sleep: Callable[[float], None] = time.sleep, secret: str | None = None) -> Outcome:
+            sleep: Callable[[float], None] = time.sleep, secret: Secret | None = None,
+            abandon: Callable[[], None] | None = None,
+            clock: Callable[[], float] = time.monotonic) -> Outcome:
     """Answer ``request``: from the cache, else by ``send()`` (one HTTP request returning a
     JSON-able payload) parsed by ``parse`` (raises InvalidAnswer when unusable).
 
-    Only payloads that parse are cached. Raises RequestFailed with a report-safe reason."""
+    Each attempt is bounded by ``policy.timeout`` in total (``abandon`` is called when one is
+    given up); the whole request by ``policy.deadline``. Only payloads that parse are cached.
+    Raises RequestFailed with a report-safe reason."""
     counters.requests += 1
     key = request_key(request) if cache is not None else None
     if cache is not None:
@@ -178,18 +306,38 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
                 counters.cache_hits += 1
                 return Outcome(value, cached=True, key=key)
     notes: list[str] = []
+    end = None if policy.deadline is None else clock() + policy.deadline
     for attempt in range(1, policy.max_attempts + 1):
+        left = policy.timeout if end is None else min(policy.timeout, end - clock())
+        if left <= 0:
+            notes.append(f"deadline of {policy.deadline:g} s reached")
+            break
         counters.calls += 1
         retry_after = None
         try:
-            payload = send()
+            payload = _within(left, send, abandon)
+        except AttemptTimedOut as exc:
+            notes.append(f"request timed out ({exc})")
         except openai.OpenAIError as exc:
-            notes.append(describe(exc, secret))
-            if not _retryable(exc):
-                counters.errors += 1
-                raise RequestFailed(f"{notes[-1]} (not retried)") from None
-            if isinstance(exc, openai.APIStatusError):
-                retry_after = _retry_after(exc)
+            if isinstance(exc, openai.APIResponseValidationError):  # e.g. an HTML body
+                counters.invalid_answers += 1
+                notes.append(redact(f"unusable answer: {describe(exc)}", secret))
+                retry_after = 0.0
+            else:
+                notes.append(describe(exc, secret))
+                if not _retryable(exc):
+                    counters.errors += 1
+                    raise RequestFailed(f"{notes[-1]} (not retried)") from None
+                if isinstance(exc, openai.APIStatusError):
+                    retry_after = _retry_after(exc)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a truncated JSON body
+            counters.invalid_answers += 1
+            notes.append(f"unusable answer: body is not valid JSON ({type(exc).__name__})")
+            retry_after = 0.0
+        except InvalidAnswer as exc:  # raised by send() on a body of the wrong shape
+            counters.invalid_answers += 1
+            notes.append(redact(f"unusable answer: {exc}", secret))
+            retry_after = 0.0
         else:
             try:
                 value = parse(payload)
@@ -202,8 +350,17 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
                     cache.put(request, payload)
                 return Outcome(value, cached=False, key=key, attempts=attempt, notes=notes)
         if attempt < policy.max_attempts:
+            wait = policy.delay(attempt, retry_after)
+            if end is not None and clock() + wait >= end:
+                notes.append(f"deadline of {policy.deadline:g} s reached")
+                break
             counters.retries += 1
-            sleep(policy.delay(attempt, retry_after))
+            sleep(wait)
     counters.errors += 1
-    raise RequestFailed(f"no usable answer after {policy.max_attempts} attempt(s); last: "
-                        f"{notes[-1]}")
+    raise RequestFailed(f"no usable answer after {_attempts(notes)} attempt(s); "
+                        f"last: {notes[-1]}")
+
+
+def _attempts(notes: list[str]) -> int:
+    """Attempts made, from the notes (one per attempt, plus a final deadline note)."""
+    return sum(not n.startswith("deadline of ") for n in notes)

@@ -93,17 +93,11 @@ class ChatJSON:
         self.params = dict(params or {})  # e.g. {"temperature": 0}; part of the cache key
         self.json_schema = json_schema
         self.counters = calls.Counters()
-        self._secret = calls.resolve_api_key(api_key) if client is None else None
-        self._sdk = client  # built on first use: most runs never need some of the judges
+        self._remote = calls.Remote(base_url, api_key, self.policy.timeout, client)
         self._sleep = sleep
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
-
-    def _client(self) -> openai.OpenAI:
-        if self._sdk is None:
-            self._sdk = calls.make_openai(self.base_url, self._secret, self.policy.timeout)
-        return self._sdk
 
     def ask(self, messages: list[dict], schema_name: str, schema: dict) -> calls.Outcome:
         """Raises calls.RequestFailed when no usable answer arrives."""
@@ -116,8 +110,10 @@ class ChatJSON:
             kw = dict(self.params)
             if fmt is not None:
                 kw["response_format"] = fmt
-            resp = self._client().chat.completions.create(model=self.model, messages=messages,
-                                                        **kw)
+            resp = self._remote.client().chat.completions.create(model=self.model,
+                                                               messages=messages, **kw)
+            if not hasattr(resp, "choices"):  # a 200 whose body was not JSON (an HTML page)
+                raise calls.InvalidAnswer(f"not a chat completion: {str(resp)[:80]!r}")
             if not resp.choices:
                 return {"content": None}
             msg = resp.choices[0].message
@@ -132,7 +128,7 @@ class ChatJSON:
 
         return calls.perform(request=request, send=send, parse=parse, cache=self.cache,
                              policy=self.policy, counters=self.counters, sleep=self._sleep,
-                             secret=self._secret)
+                             secret=self._remote.secret, abandon=self._remote.abandon)
 
 
 @dataclass(frozen=True)
@@ -161,4 +157,5 @@ class JudgeClient(ChatJSON):
         except calls.RequestFailed as e:
             return Answer(None, "", error=f"judge {self.model}: {e}")
         obj = out.value
-        return Answer(obj["answer"] == "YES", obj["reason"], cached=out.cached, key=out.key)
+        return Answer(obj["answer"] == "YES", calls.capped(obj["reason"]), cached=out.cached,
+                      key=out.key)

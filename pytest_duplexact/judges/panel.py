@@ -130,15 +130,14 @@ class JudgePanel:
     @classmethod
     def from_options(cls, judge_model: str | None = None, audio_model: str | None = None,
                      base_url: str | None = None, audio_base_url: str | None = None,
-                     cache_dir: str | Path | None = None, timeout: float | None = None,
+                     cache_dir: str | Path | None = None, deadline: float | None = None,
                      max_attempts: int | None = None) -> "JudgePanel":
         """Build from option values; each ``None`` falls back to its environment variable
         (docs/judges.md), then to the paper's models. A model value of ``off`` disables that
         judge. Without OPENAI_API_KEY there are no judges (the notes say so, and every judged
-        stage reports NOT_JUDGED with that reason)."""
-        policy = calls.RetryPolicy(**{k: v for k, v in (("timeout", timeout),
-                                                        ("max_attempts", max_attempts))
-                                      if v is not None})
+        stage reports NOT_JUDGED with that reason). ``deadline``: seconds per question,
+        retries included (calls.policy_for)."""
+        policy = calls.policy_for(deadline, max_attempts)
         cache = RequestCache(cache_dir) if cache_dir else None
         notes: list[str] = []
         if not os.environ.get(calls.ENV_API_KEY):

@@ -41,8 +41,10 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol,
 
 import numpy as np
 
+from .. import watchdog
 from ..audio import SAMPLE_RATE, resample
 from ..pipelines.duplex import Duplex, Recording
+from ..pipelines.output_check import dtype_problem, level_problem
 from ..pipelines.stepped import StreamResampler
 from ..timeline import Word
 from .base import ModelError, SessionInfo, StreamingModel
@@ -336,6 +338,20 @@ class _Growing:
         return self._buf[: self.size]
 
 
+def _checked_audio(audio: Any, at: float) -> np.ndarray:
+    """An AudioDelta's samples, or a ModelError (final, not retried: a retry of a model that
+    sends broken audio sends it again) for non-mono, non-float, non-finite or absurd audio."""
+    raw = np.asarray(audio)
+    problem = dtype_problem(raw)
+    if problem is None and raw.ndim != 1:
+        problem = f"audio of shape {raw.shape}; mono (1-D) expected"
+    x = raw.astype(np.float32, copy=False) if problem is None else None
+    problem = problem or level_problem(x)
+    if problem is not None:
+        raise ModelError(f"the session sent {problem}, at t={at:.2f}s")
+    return x
+
+
 class StreamingDuplex(Duplex):
     """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
 
@@ -360,6 +376,7 @@ class StreamingDuplex(Duplex):
         self._failure: ModelError | None = None
         self._closing = False
         self._max_lag = 0.0
+        self._watch = watchdog.current()  # each answer from the session is progress
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -440,6 +457,7 @@ class StreamingDuplex(Duplex):
             piece = y[out(a) - out(first): out(b) - out(first)]
             try:
                 await self.session.send(piece)
+                self._watch.beats += 1
             except ModelError as e:
                 self._fail(e)
             except Exception as e:  # the adapter let a transport error through
@@ -480,8 +498,9 @@ class StreamingDuplex(Duplex):
 
     async def _on_event(self, ev: Event) -> None:
         at = self._clock()
+        self._watch.beats += 1
         if isinstance(ev, AudioDelta):
-            self.playback.add_audio(at, ev.item_id, np.asarray(ev.audio, dtype=np.float32))
+            self.playback.add_audio(at, ev.item_id, _checked_audio(ev.audio, at))
         elif isinstance(ev, TranscriptDelta):
             self.playback.add_text(ev.item_id, ev.text)
         elif isinstance(ev, ItemDone):

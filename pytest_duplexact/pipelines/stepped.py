@@ -15,12 +15,15 @@ import math
 import numpy as np
 import soxr
 
+from .. import watchdog
 from ..audio import SAMPLE_RATE
 from ..models.base import ModelError, SessionInfo, SteppedModel, StepOutput
 from ..timeline import Word
 from .duplex import Duplex, Recording
+from .output_check import dtype_problem, level_problem
 
 
+_F32 = np.dtype(np.float32)
 _EMPTY = np.zeros(0, dtype=np.float32)
 _EMPTY.flags.writeable = False
 
@@ -90,7 +93,9 @@ class SteppedDuplex(Duplex):
         self._words: list[Word] = []
         self._steps = 0
         self._closed = False
+        self._watch = watchdog.current()  # each answer from the model is a sign of progress
         self._guard("start", lambda: model.start(info))
+        self._watch.beats += 1
 
     # --- clock -------------------------------------------------------------------------------
     @property
@@ -124,8 +129,13 @@ class SteppedDuplex(Duplex):
             raise ModelError(f"model {self._name} failed in step on instance "
                              f"{self.info.instance.id} at {t0:.2f} s: {type(e).__name__}: "
                              f"{e}") from e
+        self._watch.beats += 1
         audio, words = (out.audio, out.transcript) if isinstance(out, StepOutput) else (out, ())
-        audio = np.asarray(audio, dtype=np.float32)
+        raw = np.asarray(audio)
+        if raw.dtype is not _F32 and (problem := dtype_problem(raw)) is not None:
+            raise ModelError(f"model {self._name} returned {problem}, at {t0:.2f} s on "
+                             f"instance {self.info.instance.id}")
+        audio = raw.astype(np.float32, copy=False)
         if audio.shape != (self.frame_size,):
             if audio.ndim == 2 and 1 in audio.shape:
                 audio = audio.reshape(-1)
@@ -133,11 +143,9 @@ class SteppedDuplex(Duplex):
                 raise ModelError(f"model {self._name} returned {audio.shape} samples for frame "
                                  f"{k} of instance {self.info.instance.id} at {t0:.2f} s; "
                                  f"expected ({self.frame_size},) at {self.model_rate} Hz")
-        # a finite sum of squares proves every sample finite (NaN and inf propagate); only
-        # when it is not (or overflowed) is each sample checked
-        if not math.isfinite(audio.dot(audio)) and not np.isfinite(audio).all():
-            raise ModelError(f"model {self._name} returned non-finite audio at {t0:.2f} s "
-                             f"on instance {self.info.instance.id}")
+        if (problem := level_problem(audio)) is not None:
+            raise ModelError(f"model {self._name} returned {problem} at {t0:.2f} s on "
+                             f"instance {self.info.instance.id}")
         for w in words:
             self._words.append(Word(t0 + w.start, t0 + w.end, w.text))
         self._steps = k + 1
@@ -148,8 +156,9 @@ class SteppedDuplex(Duplex):
             else model_rate_samples
         f = self.frame_size
         n = len(data) // f
-        for k in range(n):
-            self._step(data[k * f: (k + 1) * f])
+        with np.errstate(over="ignore"):  # a huge frame's sum of squares: see level_problem
+            for k in range(n):
+                self._step(data[k * f: (k + 1) * f])
         self._carry = data[n * f:].copy() if n * f < len(data) else _EMPTY
 
     async def push(self, samples: np.ndarray) -> None:

@@ -16,16 +16,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from . import ReportFileError, read_report
 from . import baseline as baseline_mod
-from .merge import MergeError, load_report
 
 
 def main(args) -> int:
     try:
-        report = load_report(args.report)
-    except MergeError as e:
+        report = read_report(args.report, ("model", "settings", "summary", "totals",
+                                           "instances"))
+        return _render(args, report)
+    except ReportFileError as e:
         print(f"duplexact report: {e}", file=sys.stderr)
         return 2
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a hand-edited report
+        print(f"duplexact report: {args.report}: malformed report ({type(e).__name__}: {e}); "
+              "re-create it from its run directory (docs/report-format.md)", file=sys.stderr)
+        return 2
+
+
+def _render(args, report: dict) -> int:
     status = 0
     if getattr(args, "baseline", None):
         alpha = getattr(args, "baseline_alpha", None) or baseline_mod.DEFAULT_ALPHA

@@ -127,7 +127,10 @@ def dataset_line(report: dict) -> str:
 # --- Markdown -----------------------------------------------------------------------------------
 
 def _esc(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell from any text: ids, reasons and model names are data, never markup (a
+    reason holding '<script>' or '</details>' must not change the page)."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("|", "\\|").replace("\n", " "))
 
 
 def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
@@ -141,7 +144,7 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
 def render(report: dict) -> str:
     model = report.get("model", "?")
     tot = report["totals"]
-    out = [f"## DuplexAct: {model}", ""]
+    out = [f"## DuplexAct: {_esc(model)}", ""]
     out.append(f"{tot['instances']} instance(s), {tot['errors']} error(s) · data "
                f"{dataset_line(report)} · {report.get('generator', '')} · "
                f"{report.get('created', '')}")
@@ -183,7 +186,8 @@ def render(report: dict) -> str:
 def _baseline(b: dict) -> list[str]:
     out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
     if b.get("path"):
-        out.append(f"Baseline: `{b['path']}` (model {b.get('model')}, {b.get('created')}).")
+        out.append(f"Baseline: `{b['path']}` (model {_esc(b.get('model'))}, "
+                   f"{b.get('created')}).")
     out.append(f"Method: {b.get('method', '')}.")
     out += [f"- warning: {w}" for w in b.get("warnings", [])]
     lower = [r for r in b["comparisons"] if r["delta"] < 0]

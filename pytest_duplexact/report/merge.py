@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..harness import write_json_atomic
-from ..results import InstanceOutcome
+from ..results import InstanceOutcome, outcome_problem
 from . import ReportFileError, build_report, read_report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
@@ -34,9 +34,20 @@ def load_report(path: str | Path) -> dict:
     return read_report(path, ("model", "settings", "instances"), MergeError)
 
 
+# Where a shard found the dataset is not what it ran: its fingerprint is (content).
+_LOCAL_KEYS = ("dataset",)
+
+
 def _unsharded(settings: dict) -> dict:
     s = json.loads(json.dumps(settings))
     s.setdefault("selection", {})["shard"] = None
+    return s
+
+
+def _comparable(settings: dict) -> dict:
+    s = _unsharded(settings)
+    for k in _LOCAL_KEYS:
+        s.pop(k, None)
     return s
 
 
@@ -88,7 +99,7 @@ def merge(paths: list[str | Path]) -> dict:
         if rep["model"] != first["model"]:
             raise MergeError(f"{path}: model {rep['model']!r} differs from {first_path}'s "
                              f"{first['model']!r}; only shards of one run can be merged")
-        diff = _differences(settings, _unsharded(rep["settings"]))
+        diff = _differences(_comparable(first["settings"]), _comparable(rep["settings"]))
         if diff:
             raise MergeError(f"{path}: settings differ from {first_path}'s (model, dataset, "
                              "scoring and selection must agree; only the shard may differ): "
@@ -100,6 +111,9 @@ def merge(paths: list[str | Path]) -> dict:
                 raise MergeError(f"{path}: instance {iid} is also in {owner[iid]}; shard "
                                  "reports must not overlap")
             owner[iid] = path
+            problem = outcome_problem(d)
+            if problem:
+                raise MergeError(f"{path}: instance {iid}: malformed outcome ({problem})")
             try:
                 outcomes.append(InstanceOutcome.from_dict(d))
             except (KeyError, TypeError, ValueError) as e:

@@ -90,6 +90,24 @@ class Disconnect:
 
 
 @dataclass
+class Raw:
+    """Answer ``status`` with this exact body and content type (an HTML error page from a
+    proxy, a JSON body cut short): what a broken gateway sends."""
+
+    body: bytes
+    content_type: str = "text/html; charset=utf-8"
+    status: int = 200
+
+
+@dataclass
+class Drip:
+    """Send the headers of a valid answer, then its body one byte every ``interval`` seconds
+    (a stalled stream that never trips a per-read timeout)."""
+
+    interval: float = 1.0
+
+
+@dataclass
 class Transcript:
     """A verbose_json transcription: ``words`` are (text, start, end)."""
 
@@ -349,6 +367,29 @@ class FakeOpenAI:
                     rec.status = 0
                     self.close_connection = True
                     self.connection.shutdown(2)
+                    return
+                if isinstance(action, Raw):
+                    rec.status = action.status
+                    self.send_response(action.status)
+                    self.send_header("content-type", action.content_type)
+                    self.send_header("content-length", str(len(action.body)))
+                    self.end_headers()
+                    self.wfile.write(action.body)
+                    return
+                if isinstance(action, Drip):
+                    body = json.dumps(_chat_body(rec.json["model"], Reply()) if chat else
+                                      _transcription_body(Transcript(), duration)).encode()
+                    rec.status = 200
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.flush()
+                    for i in range(len(body)):
+                        if server._stop.wait(action.interval):
+                            return
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
                     return
                 if isinstance(action, Fail):
                     headers = {}

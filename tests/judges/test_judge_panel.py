@@ -238,11 +238,12 @@ def test_from_options_reads_values_then_environment(openai_server, fake_key, mon
     monkeypatch.setenv("DUPLEXACT_JUDGE_BASE_URL", openai_server.url)
     monkeypatch.setenv("DUPLEXACT_AUDIO_JUDGE_MODEL", "audio-from-env")
     panel = JudgePanel.from_options(judge_model="judge-x", cache_dir=tmp_path / "c",
-                                    timeout=5, max_attempts=2)
+                                    deadline=5, max_attempts=2)
     assert panel.text.base_url == openai_server.url
     assert panel.text.model == "judge-x" and panel.audio.model == "audio-from-env"
     assert panel.audio.base_url == openai_server.url  # falls back to the judge's URL
     assert panel.text.policy.max_attempts == 2 and panel.text.cache is panel.cache
+    assert (panel.text.policy.deadline, panel.text.policy.timeout) == (5, 5)
     inst, tl = trial("take_turn", "delayed")
     assert panel.subsequent(inst, tl, immediate_of(inst, tl)).verdict is Verdict.SUCCESS
     off = JudgePanel.from_options(audio_model="off", base_url=openai_server.url)

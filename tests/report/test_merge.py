@@ -89,6 +89,15 @@ def test_refusals_name_file_and_field(tmp_path, edit, message):
     assert "shard" in str(e.value) or str(paths[1]) in str(e.value)
 
 
+def test_shards_of_one_dataset_at_two_paths_merge(tmp_path):
+    """Two machines, two checkouts: the path differs, the content (fingerprint) does not."""
+    full, paths = _shards(tmp_path)
+    _edit(paths[1], lambda d: d["settings"].update(dataset="/other/machine/checkout/data"))
+    merged = merge(paths)
+    assert _comparable(merged) == _comparable(full)
+    assert merged["settings"]["dataset"] == full["settings"]["dataset"]  # the first shard's
+
+
 def test_overlapping_instances_are_refused(tmp_path):
     _, paths = _shards(tmp_path)
     first = json.loads(paths[0].read_text())

@@ -19,6 +19,7 @@ import torch  # noqa: F401
 from pytest_duplexact.instance import bundled_root
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
+from tests.runs_support import link_audio
 
 QUIET = ["-p", "no:cacheprovider", "-q"]
 
@@ -80,7 +81,7 @@ def replicated_data(tmp_path) -> Path:
     src = bundled_root()
     out = tmp_path / "data"
     out.mkdir()
-    (out / "audio").symlink_to(src / "audio")
+    link_audio(src / "audio", out / "audio")
     lines = []
     for line in (src / "instances.jsonl").read_text().splitlines():
         d = json.loads(line)

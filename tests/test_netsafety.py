@@ -1,0 +1,53 @@
+"""The decision to refuse a key in clear, made on the URL alone (no connection is opened)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_duplexact.judges import ConfigError, JudgeClient
+from pytest_duplexact.netsafety import ENV_ALLOW, insecure_url_problem
+
+
+@pytest.mark.parametrize("url", [
+    None, "", "https://api.openai.com/v1", "wss://api.x.ai/v1/realtime",
+    "http://127.0.0.1:8000/v1", "http://127.9.9.9/v1", "http://localhost:11434/v1",
+    "ws://[::1]:9000/realtime", "http://judge.localhost/v1",
+])
+def test_allowed(url):
+    assert insecure_url_problem(url, "base URL", env={}) is None
+
+
+@pytest.mark.parametrize("url", [
+    "http://10.0.0.5:8000/v1", "http://judge.example.com/v1", "ws://192.168.1.20/realtime",
+    "HTTP://Judge.Example.com/v1", "http://[2001:db8::1]/v1", "http://127.0.0.1.nip.io/v1",
+])
+def test_refused_with_the_way_out(url):
+    problem = insecure_url_problem(url, "--duplexact-judge-base-url", env={})
+    assert problem is not None and "unencrypted" in problem and ENV_ALLOW in problem
+    assert insecure_url_problem(url, "x", env={ENV_ALLOW: "1"}) is None
+
+
+def test_the_judge_client_refuses_before_any_request(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
+    monkeypatch.delenv(ENV_ALLOW, raising=False)
+    with pytest.raises(ConfigError, match="unencrypted"):
+        JudgeClient(base_url="http://judge.example.com/v1")
+
+
+def test_the_plugin_refuses_at_start(pytester, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
+    monkeypatch.delenv(ENV_ALLOW, raising=False)
+    res = pytester.runpytest_subprocess(
+        "--duplexact-model=silent", "--duplexact-judge=gpt-5.4",
+        "--duplexact-judge-base-url=http://judge.example.com/v1", "--duplexact-limit=1",
+        "-p", "no:cacheprovider", timeout=120)
+    assert res.ret == 4 and "unencrypted" in res.stderr.str()
+
+
+def test_gpt_realtime_refuses_a_clear_base_url(monkeypatch):
+    from pytest_duplexact.models.openai_realtime import ModelConfigError, factory
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
+    monkeypatch.delenv(ENV_ALLOW, raising=False)
+    with pytest.raises(ModelConfigError, match="unencrypted"):
+        factory(base_url="http://realtime.example.com/v1")

@@ -1,0 +1,151 @@
+"""Deadlines on the model (watchdog.py): a call that never returns ends its trial with an
+error naming the instance and the call; slow but progressing models are never cut; SystemExit
+from a model is contained to its instance."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from pytest_duplexact import watchdog
+from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.streaming import StreamingDuplex
+from pytest_duplexact.pipelines import run_instance
+from pytest_duplexact.watchdog import ModelTimeout, run_watched
+
+from tests.pipelines.helpers import direct_instance
+
+FOREVER = threading.Event()  # never set: a wait on it never returns
+
+
+@pytest.fixture(scope="module")
+def inst(tmp_path_factory):
+    return direct_instance(tmp_path_factory.mktemp("wd"), "take_turn", "immediate")
+
+
+class Stepped:
+    name = "stepped"
+    sample_rate, frame_size = 16_000, 320
+
+    def __init__(self, hang_at=None, delay=0.0, exit_at=None):
+        self.hang_at, self.delay, self.exit_at = hang_at, delay, exit_at
+        self.k = 0
+
+    def start(self, info):
+        self.k = 0
+
+    def step(self, frame):
+        self.k += 1
+        if self.k == self.hang_at:
+            FOREVER.wait()
+        if self.k == self.exit_at:
+            raise SystemExit(3)
+        if self.delay:
+            time.sleep(self.delay)
+        return np.zeros(self.frame_size, np.float32)
+
+    def finish(self):
+        pass
+
+
+def trial(model, inst, timeout):
+    return run_watched(lambda: run_instance(inst, model, SessionInfo(inst)), timeout=timeout,
+                       what=f"instance {inst.id}")
+
+
+def test_a_step_that_never_returns_is_an_error_naming_the_call(inst):
+    t0 = time.monotonic()
+    with pytest.raises(ModelTimeout) as e:
+        trial(Stepped(hang_at=30), inst, timeout=0.5)
+    assert time.monotonic() - t0 < 3.5
+    msg = str(e.value)
+    assert f"instance {inst.id}" in msg and "did not answer for 0.5 s" in msg
+    assert "Stepped.step (" in msg and "SteppedDuplex._step" in msg
+
+
+def test_a_slow_model_that_keeps_answering_is_never_cut(inst):
+    t0 = time.monotonic()
+    rec = trial(Stepped(delay=0.001), inst, timeout=0.05)  # every frame well inside it
+    assert time.monotonic() - t0 > 0.5  # the trial itself lasted many deadlines
+    assert len(rec.output) == len(rec.input)
+
+
+def test_system_exit_from_a_model_is_that_instances_model_error(inst):
+    with pytest.raises(ModelError, match=r"raised SystemExit\(3\); contained to this instance"):
+        trial(Stepped(exit_at=5), inst, timeout=5)
+    # the next trial on the same process runs normally
+    assert trial(Stepped(), inst, timeout=5).output.size > 0
+
+
+class Streaming:
+    input_sample_rate = output_sample_rate = 16_000
+
+    def __init__(self, hang_in):
+        self.hang_in = hang_in
+
+    async def connect(self, info):
+        if self.hang_in == "connect":
+            await asyncio.Event().wait()
+        return Session(self.hang_in)
+
+
+class Session:
+    def __init__(self, hang_in):
+        self.hang_in = hang_in
+        self.closed = asyncio.Event()
+        self.sent = 0
+
+    async def send(self, pcm):
+        self.sent += 1
+        if self.hang_in == "send" and self.sent == 3:
+            await asyncio.Event().wait()
+
+    async def events(self):
+        await self.closed.wait()
+        return
+        yield  # an async generator with no events
+
+    async def truncate(self, item_id, audio_end_ms):
+        pass
+
+    async def close(self):
+        self.closed.set()
+        if self.hang_in == "close":
+            await asyncio.Event().wait()
+
+
+async def short_trial(model, inst):
+    """Connect, send 0.2 s, close: a whole trial in well under a second of wall clock."""
+    duplex = await StreamingDuplex.open(model, SessionInfo(inst))
+    await duplex.push(np.zeros(3200, np.float32))
+    return await duplex.close()
+
+
+@pytest.mark.parametrize("where", ["connect", "send", "close"])
+def test_a_streaming_call_that_never_returns_is_an_error_naming_it(inst, where):
+    t0 = time.monotonic()
+    with pytest.raises(ModelTimeout) as e:
+        run_watched(lambda: short_trial(Streaming(where), inst), timeout=0.4,
+                    what=f"instance {inst.id}")
+    assert time.monotonic() - t0 < 4
+    assert f"Session.{where} (" in str(e.value) or f"Streaming.{where} (" in str(e.value)
+
+
+def test_prefetched_trials_are_watched_on_their_shared_loop(inst):
+    async def go():
+        return await watchdog.watch_async(
+            lambda: run_instance(inst, Streaming("connect"), SessionInfo(inst)), timeout=0.3,
+            what=f"instance {inst.id}")
+
+    with pytest.raises(ModelTimeout, match=r"Streaming\.connect \("):
+        asyncio.run(go())
+
+
+def test_beats_outside_a_watch_go_nowhere():
+    before = watchdog.current().beats
+    watchdog.beat()
+    assert watchdog.current() is watchdog._UNWATCHED and watchdog.current().beats == before + 1
