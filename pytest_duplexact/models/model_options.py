@@ -10,7 +10,6 @@ another machine (plain ``http``/``ws`` to a non-loopback host) unless the user o
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -61,32 +60,22 @@ def build(cls: type[T], label: str, key_env: str | None, options: dict[str, Any]
     return cls(**{k: coerce(label, fields[k], v) for k, v in options.items()})
 
 
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
                     allow_insecure: bool) -> None:
-    """Refuse a URL that would send the key unencrypted to another machine.
+    """Refuse a URL that would send the key unencrypted to another machine: the package's
+    one rule (netsafety.py), opted out of by ``allow_insecure=true`` or its environment
+    switch."""
+    from ..netsafety import ENV_ALLOW, insecure_url_problem
 
-    ``https``/``wss`` are always fine, and so is any scheme to a loopback host (a local
-    server or tunnel). Plain ``http``/``ws`` elsewhere needs ``allow_insecure=true``."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+    scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "ws", "wss"):
         raise ModelConfigError(f"{label}: URL {url!r} must start with http://, https://, "
                                "ws:// or wss://")
-    if not carries_key or scheme in ("https", "wss") or is_loopback(parts.hostname):
+    if not carries_key or allow_insecure:
         return
-    if not allow_insecure:
+    if insecure_url_problem(url, label) is not None:
+        host = urlsplit(url).hostname
         raise ModelConfigError(
-            f"{label}: refusing to send {key_env} over unencrypted {scheme}:// to "
-            f"{parts.hostname}. Use https:// or wss://, or set the model option "
-            "allow_insecure=true if that network is trusted")
+            f"{label}: refusing to send {key_env} over unencrypted {scheme}:// to {host}. Use "
+            f"https:// or wss://, or set the model option allow_insecure=true (or "
+            f"{ENV_ALLOW}=1) if that network is trusted")
