@@ -3,14 +3,16 @@
 ``resolve_model(spec, **options)`` accepts, in this order:
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
-2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime;
+2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, moshi;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
 ``preflight(spec, **options)`` checks the same without building the model. The factory is
 called with ``options`` as keyword arguments (strings when they come from the
 command line) and must return a stepped or streaming model (models/base.py). Modules are
-imported only when named, so a missing optional dependency only matters to its model.
+imported only when named, so a missing optional dependency only matters to its model. What
+each built-in needs (packages, keys, checkpoint files) is declared in models/requirements.py
+and checked before its module is imported.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
+from . import requirements
 from .base import ModelError, SessionInfo, SteppedModel, StepOutput, StreamingModel
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
@@ -30,6 +33,7 @@ BUILTINS: dict[str, str] = {
     "oracle": "pytest_duplexact.models.oracle:OracleModel",
     "endpoint": "pytest_duplexact.models.endpoint:EndpointModel",
     "gpt-realtime": "pytest_duplexact.models.openai_realtime:factory",
+    "moshi": "pytest_duplexact.models.moshi:factory",
 }
 
 
@@ -128,6 +132,7 @@ def preflight(spec: str, **options) -> None:
     if spec.startswith(RECORDED_PREFIX):
         _recorded(spec, options)
         return
+    requirements.check(spec, options)
     factory = _factory(spec)
     _check_options(factory, options, spec)
     check = getattr(factory, "preflight", None)
@@ -141,6 +146,7 @@ def resolve_model(spec: str, **options) -> Any:
     spec = spec.strip()
     if spec.startswith(RECORDED_PREFIX):
         return _recorded(spec, options)
+    requirements.check(spec, options)
     factory = _factory(spec)
     _check_options(factory, options, spec)
     model = factory(**options) if callable(factory) else factory
