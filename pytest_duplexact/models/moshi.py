@@ -241,6 +241,7 @@ class MoshiOptions:
     temp_text: float | None = None  # likewise; moshi's default 0.7
     top_k: int | None = None  # likewise; 250
     top_k_text: int | None = None  # likewise; 25
+    threads: int | None = None  # torch.set_num_threads for this process; None: torch's default
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> "MoshiOptions":
@@ -258,7 +259,7 @@ class MoshiOptions:
             if value is None or value == "":
                 continue
             kind = {"seed": int, "top_k": int, "top_k_text": int, "temp": float,
-                    "temp_text": float}.get(key, str)
+                    "temp_text": float, "threads": int}.get(key, str)
             try:
                 values[key] = kind(value)
             except (TypeError, ValueError):
@@ -272,6 +273,8 @@ class MoshiOptions:
             v = getattr(opts, key)
             if v is not None and not v >= 0:
                 raise ModelConfigError(f"moshi: option {key} must be >= 0 (0: greedy), got {v}")
+        if opts.threads is not None and opts.threads < 1:
+            raise ModelConfigError(f"moshi: option threads must be >= 1, got {opts.threads}")
         return opts
 
     def check_files(self) -> None:
@@ -332,6 +335,8 @@ def load(opts: MoshiOptions) -> MoshiModel:
                                    "conditioning, which this adapter does not support")
     mimi_config = _json_file("mimi_config", opts.mimi_config) if opts.mimi_config else None
     device = opts.torch_device(torch)
+    if opts.threads:  # process-wide; small models on shared cores run far faster on one
+        torch.set_num_threads(opts.threads)
     info = loaders.CheckpointInfo(
         moshi_weights=Path(opts.lm_weights).expanduser(),
         mimi_weights=Path(opts.mimi_weights).expanduser(),

@@ -53,22 +53,20 @@ class Requirements:
     def file_problems(self, options: Mapping[str, object]) -> list[str]:
         """One line per file option that is required and absent, or given and not a local
         file."""
-        problems = []
-        for f in self.files:
-            value = options.get(f.option)
-            if value is None or str(value) == "":
-                if f.required:
-                    problems.append(f"option {f.option} ({f.what}) is not set; pass "
-                                    f"--duplexact-model-option {f.option}=PATH")
-                continue
-            problems.extend(local_file_problem(f.option, f.what, str(value)))
-        return problems
+        return [p for f in self.files for p in file_problem(f, options.get(f.option))]
 
     def problems(self, options: Mapping[str, object]) -> list[str]:
         out = [f"package {p.module!r} is not installed ({p.install})"
                for p in self.missing_packages()]
         out += [f"environment variable {k} is not set" for k in self.missing_env()]
         return out + self.file_problems(options)
+
+
+def file_problem(f: FileOption, value: object) -> list[str]:
+    if value is None or str(value) == "":
+        return [f"option {f.option} ({f.what}) is not set; pass --duplexact-model-option "
+                f"{f.option}=PATH"] if f.required else []
+    return local_file_problem(f.option, f.what, str(value))
 
 
 def local_file_problem(option: str, what: str, value: str) -> list[str]:
