@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from .base import ModelError
+
 # Hub addresses a user might copy from a model card: we never download, so say so.
 _REMOTE_PREFIXES = ("hf://", "http://", "https://", "s3://", "gs://")
 
@@ -118,8 +120,9 @@ RECORDED = Requirements("replays recordings saved earlier (recorded:DIR, a run d
                         "replay")
 
 
-class NotReady(RuntimeError):
-    """A built-in model cannot run here; the message lists everything that is missing."""
+class NotReady(ModelError):
+    """A built-in model cannot run here; the message lists everything that is missing (a
+    ``ModelError`` like the adapters' own configuration errors)."""
 
 
 def check(name: str, options: Mapping[str, object]) -> None:
