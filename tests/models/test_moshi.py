@@ -155,3 +155,15 @@ def test_wrong_tokenizer_is_refused(checkpoints, tmp_path):
                                    minloglevel=2)
     with pytest.raises(ModelConfigError, match="tokenizer has 30 pieces but the LM emits 48"):
         model(dict(checkpoints, tokenizer=str(path)))
+
+
+def test_the_install_step_keeps_our_torch():
+    """.ci/run installs moshi without its dependencies (it pins torch<2.10); the hint that
+    preflight prints is the same command."""
+    from importlib.metadata import version
+    from pathlib import Path
+
+    ci = (Path(__file__).parents[2] / ".ci" / "run").read_text(encoding="utf-8")
+    assert "pip install --quiet --no-deps moshi==0.2.13" in ci
+    assert "pip install --no-deps moshi==0.2.13" in requirements.MOSHI_INSTALL
+    assert version("moshi") == "0.2.13" and version("torch").startswith("2.13.0")
