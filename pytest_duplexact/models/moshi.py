@@ -156,8 +156,8 @@ class MoshiModel:
     def step(self, frame: np.ndarray) -> StepOutput:
         torch = self._torch
         with torch.no_grad(), _OwnRng(torch, self.device, self._rng):
-            x = torch.from_numpy(np.ascontiguousarray(frame, dtype=np.float32))
-            codes = self.mimi.encode(x.to(self.device)[None, None])
+            x = torch.tensor(np.asarray(frame, dtype=np.float32), device=self.device)  # a copy:
+            codes = self.mimi.encode(x[None, None])  # the harness's frame may be read-only
             if self._k == 0:  # as the server: re-pad the encoder after the first frame
                 self.mimi.reset_streaming()
             tokens = self.lm_gen.step(codes[:, :, :1])
