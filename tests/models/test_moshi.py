@@ -16,6 +16,8 @@ from pytest_duplexact.timeline import Word
 from pipelines.helpers import direct_instance, run, simulator_instance
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
+# moshi's modules use torch.jit.script_method, which torch 2.13 deprecates (harmless here)
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
 
 
 @pytest.fixture(scope="module")
