@@ -3,6 +3,7 @@
     duplexact validate DIR                 check a dataset before any model is called
     duplexact report RUN.json [--html F] [--markdown F]
     duplexact merge A.json B.json ... -o merged.json
+    duplexact models [NAME -o KEY=VALUE ...] built-in models, what they need, what is here
 
 Each subcommand lives in its own module; this file only dispatches.
 """
@@ -42,9 +43,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("reports", nargs="+", help="shard report.json files")
     p.add_argument("-o", "--output", required=True, help="merged report path")
 
+    p = sub.add_parser("models", help="list the built-in models, what each needs and whether "
+                                      "it is present here")
+    p.add_argument("names", nargs="*", metavar="NAME", help="check only these models")
+    p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
+                   help="a model option, as --duplexact-model-option (one NAME only): checks "
+                        "its files and runs the model's preflight")
+
     args = parser.parse_args(argv)
     if args.command == "validate":
         from .validate import main as run
+    elif args.command == "models":
+        from .models.listing import main as run
     elif args.command == "report":
         from .report.cli import main as run
     else:

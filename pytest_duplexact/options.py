@@ -32,9 +32,10 @@ class Opt:
 
 
 OPTIONS: tuple[Opt, ...] = (
-    Opt("model", "Model to evaluate: a built-in (silent, oracle, endpoint, recorded:DIR, "
-        "gpt-realtime, grok-voice, qwen-omni-realtime, minicpm-o), an import path 'package.module:factory', or a name registered in the "
-        "'pytest_duplexact.models' entry-point group. Setting it runs the DuplexAct suites.",
+    Opt("model", "Model to evaluate: a built-in (`duplexact models` lists them with what each "
+        "needs), recorded:DIR, an import path 'package.module:factory', or a name registered "
+        "in the 'pytest_duplexact.models' entry-point group. Setting it runs the DuplexAct "
+        "suites.",
         metavar="NAME"),
     Opt("model-option", "Option passed to the model factory as KEY=VALUE (repeatable).",
         kind="list", metavar="KEY=VALUE"),

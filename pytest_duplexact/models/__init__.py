@@ -4,14 +4,16 @@
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
 2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, grok-voice,
-   qwen-omni-realtime, minicpm-o;
+   qwen-omni-realtime, minicpm-o, moshi;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
 ``preflight(spec, **options)`` checks the same without building the model. The factory is
 called with ``options`` as keyword arguments (strings when they come from the
 command line) and must return a stepped or streaming model (models/base.py). Modules are
-imported only when named, so a missing optional dependency only matters to its model.
+imported only when named, so a missing optional dependency only matters to its model. What
+each built-in needs (packages, keys, checkpoint files) is declared in models/requirements.py
+and checked before its module is imported.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import inspect
 from importlib.metadata import entry_points
 from typing import Any
 
+from . import requirements
 from .base import ModelError, SessionInfo, SteppedModel, StepOutput, StreamingModel
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
@@ -34,6 +37,7 @@ BUILTINS: dict[str, str] = {
     "grok-voice": "pytest_duplexact.models.realtime_dialects:grok_voice",
     "qwen-omni-realtime": "pytest_duplexact.models.realtime_dialects:qwen_omni_realtime",
     "minicpm-o": "pytest_duplexact.models.minicpm_duplex:factory",
+    "moshi": "pytest_duplexact.models.moshi:factory",
 }
 
 
@@ -132,6 +136,7 @@ def preflight(spec: str, **options) -> None:
     if spec.startswith(RECORDED_PREFIX):
         _recorded(spec, options)
         return
+    requirements.check(spec, options)
     factory = _factory(spec)
     _check_options(factory, options, spec)
     check = getattr(factory, "preflight", None)
@@ -145,6 +150,7 @@ def resolve_model(spec: str, **options) -> Any:
     spec = spec.strip()
     if spec.startswith(RECORDED_PREFIX):
         return _recorded(spec, options)
+    requirements.check(spec, options)
     factory = _factory(spec)
     _check_options(factory, options, spec)
     model = factory(**options) if callable(factory) else factory

@@ -1,0 +1,81 @@
+"""`duplexact models`: every built-in with what it needs and whether it is here; one model
+checked with its options; keys reported as set or missing, never printed."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_duplexact.cli import main
+from pytest_duplexact.models import BUILTINS, requirements
+from pytest_duplexact.models.requirements import REQUIREMENTS
+
+SECRET = "sk-test-never-printed-42"
+
+
+def _models(capsys, *args) -> tuple[int, str]:
+    rc = main(["models", *args])
+    return rc, capsys.readouterr().out
+
+
+def test_every_builtin_has_a_requirements_entry():
+    assert set(BUILTINS) == set(REQUIREMENTS)
+
+
+def test_lists_every_builtin_with_its_needs(capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    real = requirements._importable
+    monkeypatch.setattr(requirements, "_importable", lambda m: m != "moshi" and real(m))
+    rc, out = _models(capsys)
+    assert rc == 0
+    heads = {line.split()[0]: line for line in out.splitlines() if not line.startswith(" ")}
+    assert set(heads) >= set(BUILTINS) | {"recorded:DIR"}
+    for name in ("silent", "oracle", "endpoint", "recorded:DIR"):
+        assert heads[name].endswith("[ready]")
+    assert heads["gpt-realtime"].endswith("[not ready]")
+    assert "env OPENAI_API_KEY" in out and "missing" in out
+    assert heads["moshi"].endswith("[not ready]")  # its package is "missing" here
+    assert "missing: pip install --no-deps moshi==0.2.13" in out
+    for option in ("mimi_weights", "lm_weights", "tokenizer"):
+        assert f"option {option} " in out
+
+
+def test_a_set_key_is_reported_not_printed(capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    rc, out = _models(capsys, "gpt-realtime")
+    assert rc == 0 and SECRET not in out
+    assert out.splitlines()[0].endswith("[ready]")
+    assert any(line.split()[:2] == ["env", "OPENAI_API_KEY"] and line.endswith(" set")
+               for line in out.splitlines())
+
+
+def test_moshi_needs_options_until_given(capsys, tmp_path):
+    pytest.importorskip("moshi")
+    _, out = _models(capsys)
+    assert "moshi  (stepped)" in out and "[needs options]" in out
+    rc, out = _models(capsys, "moshi", "-o", f"mimi_weights={tmp_path / 'none.safetensors'}",
+                      "-o", "lm_weights=hf://kyutai/moshiko-pytorch-bf16/model.safetensors",
+                      "-o", "tokenizer=x")
+    assert rc == 1 and "[not ready]" in out.splitlines()[0]
+    assert "no such file" in out and "nothing is downloaded" in out
+
+
+def test_moshi_ready_runs_its_preflight(capsys, tmp_path):
+    pytest.importorskip("moshi")
+    files = {}
+    for option in ("mimi_weights", "lm_weights", "tokenizer"):
+        files[option] = tmp_path / option
+        files[option].write_bytes(b"not read by the check")
+    args = [a for k, v in files.items() for a in ("-o", f"{k}={v}")]
+    rc, out = _models(capsys, "moshi", *args)
+    assert rc == 0 and out.splitlines()[0].endswith("[ready]")
+    rc, out = _models(capsys, "moshi", *args, "-o", "dtype=int8")
+    assert rc == 1 and "option dtype must be auto or one of" in out.splitlines()[0]
+
+
+def test_unknown_name_and_bad_option(capsys):
+    with pytest.raises(SystemExit, match="not a built-in model"):
+        main(["models", "moshi-9000"])
+    with pytest.raises(SystemExit, match="exactly one model name"):
+        main(["models", "-o", "a=b"])
+    with pytest.raises(SystemExit, match="not KEY=VALUE"):
+        main(["models", "moshi", "-o", "novalue"])
