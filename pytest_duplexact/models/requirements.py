@@ -57,10 +57,11 @@ class Requirements:
         file."""
         return [p for f in self.files for p in file_problem(f, options.get(f.option))]
 
-    def problems(self, options: Mapping[str, object]) -> list[str]:
+    def problems(self, options: Mapping[str, object], keys: bool = True) -> list[str]:
         out = [f"package {p.module!r} is not installed ({p.install})"
                for p in self.missing_packages()]
-        out += [f"environment variable {k} is not set" for k in self.missing_env()]
+        if keys:
+            out += [f"environment variable {k} is not set" for k in self.missing_env()]
         return out + self.file_problems(options)
 
 
@@ -140,6 +141,8 @@ def check(name: str, options: Mapping[str, object]) -> None:
     req = REQUIREMENTS.get(name)
     if req is None:
         return
-    problems = req.problems(options)
+    # a missing key is the adapter's own preflight's to explain (where to get it, which
+    # provider): here only what must exist before its module can even be imported
+    problems = req.problems(options, keys=False)
     if problems:
         raise NotReady(f"model {name!r} cannot run here: " + "; ".join(problems))
