@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="run directory holding the recordings (repeatable, for merged shards)")
 
     p = sub.add_parser("merge", help="combine shard reports into one")
-    p.add_argument("reports", nargs="+", help="shard report.json files")
+    p.add_argument("reports", nargs="+",
+                   help="shard report.json files or globs (quoted: 'shards/*/report.json')")
     p.add_argument("-o", "--output", required=True, help="merged report path")
 
     p = sub.add_parser("models", help="list the built-in models, what each needs and whether "

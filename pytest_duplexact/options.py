@@ -16,7 +16,9 @@ class Opt:
     help: str
     default: object = None
     kind: str = "string"  # string | int | float | list (repeatable / comma or newline list)
+    #                       | flag (no value) | optional (a value may follow; alone: const)
     metavar: str | None = None
+    const: object = None
 
     @property
     def flag(self) -> str:
@@ -52,7 +54,9 @@ OPTIONS: tuple[Opt, ...] = (
         kind="int", metavar="N"),
     Opt("seed", "Seed for per-condition sampling and for seeded models.", default=0,
         kind="int", metavar="N"),
-    Opt("shard", "Run only shard K of N (1-based, deterministic by instance id).",
+    Opt("shard", "Run only shard K of N (1-based, deterministic by instance id); 'auto' "
+        "(or 'auto/N') reads K/N from a Slurm job array, a Kubernetes Indexed Job or "
+        "DUPLEXACT_SHARD_INDEX/_COUNT (docs/sharding.md).",
         metavar="K/N"),
     Opt("run-dir", "Folder for recordings, timelines, outcomes and the report; default "
         "duplexact-runs/<model>-<time> under the invocation directory.", metavar="DIR"),
@@ -66,6 +70,13 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("baseline", "Regression gate: compare with this stored report.json per action and "
         "condition; a statistically significant drop in I or S fails the run (docs/reports.md).",
         metavar="REPORT.json"),
+    Opt("autosave", "Keep this run's report in the store folder (--duplexact-storage), "
+        "numbered, for later --duplexact-compare.", kind="flag"),
+    Opt("compare", "Compare with a stored run (latest, or its number) with the baseline "
+        "gate's significance test: a significant drop fails the run.", kind="optional",
+        const="latest", metavar="ID|latest"),
+    Opt("storage", "Store folder of --duplexact-autosave / --duplexact-compare; default "
+        ".duplexact under the invocation directory.", metavar="DIR"),
     Opt("baseline-alpha", "Significance level of the baseline gate (family-wise, "
         "Holm-adjusted one-sided tests).", default=0.05, kind="float", metavar="ALPHA"),
     Opt("judge", "Text judge model for subsequent follow-through (e.g. gpt-5.4); default: "
@@ -105,6 +116,14 @@ def addoption(parser: pytest.Parser) -> None:
             group.addoption(o.flag, action="append", dest=o.dest, default=None, help=cli_help,
                             metavar=o.metavar)
             parser.addini(o.ini, o.help, type="linelist", default=[])
+        elif o.kind == "flag":
+            group.addoption(o.flag, action="store_true", dest=o.dest, default=None,
+                            help=cli_help)
+            parser.addini(o.ini, o.help, type="bool", default=False)
+        elif o.kind == "optional":
+            group.addoption(o.flag, action="store", nargs="?", const=o.const, dest=o.dest,
+                            default=None, help=cli_help, metavar=o.metavar)
+            parser.addini(o.ini, o.help, default=None)
         else:
             group.addoption(o.flag, action="store", dest=o.dest, default=None, help=cli_help,
                             metavar=o.metavar)
@@ -126,6 +145,8 @@ def get(config: pytest.Config, name: str):
             vals = list(cli) if cli else list(config.getini(o.ini) or [])
             return [v.strip() for v in vals if v.strip()]
         return _split(cli) if cli else _split(config.getini(o.ini))
+    if o.kind == "flag":
+        return bool(cli) or bool(config.getini(o.ini))
     raw = cli if cli is not None else config.getini(o.ini)
     if raw in (None, ""):
         return o.default

@@ -37,6 +37,7 @@ class State:
     usage: dict = field(default_factory=dict)  # nodeid -> remote-service cost of the instance
     messages: list = field(default_factory=list)  # terminal only, not in the report (resume)
     lock: object = None  # runlock.RunLock of the run directory (controller / serial run)
+    baseline: str | None = None  # report gated against (--duplexact-baseline / -compare)
 
 
 STATE = pytest.StashKey[State]()

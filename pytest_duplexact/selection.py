@@ -60,9 +60,17 @@ class Selection:
         return True
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
+def parse_shard(text: str | None, env=None) -> tuple[int, int] | None:
+    """``K/N``, or ``auto`` / ``auto/N`` read from the job-array environment (shards.py)."""
     if not text:
         return None
+    if text.strip().startswith("auto"):
+        from .shards import ShardEnvError, from_environment
+
+        try:
+            return from_environment(text.strip(), env)
+        except ShardEnvError as e:
+            raise SelectionError(str(e)) from None
     try:
         k, n = (int(x) for x in text.split("/"))
     except ValueError:

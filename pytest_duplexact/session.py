@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -104,7 +105,7 @@ def settings_of(config, spec: str, root: Path) -> dict:
     }
 
 
-def _resolve_run_dir(config, spec: str) -> Path:
+def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) -> Path:
     if hasattr(config, "workerinput") and "duplexact_run_dir" in config.workerinput:
         return Path(config.workerinput["duplexact_run_dir"])
     resume = options.get(config, "resume")
@@ -123,7 +124,8 @@ def _resolve_run_dir(config, spec: str) -> Path:
                 f"continue that run with --duplexact-resume={given}, or choose a new folder")
         return run_dir
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}"
+    part = "" if shard is None else "-shard%dof%d" % shard  # shards of one run never collide
+    base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}{part}"
     run_dir, k = base, 1
     while _holds_files(run_dir):  # two runs started in the same second
         k += 1
@@ -218,7 +220,7 @@ def build_state(config, spec: str):
                              "scenarios": list(sel.scenarios), "sources": list(sel.sources),
                              "limit": sel.limit, "seed": sel.seed,
                              "shard": None if sel.shard is None else "%d/%d" % sel.shard}
-    run_dir = _resolve_run_dir(config, spec)
+    run_dir = _resolve_run_dir(config, spec, sel.shard)
     state = State(spec, settings, instances, run_dir, gate_list)
     worker = hasattr(config, "workerinput")
     if options.get(config, "resume"):
@@ -230,7 +232,7 @@ def build_state(config, spec: str):
     if not worker:
         _check_urls(settings)
         _preflight(config, spec, settings)
-        _check_baseline(config)
+        state.baseline = _check_baseline(config)
         from .runlock import RunDirLocked, RunLock
 
         try:
@@ -280,13 +282,34 @@ def _preflight(config, spec: str, settings: dict) -> None:
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
 
 
-def _check_baseline(config) -> None:
-    from .report.baseline import BaselineError, check_option
+def _store(config) -> Path:
+    from .report.store import DEFAULT_STORE
 
+    return Path(config.invocation_params.dir, options.get(config, "storage") or DEFAULT_STORE)
+
+
+def _check_baseline(config) -> str | None:
+    """The baseline report this run is gated against: --duplexact-baseline, or the stored run
+    --duplexact-compare names (resolved now, before this run can be stored itself)."""
+    from .report.baseline import BaselineError, check_option
+    from .report.store import StoreError, find
+
+    path, ref = options.get(config, "baseline"), options.get(config, "compare")
+    if path and ref:
+        raise pytest.UsageError("--duplexact-baseline and --duplexact-compare both name a "
+                                "baseline; give one")
+    flag = "--duplexact-baseline"
+    if ref:
+        flag = f"--duplexact-compare={ref}"
+        try:
+            path = str(find(_store(config), ref))
+        except StoreError as e:
+            raise pytest.UsageError(f"{flag}: {e}") from None
     try:
-        check_option(options.get(config, "baseline"), options.get(config, "baseline-alpha"))
+        check_option(path, options.get(config, "baseline-alpha"))
     except BaselineError as e:
-        raise pytest.UsageError(f"--duplexact-baseline: {e}") from None
+        raise pytest.UsageError(f"{flag}: {e}") from None
+    return path
 
 
 def build_harness(config, state) -> Harness:
@@ -322,6 +345,26 @@ def build_harness(config, state) -> Harness:
     return harness
 
 
+def _publish(config, state, report: dict) -> None:
+    """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
+    Actions job summary. Either failing is said, never fatal: the run dir has the report."""
+    from .report import job_summary, store
+
+    if options.get(config, "autosave"):
+        try:
+            saved = store.save(report, _store(config))
+            state.messages.append(f"duplexact: stored this run as {saved}")
+        except OSError as e:
+            state.messages.append(f"duplexact: WARNING: could not store this run: {e}")
+    try:
+        written = job_summary.append(report, report_path=str(state.run_dir / REPORT_FILE))
+    except OSError as e:
+        state.messages.append(f"duplexact: WARNING: could not write the job summary: {e}")
+    else:
+        if written:
+            state.messages.append(f"duplexact: summary appended to {written}")
+
+
 def finish(config, state, exitstatus: int) -> int | None:
     """Controller side: build and write the report, evaluate gates; returns the new exit
     status when gates decide it."""
@@ -339,7 +382,7 @@ def finish(config, state, exitstatus: int) -> int | None:
             f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
             "(deselected, interrupted, or lost with a crashed worker); "
             f"pytest --duplexact-resume={state.run_dir} runs them")
-    baseline = options.get(config, "baseline")
+    baseline = state.baseline
     if baseline:  # regression gate (report/baseline.py): significant drops fail the run
         from .report.baseline import gate
 
@@ -349,8 +392,13 @@ def finish(config, state, exitstatus: int) -> int | None:
     for path in (state.run_dir / REPORT_FILE, options.get(config, "report")):
         if not path:
             continue
-        try:
-            write_json_atomic(Path(path), report)
+        try:  # each copy says where its recordings are, relative to itself ("." in the run dir)
+            where = Path(path).resolve().parent
+            try:
+                rel = os.path.relpath(state.run_dir, where)
+            except ValueError:  # another drive (Windows)
+                rel = str(state.run_dir)
+            write_json_atomic(Path(path), {**report, "run_dir": Path(rel).as_posix()})
         except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
             unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
     if unwritten:
@@ -358,6 +406,9 @@ def finish(config, state, exitstatus: int) -> int | None:
             f"duplexact: the finished instances are journaled in {state.run_dir / 'instances'}"
             f"; once there is room, pytest --duplexact-resume={state.run_dir} writes the report"]
         return 1 if exitstatus in (0, 1) else None
+    _publish(config, state, report)
+    state.messages.append(f"duplexact: run directory {state.run_dir} (recordings, timelines, "
+                          "report.json)")
     if not (state.gates or baseline) or exitstatus not in (0, 1):
         return None  # no gates: pytest's own semantics; interrupted / usage errors stay
     errors = report["totals"]["errors"]

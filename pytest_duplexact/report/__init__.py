@@ -13,7 +13,9 @@ from ..results import InstanceOutcome
 
 SCHEMA = "duplexact-report"
 VERSION = 1
-VOLATILE_KEYS = ("created",)  # differ between otherwise identical runs
+# differ between otherwise identical runs: the time, and where a copy of the report sits
+# relative to its run directory (session.finish)
+VOLATILE_KEYS = ("created", "run_dir")
 
 
 class ReportFileError(ValueError):

@@ -481,6 +481,8 @@ def _recording_roots(report: dict, report_path: Path | None, extra) -> list[Path
     if report_path is not None:
         roots.append(Path(report_path).resolve().parent)
     base = Path(report_path).resolve().parent if report_path is not None else Path.cwd()
+    if isinstance(report.get("run_dir"), str):  # relative to the report file (session.finish)
+        roots.append(base / report["run_dir"])
     for s in report.get("shards") or []:
         if s.get("run_dir"):
             roots.append(Path(s["run_dir"]))

@@ -141,7 +141,7 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
     return out
 
 
-def render(report: dict) -> str:
+def render(report: dict, failures: bool = True) -> str:
     model = report.get("model", "?")
     tot = report["totals"]
     out = [f"## DuplexAct: {_esc(model)}", ""]
@@ -179,7 +179,8 @@ def render(report: dict) -> str:
 
     out += ["", "### The paper's 14 models (Table 4)", ""] + _paper_table(report)
 
-    out += ["", "### Failed instances", ""] + _failures(report)
+    if failures:
+        out += ["", "### Failed instances", ""] + _failures(report)
     return "\n".join(out) + "\n"
 
 

@@ -166,9 +166,28 @@ def _check_shards(shards: list, paths: list[Path]) -> None:
                          "be the unsharded run's")
 
 
+def expand(patterns: list[str]) -> list[str]:
+    """Paths and globs (``shards/*/report.json``, ``**`` recursive), each pattern's matches
+    sorted; a pattern that matches nothing is an error (a shard that never reported)."""
+    import glob
+
+    out: list[str] = []
+    for pattern in patterns:
+        if not glob.has_magic(pattern):
+            out.append(pattern)
+            continue
+        hits = sorted(glob.glob(pattern, recursive=True))
+        if not hits:
+            raise MergeError(f"{pattern}: matches no file")
+        out += [h for h in hits if h not in out]
+    return out
+
+
 def main(args) -> int:
-    """``args.reports`` (paths), ``args.output``; exit 0, or 2 with the reason on stderr."""
+    """``args.reports`` (paths or globs), ``args.output``; exit 0, or 2 with the reason on
+    stderr."""
     try:
+        args.reports = expand(args.reports)
         merged = merge(args.reports)
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)

@@ -139,3 +139,30 @@ def test_unusable_baseline_is_a_usage_error(pytester, tmp_path):
                "--duplexact-baseline-alpha=lots")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*--duplexact-baseline-alpha*expected a number*"])
+
+
+def test_auto_shards_from_a_job_array_merge_by_glob(pytester, monkeypatch, capsys):
+    """Three array tasks (Slurm-style env), default run directories named by shard, then
+    ``duplexact merge 'duplexact-runs/*/report.json'``: the unsharded report."""
+    import argparse
+
+    from pytest_duplexact.report.merge import main as merge_main
+
+    sel = ["--duplexact-model=silent", "--duplexact-action=take_turn,wait"]
+    _run(pytester, *sel, "--duplexact-run-dir=full", "--duplexact-report=full.json")
+    for task in range(3):
+        monkeypatch.setenv("SLURM_ARRAY_TASK_ID", str(task))
+        monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "3")
+        monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "0")
+        _run(pytester, *sel, "--duplexact-shard=auto")
+    runs = sorted(p.name for p in (pytester.path / "duplexact-runs").iterdir())
+    assert [r[-9:] for r in runs] == ["shard1of3", "shard2of3", "shard3of3"]
+    out = pytester.path / "merged.json"
+    code = merge_main(argparse.Namespace(
+        reports=[str(pytester.path / "duplexact-runs" / "*" / "report.json")], output=str(out)))
+    assert code == 0, capsys.readouterr().err
+    full = json.loads((pytester.path / "full.json").read_text())
+    assert _comparable(json.loads(out.read_text())) == _comparable(full)
+    code = merge_main(argparse.Namespace(reports=[str(pytester.path / "nothing-*.json")],
+                                         output=str(out)))
+    assert code == 2 and "matches no file" in capsys.readouterr().err

@@ -1,0 +1,63 @@
+"""Stored runs, as pytest-benchmark users know them (``--benchmark-autosave`` /
+``--benchmark-compare``): ``--duplexact-autosave`` keeps every run's report in a store folder
+(default ``.duplexact/`` where pytest was started), numbered ``0001_<model>_<time>.json``;
+``--duplexact-compare[=ID|latest]`` makes a stored report the run's baseline, gated with the
+significance-aware comparison of report/baseline.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DEFAULT_STORE = ".duplexact"
+_NAME = re.compile(r"^(\d{4,})_.*\.json$")
+
+
+class StoreError(ValueError):
+    pass
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
+
+
+def entries(store: Path) -> list[tuple[int, Path]]:
+    """Stored reports, oldest first."""
+    if not store.is_dir():
+        return []
+    found = [(int(m[1]), p) for p in store.iterdir() if (m := _NAME.match(p.name))]
+    return sorted(found)
+
+
+def save(report: dict, store: Path) -> Path:
+    """Write ``report`` as the store's next entry; returns its path."""
+    from ..harness import write_json_atomic
+
+    store.mkdir(parents=True, exist_ok=True)
+    number = (entries(store)[-1][0] + 1) if entries(store) else 1
+    stamp = re.sub(r"[^0-9T]", "", str(report.get("created", "")))[:15] or "undated"
+    path = store / f"{number:04d}_{_slug(str(report.get('model', 'model')))}_{stamp}.json"
+    write_json_atomic(path, report)
+    return path
+
+
+def find(store: Path, ref: str) -> Path:
+    """``latest``, a number (``3`` or ``0003``), or a path to a report."""
+    ref = (ref or "latest").strip()
+    if ref == "latest":
+        found = entries(store)
+        if not found:
+            raise StoreError(f"no stored run in {store} to compare with; store one first with "
+                             "--duplexact-autosave")
+        return found[-1][1]
+    if ref.isdigit():
+        for number, path in entries(store):
+            if number == int(ref):
+                return path
+        known = ", ".join(f"{n:04d}" for n, _ in entries(store)) or "none"
+        raise StoreError(f"no stored run {ref} in {store} (stored: {known})")
+    path = Path(ref)
+    if path.is_file():
+        return path
+    raise StoreError(f"{ref}: neither 'latest', a stored run number, nor a report file")

@@ -1,0 +1,86 @@
+"""CI conventions, from a user's point of view: the GitHub Actions job summary, stored runs
+with compare-with-latest, and a report copy that knows where its recordings are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_duplexact.report import job_summary, store
+
+SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
+         "no:cacheprovider"]
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess(*args, *SMALL, timeout=300)
+
+
+def test_the_job_summary_is_appended_never_overwritten(pytester, monkeypatch):
+    summary = Path(pytester.path, "step-summary.md")
+    summary.write_text("# Build\nearlier step's text\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    res = run(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=r")
+    assert res.ret == 0
+    text = summary.read_text()
+    assert text.startswith("# Build\nearlier step's text\n")
+    assert "## DuplexAct: endpoint" in text and "Take Turn" in text
+    assert f"summary appended to {summary}" in res.stdout.str()
+
+
+def test_the_job_summary_stays_within_githubs_limit(tmp_path):
+    from tests.report.helpers import mixed_report
+
+    rep = mixed_report()
+    target = tmp_path / "s.md"
+    target.write_text("x" * (job_summary.LIMIT - 3000))  # earlier steps used most of it
+    assert job_summary.append(rep, env={"GITHUB_STEP_SUMMARY": str(target)})
+    assert target.stat().st_size <= job_summary.LIMIT
+    assert "Failed instances" not in target.read_text()[-3000:]  # the compact form
+    target.write_text("x" * (job_summary.LIMIT - 100))
+    job_summary.append(rep, env={"GITHUB_STEP_SUMMARY": str(target)}, report_path="r.json")
+    assert target.stat().st_size <= job_summary.LIMIT
+    assert job_summary.append(rep, env={}) is None
+
+
+def test_autosave_then_compare_with_latest_gates_on_a_significant_drop(pytester):
+    sel = ["--duplexact-condition=take_turn.delayed,wait.inter_sentential_pause"]
+    good = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-autosave",
+                                         *sel, "-p", "no:cacheprovider", timeout=300)
+    assert good.ret == 0 and "duplexact: stored this run as" in good.stdout.str()
+    (first,) = store.entries(Path(pytester.path, ".duplexact"))
+    assert first[0] == 1 and first[1].name.startswith("0001_oracle_")
+    same = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-compare",
+                                         "--duplexact-autosave", *sel, "-p", "no:cacheprovider",
+                                         timeout=300)
+    assert same.ret == 0, same.stdout.str()
+    assert len(store.entries(Path(pytester.path, ".duplexact"))) == 2
+    worse = pytester.runpytest_subprocess("--duplexact-model=silent", "--duplexact-compare=1",
+                                          *sel, "-p", "no:cacheprovider", timeout=300)
+    report = json.loads(next(Path(pytester.path, "duplexact-runs").glob(
+        "silent-*/report.json")).read_text())
+    assert report["baseline"]["path"].endswith(first[1].name)
+    # 3/3 -> 0/3 on take_turn.delayed is not significant after Holm with n = 3; the gate
+    # decides the exit status all the same, and says what it compared
+    assert worse.ret in (0, 1) and "Baseline" in worse.stdout.str()
+
+
+def test_compare_without_a_stored_run_is_a_usage_error(pytester):
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-compare")
+    assert res.ret == 4 and "no stored run in" in res.stderr.str()
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-compare",
+              "--duplexact-baseline=x.json")
+    assert res.ret == 4 and "give one" in res.stderr.str()
+
+
+def test_a_report_copy_points_at_its_run_directory(pytester):
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-run-dir=runs/a",
+              "--duplexact-report=out/copy.json")
+    assert "duplexact: run directory" in res.stdout.str() and "runs/a" in res.stdout.str()
+    copy = json.loads(Path(pytester.path, "out/copy.json").read_text())
+    inside = json.loads(Path(pytester.path, "runs/a/report.json").read_text())
+    assert copy["run_dir"] == "../runs/a" and inside["run_dir"] == "."
+    from pytest_duplexact.report.html import render
+
+    page = render(copy, report_path=Path(pytester.path, "out/copy.json"))
+    assert "recordings not found" not in page
