@@ -15,7 +15,7 @@ class Opt:
     name: str  # --duplexact-<name>, ini duplexact_<name with _>
     help: str
     default: object = None
-    kind: str = "string"  # string | int | float | list (repeatable / comma or newline list)
+    kind: str = "string"  # string | int | float | list (repeatable / comma or newline list) | flag
     metavar: str | None = None
 
     @property
@@ -38,8 +38,19 @@ OPTIONS: tuple[Opt, ...] = (
         metavar="NAME"),
     Opt("model-option", "Option passed to the model factory as KEY=VALUE (repeatable).",
         kind="list", metavar="KEY=VALUE"),
-    Opt("data", "Dataset folder in the DuplexAct format (docs/dataset-format.md); default: the "
-        "bundled fixture set.", metavar="DIR"),
+    Opt("data", "Dataset folder in the DuplexAct format (docs/dataset-format.md), or the released "
+        "benchmark: hf:LincolnD/DuplexAct[@REV] (downloaded through huggingface_hub) or "
+        "hf:/path/to/a/parquet/snapshot (docs/released-data.md); default: the bundled fixture set.",
+        metavar="DIR|hf:REPO"),
+    Opt("data-mapping", "TOML file completing or correcting the released data's mapping "
+        "(docs/released-data.md); merged over the bundled one.", metavar="FILE.toml"),
+    Opt("skip-unmappable", "Released data: run without the instances the mapping cannot place "
+        "(they are counted and listed in the report) instead of refusing to start.",
+        kind="flag"),
+    Opt("bargein-branches", "interrupt: after a detected takeover play the instance's "
+        "branch_acknowledged clip (the user yields), else continue the user speech; 'off' "
+        "keeps the plain barge-in replay (docs/dataset-format.md).", default="on",
+        metavar="on|off"),
     Opt("action", "Run only these actions (comma-separated).", kind="list", metavar="A,B"),
     Opt("condition", "Run only these conditions: 'delayed' or 'take_turn.delayed' "
         "(comma-separated).", kind="list", metavar="C,D"),
@@ -47,6 +58,8 @@ OPTIONS: tuple[Opt, ...] = (
         kind="list", metavar="S"),
     Opt("source", "Run only instances from this source (real, synthesized).", kind="list",
         metavar="S"),
+    Opt("corpus", "Run only instances from these corpora (AMI, CORAAL, Loqui, synthesized, "
+        "Candor).", kind="list", metavar="C"),
     Opt("limit", "At most N instances per condition, sampled with --duplexact-seed.",
         kind="int", metavar="N"),
     Opt("seed", "Seed for per-condition sampling and for seeded models.", default=0,
@@ -98,6 +111,10 @@ def addoption(parser: pytest.Parser) -> None:
             group.addoption(o.flag, action="append", dest=o.dest, default=None, help=cli_help,
                             metavar=o.metavar)
             parser.addini(o.ini, o.help, type="linelist", default=[])
+        elif o.kind == "flag":
+            group.addoption(o.flag, action="store_true", dest=o.dest, default=None,
+                            help=cli_help)
+            parser.addini(o.ini, o.help, type="bool", default=False)
         else:
             group.addoption(o.flag, action="store", dest=o.dest, default=None, help=cli_help,
                             metavar=o.metavar)
@@ -119,6 +136,8 @@ def get(config: pytest.Config, name: str):
             vals = list(cli) if cli else list(config.getini(o.ini) or [])
             return [v.strip() for v in vals if v.strip()]
         return _split(cli) if cli else _split(config.getini(o.ini))
+    if o.kind == "flag":
+        return bool(cli) or bool(config.getini(o.ini))
     raw = cli if cli is not None else config.getini(o.ini)
     if raw in (None, ""):
         return o.default

@@ -125,7 +125,14 @@ def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[
 def build_state(config, spec: str):
     from .plugin import State
 
-    root = Path(options.get(config, "data") or bundled_root()).resolve()
+    data = options.get(config, "data")
+    released = None
+    if data and str(data).startswith("hf:"):  # the released benchmark (released/)
+        from .released.run import resolve_for_run
+
+        root, released = resolve_for_run(config, data)
+    else:
+        root = Path(data or bundled_root()).resolve()
     dataset, problems = check_dataset(root)
     if problems:
         raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
@@ -136,6 +143,7 @@ def build_state(config, spec: str):
             conditions=tuple(options.get(config, "condition")),
             scenarios=tuple(options.get(config, "scenario")),
             sources=tuple(options.get(config, "source")),
+            corpora=tuple(options.get(config, "corpus")),
             limit=options.get(config, "limit"),
             seed=options.get(config, "seed"),
             shard=parse_shard(options.get(config, "shard")),
@@ -152,8 +160,18 @@ def build_state(config, spec: str):
                              "scenarios": list(sel.scenarios), "sources": list(sel.sources),
                              "limit": sel.limit, "seed": sel.seed,
                              "shard": None if sel.shard is None else "%d/%d" % sel.shard}
+    if sel.corpora:  # only when used, so reports of other runs keep their bytes
+        settings["selection"]["corpora"] = list(sel.corpora)
+    if released is not None:
+        settings["released"] = released
+    if options.get(config, "bargein-branches") not in ("on", "off"):
+        raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
     run_dir = _resolve_run_dir(config, spec)
     state = State(spec, settings, instances, run_dir, gate_list)
+    if released is not None and released["unmappable"]:
+        state.notes.append(f"{released['unmappable']} row(s) of the released data skipped as "
+                           "unmappable (--duplexact-skip-unmappable): "
+                           + ", ".join(released["unmappable_ids"]))
     worker = hasattr(config, "workerinput")
     if options.get(config, "resume"):
         wanted = {i.id for i in instances}
@@ -163,6 +181,7 @@ def build_state(config, spec: str):
             state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
     if not worker:
         _preflight(config, spec, settings)
+        _preflight_data(spec, instances)
         _check_baseline(config)
         write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
                                                __version__,
@@ -182,6 +201,16 @@ def _preflight(config, spec: str, settings: dict) -> None:
         preflight(spec, **settings["model_options"])
     except Exception as e:  # the model's own, user-facing message
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
+
+
+def _preflight_data(spec: str, instances) -> None:
+    """The built-in oracle speaks the model-side clips; without them it cannot run at all."""
+    if spec == "oracle":
+        from .models.oracle import missing_clips
+
+        why = missing_clips(instances)
+        if why:
+            raise pytest.UsageError(f"--duplexact-model=oracle: {why}")
 
 
 def _check_baseline(config) -> None:
@@ -239,6 +268,10 @@ def finish(config, state, exitstatus: int) -> int | None:
             f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
             "(deselected, interrupted, or lost with a crashed worker); "
             f"pytest --duplexact-resume={state.run_dir} runs them")
+    if "released" in state.settings:  # the paper side by side (released/paper.py)
+        from .released.paper import paper_section
+
+        report["paper_comparison"] = paper_section(report)
     baseline = options.get(config, "baseline")
     if baseline:  # regression gate (report/baseline.py): significant drops fail the run
         from .report.baseline import gate
