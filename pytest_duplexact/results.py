@@ -79,6 +79,7 @@ class InstanceOutcome:
     timing: float | None = None  # the action's diagnostic (taxonomy.TIMING_DIAGNOSTIC)
     error: str | None = None
     recording: str | None = None  # run-dir relative folder of the artifacts
+    corpus: str | None = None  # the instance's corpus when its data names one
 
     @property
     def excluded(self) -> bool:
@@ -91,6 +92,8 @@ class InstanceOutcome:
             "immediate": self.immediate.to_dict() if self.immediate else None,
             "subsequent": self.subsequent.to_dict() if self.subsequent else None,
             "timing": self.timing, "error": self.error, "recording": self.recording,
+            # only when known, so reports of data without corpora keep their bytes
+            **({"corpus": self.corpus} if self.corpus is not None else {}),
         }
 
     @classmethod
@@ -113,4 +116,4 @@ class InstanceOutcome:
 
         return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
                    imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
-                   d.get("error"), d.get("recording"))
+                   d.get("error"), d.get("recording"), d.get("corpus"))

@@ -240,6 +240,7 @@ def build_harness(config, state) -> Harness:
         model_options=state.settings["model_options"],
         fingerprint=journal.fingerprint(state.settings),
         vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
+        bargein_branches=options.get(config, "bargein-branches") != "off",
     )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:

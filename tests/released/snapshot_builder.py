@@ -95,6 +95,7 @@ def build(folder: Path, per_config: int = 2, row_group_size: int = 2,
     schema = pa.schema([("condition", pa.string()), ("dataset", pa.string()),
                         ("metadata", pa.string())] + [(c, struct_t) for c in AUDIO_COLUMNS])
     held: dict[str, list[str]] = {}
+    row = 0
     for action, config in CONFIG_OF.items():
         chosen, seen = [], set()
         for inst in ds.instances:  # different conditions first, so each config covers several
@@ -105,7 +106,8 @@ def build(folder: Path, per_config: int = 2, row_group_size: int = 2,
         rows = {name: [] for name in schema.names}
         for k, inst in enumerate(chosen):
             rows["condition"].append(inst.condition.replace("_", " ").title())
-            rows["dataset"].append(CORPORA[k % len(CORPORA)])
+            rows["dataset"].append(CORPORA[row % len(CORPORA)])
+            row += 1
             meta = _metadata(inst)
             meta.pop(drop_key, None) if drop_key else None
             rows["metadata"].append(json.dumps(meta))
