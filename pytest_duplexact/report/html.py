@@ -555,6 +555,38 @@ def _condition_table(report: dict) -> str:
                    "not in a rate", "paper mean I / S"], rows, left={6})
 
 
+def _corpora_section(report: dict) -> str:
+    """Per corpus (released data only): pooled I / S, then per action."""
+    acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+    rows = []
+    for corpus, c in report["summary"]["corpora"].items():
+        per = [report["summary"]["actions"][a].get("corpora", {}).get(corpus) for a in acts]
+        rows.append([corpus, md.fmt_rate(rate_of(c, "I")), md.fmt_rate(rate_of(c, "S")),
+                     c["n"]] + ["\u2013" if x is None else
+                                f"{md.fmt_rate(rate_of(x, 'I'), ci=False)} / "
+                                f"{md.fmt_rate(rate_of(x, 'S'), ci=False)}" for x in per])
+    return _table(["Corpus", "I % [95% CI]", "S % [95% CI]", "n"]
+                  + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows)
+
+
+def _paper_comparison_section(section: dict) -> str:
+    out = [f'<p class="warn">{_esc(section["note"])}</p>',
+           f'<p class="muted">{_esc(section["method"])}</p>']
+    def paper_n(r):  # for I the paper's n is a lower bound (released/paper.py)
+        return ("\u2265" if r["paper_n_is_lower_bound"] else "=") + str(r["paper_n"])
+
+    rows = [[f"{r['action']}.{r['condition']}", r["metric"], r["model"],
+             f"{100 * r['run']:.1f} (n={r['run_n']})", f"{100 * r['paper']:.1f} "
+             f"(n{paper_n(r)})", f"{r['p_adjusted']:.3g}"]
+            for r in section["comparisons"] if r["significant"]]
+    out.append(f"<p>{len(section['comparisons'])} comparisons, {len(rows)} significant at "
+               f"{section['alpha']} (Holm).</p>")
+    if rows:
+        out.append(_table(["Condition", "", "Paper model", "This run %", "Paper %",
+                           "p (Holm)"], rows))
+    return "".join(out)
+
+
 def _paper_section(report: dict) -> str:
     pr = paper_data.load()
     same = report["totals"]["instances"] == pr.instances
@@ -702,6 +734,15 @@ def render(report: dict, *, report_path: str | Path | None = None,
         f'<section id="paper"><h2>The paper\'s 14 models</h2>{_paper_section(report)}'
         "</section>",
     ]
+    if report["summary"].get("corpora"):  # released data: per corpus, the paper side by side
+        nav += '<a href="#corpora">corpora</a>'
+        body.append(f'<section id="corpora"><h2>Corpora</h2>{_corpora_section(report)}'
+                    "</section>")
+    if report.get("paper_comparison"):
+        nav += '<a href="#paper-comparison">paper comparison</a>'
+        body.append('<section id="paper-comparison"><h2>The paper side by side, per '
+                    f'condition</h2>{_paper_comparison_section(report["paper_comparison"])}'
+                    "</section>")
     if report.get("baseline"):
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'
                     f'{_baseline_section(report["baseline"])}</section>')

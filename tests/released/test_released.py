@@ -78,6 +78,19 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
             if a is not None:
                 assert abs(a - b) <= 1.0 / RATE, (inst.id, name, a, b)
     assert "wait-wait-inter_sentential_pause-casual-01" in {i.id for i in ds.instances}
+    # every view shows the per-corpus rates and the paper side by side
+    from pytest_duplexact.cli import main
+
+    assert main(["report", str(pytester.path / "report.json"), "--html", "page.html",
+                 "--markdown", "pr.md", "--audio", "none"]) == 0
+    page = (pytester.path / "page.html").read_text()
+    assert 'id="corpora"' in page and 'id="paper-comparison"' in page
+    assert "this run covers 15 of the paper&#x27;s 4691 instances" in page
+    text = (pytester.path / "pr.md").read_text()
+    assert "### Corpora" in text and "| Loqui |" in text
+    assert "covers 15 of the paper's 4691 instances; the 1235 Candor" in text
+    out = res.stdout.str()
+    assert "Per corpus (I / S (n_S))" in out and "paper side by side" in out
 
 
 def test_download_through_a_fake_hub_and_second_run_makes_no_request(pytester, snapshot,
