@@ -73,3 +73,41 @@ def test_user_mapping_extends_and_errors_name_the_field(tmp_path):
     f.write_text('[configs]\nwait = "pause"\n')
     with pytest.raises(Exception, match="field 'configs.wait': unknown action 'pause'"):
         load_mapping(f)
+
+
+def test_clocks_origin_and_source_rate(tmp_path):
+    """A value measured from another metadata key (origin) is moved onto the clip's clock;
+    samples use the rate of the clip the annotation is on (user vs cue)."""
+    from pytest_duplexact.released.convert import map_annotations, map_fields
+
+    f = tmp_path / "m.toml"
+    f.write_text('''
+[annotations]
+user_start = [{ key = "seg.start_ms", unit = "ms", origin = "seg.clip_ms" }]
+user_end = [{ key = "seg.end_ms", unit = "ms", origin = "seg.clip_ms" }]
+other_start = [{ key = "o0", unit = "samples", rate = "source" }]
+other_end = [{ key = "o1", unit = "samples", rate = 8000 }]
+cue_start = [{ key = "c0", unit = "samples", rate = "source" }]
+[text]
+user = ["u"]
+ignored = ["i"]
+''')
+    m = load_mapping(f)
+    meta = {"seg": {"start_ms": 61_250, "end_ms": 64_000, "clip_ms": 60_000},
+            "o0": 48_000, "o1": 16_000, "c0": 24_000, "u": "a b", "i": "b"}
+    r = map_fields(m, "ignore", 3, {"condition": "Background", "dataset": "AMI",
+                                    "metadata": __import__("json").dumps(meta)})
+    assert (r.condition, r.corpus, r.source, r.scenario, r.iid) == \
+        ("background_speech", "AMI", "real", "unspecified", "ignore-00003")
+    values, problems = map_annotations(m, r, "ignore", {"user": 48_000, "cue": 24_000})
+    assert problems == {}
+    assert values["user_start"] == pytest.approx(1.25)
+    assert values["user_end"] == pytest.approx(4.0)
+    assert values["other_start"] == 1.0  # 48000 samples at the user clip's 48 kHz
+    assert values["other_end"] == 2.0  # a fixed 8 kHz rate
+    assert values["cue_start"] == 1.0  # the cue clip's own 24 kHz
+    meta["seg"]["end_ms"] = "late"
+    r = map_fields(m, "ignore", 3, {"condition": "background", "dataset": "AMI",
+                                    "metadata": __import__("json").dumps(meta)})
+    _, problems = map_annotations(m, r, "ignore", {"user": 48_000})
+    assert problems == {"annotations.user_end": "metadata 'seg.end_ms': not a number: 'late'"}
