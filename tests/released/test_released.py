@@ -205,3 +205,21 @@ def test_corpus_selection(pytester, snapshot, cache):
                              "--duplexact-model=silent", "--duplexact-corpus=Switchboard",
                              "--collect-only", "-p", "no:cacheprovider")
     assert res.ret == 4 and "unknown corpus 'Switchboard'" in res.stderr.str()
+
+
+def test_import_command(snapshot, tmp_path, capsys):
+    from pytest_duplexact.cli import main
+
+    snap, mapping, _ = snapshot
+    out = tmp_path / "out"
+    assert main(["import", str(snap), "--out", str(out), "--mapping", str(mapping)]) == 0
+    assert "valid duplexact-dataset v1" in capsys.readouterr().out
+    header = json.loads((out / "dataset.json").read_text())
+    assert header["released"]["instances"] == 15 and header["released"]["unmappable"] == 0
+    assert main(["import", str(snap), "--out", str(out), "--mapping", str(mapping)]) == 1
+    assert "exists and is not empty" in capsys.readouterr().err
+    fresh = tmp_path / "fresh"
+    assert main(["import", f"hf:{snap}", "--out", str(fresh)]) == 1  # bundled mapping only
+    err = capsys.readouterr().err
+    assert "cannot place 15 of 15 row(s)" in err and "config wait, annotations.user_start" in err
+    assert not fresh.exists()
