@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -81,17 +82,47 @@ def _download(repo: str, rev: str | None, log=None) -> tuple[Path, str | None]:
     return folder, commit
 
 
-def _content_id(path: Path) -> str:
+def _content_id(path: Path, memo: dict) -> str:
     """sha256 of a file. In the HF cache a snapshot file links to blobs/<sha256> (the LFS
-    oid): that name is the hash, so a GB-sized file is not read again."""
+    oid): that name is the hash, so a GB-sized file is not read again. Other files are hashed
+    once per (path, size, mtime) and remembered in ``memo``."""
     real = path.resolve()
     if real.parent.name == "blobs" and re.fullmatch(r"[0-9a-f]{64}", real.name):
         return real.name
+    st = real.stat()
+    stamp = f"{real}\0{st.st_size}\0{st.st_mtime_ns}"
+    if stamp in memo:
+        return memo[stamp]
     h = hashlib.sha256()
     with open(real, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+    memo[stamp] = h.hexdigest()
+    return memo[stamp]
+
+
+def _hashes(root: Path, files: dict[str, tuple[Path, ...]]) -> dict[str, str]:
+    """Content ids of the snapshot's files, with the memo of local files' hashes kept in the
+    conversion cache (a local snapshot of GBs is not re-read on every run)."""
+    from .convert import cache_root
+
+    memo_file = cache_root() / "released" / "file-hashes.json"
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        memo = {}
+    before = dict(memo)
+    out = {str(p.relative_to(root)).replace(os.sep, "/"): _content_id(p, memo)
+           for ps in files.values() for p in ps}
+    if memo != before:
+        try:
+            memo_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo_file.with_name(f".{memo_file.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(memo, sort_keys=True), encoding="utf-8")
+            tmp.replace(memo_file)
+        except OSError:  # a read-only cache only costs the re-hash next time
+            pass
+    return out
 
 
 def config_files(root: Path, m: Mapping) -> dict[str, tuple[Path, ...]]:
@@ -124,6 +155,4 @@ def resolve_snapshot(body: str, m: Mapping, log=None) -> Snapshot:
         raise ReleasedDataError(
             f"hf:{body}: no parquet file of any mapped config ({', '.join(m.configs)}) under "
             f"{root}; patterns tried: {pats} (set [source].files in --duplexact-data-mapping)")
-    hashes = {str(p.relative_to(root)).replace(os.sep, "/"): _content_id(p)
-              for ps in files.values() for p in ps}
-    return Snapshot(root, label, commit, files, hashes)
+    return Snapshot(root, label, commit, files, _hashes(root, files))
