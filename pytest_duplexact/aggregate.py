@@ -137,8 +137,6 @@ class ActionAggregate:
 
     def to_dict(self) -> dict:
         return {
-            **({"corpora": {k: c.to_dict() for k, c in self.corpora.items()}}
-               if self.corpora else {}),
             "action": self.action,
             "counts": self.counts.to_dict(),
             "conditions": {k: c.to_dict() for k, c in self.conditions.items()},
@@ -146,6 +144,8 @@ class ActionAggregate:
             "sources": {k: c.to_dict() for k, c in self.sources.items()},
             "timing": self.timing.to_dict() if self.timing is not None else None,
             "condition_timings": {k: t.to_dict() for k, t in self.condition_timings.items()},
+            **({"corpora": {k: c.to_dict() for k, c in self.corpora.items()}}
+               if self.corpora else {}),  # only data that names corpora: others keep bytes
         }
 
     @classmethod

@@ -21,13 +21,13 @@ import json
 import os
 import shutil
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .. import audio, taxonomy
+from .. import audio
 from ..instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, MANIFEST,
                         TEXT_FIELDS, id_problem, required_fields)
 from . import ReleasedDataError

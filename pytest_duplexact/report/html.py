@@ -35,8 +35,11 @@ DEFAULT_EMBED_LIMIT = 60
 # libsndfile's Vorbis compression level (0 best .. 1 smallest): ~8 kbit/s at 16 kHz, clear
 # speech, and 5-10x faster to encode than Opus here.
 VORBIS_LEVEL = 0.8
-SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S"}
-SCENARIO_ORDER = ("casual", "meeting", "interview", "customer_service")  # Figure 5's order
+SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S",
+                  "unspecified": "U"}
+# Figure 5's order; "unspecified" (data that does not say, e.g. released rows) last, only
+# where it occurs
+SCENARIO_ORDER = ("casual", "meeting", "interview", "customer_service", "unspecified")
 SCENARIO_ROW_MARK = "\u00b7 "  # heat-map rows of this run's scenarios
 COLOR = {"I": "#3b6ea8", "S": "#e08a2e", "paper": "#222222"}
 ACTION_COLOR = dict(zip(taxonomy.ACTIONS, ("#4c72b0", "#55a868", "#c44e52", "#8172b2",
@@ -722,7 +725,10 @@ def render(report: dict, *, report_path: str | Path | None = None,
         'models per action (Table 4; full benchmark). Gray: no S measured (no immediate '
         'success, or no judge).</p>' + _chart(heatmap_chart(report), "") + "</section>",
         '<section id="scenarios"><h2>Scenarios, Figure 5 style</h2><p class="muted">'
-        'C: casual conversation, M: meeting, I: interview, S: customer service; markers are '
+        'C: casual conversation, M: meeting, I: interview, S: customer service'
+        + (', U: unspecified (the data does not say)' if any(
+            "unspecified" in a["scenarios"] for a in report["summary"]["actions"].values())
+           else '') + '; markers are '
         'this run\'s rates, whiskers their 95% Wilson intervals.</p>'
         + _chart(scenarios_chart(report) if report["summary"]["actions"] else None,
                  "no actions ran") + "</section>",

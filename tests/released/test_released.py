@@ -7,7 +7,6 @@ refusal without model-side clips."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -85,6 +84,10 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
                  "--markdown", "pr.md", "--audio", "none"]) == 0
     page = (pytester.path / "page.html").read_text()
     assert 'id="corpora"' in page and 'id="paper-comparison"' in page
+    assert "U: unspecified (the data does not say)" in page
+    assert [o["scenario"] for o in rep["instances"] if o["action"] == "interrupt"].count(
+        "unspecified") == 1
+    assert "unspecified" in rep["summary"]["actions"]["interrupt"]["scenarios"]
     assert "this run covers 15 of the paper&#x27;s 4691 instances" in page
     text = (pytester.path / "pr.md").read_text()
     assert "### Corpora" in text and "| Loqui |" in text

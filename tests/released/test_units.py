@@ -111,3 +111,8 @@ ignored = ["i"]
                                     "metadata": __import__("json").dumps(meta)})
     _, problems = map_annotations(m, r, "ignore", {"user": 48_000})
     assert problems == {"annotations.user_end": "metadata 'seg.end_ms': not a number: 'late'"}
+
+
+@pytest.mark.parametrize("raw", ["Customer Service", "customer-service", " CUSTOMER_service "])
+def test_normalise_spelling(raw):
+    assert normalise(raw) == "customer_service"
