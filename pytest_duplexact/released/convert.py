@@ -1,7 +1,7 @@
 """Released parquet snapshot -> a DuplexAct-format dataset folder (docs/released-data.md).
 
-Row group by row group with pyarrow, so peak memory is about one row group's columns plus one
-clip, whatever the dataset's size. Audio (``{path, bytes}`` structs) is decoded with
+Streamed with pyarrow in batches of BATCH_ROWS rows inside each row group, so peak memory is
+bounded by about one column chunk's pages plus one clip, whatever the dataset's size. Audio (``{path, bytes}`` structs) is decoded with
 soundfile, downmixed to mono, resampled to 16 kHz with soxr and written as FLAC once per
 distinct source clip (clips shared between rows, such as lead-ins, are stored once); the
 source rate is recorded per instance. Every field comes from the mapping; a row whose
@@ -35,6 +35,7 @@ from .mapping import Mapping, lookup, to_seconds
 from .snapshot import Snapshot
 
 CONVERTER_VERSION = 1
+BATCH_ROWS = 8  # rows decoded at once (audio rows are large: ~0.5 MB per 10 s at 24 kHz)
 UNMAPPABLE_FILE = "unmappable.json"
 # Which clip's clock (and source rate, for unit "samples") each annotation is on.
 _CLOCK_ROLE = {name: ("cue" if name.startswith("cue_") else "user") for name in ANNOTATION_FIELDS}
@@ -277,12 +278,14 @@ def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset()
             roles = m.audio_roles(action)
             row = 0
             for p in paths:
-                pf = pq.ParquetFile(p)
+                # streamed in small batches inside each row group, one thread, no
+                # pre-buffering of whole column chunks: the peak stays near one page
+                pf = pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
                 audio_cols = _columns_of(pf, sorted({c for cs in roles.values() for c in cs}))
                 cols = _columns_of(pf, [m.column(c) for c in _SMALL_COLUMNS]) + audio_cols
                 rel_file = str(p.relative_to(snap.root)).replace(os.sep, "/")
-                for rg in range(pf.num_row_groups):
-                    t = pf.read_row_group(rg, columns=cols)
+                for t in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols,
+                                         use_threads=False):
                     small = {c: t.column(c).to_pylist() for c in cols if c not in audio_cols}
                     for k in range(t.num_rows):
                         this = row

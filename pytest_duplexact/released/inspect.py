@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .convert import BATCH_ROWS
 from .mapping import Mapping
 from .snapshot import Snapshot
 
@@ -67,13 +68,12 @@ def inspect(snap: Snapshot, m: Mapping, examples: int = 1) -> list[ConfigInfo]:
     for cfg, paths in snap.files.items():
         info = ConfigInfo(cfg, m.configs[cfg], [str(p.relative_to(snap.root)) for p in paths])
         for p in paths:
-            pf = pq.ParquetFile(p)
+            pf = pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
             for f in pf.schema_arrow:
                 info.columns.setdefault(f.name, str(f.type))
             audio_cols = [f.name for f in pf.schema_arrow if pa.types.is_struct(f.type)
                           and f.type.get_field_index("bytes") >= 0]
-            for rg in range(pf.num_row_groups):
-                t = pf.read_row_group(rg)
+            for t in pf.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
                 info.rows += t.num_rows
                 for c in audio_cols:
                     col = info.audio.setdefault(c, {"rates": Counter(), "channels": Counter(),
@@ -82,11 +82,12 @@ def inspect(snap: Snapshot, m: Mapping, examples: int = 1) -> list[ConfigInfo]:
                                                     "max_s": None})
                     _audio_stats(col, (t.column(c)[k].as_py() for k in range(t.num_rows)))
                 cc, dc, mc = m.column("condition"), m.column("corpus"), m.column("metadata")
-                if cc in t.column_names:
+                names = t.schema.names
+                if cc in names:
                     info.conditions.update(map(str, t.column(cc).to_pylist()))
-                if dc in t.column_names:
+                if dc in names:
                     info.corpora.update(map(str, t.column(dc).to_pylist()))
-                if mc in t.column_names:
+                if mc in names:
                     for raw in t.column(mc).to_pylist():
                         try:
                             meta = json.loads(raw) if isinstance(raw, str) else raw
