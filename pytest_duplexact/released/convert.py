@@ -260,6 +260,52 @@ def _write_clip(samples: np.ndarray, sr: int, out: Path, rel: str) -> float:
     return len(x) / audio.SAMPLE_RATE
 
 
+def _clips_of(batch, k: int, roles: dict[str, list[str]], audio_cols: list[str],
+              stored: dict, out: Path) -> tuple[dict, dict, dict]:
+    """Row ``k``'s clips: role -> stored path (first non-empty candidate column), role ->
+    source rate, and problems (unreadable audio). Each distinct source clip is decoded,
+    resampled and written once (``stored``: source sha256 -> (path, seconds, rate))."""
+    clips, rates, problems = {}, {}, {}
+    for role, cands in roles.items():
+        for col in cands:
+            if col not in audio_cols:
+                continue
+            struct = batch.column(col)[k].as_py()
+            if not struct or not struct.get("bytes"):
+                continue
+            digest = hashlib.sha256(struct["bytes"]).hexdigest()
+            if digest not in stored:
+                try:
+                    x, sr = _decode(struct)
+                except Exception as e:  # corrupt, or not audio libsndfile reads
+                    problems[f"audio.{role}"] = (f"column {col}: unreadable audio "
+                                                 f"({type(e).__name__}: {str(e)[:80]})")
+                    break
+                rel = f"audio/{digest[:2]}/{digest[:24]}.flac"
+                stored[digest] = (rel, _write_clip(x, sr, out, rel), sr)
+            clips[role], _, rates[role] = stored[digest]
+            break
+    return clips, rates, problems
+
+
+def _complete(m: Mapping, r: _Row, action: str, roles: dict, clips: dict, src_rates: dict,
+              problems: dict) -> tuple[dict, dict]:
+    """Annotations and texts of a row whose condition is known; what its action requires but
+    the row lacks (clips, annotations, texts) is added to ``problems``."""
+    if not r.condition:
+        return {}, {}
+    for role in required_fields(action, r.condition)["clips"]:
+        if role not in clips and f"audio.{role}" not in problems:
+            cands = roles.get(role, [])
+            problems[f"audio.{role}"] = (f"columns {cands} empty or absent" if cands else
+                                         f"no column mapped in [audio.{action}]")
+    ann, ap = map_annotations(m, r, action, src_rates)
+    texts, tp = map_texts(m, r, action)
+    problems.update(ap)
+    problems.update(tp)
+    return ann, texts
+
+
 def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset(),
             log=None) -> tuple[int, Unmappable, Counter]:
     """Write the dataset into ``out`` (an empty folder). Rows in ``skip`` ((config, row)) are
@@ -293,36 +339,12 @@ def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset()
                         if (cfg, this) in skip:
                             continue
                         r = map_fields(m, cfg, this, {c: v[k] for c, v in small.items()})
-                        clips, src_rates, problems = {}, {}, dict(r.problems)
-                        for role, cands in roles.items():
-                            for col in cands:
-                                if col not in audio_cols:
-                                    continue
-                                struct = t.column(col)[k].as_py()
-                                if not struct or not struct.get("bytes"):
-                                    continue
-                                digest = hashlib.sha256(struct["bytes"]).hexdigest()
-                                if digest not in stored:
-                                    x, sr = _decode(struct)
-                                    rel = f"audio/{digest[:2]}/{digest[:24]}.flac"
-                                    stored[digest] = (rel, _write_clip(x, sr, out, rel), sr)
-                                    del x
-                                rel, _, sr = stored[digest]
-                                clips[role], src_rates[role] = rel, sr
-                                rates[sr] += 1
-                                break
-                        if r.condition:
-                            for role in required_fields(action, r.condition)["clips"]:
-                                if role not in clips:
-                                    cands = roles.get(role, [])
-                                    problems[f"audio.{role}"] = (
-                                        f"columns {cands} empty or absent" if cands else
-                                        f"no column mapped in [audio.{action}]")
-                        ann, ap = map_annotations(m, r, action, src_rates) if r.condition \
-                            else ({}, {})
-                        texts, tp = map_texts(m, r, action) if r.condition else ({}, {})
-                        problems.update(ap)
-                        problems.update(tp)
+                        clips, src_rates, problems = _clips_of(t, k, roles, audio_cols,
+                                                               stored, out)
+                        problems.update(r.problems)
+                        rates.update(src_rates.values())
+                        ann, texts = _complete(m, r, action, roles, clips, src_rates,
+                                               problems)
                         if problems:
                             bad.add(cfg, this, r.iid, problems, r.meta.keys())
                             continue

@@ -226,3 +226,25 @@ def test_import_command(snapshot, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot place 15 of 15 row(s)" in err and "config wait, annotations.user_start" in err
     assert not fresh.exists()
+
+
+def test_unreadable_audio_is_an_unmappable_row(snapshot, tmp_path, cache):
+    """A corrupt audio struct is reported like any other unplaceable field, not a crash."""
+    import pyarrow.parquet as pq
+
+    snap, mapping, held = snapshot
+    bad = tmp_path / "bad"
+    build(bad)
+    f = bad / "wait" / "test-00000-of-00001.parquet"
+    t = pq.read_table(f)
+    rows = t.to_pylist()
+    rows[1]["input"] = {"path": "x.wav", "bytes": b"RIFF not really a wav"}
+    pq.write_table(type(t).from_pylist(rows, schema=t.schema), f)
+    with pytest.raises(ReleasedDataError) as e:
+        resolve_data(f"hf:{bad}", mapping, skip_unmappable=False)
+    msg = str(e.value)
+    assert "cannot place 1 of 15 row(s)" in msg
+    assert f"config wait, audio.user: 1 row(s) [wait-{held['wait'][1]}]: column input: " \
+        "unreadable audio (LibsndfileError" in msg
+    root = resolve_data(f"hf:{bad}", mapping, skip_unmappable=True)
+    assert len(load_dataset(root).instances) == 14
