@@ -126,6 +126,11 @@ def test_download_through_a_fake_hub_and_second_run_makes_no_request(pytester, s
         rep2 = _report(pytester)
         assert rep2["settings"]["dataset"] == str(converted)
         assert (converted / "instances.jsonl").stat().st_mtime_ns == stamp  # reused
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline with the snapshot cached: fine
+        third = pytester.runpytest_subprocess(*args, "--collect-only", "-q", timeout=300)
+        assert third.ret == 0, third.stderr.str()
+        assert len([ln for ln in third.stdout.lines if "::" in ln]) == 15
+        assert hub.requests[n:] == []
     # offline with nothing cached: one clear error, no traceback
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
