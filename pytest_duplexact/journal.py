@@ -36,6 +36,8 @@ def fingerprint(settings: dict) -> str:
     """sha256 over the settings an outcome depends on (canonical JSON)."""
     parts = {k: settings.get(k) for k in FINGERPRINT_KEYS}
     parts["seed"] = (settings.get("selection") or {}).get("seed")
+    if "bargein_branches" in settings:  # only data with barge-in branch clips records it
+        parts["bargein_branches"] = settings["bargein_branches"]
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

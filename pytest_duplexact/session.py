@@ -22,7 +22,7 @@ RUN_FILE = "run.json"
 REPORT_FILE = "report.json"
 # Settings whose change makes stored outcomes wrong (they are re-run, never mixed).
 SCORING_KEYS = ("judge", "judge_base_url", "audio_judge", "transcriber", "simulator",
-                "simulator_model", "scoring_version")
+                "simulator_model", "scoring_version", "bargein_branches")
 # Settings whose change makes a run a different run altogether (resume refuses).
 IDENTITY_KEYS = ("model", "model_options", "dataset_fingerprint")
 
@@ -164,8 +164,12 @@ def build_state(config, spec: str):
         settings["selection"]["corpora"] = list(sel.corpora)
     if released is not None:
         settings["released"] = released
-    if options.get(config, "bargein-branches") not in ("on", "off"):
+    branches = options.get(config, "bargein-branches")
+    if branches not in ("on", "off"):
         raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
+    if any(r in i.clips for i in dataset.instances for r in ("branch_acknowledged",
+                                                              "branch_ignored")):
+        settings["bargein_branches"] = branches  # it changes what such instances hear
     run_dir = _resolve_run_dir(config, spec)
     state = State(spec, settings, instances, run_dir, gate_list)
     if released is not None and released["unmappable"]:

@@ -53,7 +53,11 @@ keys = ["sample_id"]
 
 
 def _struct(clip, name: str) -> dict:
-    x = audio.resample(clip.load(), audio.SAMPLE_RATE, RATE)
+    return _wav_struct(clip.load(), name)
+
+
+def _wav_struct(samples, name: str) -> dict:
+    x = audio.resample(samples, audio.SAMPLE_RATE, RATE)
     buf = io.BytesIO()
     sf.write(buf, x, RATE, format="WAV", subtype="PCM_16")
     return {"path": name, "bytes": buf.getvalue()}
@@ -119,6 +123,11 @@ def build(folder: Path, per_config: int = 2, row_group_size: int = 2,
             for c in AUDIO_COLUMNS:
                 role = cols.get(c)
                 rows[c].append(_struct(inst.clip(role), f"{inst.id}.{c}.wav") if role else None)
+            if action == "interrupt":  # branches: slices of the user clip stand in for speech
+                x = inst.clip("user").load()
+                for c, part in (("branch_acknowledged", x[: audio.SAMPLE_RATE]),
+                                ("branch_ignored", x[-audio.SAMPLE_RATE:])):
+                    rows[c][-1] = _wav_struct(part, f"{inst.id}.{c}.wav")
         out = folder / config / "test-00000-of-00001.parquet"
         out.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table(rows, schema=schema), out, row_group_size=row_group_size)

@@ -45,7 +45,8 @@ def _check_run(rep: dict, held: dict) -> None:
     assert rep["totals"]["errors"] == 0
     assert {o["corpus"] for o in rep["instances"]} == {"synthesized", "AMI", "Loqui"}
     assert set(rep["summary"]["corpora"]) == {"synthesized", "AMI", "Loqui"}
-    assert rep["settings"]["released"]["source_sample_rates"] == {str(RATE): 20}  # clip uses
+    assert rep["settings"]["released"]["source_sample_rates"] == {str(RATE): 24}  # clip uses
+    assert rep["settings"]["bargein_branches"] == "on"  # the data has branch clips
     cmp = rep["paper_comparison"]
     assert cmp["covered"] == len(ids) and cmp["paper_instances"] == 4691
     assert cmp["comparisons"] and all("p_adjusted" in r for r in cmp["comparisons"])
@@ -61,6 +62,8 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
     _check_run(rep, held)
     # converted once, at 16 kHz mono, the 24 kHz source rate recorded per instance
     ds = load_dataset(rep["settings"]["dataset"])
+    assert all({"branch_acknowledged", "branch_ignored"} <= set(i.clips)
+               for i in ds.instances if i.action == "interrupt")
     for inst in ds.instances:
         assert inst.extra["released"]["source_sample_rate"]
         assert set(inst.extra["released"]["source_sample_rate"].values()) == {RATE}
