@@ -133,6 +133,7 @@ class ActionAggregate:
     sources: dict[str, Counts] = field(default_factory=dict)
     timing: Timing | None = None
     condition_timings: dict[str, Timing] = field(default_factory=dict)
+    corpora: dict[str, Counts] = field(default_factory=dict)  # only data that names corpora
 
     def to_dict(self) -> dict:
         return {
@@ -143,6 +144,8 @@ class ActionAggregate:
             "sources": {k: c.to_dict() for k, c in self.sources.items()},
             "timing": self.timing.to_dict() if self.timing is not None else None,
             "condition_timings": {k: t.to_dict() for k, t in self.condition_timings.items()},
+            **({"corpora": {k: c.to_dict() for k, c in self.corpora.items()}}
+               if self.corpora else {}),  # only data that names corpora: others keep bytes
         }
 
     @classmethod
@@ -153,7 +156,8 @@ class ActionAggregate:
         return cls(d["action"], Counts.from_dict(d["counts"]), counts(d["conditions"]),
                    counts(d["scenarios"]), counts(d["sources"]),
                    Timing.from_dict(d["timing"]) if d.get("timing") is not None else None,
-                   {k: Timing.from_dict(v) for k, v in d["condition_timings"].items()})
+                   {k: Timing.from_dict(v) for k, v in d["condition_timings"].items()},
+                   counts(d.get("corpora", {})))
 
 
 @dataclass(frozen=True)
@@ -164,19 +168,25 @@ class Aggregate:
     total: Counts
     actions: dict[str, ActionAggregate]
     sources: dict[str, Counts]
+    # per corpus (taxonomy.CORPORA order), pooled over actions; present in the JSON only when
+    # some instance names its corpus (the released data), so other reports keep their bytes
+    corpora: dict[str, Counts] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
             "total": self.total.to_dict(),
             "actions": {a: x.to_dict() for a, x in self.actions.items()},
             "sources": {s: c.to_dict() for s, c in self.sources.items()},
+            **({"corpora": {k: c.to_dict() for k, c in self.corpora.items()}}
+               if self.corpora else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "Aggregate":
         return cls(Counts.from_dict(d["total"]),
                    {a: ActionAggregate.from_dict(x) for a, x in d["actions"].items()},
-                   {s: Counts.from_dict(c) for s, c in d["sources"].items()})
+                   {s: Counts.from_dict(c) for s, c in d["sources"].items()},
+                   {k: Counts.from_dict(c) for k, c in d.get("corpora", {}).items()})
 
 
 def _check(o: InstanceOutcome) -> None:
@@ -193,6 +203,9 @@ def _check(o: InstanceOutcome) -> None:
     if o.source not in taxonomy.SOURCES:
         raise ValueError(f"instance {o.id}: unknown source {o.source!r}; known: "
                          f"{', '.join(taxonomy.SOURCES)}")
+    if o.corpus is not None and o.corpus not in taxonomy.CORPORA:
+        raise ValueError(f"instance {o.id}: unknown corpus {o.corpus!r}; known: "
+                         f"{', '.join(taxonomy.CORPORA)}")
     if o.timing is not None and not math.isfinite(o.timing):
         raise ValueError(f"instance {o.id}: timing must be a finite number of seconds, got "
                          f"{o.timing!r}")
@@ -219,6 +232,9 @@ def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
         for key in (("cond", o.action, o.condition), ("scen", o.action, o.scenario),
                     ("src", o.action, o.source), ("source", o.source)):
             per.setdefault(key, []).append(c)
+        if o.corpus is not None:
+            for key in (("corp", o.action, o.corpus), ("corpus", o.corpus)):
+                per.setdefault(key, []).append(c)
         if o.error is None and o.timing is not None:
             times.setdefault((o.action, o.condition), []).append(float(o.timing))
 
@@ -241,10 +257,13 @@ def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
             if timed else None,
             condition_timings={cid: Timing.of(times.get((action, cid), []))
                                for cid in by_cond} if timed else {},
+            corpora=_pooled({k[2]: v for k, v in per.items() if k[:2] == ("corp", action)},
+                            taxonomy.CORPORA),
         )
     sources = _pooled({k[1]: v for k, v in per.items() if k[0] == "source"}, taxonomy.SOURCES)
     total = sum((a.counts for a in actions.values()), Counts())
-    return Aggregate(total, actions, sources)
+    corpora = _pooled({k[1]: v for k, v in per.items() if k[0] == "corpus"}, taxonomy.CORPORA)
+    return Aggregate(total, actions, sources, corpora)
 
 
 # --- Presentation: the paper's cells ---------------------------------------------------------

@@ -1,6 +1,8 @@
 """The ``duplexact`` console script: dataset validation and report tools.
 
     duplexact validate DIR                 check a dataset before any model is called
+    duplexact inspect hf:REPO|hf:/DIR       what the released parquet holds (to complete a mapping)
+    duplexact import hf:REPO|hf:/DIR --out DIR   convert the released data to the format
     duplexact report RUN.json [--html F] [--markdown F]
     duplexact merge A.json B.json ... -o merged.json
     duplexact models [NAME -o KEY=VALUE ...] built-in models, what they need, what is here
@@ -25,6 +27,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--headers-only", action="store_true",
                    help="read audio headers only (a run's own check) instead of decoding every "
                         "file; misses corrupt bodies")
+
+    for name, text in (("inspect", "describe a released parquet snapshot, per config"),
+                       ("import", "convert a released parquet snapshot to a dataset folder")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("source", help="hf:OWNER/NAME[@REV] or hf:/path/to/snapshot (or a path)")
+        p.add_argument("--mapping", metavar="FILE.toml", help="completes the bundled mapping")
+        if name == "import":
+            p.add_argument("--out", required=True, metavar="DIR", help="new dataset folder")
+            p.add_argument("--skip-unmappable", action="store_true",
+                           help="leave out rows the mapping cannot place (listed)")
+        else:
+            p.add_argument("--examples", type=int, default=1, metavar="N",
+                           help="example values shown per metadata key")
 
     p = sub.add_parser("report", help="render a stored JSON report")
     p.add_argument("report", help="report.json of a run (or of a merge)")
@@ -56,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         from .validate import main as run
     elif args.command == "models":
         from .models.listing import main as run
+    elif args.command in ("inspect", "import"):
+        from .released.cli import main as run
     elif args.command == "report":
         from .report.cli import main as run
     else:

@@ -86,6 +86,7 @@ class Harness:
     panel: Any = None
     transcriber: Any = None
     policy: Any = None
+    bargein_branches: bool = True  # barge-in plays branch clips where an instance has them
     seed: int = 0
     model_options: dict = field(default_factory=dict)
     fingerprint: str | None = None  # journal.fingerprint of the run's settings
@@ -123,7 +124,8 @@ class Harness:
         from .pipelines import run_instance
 
         info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
-        return await run_instance(instance, self.model, info, policy=self.policy)
+        return await run_instance(instance, self.model, info, policy=self.policy,
+                                  branches=self.bargein_branches)
 
     def timeline(self, recording) -> Timeline:
         from .segmentation import build_timeline
@@ -152,7 +154,7 @@ class Harness:
         s = scoring.score(instance, tl, self.panel, audio_of)
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, s.immediate,
-                                  s.subsequent, s.timing, None, rel)
+                                  s.subsequent, s.timing, None, rel, corpus=instance.corpus)
         self._commit(folder, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 
@@ -162,7 +164,8 @@ class Harness:
         msg = f"{type(exc).__name__}: {exc}"
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
-                                  recording=folder.relative_to(self.run_dir).as_posix())
+                                  recording=folder.relative_to(self.run_dir).as_posix(),
+                                  corpus=instance.corpus)
         try:
             write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
             self._commit(folder, outcome)

@@ -22,7 +22,10 @@ FORMAT_VERSION = 1
 MANIFEST = "instances.jsonl"
 HEADER = "dataset.json"
 
-CLIP_ROLES = ("user", "lead_in", "cue", "reference", "backchannel", "recovery")
+CLIP_ROLES = ("user", "lead_in", "cue", "reference", "backchannel", "recovery",
+              "branch_acknowledged", "branch_ignored")
+# Model-side clips: optional references for judges and the built-in oracle, never streamed.
+MODEL_CLIP_ROLES = ("reference", "backchannel", "recovery")
 TEXT_FIELDS = ("user", "ignored", "cue", "reference", "backchannel", "recovery")
 ANNOTATION_FIELDS = (
     "user_start", "user_end", "pause_start", "pause_end", "other_start", "other_end",
@@ -33,24 +36,39 @@ ANNOTATION_FIELDS = (
 # backchannel_point are on the user clip's clock; cue_start / cue_end on the cue clip's clock
 # (the cue's speech inside its file; Simulator Replay decides where the file is injected).
 _REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
-    "wait": {"clips": ("user", "reference"), "ann": ("user_start", "user_end"), "text": ("user",)},
-    "ignore": {"clips": ("user", "reference"),
+    "wait": {"clips": ("user",), "ann": ("user_start", "user_end"), "text": ("user",)},
+    "ignore": {"clips": ("user",),
                "ann": ("user_start", "user_end", "other_start", "other_end"),
                "text": ("user", "ignored")},
-    "take_turn": {"clips": ("user", "reference"), "ann": ("user_start", "user_end"),
+    "take_turn": {"clips": ("user",), "ann": ("user_start", "user_end"),
                   "text": ("user",)},
-    "backchannel": {"clips": ("user", "reference", "backchannel"),
+    "backchannel": {"clips": ("user",),
                     "ann": ("user_start", "user_end", "backchannel_point"), "text": ("user",)},
-    "stop": {"clips": ("lead_in", "reference", "cue"), "ann": ("cue_start", "cue_end"),
+    "stop": {"clips": ("lead_in", "cue"), "ann": ("cue_start", "cue_end"),
              "text": ("cue", "reference")},
-    "hold_floor": {"clips": ("lead_in", "reference", "cue"), "ann": ("cue_start", "cue_end"),
+    "hold_floor": {"clips": ("lead_in", "cue"), "ann": ("cue_start", "cue_end"),
                    "text": ("cue", "reference")},
-    "interrupt": {"clips": ("user", "reference"),
+    "interrupt": {"clips": ("user",),
                   "ann": ("user_start", "user_end", "interrupt_target"), "text": ("user",)},
-    "recover": {"clips": ("lead_in", "reference", "cue", "recovery"),
+    "recover": {"clips": ("lead_in", "cue"),
                 "ann": ("cue_start", "cue_end"), "text": ("cue", "reference")},
 }
 _PAUSE_CONDITIONS = ("inter_sentential_pause", "intra_sentential_pause")
+# What the built-in oracle speaks per action (it performs the expected action with these).
+ORACLE_CLIPS: dict[str, tuple[str, ...]] = {
+    "wait": ("reference",), "ignore": ("reference",), "take_turn": ("reference",),
+    "backchannel": ("reference", "backchannel"), "stop": ("reference",),
+    "hold_floor": ("reference",), "interrupt": ("reference",),
+    "recover": ("reference", "recovery"),
+}
+
+
+def required_fields(action: str, condition: str) -> dict[str, tuple[str, ...]]:
+    """The clips, annotations and texts the loader requires of ``action.condition``."""
+    need = _REQUIRED[action]
+    ann = need["ann"] + (("pause_start", "pause_end") if action == "wait"
+                         and condition in _PAUSE_CONDITIONS else ())
+    return {"clips": need["clips"], "ann": ann, "text": need["text"]}
 
 
 @dataclass(frozen=True)
@@ -110,6 +128,7 @@ class Instance:
     manifest: Path | None = None
     line: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    corpus: str | None = None  # optional: AMI, CORAAL, Loqui, synthesized, Candor
 
     @property
     def cond(self) -> taxonomy.Condition:
@@ -333,6 +352,11 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
         chk.add(iid, "source",
                 f"unknown source {_show(source)}; known: {', '.join(taxonomy.SOURCES)}")
         ok = False
+    corpus = obj.get("corpus")
+    if corpus is not None and corpus not in taxonomy.CORPORA:
+        chk.add(iid, "corpus",
+                f"unknown corpus {_show(corpus)}; known: {', '.join(taxonomy.CORPORA)}")
+        ok = False
 
     need = _REQUIRED[action]
     raw_audio = {} if obj.get("audio") is None else obj["audio"]
@@ -404,9 +428,9 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
         return None
     extra = {k: v for k, v in obj.items()
              if k not in ("id", "action", "condition", "scenario", "source", "audio",
-                          "annotations", "text")}
+                          "annotations", "text", "corpus")}
     return Instance(iid, action, cond, scenario, source, ann, clips, texts, chk.file, line_no,
-                    extra)
+                    extra, corpus)
 
 
 def _check_windows(ann: Annotations, clips, chk: _Checker, iid, action, cond) -> bool:

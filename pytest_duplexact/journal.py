@@ -30,12 +30,16 @@ USAGE_KEY = "usage"  # the remote-service cost of the instance (usage.delta), fo
 FINGERPRINT_KEYS = ("model", "model_options", "dataset_fingerprint", "judge", "judge_base_url",
                     "audio_judge", "transcriber", "simulator", "simulator_model",
                     "scoring_version")
+# Fingerprinted only when present, so settings without them keep their fingerprints: the
+# barge-in branch switch is recorded only for data that has branch clips (session.py).
+OPTIONAL_FINGERPRINT_KEYS = ("bargein_branches",)
 
 
 def fingerprint(settings: dict) -> str:
     """sha256 over the settings an outcome depends on (canonical JSON)."""
     parts = {k: settings.get(k) for k in FINGERPRINT_KEYS}
     parts["seed"] = (settings.get("selection") or {}).get("seed")
+    parts.update({k: settings[k] for k in OPTIONAL_FINGERPRINT_KEYS if k in settings})
     text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

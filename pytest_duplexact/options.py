@@ -41,8 +41,19 @@ OPTIONS: tuple[Opt, ...] = (
         metavar="NAME"),
     Opt("model-option", "Option passed to the model factory as KEY=VALUE (repeatable).",
         kind="list", metavar="KEY=VALUE"),
-    Opt("data", "Dataset folder in the DuplexAct format (docs/dataset-format.md); default: the "
-        "bundled fixture set.", metavar="DIR"),
+    Opt("data", "Dataset folder in the DuplexAct format (docs/dataset-format.md), or the released "
+        "benchmark: hf:LincolnD/DuplexAct[@REV] (downloaded through huggingface_hub) or "
+        "hf:/path/to/a/parquet/snapshot (docs/released-data.md); default: the bundled fixture set.",
+        metavar="DIR|hf:REPO"),
+    Opt("data-mapping", "TOML file completing or correcting the released data's mapping "
+        "(docs/released-data.md); merged over the bundled one.", metavar="FILE.toml"),
+    Opt("skip-unmappable", "Released data: run without the instances the mapping cannot place "
+        "(they are counted and listed in the report) instead of refusing to start.",
+        kind="flag"),
+    Opt("bargein-branches", "interrupt: after a detected takeover play the instance's "
+        "branch_acknowledged clip (the user yields), else continue the user speech; 'off' "
+        "keeps the plain barge-in replay (docs/dataset-format.md).", default="on",
+        metavar="on|off"),
     Opt("action", "Run only these actions (comma-separated).", kind="list", metavar="A,B"),
     Opt("condition", "Run only these conditions: 'delayed' or 'take_turn.delayed' "
         "(comma-separated).", kind="list", metavar="C,D"),
@@ -50,6 +61,8 @@ OPTIONS: tuple[Opt, ...] = (
         kind="list", metavar="S"),
     Opt("source", "Run only instances from this source (real, synthesized).", kind="list",
         metavar="S"),
+    Opt("corpus", "Run only instances from these corpora (AMI, CORAAL, Loqui, synthesized, "
+        "Candor).", kind="list", metavar="C"),
     Opt("limit", "At most N instances per condition, sampled with --duplexact-seed.",
         kind="int", metavar="N"),
     Opt("seed", "Seed for per-condition sampling and for seeded models.", default=0,

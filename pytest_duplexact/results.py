@@ -82,6 +82,7 @@ class InstanceOutcome:
     timing: float | None = None  # the action's diagnostic (taxonomy.TIMING_DIAGNOSTIC)
     error: str | None = None
     recording: str | None = None  # run-dir relative folder of the artifacts
+    corpus: str | None = None  # the instance's corpus when its data names one
 
     @property
     def excluded(self) -> bool:
@@ -94,6 +95,8 @@ class InstanceOutcome:
             "immediate": self.immediate.to_dict() if self.immediate else None,
             "subsequent": self.subsequent.to_dict() if self.subsequent else None,
             "timing": self.timing, "error": self.error, "recording": self.recording,
+            # only when known, so reports of data without corpora keep their bytes
+            **({"corpus": self.corpus} if self.corpus is not None else {}),
         }
 
     @classmethod
@@ -116,7 +119,7 @@ class InstanceOutcome:
 
         return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
                    imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
-                   d.get("error"), d.get("recording"))
+                   d.get("error"), d.get("recording"), d.get("corpus"))
 
 
 # --- reading outcomes back (resume, merge): trust nothing ---------------------------------
@@ -159,7 +162,7 @@ def outcome_problem(d: Any) -> str | None:
         return f"'action' {d['action']!r} is not a DuplexAct action"
     if f"{d['action']}.{d['condition']}" not in taxonomy.CONDITIONS_BY_KEY:
         return f"'condition' {d['condition']!r} is not a condition of {d['action']}"
-    for key in ("error", "recording"):
+    for key in ("error", "recording", "corpus"):
         if d.get(key) is not None and not isinstance(d[key], str):
             return f"'{key}' is {d[key]!r}, not a string"
     if d.get("timing") is not None and not _finite(d["timing"]):

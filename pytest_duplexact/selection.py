@@ -20,6 +20,7 @@ class Selection:
     conditions: tuple[str, ...] = ()  # "delayed" or "take_turn.delayed"
     scenarios: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    corpora: tuple[str, ...] = ()
     limit: int | None = None
     seed: int = 0
     shard: tuple[int, int] | None = None  # (k, n), 1-based
@@ -40,6 +41,9 @@ class Selection:
         for s in self.sources:
             if s not in taxonomy.SOURCES:
                 raise SelectionError(f"unknown source {s!r}; known: {', '.join(taxonomy.SOURCES)}")
+        for c in self.corpora:
+            if c not in taxonomy.CORPORA:
+                raise SelectionError(f"unknown corpus {c!r}; known: {', '.join(taxonomy.CORPORA)}")
         if self.limit is not None and self.limit < 1:
             raise SelectionError("the per-condition limit must be >= 1")
         if self.shard is not None:
@@ -56,6 +60,8 @@ class Selection:
         if self.scenarios and inst.scenario not in self.scenarios:
             return False
         if self.sources and inst.source not in self.sources:
+            return False
+        if self.corpora and inst.corpus not in self.corpora:
             return False
         return True
 

@@ -23,7 +23,7 @@ RUN_FILE = "run.json"
 REPORT_FILE = "report.json"
 # Settings whose change makes stored outcomes wrong (they are re-run, never mixed).
 SCORING_KEYS = ("judge", "judge_base_url", "audio_judge", "transcriber", "simulator",
-                "simulator_model", "scoring_version")
+                "simulator_model", "scoring_version", "bargein_branches")
 # Settings whose change makes a run a different run altogether (resume refuses).
 IDENTITY_KEYS = ("model", "model_options", "dataset_fingerprint")
 
@@ -193,7 +193,14 @@ def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[
 def build_state(config, spec: str):
     from .plugin import State
 
-    root = Path(options.get(config, "data") or bundled_root()).resolve()
+    data = options.get(config, "data")
+    released = None
+    if data and str(data).startswith("hf:"):  # the released benchmark (released/)
+        from .released.run import resolve_for_run
+
+        root, released = resolve_for_run(config, data)
+    else:
+        root = Path(data or bundled_root()).resolve()
     dataset, problems = check_dataset(root)
     if problems:
         raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
@@ -204,6 +211,7 @@ def build_state(config, spec: str):
             conditions=tuple(options.get(config, "condition")),
             scenarios=tuple(options.get(config, "scenario")),
             sources=tuple(options.get(config, "source")),
+            corpora=tuple(options.get(config, "corpus")),
             limit=options.get(config, "limit"),
             seed=options.get(config, "seed"),
             shard=parse_shard(options.get(config, "shard")),
@@ -220,8 +228,22 @@ def build_state(config, spec: str):
                              "scenarios": list(sel.scenarios), "sources": list(sel.sources),
                              "limit": sel.limit, "seed": sel.seed,
                              "shard": None if sel.shard is None else "%d/%d" % sel.shard}
+    if sel.corpora:  # only when used, so reports of other runs keep their bytes
+        settings["selection"]["corpora"] = list(sel.corpora)
+    if released is not None:
+        settings["released"] = released
+    branches = options.get(config, "bargein-branches")
+    if branches not in ("on", "off"):
+        raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
+    if any(r in i.clips for i in dataset.instances for r in ("branch_acknowledged",
+                                                              "branch_ignored")):
+        settings["bargein_branches"] = branches  # it changes what such instances hear
     run_dir = _resolve_run_dir(config, spec, sel.shard)
     state = State(spec, settings, instances, run_dir, gate_list)
+    if released is not None and released["unmappable"]:
+        state.notes.append(f"{released['unmappable']} row(s) of the released data skipped as "
+                           "unmappable (--duplexact-skip-unmappable): "
+                           + ", ".join(released["unmappable_ids"]))
     worker = hasattr(config, "workerinput")
     if options.get(config, "resume"):
         wanted = {i.id for i in instances}
@@ -232,6 +254,7 @@ def build_state(config, spec: str):
     if not worker:
         _check_urls(settings)
         _preflight(config, spec, settings)
+        _preflight_data(spec, instances)
         state.baseline = _check_baseline(config)
         from .runlock import RunDirLocked, RunLock
 
@@ -280,6 +303,16 @@ def _preflight(config, spec: str, settings: dict) -> None:
         preflight(spec, **settings["model_options"])
     except Exception as e:  # the model's own, user-facing message
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
+
+
+def _preflight_data(spec: str, instances) -> None:
+    """The built-in oracle speaks the model-side clips; without them it cannot run at all."""
+    if spec == "oracle":
+        from .models.oracle import missing_clips
+
+        why = missing_clips(instances)
+        if why:
+            raise pytest.UsageError(f"--duplexact-model=oracle: {why}")
 
 
 def _store(config) -> Path:
@@ -334,6 +367,7 @@ def build_harness(config, state) -> Harness:
         fingerprint=journal.fingerprint(state.settings),
         vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
         timeout=timeout,
+        bargein_branches=options.get(config, "bargein-branches") != "off",
     )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:
@@ -382,6 +416,10 @@ def finish(config, state, exitstatus: int) -> int | None:
             f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
             "(deselected, interrupted, or lost with a crashed worker); "
             f"pytest --duplexact-resume={state.run_dir} runs them")
+    if "released" in state.settings:  # the paper side by side (released/paper.py)
+        from .released.paper import paper_section
+
+        report["paper_comparison"] = paper_section(report)
     baseline = state.baseline
     if baseline:  # regression gate (report/baseline.py): significant drops fail the run
         from .report.baseline import gate

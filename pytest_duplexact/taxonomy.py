@@ -48,14 +48,20 @@ TIMING_DIAGNOSTIC: dict[str, str] = {
     "recover": "recovery_latency",
 }
 
-SCENARIOS: tuple[str, ...] = ("casual", "meeting", "customer_service", "interview")
+# "unspecified": an instance whose data does not say (the released set may not); reported
+# under that name, never dropped.
+SCENARIOS: tuple[str, ...] = ("casual", "meeting", "customer_service", "interview",
+                              "unspecified")
 SCENARIO_LABELS: dict[str, str] = {
     "casual": "Casual conversation",
     "meeting": "Meeting",
     "customer_service": "Customer service",
     "interview": "Interview",
+    "unspecified": "Unspecified",
 }
 SOURCES: tuple[str, ...] = ("real", "synthesized")
+# The corpora the paper's instances come from (optional ``corpus`` field of an instance).
+CORPORA: tuple[str, ...] = ("AMI", "CORAAL", "Loqui", "synthesized", "Candor")
 
 
 @dataclass(frozen=True)

@@ -232,8 +232,13 @@ def test_the_fingerprint_is_what_outcomes_depend_on():
     assert fp(seed=1) != FP
     for key in journal.FINGERPRINT_KEYS:
         assert fp(**{key: "changed"}) != FP, key
+    # optional keys change it only when present (data with barge-in branch clips)
+    for key in journal.OPTIONAL_FINGERPRINT_KEYS:
+        assert key not in SETTINGS
+        assert fp(**{key: "on"}) != FP and fp(**{key: "on"}) != fp(**{key: "off"}), key
     # resume refuses an identity change and reports a scoring change: both are fingerprinted
-    assert set(journal.FINGERPRINT_KEYS) == set(IDENTITY_KEYS + SCORING_KEYS)
+    assert set(journal.FINGERPRINT_KEYS + journal.OPTIONAL_FINGERPRINT_KEYS) == \
+        set(IDENTITY_KEYS + SCORING_KEYS)
 
 
 def _run_dir_with(tmp_path, instances, settings: dict) -> Path:

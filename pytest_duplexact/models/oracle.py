@@ -46,6 +46,25 @@ INPUT_HANGOVER_S = 0.25
 NO_LEAD_IN_SPEECH_WAIT_S = 1.0  # if the lead-in's end is never heard, start anyway
 
 
+def missing_clips(instances) -> str | None:
+    """One message when any instance lacks a clip the oracle speaks (the model-side clips are
+    optional in the format, docs/dataset-format.md), else None."""
+    from collections import Counter
+
+    from ..instance import ORACLE_CLIPS
+
+    lacking = Counter()
+    for inst in instances:
+        for role in ORACLE_CLIPS[inst.action]:
+            if role not in inst.clips:
+                lacking[(inst.action, role)] += 1
+    if not lacking:
+        return None
+    parts = ", ".join(f"{n} {a} instance(s) without '{r}'" for (a, r), n in sorted(lacking.items()))
+    return ("the oracle performs each instance with its model-side clips, and this dataset "
+            f"lacks them ({parts}); use another model, or select instances that have them")
+
+
 def _speech(instance: Instance, role: str) -> Speech:
     """A clip ready to play. Pauses inside it longer than MAX_PAUSE_S are shortened to
     PAUSE_S (words moved along), so the oracle's turn is one segment for the VAD (whose merge

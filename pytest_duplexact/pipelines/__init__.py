@@ -32,14 +32,15 @@ from .stepped import SteppedDuplex
 DuplexFactory = Callable[[SessionInfo], Union[Duplex, Awaitable[Duplex]]]
 
 
-def pipeline_for(instance: Instance, policy: SimulatorPolicy | None = None):
+def pipeline_for(instance: Instance, policy: SimulatorPolicy | None = None,
+                 branches: bool = True):
     kind = instance.pipeline
     if kind is Pipeline.DIRECT:
         return DirectReplay()
     if kind is Pipeline.SIMULATOR:
         return SimulatorReplay(policy or RuleBasedSimulator())
     if kind is Pipeline.BARGE_IN:
-        return BargeInReplay()
+        return BargeInReplay(branches=branches)
     raise ValueError(f"instance {instance.id}: no pipeline for {kind!r}")
 
 
@@ -72,22 +73,24 @@ async def _discard(duplex: Duplex) -> None:
 
 
 async def _run_once(instance: Instance, model: Any, info: SessionInfo,
-                    policy: SimulatorPolicy | None) -> Recording:
+                    policy: SimulatorPolicy | None, branches: bool = True) -> Recording:
     duplex = await open_duplex(model, info)
     try:
-        return await pipeline_for(instance, policy).run(duplex, instance)
+        return await pipeline_for(instance, policy, branches).run(duplex, instance)
     except BaseException:
         await _discard(duplex)
         raise
 
 
 async def run_instance(instance: Instance, model: Any, info: SessionInfo | None = None, *,
-                       policy: SimulatorPolicy | None = None) -> Recording:
+                       policy: SimulatorPolicy | None = None,
+                       branches: bool = True) -> Recording:
     """Run one trial of ``instance`` and return its Recording.
 
     ``model``: a stepped or streaming model, a ``recorded:DIR`` model, or a Duplex factory.
     ``info``: the SessionInfo (default: the instance, seed 0, no options).
     ``policy``: the cue-timing policy for Simulator Replay (default: ``RuleBasedSimulator``).
+    ``branches``: barge-in plays the instance's branch clips when it has them (bargein.py).
     Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
     connection, rate limit) is retried from scratch (models/streaming.py).
     """
@@ -99,8 +102,8 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     if is_streaming(model):
         from ..models.streaming import run_with_retry
 
-        return await run_with_retry(lambda: _run_once(instance, model, info, policy))
-    return await _run_once(instance, model, info, policy)
+        return await run_with_retry(lambda: _run_once(instance, model, info, policy, branches))
+    return await _run_once(instance, model, info, policy, branches)
 
 
 __all__ = [

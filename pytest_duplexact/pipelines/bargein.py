@@ -12,6 +12,13 @@ Observation: ``OBSERVATION_S`` after the user clip's end.
 
 The detector only steers the interaction; immediate success is computed from the recorded
 timeline by rules/interrupt.py.
+
+Branches (our reading of the released data's ``branch_acknowledged`` / ``branch_ignored``
+columns, docs/dataset-format.md): when the instance has them and ``branches`` is on, a
+takeover (during the user clip or the ignored branch) stops the user audio and the
+acknowledged branch is played from there (the user yields to the model); a user clip that
+ends without a takeover continues with the ignored branch (the user keeps talking).
+``--duplexact-bargein-branches=off`` keeps the plain replay above.
 """
 
 from __future__ import annotations
@@ -50,24 +57,42 @@ class BargeInReplay:
     chunk_s: float = CHUNK_S
     takeover_min_speech_s: float = TAKEOVER_MIN_SPEECH_S
     observation_s: float = OBSERVATION_S
+    branches: bool = True
 
     async def run(self, duplex: Duplex, instance: Instance) -> Recording:
         user = instance.clip("user").load()
+        acknowledged = instance.clips.get("branch_acknowledged") if self.branches else None
+        ignored = instance.clips.get("branch_ignored") if self.branches else None
         tracker = SpeechTracker(duplex)
         step = max(1, int(round(self.chunk_s * SAMPLE_RATE)))
         sent_until: float | None = None
-        for i in range(0, len(user), step):
-            chunk = user[i: i + step]
-            if sent_until is None:
-                await duplex.push(chunk)
+
+        async def stream(clip: np.ndarray) -> int | None:
+            """Push ``clip`` until a takeover (the index after the last chunk sent) or its
+            end (None)."""
+            nonlocal sent_until
+            for i in range(0, len(clip), step):
+                await duplex.push(clip[i: i + step])
                 tracker.update()
                 if is_takeover(tracker, duplex, self.takeover_min_speech_s):
                     sent_until = duplex.now
                     duplex.event("takeover: user audio stopped")
-            else:
-                await duplex.push(np.zeros_like(chunk))
-        if sent_until is None:
+                    return i + step
+            return None
+
+        stopped_at = await stream(user)
+        took_over = stopped_at is not None
+        if took_over and acknowledged is None:  # keep the session's length: silence instead
+            for i in range(stopped_at, len(user), step):
+                await duplex.push(np.zeros_like(user[i: i + step]))
+        if not took_over and ignored is not None:
+            duplex.event("branch_ignored: the user talks on")
+            took_over = await stream(ignored.load()) is not None
+        if not took_over:
             sent_until = duplex.now
             duplex.event("user_audio_end")
+        elif acknowledged is not None:
+            duplex.event("branch_acknowledged: the user yields")
+            await push_in_chunks(duplex, acknowledged.load(), self.chunk_s)
         await push_in_chunks(duplex, silence(self.observation_s), self.chunk_s)
         return replace(await duplex.close(), user_sent_until=sent_until)

@@ -35,8 +35,11 @@ DEFAULT_EMBED_LIMIT = 60
 # libsndfile's Vorbis compression level (0 best .. 1 smallest): ~8 kbit/s at 16 kHz, clear
 # speech, and 5-10x faster to encode than Opus here.
 VORBIS_LEVEL = 0.8
-SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S"}
-SCENARIO_ORDER = ("casual", "meeting", "interview", "customer_service")  # Figure 5's order
+SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S",
+                  "unspecified": "U"}
+# Figure 5's order; "unspecified" (data that does not say, e.g. released rows) last, only
+# where it occurs
+SCENARIO_ORDER = ("casual", "meeting", "interview", "customer_service", "unspecified")
 SCENARIO_ROW_MARK = "\u00b7 "  # heat-map rows of this run's scenarios
 COLOR = {"I": "#3b6ea8", "S": "#e08a2e", "paper": "#222222"}
 ACTION_COLOR = dict(zip(taxonomy.ACTIONS, ("#4c72b0", "#55a868", "#c44e52", "#8172b2",
@@ -557,6 +560,38 @@ def _condition_table(report: dict) -> str:
                    "not in a rate", "paper mean I / S"], rows, left={6})
 
 
+def _corpora_section(report: dict) -> str:
+    """Per corpus (released data only): pooled I / S, then per action."""
+    acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+    rows = []
+    for corpus, c in report["summary"]["corpora"].items():
+        per = [report["summary"]["actions"][a].get("corpora", {}).get(corpus) for a in acts]
+        rows.append([corpus, md.fmt_rate(rate_of(c, "I")), md.fmt_rate(rate_of(c, "S")),
+                     c["n"]] + ["\u2013" if x is None else
+                                f"{md.fmt_rate(rate_of(x, 'I'), ci=False)} / "
+                                f"{md.fmt_rate(rate_of(x, 'S'), ci=False)}" for x in per])
+    return _table(["Corpus", "I % [95% CI]", "S % [95% CI]", "n"]
+                  + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows)
+
+
+def _paper_comparison_section(section: dict) -> str:
+    out = [f'<p class="warn">{_esc(section["note"])}</p>',
+           f'<p class="muted">{_esc(section["method"])}</p>']
+    def paper_n(r):  # for I the paper's n is a lower bound (released/paper.py)
+        return ("\u2265" if r["paper_n_is_lower_bound"] else "=") + str(r["paper_n"])
+
+    rows = [[f"{r['action']}.{r['condition']}", r["metric"], r["model"],
+             f"{100 * r['run']:.1f} (n={r['run_n']})", f"{100 * r['paper']:.1f} "
+             f"(n{paper_n(r)})", f"{r['p_adjusted']:.3g}"]
+            for r in section["comparisons"] if r["significant"]]
+    out.append(f"<p>{len(section['comparisons'])} comparisons, {len(rows)} significant at "
+               f"{section['alpha']} (Holm).</p>")
+    if rows:
+        out.append(_table(["Condition", "", "Paper model", "This run %", "Paper %",
+                           "p (Holm)"], rows))
+    return "".join(out)
+
+
 def _paper_section(report: dict) -> str:
     pr = paper_data.load()
     same = report["totals"]["instances"] == pr.instances
@@ -692,7 +727,10 @@ def render(report: dict, *, report_path: str | Path | None = None,
         'models per action (Table 4; full benchmark). Gray: no S measured (no immediate '
         'success, or no judge).</p>' + _chart(heatmap_chart(report), "") + "</section>",
         '<section id="scenarios"><h2>Scenarios, Figure 5 style</h2><p class="muted">'
-        'C: casual conversation, M: meeting, I: interview, S: customer service; markers are '
+        'C: casual conversation, M: meeting, I: interview, S: customer service'
+        + (', U: unspecified (the data does not say)' if any(
+            "unspecified" in a["scenarios"] for a in report["summary"]["actions"].values())
+           else '') + '; markers are '
         'this run\'s rates, whiskers their 95% Wilson intervals.</p>'
         + _chart(scenarios_chart(report) if report["summary"]["actions"] else None,
                  "no actions ran") + "</section>",
@@ -704,6 +742,15 @@ def render(report: dict, *, report_path: str | Path | None = None,
         f'<section id="paper"><h2>The paper\'s 14 models</h2>{_paper_section(report)}'
         "</section>",
     ]
+    if report["summary"].get("corpora"):  # released data: per corpus, the paper side by side
+        nav += '<a href="#corpora">corpora</a>'
+        body.append(f'<section id="corpora"><h2>Corpora</h2>{_corpora_section(report)}'
+                    "</section>")
+    if report.get("paper_comparison"):
+        nav += '<a href="#paper-comparison">paper comparison</a>'
+        body.append('<section id="paper-comparison"><h2>The paper side by side, per '
+                    f'condition</h2>{_paper_comparison_section(report["paper_comparison"])}'
+                    "</section>")
     if report.get("baseline"):
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'
                     f'{_baseline_section(report["baseline"])}</section>')

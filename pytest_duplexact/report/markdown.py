@@ -167,6 +167,25 @@ def render(report: dict, failures: bool = True) -> str:
     out += _table(["Action", "Condition", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S", "n",
                    "not in a rate"], rows, "llrrrrrl")
 
+    if report["summary"].get("corpora"):  # data that names corpora (the released set)
+        acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+        rows = []
+        for corpus, c in report["summary"]["corpora"].items():
+            per = [report["summary"]["actions"][a].get("corpora", {}).get(corpus) for a in acts]
+            rows.append([_esc(corpus), fmt_rate(rate_of(c, "I")), fmt_rate(rate_of(c, "S")),
+                         str(c["n"])] + ["–" if x is None else
+                                         f"{fmt_rate(rate_of(x, 'I'), ci=False)} / "
+                                         f"{fmt_rate(rate_of(x, 'S'), ci=False)}" for x in per])
+        out += ["", "### Corpora", ""]
+        out += _table(["Corpus", "I % [95% CI]", "S % [95% CI]", "n"]
+                      + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows,
+                      "lrrr" + "r" * len(acts))
+    if report.get("paper_comparison"):
+        from ..released.paper import render_lines
+
+        out += ["", "### The paper side by side (released data)", ""]
+        out += ["    " + line for line in render_lines(report["paper_comparison"])]
+
     out += ["", "### Gates", ""]
     gates = report.get("gates") or []
     if gates:

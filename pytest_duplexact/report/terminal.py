@@ -67,12 +67,29 @@ def condition_table(report: dict) -> list[str]:
     return _table(rows)
 
 
+def corpus_table(report: dict) -> list[str]:
+    """Per corpus, pooled and per action (only data whose instances name their corpus)."""
+    corpora = report["summary"].get("corpora") or {}
+    acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+    rows = [["corpus", "all"] + [taxonomy.ACTION_LABELS[a] for a in acts]]
+    for corpus, c in corpora.items():
+        rows.append([corpus, cell(c)] + [cell(report["summary"]["actions"][a].get(
+            "corpora", {}).get(corpus)) for a in acts])
+    return _table(rows)
+
+
 def render(report: dict, gate_results=()) -> list[str]:
     model = report.get("model", "?")
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
     out += action_table(report)
     out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
     out += condition_table(report)
+    if report["summary"].get("corpora"):
+        out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
+    if report.get("paper_comparison"):
+        from ..released.paper import render_lines
+
+        out += [""] + render_lines(report["paper_comparison"])
     if any(WIDE_MARK in line for line in out):
         out.append(WIDE_LEGEND)
     tot = report["totals"]

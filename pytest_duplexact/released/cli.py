@@ -1,0 +1,49 @@
+"""``duplexact inspect SOURCE`` and ``duplexact import SOURCE --out DIR``."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+from . import HF_PREFIX, ReleasedDataError
+
+
+def _spec(source: str) -> str:
+    return source if source.startswith(HF_PREFIX) else HF_PREFIX + str(Path(source).resolve())
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def main(args) -> int:
+    from .convert import import_snapshot
+    from .inspect import inspect, render
+    from .mapping import load_mapping
+    from .snapshot import resolve_snapshot
+
+    spec = _spec(args.source)
+    try:
+        m = load_mapping(args.mapping)
+        snap = resolve_snapshot(spec[len(HF_PREFIX):], m, log=_log)
+        if args.command == "inspect":
+            print(render(snap, inspect(snap, m, max(1, args.examples))))
+            return 0
+        out = Path(args.out)
+        if out.exists() and any(out.iterdir()):
+            print(f"duplexact import: {out}: exists and is not empty", file=sys.stderr)
+            return 1
+        try:
+            import_snapshot(snap, m, out, args.skip_unmappable, log=_log)
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+    except ReleasedDataError as e:
+        print(f"duplexact {args.command}: {spec}: {e}", file=sys.stderr)
+        return 1
+    from ..validate import summary
+    from ..instance import load_dataset
+
+    print(summary(load_dataset(out)))
+    return 0

@@ -1,0 +1,40 @@
+"""The plugin side of ``--duplexact-data=hf:...``: options -> the converted folder, and what a
+run's settings record about it (snapshot, revision, mapping, skipped rows)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .. import options
+from . import ReleasedDataError, resolve_data
+from .convert import UNMAPPABLE_FILE
+
+
+def resolve_for_run(config, data: str) -> tuple[Path, dict]:
+    mapping = options.get(config, "data-mapping")
+    skip = options.get(config, "skip-unmappable")
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+
+    def log(msg: str) -> None:
+        if tr is not None and not hasattr(config, "workerinput"):
+            tr.write_line(msg)
+
+    try:
+        root = resolve_data(data, Path(mapping) if mapping else None, skip, log=log)
+    except ReleasedDataError as e:
+        raise pytest.UsageError(f"--duplexact-data={data}: refusing to start: {e}") from None
+    return root, describe(root, data)
+
+
+def describe(root: Path, data: str) -> dict:
+    """What a report says about the released data it ran on."""
+    header = json.loads((root / "dataset.json").read_text(encoding="utf-8"))["released"]
+    rows = json.loads((root / UNMAPPABLE_FILE).read_text(encoding="utf-8"))["unmappable"]
+    return {"spec": data, "snapshot": header["snapshot"], "revision": header["revision"],
+            "mapping": header["mapping"], "mapping_sha256": header["mapping_sha256"],
+            "rows": header["rows"], "instances": header["instances"],
+            "source_sample_rates": header["source_sample_rates"],
+            "unmappable": len(rows), "unmappable_ids": [r["id"] for r in rows]}
