@@ -3,7 +3,7 @@
 ``resolve_model(spec, **options)`` accepts, in this order:
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
-2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime;
+2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
@@ -30,6 +30,7 @@ BUILTINS: dict[str, str] = {
     "oracle": "pytest_duplexact.models.oracle:OracleModel",
     "endpoint": "pytest_duplexact.models.endpoint:EndpointModel",
     "gpt-realtime": "pytest_duplexact.models.openai_realtime:factory",
+    "gemini-live": "pytest_duplexact.models.gemini_live:factory",
 }
 
 

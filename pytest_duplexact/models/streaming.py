@@ -360,6 +360,7 @@ class StreamingDuplex(Duplex):
         self._failure: ModelError | None = None
         self._closing = False
         self._max_lag = 0.0
+        self.usage: dict = {}  # the session's own usage report, taken at close()
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -545,6 +546,9 @@ class StreamingDuplex(Duplex):
             await self.session.close()
         except Exception as e:  # closing a dead socket is not a new failure
             log.debug("closing the session failed: %s", e)
+        # what the provider reported (tokens, audio seconds), read even when the trial failed
+        # so a retried instance is charged for every attempt (usage.py)
+        self.usage = dict(getattr(self.session, "usage", None) or {})
         if self._max_lag > self.chunk / SAMPLE_RATE:
             self._record(end, f"input_lag max {self._max_lag * 1000:.0f}ms")
         self._check()
@@ -556,7 +560,7 @@ class StreamingDuplex(Duplex):
                                                                             np.float32)])
         return Recording(input=inp, output=out,
                          transcript=tuple(self.playback.words(end, final=True)),
-                         events=list(self.events))
+                         events=list(self.events), usage=self.usage)
 
 
 # --- many sessions at once ---------------------------------------------------------------
