@@ -222,7 +222,8 @@ def _api_error(e: BaseException, model: str) -> ModelError | None:
     if not isinstance(e, errors.APIError):
         return None
     code = e.code
-    why = _scrub(e.message or e.status or "")
+    details = e.details if isinstance(e.details, str) else ""  # a close frame's reason
+    why = _scrub(e.message or e.status or details)
     if code in (401, 403) or re.search(r"API key", why, re.IGNORECASE):
         return ModelConfigError(f"{model}: the service rejected the API key ({code}: {why}); "
                                 f"check {' / '.join(KEY_VARS)}")
