@@ -54,7 +54,9 @@ def charge_model(harness, recording) -> None:
         return
     ledger = getattr(harness, "model_usage", None)
     if ledger is None:
-        ledger = harness.model_usage = ModelUsage(str(getattr(harness, "model_name", "model")))
+        name = getattr(getattr(harness, "model", None), "name", None)  # e.g. the provider's id
+        ledger = harness.model_usage = ModelUsage(str(name or getattr(harness, "model_name",
+                                                                      "model")))
     ledger.counters.values = add_counts(ledger.counters.values, spent)
 
 
