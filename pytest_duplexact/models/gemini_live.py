@@ -25,7 +25,6 @@ import ipaddress
 import logging
 import os
 import re
-import weakref
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
@@ -45,6 +44,7 @@ IN_MIME = f"audio/pcm;rate={IN_RATE}"
 KEY_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 SENSITIVITY = ("high", "low")
 CLOSE_TIMEOUT_S = 5.0
+SEND_TIMEOUT_S = 10.0
 # Websocket close codes the service uses for a passing condition: going away / abnormal
 # closure / internal error (incl. RESOURCE_EXHAUSTED) / service restart / try again later.
 _TRANSIENT_CLOSE = {1001, 1006, 1011, 1012, 1013, 1014}
@@ -69,6 +69,21 @@ def _loopback(host: str | None) -> bool:
         return ipaddress.ip_address(host or "").is_loopback
     except ValueError:
         return False
+
+
+def _import_sdk() -> None:
+    missing = importlib.util.find_spec("google") is None or \
+        importlib.util.find_spec("google.genai") is None
+    if not missing:
+        try:
+            importlib.import_module("google.genai")
+        except ImportError as e:
+            raise ModelConfigError(f"{NAME}: the google-genai package does not import "
+                                   f"({e}); reinstall it with pip install "
+                                   "'pytest-duplexact[gemini]'.") from None
+        return
+    raise ModelConfigError(f"{NAME}: the google-genai package is not installed. Install it "
+                           "with pip install 'pytest-duplexact[gemini]'.")
 
 
 @dataclass(frozen=True)
@@ -99,10 +114,7 @@ class GeminiLive:
     output_sample_rate = OUT_RATE
 
     def __post_init__(self):
-        if importlib.util.find_spec("google.genai") is None:
-            raise ModelConfigError(
-                f"{NAME}: the google-genai package is not installed. Install it with "
-                "pip install 'pytest-duplexact[gemini]'.")
+        _import_sdk()  # here, not on the event loop: the import takes ~1.5 s of CPU
         if not _has_key():
             raise ModelConfigError(
                 f"{NAME}: no Gemini API key. Set the GEMINI_API_KEY (or GOOGLE_API_KEY) "
@@ -120,6 +132,9 @@ class GeminiLive:
                 raise ModelConfigError(f"{NAME}: {name} must not be negative")
         if self.chunk_ms <= 0 or self.connect_timeout <= 0:
             raise ModelConfigError(f"{NAME}: chunk_ms and connect_timeout must be positive")
+        if not re.fullmatch(r"v\d+\w*", self.api_version):
+            raise ModelConfigError(f"{NAME}: api_version must look like v1beta or v1alpha, "
+                                   f"got {self.api_version!r}")
         if self.base_url is not None:
             url = urlsplit(self.base_url)
             if url.scheme not in ("https", "wss", "http", "ws") or not url.hostname:
@@ -182,26 +197,26 @@ class GeminiLive:
         return live
 
 
-# Building a genai Client builds its HTTP clients and SSL contexts (tens of ms of CPU on the
-# event loop that also paces every other session's input), so one is made per event loop and
-# endpoint and shared by its sessions.
-_CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
-    weakref.WeakKeyDictionary()
+# Building a genai Client builds its HTTP clients and SSL contexts: 140-370 ms of CPU here, on
+# the event loop that also paces every other session's input. So one is made per endpoint and
+# shared by every session of the process. That is safe across event loops because the live
+# path uses only the client's settings and its SSL context (each connect opens its own
+# websocket), never its loop-bound HTTP clients.
+_CLIENTS: dict[tuple, Any] = {}
 
 
 def _client(base_url: str | None, api_version: str):
-    """The SDK client for this loop; the SDK reads the key (and SSL_CERT_FILE) itself. Keyed by
-    a hash of the key, so a changed environment gets a fresh client."""
+    """The SDK client; the SDK reads the key (and SSL_CERT_FILE) itself. Keyed by a hash of
+    the key, so a changed environment gets a fresh client."""
     from google import genai
     from google.genai import types
 
-    per_loop = _CLIENTS.setdefault(asyncio.get_running_loop(), {})
     key = (base_url, api_version, os.environ.get("SSL_CERT_FILE"),
            hash(tuple(os.environ.get(v) for v in KEY_VARS)))
-    if key not in per_loop:
+    if key not in _CLIENTS:
         options = types.HttpOptions(base_url=base_url, api_version=api_version)
-        per_loop[key] = genai.Client(vertexai=False, http_options=options)
-    return per_loop[key]
+        _CLIENTS[key] = genai.Client(vertexai=False, http_options=options)
+    return _CLIENTS[key]
 
 
 def _scrub(text: Any) -> str:
@@ -215,15 +230,22 @@ def _scrub(text: Any) -> str:
 
 
 def _api_error(e: BaseException, model: str) -> ModelError | None:
-    """A google-genai APIError (raised for a close frame or an error payload) as a
-    ModelError; None when ``e`` is not one."""
+    """A google-genai APIError (raised for a close frame or an error payload), or the
+    websockets close that a send runs into, as a ModelError; None when ``e`` is neither."""
     from google.genai import errors
+    from websockets.exceptions import ConnectionClosed
 
+    if isinstance(e, ConnectionClosed) and e.rcvd is not None:
+        return _classify(e.rcvd.code, _scrub(e.rcvd.reason), model)
     if not isinstance(e, errors.APIError):
         return None
-    code = e.code
     details = e.details if isinstance(e.details, str) else ""  # a close frame's reason
-    why = _scrub(e.message or e.status or details)
+    return _classify(e.code, _scrub(e.message or e.status or details), model)
+
+
+def _classify(code: int | None, why: str, model: str) -> ModelError:
+    """Close codes and HTTP-style codes: a bad key or request is final, a busy or restarting
+    service is worth a retry of the whole instance."""
     if code in (401, 403) or re.search(r"API key", why, re.IGNORECASE):
         return ModelConfigError(f"{model}: the service rejected the API key ({code}: {why}); "
                                 f"check {' / '.join(KEY_VARS)}")
@@ -305,8 +327,13 @@ class GeminiLiveSession:
 
         data = pcm16(pcm)
         try:
-            await self._session.send_realtime_input(
-                audio=types.Blob(data=data, mime_type=IN_MIME))
+            # a server that stops reading would block the send once the socket buffers fill
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await self._session.send_realtime_input(
+                    audio=types.Blob(data=data, mime_type=IN_MIME))
+        except TimeoutError:
+            raise TransientModelError(f"{self._model}: sending input stalled for "
+                                      f"{SEND_TIMEOUT_S:g}s") from None
         except Exception as e:
             if self._closed:
                 return
