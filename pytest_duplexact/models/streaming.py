@@ -23,6 +23,9 @@ Session protocol (what ``await model.connect(info)`` returns)::
         async def truncate(self, item_id: str, audio_end_ms: int) -> None
         async def close(self) -> None
 
+A session may also have ``usage``: a flat dict of numbers its provider reported (tokens,
+audio seconds), read at ``close()`` into ``Recording.usage`` and totalled by usage.py.
+
 ``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
 ``ResponseDone`` / ``Error``. An adapter raises ``TransientModelError`` (retried from scratch)
 or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
