@@ -116,7 +116,7 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api
         async def trial(i, end, answer_ms, speak):
             script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),
                       "text": "one two three four five six", "pace": 4.0}
-            clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + 0.4)
+            clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + 1.0)
             return await run_trial(model_for(srv, script), clip)
 
         results = await asyncio.gather(*(trial(i, *t) for i, t in enumerate(TRIALS)))
@@ -199,6 +199,35 @@ async def test_speech_after_generation_completed_is_not_an_interruption(api_key,
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     assert offset - onset == pytest.approx(1.2, abs=0.02)
     assert not any(what == "speech_started" for _, what in rec.events)
+
+
+@pytest.mark.asyncio
+async def test_no_interruption_keeps_the_reply_playing(api_key, tls):
+    """interrupt_response=false sends NO_INTERRUPTION: the service keeps generating over the
+    user, so nothing is cut."""
+    script = {"answer_after_ms": 300, "speak_s": 1.5, "pace": 1.25, "max_turns": 1}
+    async with server(tls) as srv:
+        clip = user_clip([(0.2, 0.6), (1.6, 2.0)], total=3.0)
+        rec, _, _ = await run_trial(model_for(srv, script, interrupt_response="false"), clip)
+        [turn] = srv.sessions[0].turns
+    assert turn.status == "completed" and turn.interrupted_at is None
+    onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert offset - onset == pytest.approx(1.5, abs=0.02)
+    assert not any(what == "speech_started" for _, what in rec.events)
+
+
+@pytest.mark.asyncio
+async def test_a_send_that_stalls_is_a_transient_error(api_key, monkeypatch):
+    """A server that stops reading fills the socket buffers; the send has a deadline."""
+    monkeypatch.setattr(gemini_live, "SEND_TIMEOUT_S", 0.05)
+
+    class Stuck:
+        async def send_realtime_input(self, **_):
+            await asyncio.sleep(3600)
+
+    session = gemini_live.GeminiLiveSession(None, Stuck(), "m")
+    with pytest.raises(TransientModelError, match="stalled"):
+        await session.send(np.zeros(320, np.float32))
 
 
 def test_turns_are_numbered_and_interrupted_starts_a_new_one(api_key):
