@@ -13,7 +13,7 @@ turn when it sent ``interrupted``). Timing, playback and transcript alignment li
 The API key is read from ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` only, by the SDK client,
 which sends it in the ``x-goog-api-key`` handshake header (never in the URL). This module
 never holds, logs or repeats it. ``google-genai`` is an optional extra
-(``pip install 'pytest-duplexact[gemini]'``) and is imported only when a session connects.
+(``pip install 'pytest-duplexact[gemini]'``), imported only when this model is built.
 """
 
 from __future__ import annotations
@@ -299,6 +299,9 @@ class GeminiLiveSession:
     prompt and response tokens) plus the audio sent and received, in seconds."""
 
     def __init__(self, manager: Any, session: Any, model: str):
+        from google.genai import types
+
+        self._blob = types.Blob  # looked up once: send() runs every 20 ms per session
         self._manager = manager
         self._session = session
         self._model = model
@@ -323,14 +326,12 @@ class GeminiLiveSession:
 
     async def send(self, pcm: np.ndarray) -> None:
         # The hot path: ~30 us of SDK validation per call, cheap enough to keep the public API.
-        from google.genai import types
-
         data = pcm16(pcm)
         try:
             # a server that stops reading would block the send once the socket buffers fill
             async with asyncio.timeout(SEND_TIMEOUT_S):
                 await self._session.send_realtime_input(
-                    audio=types.Blob(data=data, mime_type=IN_MIME))
+                    audio=self._blob(data=data, mime_type=IN_MIME))
         except TimeoutError:
             raise TransientModelError(f"{self._model}: sending input stalled for "
                                       f"{SEND_TIMEOUT_S:g}s") from None

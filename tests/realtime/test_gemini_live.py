@@ -168,12 +168,17 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
 
     [turn] = session.turns
     assert turn.status == "interrupted" and turn.audio_s < 1.5
-    cut = on_client_clock(session, turn.interrupted_at, t0)
+    sent = on_client_clock(session, turn.interrupted_at, t0)
+    [cut] = [t for t, what in rec.events if what == "speech_started"]  # its arrival
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert onset == pytest.approx(on_client_clock(session, turn.audio_start, t0), abs=TOLERANCE)
-    print(f"gemini-live barge-in: playback stopped {(offset - cut) * 1000:+.1f} ms from the "
-          "server's interrupted")
-    assert abs(offset - cut) <= CHUNK + 0.005
+    late = stall(rec)
+    assert abs(onset - on_client_clock(session, turn.audio_start, t0)) <= TOLERANCE + late
+    print(f"gemini-live barge-in: playback stopped {(offset - cut) * 1000:+.1f} ms from "
+          f"the arrival of interrupted, {(offset - sent) * 1000:+.1f} ms from its sending")
+    # the heard audio ends within one input chunk of the interruption (+ a 5 ms frame), and
+    # the interruption was heard when the server sent it (up to any stall of this loop)
+    assert -CHUNK - 0.005 <= offset - cut <= CHUNK + 0.005
+    assert abs(cut - sent) <= TOLERANCE + late
     assert not np.any(np.abs(rec.output[int((cut + CHUNK) * SAMPLE_RATE):]) > 1e-4)
     # only the client's messages the protocol has: setup and audio (truncate is a no-op)
     assert all(set(m) <= {"t", "audio_ms"} for m in session.received)
