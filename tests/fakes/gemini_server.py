@@ -102,6 +102,7 @@ class TurnTruth:
     generated: float | None = None     # server t of generationComplete
     interrupted_at: float | None = None
     status: str = "in_progress"
+    sends: list[tuple[float, float]] = field(default_factory=list)  # (t, seconds) per chunk
     stop: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
 
@@ -158,6 +159,18 @@ def speech(path: str, seconds: float) -> np.ndarray:
     x, sr = sf.read(path, dtype="float32", always_2d=True)
     return soxr.resample(x[:, 0], sr, OUT_RATE)[: int(round(seconds * OUT_RATE))].astype(
         np.float32)
+
+
+def heard_at(sends: list[tuple[float, float]], position: float) -> float | None:
+    """When a listener hears ``position`` s into a turn's audio, on the server's clock: each
+    chunk plays at 1x from when it was sent, behind what is still playing."""
+    end = done = 0.0
+    for t, seconds in sends:
+        start = max(end, t)
+        if done <= position < done + seconds:
+            return start + position - done
+        end, done = start + seconds, done + seconds
+    return None
 
 
 def b64decode(data: str) -> bytes:
@@ -379,6 +392,7 @@ class _Connection:
             await self.emit({"serverContent": {"modelTurn": {"parts": [{"inlineData": {
                 "mimeType": f"audio/pcm;rate={OUT_RATE}", "data": b64_pcm16(chunk)}}]}}})
             turn.audio_s += len(chunk) / OUT_RATE
+            turn.sends.append((self.t(), len(chunk) / OUT_RATE))
             due = int(round(len(pieces) * (n + 1) / len(chunks))) if pieces else 0
             for p in pieces[:due]:
                 await self.emit({"serverContent": {"outputTranscription": {"text": p}}})

@@ -121,7 +121,8 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
             a, b = int((t["audio_start"] - 0.1) * sr), int(starts[k + 1] * sr)
             bounds = fake.energy_bounds(y[max(0, a): b], sr)
             assert bounds is not None, (iid, t)
-            error = max(0, a) / sr + bounds[0] - (t["audio_start"] + onset_in_clip)
+            # truth: when the speech onset in the reply plays, given when each chunk was sent
+            error = max(0, a) / sr + bounds[0] - fake.heard_at(t["sends"], onset_in_clip)
             onset_errors.append(error)
             # A stall of the harness process (recorded as input_lag) also delays reading the
             # audio that arrived during it: the bound holds up to the trial's recorded stall.
