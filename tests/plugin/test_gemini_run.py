@@ -158,6 +158,11 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
                          ("response_tokens", "responseTokenCount")):
         assert used[ours] == sum(s["usage"].get(theirs, 0) for s in sessions) > 0
     assert used["input_audio_s"] == pytest.approx(sum(s["input_ms"] for s in sessions) / 1000)
+    # each instance's journal entry keeps its own share, so a resumed run totals the same
+    shares = [json.loads((run / i["recording"] / "outcome.json").read_text())["usage"]["model"]
+              for i in rep["instances"]]
+    assert sorted(x["sessions"] for x in shares) == [1] * n
+    assert sum(x["prompt_tokens"] for x in shares) == used["prompt_tokens"]
     res.stdout.fnmatch_lines(["*model: gemini-3.1-flash-live-preview (sessions *"])
 
 
