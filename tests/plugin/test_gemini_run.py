@@ -91,10 +91,12 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
     pipelines = {i["action"] for i in rep["instances"]}
     assert pipelines == {"stop", "take_turn", "interrupt"}
 
-    # the key is on no file the run wrote, nor in the junit xml
+    # the key is on no file the run wrote, nor in the junit xml or the terminal
+    assert Path(pytester.path, "junit.xml").is_file()
     for path in [*run.rglob("*"), Path(pytester.path, "junit.xml")]:
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in res.stdout.str() + res.stderr.str()
 
     sessions = gemini_server.stop()  # the fake's ground truth
     assert len(sessions) == n  # one session per instance: nothing was retried
