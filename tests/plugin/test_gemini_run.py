@@ -22,6 +22,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+# the [gemini] extra and the test CA maker (both in the dev extra)
+pytest.importorskip("google.genai")
+pytest.importorskip("trustme")
+
 SERVER = Path(__file__).parents[1] / "fakes" / "gemini_server.py"
 KEY = "AIza-test-DUPLEXACT-never-written-0123456789"
 CHUNK = 0.020

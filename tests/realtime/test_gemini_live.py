@@ -16,6 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# the [gemini] extra and the test CA maker (both in the dev extra)
+pytest.importorskip("google.genai")
+pytest.importorskip("trustme")
+
 from pytest_duplexact import audio, models
 from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models import gemini_live
