@@ -143,6 +143,7 @@ class Harness:
         rel = folder.relative_to(self.run_dir).as_posix()
         self._reopen(folder)
         recording = self.record(instance)
+        usage.charge_model(self, recording)  # between the snapshots: this instance's cost
         save_recording(recording, folder, instance_id=instance.id)
         tl = self.timeline(recording)
         write_json_atomic(folder / TIMELINE_FILE, timeline_to_dict(tl, instance))

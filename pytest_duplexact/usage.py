@@ -2,16 +2,68 @@
 
 Each process measures the change in its services' counters around each instance; the change
 rides on the instance's report (like the outcome), so the controller's totals are the same
-with or without xdist."""
+with or without xdist.
+
+The model under test is one of the services: a streaming session may expose ``usage``, a
+dict of numbers its provider reported (tokens, audio seconds; models/streaming.py). Every
+attempt's usage rides on the trial's ``Recording.usage`` and is charged to the ``model``
+service when the harness takes the recording, so a trial recorded ahead of time
+(``--duplexact-concurrency``) is still counted with its own instance."""
 
 from __future__ import annotations
 
-SERVICES = ("text_judge", "audio_judge", "simulator", "transcriber")
+from dataclasses import dataclass, field
+
+SERVICES = ("model", "text_judge", "audio_judge", "simulator", "transcriber")
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def add_counts(*counts: dict | None) -> dict:
+    """Key-wise sum of dicts of numbers (floats rounded to the microsecond/millitoken)."""
+    out: dict = {}
+    for c in counts:
+        for k, v in (c or {}).items():
+            if _number(v):
+                out[k] = out.get(k, 0) + v
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in out.items()}
+
+
+@dataclass
+class _Counts:
+    values: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return dict(self.values)
+
+
+@dataclass
+class ModelUsage:
+    """The model under test as a service: what its provider reported, summed over trials."""
+
+    model: str
+    counters: _Counts = field(default_factory=_Counts)
+
+
+def charge_model(harness, recording) -> None:
+    """Add a trial's ``Recording.usage`` to the harness's ``model`` service."""
+    spent = getattr(recording, "usage", None)
+    if not spent:
+        return
+    ledger = getattr(harness, "model_usage", None)
+    if ledger is None:
+        name = getattr(getattr(harness, "model", None), "name", None)  # e.g. the provider's id
+        ledger = harness.model_usage = ModelUsage(str(name or getattr(harness, "model_name",
+                                                                      "model")))
+    ledger.counters.values = add_counts(ledger.counters.values, spent)
 
 
 def _services(harness) -> dict:
     panel = getattr(harness, "panel", None)
-    return {"text_judge": getattr(panel, "text", None),
+    return {"model": getattr(harness, "model_usage", None),
+            "text_judge": getattr(panel, "text", None),
             "audio_judge": getattr(panel, "audio", None),
             "simulator": getattr(harness, "policy", None),
             "transcriber": getattr(harness, "transcriber", None)}
@@ -32,9 +84,13 @@ def delta(after: dict, before: dict) -> dict:
     out = {}
     for label, now in after.items():
         was = before.get(label, {})
-        out[label] = {k: (v - was.get(k, 0) if isinstance(v, int) else v)
+        out[label] = {k: (_round(v - was.get(k, 0)) if _number(v) else v)
                       for k, v in now.items()}
     return out
+
+
+def _round(v):
+    return round(v, 6) if isinstance(v, float) else v
 
 
 def total(deltas) -> dict:
@@ -44,15 +100,19 @@ def total(deltas) -> dict:
         for label, vals in d.items():
             slot = acc.setdefault(label, {})
             for k, v in vals.items():
-                slot[k] = slot.get(k, 0) + v if isinstance(v, int) else v
+                slot[k] = _round(slot.get(k, 0) + v) if _number(v) else v
     return {k: acc[k] for k in SERVICES if k in acc}
+
+
+def _fmt(v) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
 def describe(usage: dict) -> list[str]:
     lines = []
     for label, vals in usage.items():
-        counts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in vals.items()
-                           if k != "model" and isinstance(v, int))
+        counts = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in vals.items()
+                           if k != "model" and _number(v))
         lines.append(f"  {label.replace('_', ' ')}: {vals.get('model')}"
                      + (f" ({counts})" if counts else " (local, no calls)"))
     return lines

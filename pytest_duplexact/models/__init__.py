@@ -3,8 +3,8 @@
 ``resolve_model(spec, **options)`` accepts, in this order:
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
-2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, grok-voice,
-   qwen-omni-realtime, minicpm-o, moshi;
+2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live,
+   grok-voice, qwen-omni-realtime, minicpm-o, moshi;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
@@ -34,6 +34,7 @@ BUILTINS: dict[str, str] = {
     "oracle": "pytest_duplexact.models.oracle:OracleModel",
     "endpoint": "pytest_duplexact.models.endpoint:EndpointModel",
     "gpt-realtime": "pytest_duplexact.models.openai_realtime:factory",
+    "gemini-live": "pytest_duplexact.models.gemini_live:factory",
     "grok-voice": "pytest_duplexact.models.realtime_dialects:grok_voice",
     "qwen-omni-realtime": "pytest_duplexact.models.realtime_dialects:qwen_omni_realtime",
     "minicpm-o": "pytest_duplexact.models.minicpm_duplex:factory",

@@ -23,6 +23,9 @@ Session protocol (what ``await model.connect(info)`` returns)::
         async def truncate(self, item_id: str, audio_end_ms: int) -> None
         async def close(self) -> None
 
+A session may also have ``usage``: a flat dict of numbers its provider reported (tokens,
+audio seconds), read at ``close()`` into ``Recording.usage`` and totalled by usage.py.
+
 ``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
 ``ResponseDone`` / ``Error``. An adapter raises ``TransientModelError`` (retried from scratch)
 or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
@@ -377,6 +380,7 @@ class StreamingDuplex(Duplex):
         self._closing = False
         self._max_lag = 0.0
         self._watch = watchdog.current()  # each answer from the session is progress
+        self.usage: dict = {}  # the session's own usage report, taken at close()
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -564,6 +568,9 @@ class StreamingDuplex(Duplex):
             await self.session.close()
         except Exception as e:  # closing a dead socket is not a new failure
             log.debug("closing the session failed: %s", e)
+        # what the provider reported (tokens, audio seconds), read even when the trial failed
+        # so a retried instance is charged for every attempt (usage.py)
+        self.usage = dict(getattr(self.session, "usage", None) or {})
         if self._max_lag > self.chunk / SAMPLE_RATE:
             self._record(end, f"input_lag max {self._max_lag * 1000:.0f}ms")
         self._check()
@@ -575,7 +582,7 @@ class StreamingDuplex(Duplex):
                                                                             np.float32)])
         return Recording(input=inp, output=out,
                          transcript=tuple(self.playback.words(end, final=True)),
-                         events=list(self.events))
+                         events=list(self.events), usage=self.usage)
 
 
 # --- many sessions at once ---------------------------------------------------------------

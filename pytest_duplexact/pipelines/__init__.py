@@ -16,6 +16,7 @@ for ``recorded:DIR``, returns the stored trial without running anything.
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Union
 
 from ..instance import Instance
@@ -73,13 +74,17 @@ async def _discard(duplex: Duplex) -> None:
 
 
 async def _run_once(instance: Instance, model: Any, info: SessionInfo,
-                    policy: SimulatorPolicy | None, branches: bool = True) -> Recording:
+                    policy: SimulatorPolicy | None, branches: bool = True,
+                    spent: list | None = None) -> Recording:
     duplex = await open_duplex(model, info)
     try:
         return await pipeline_for(instance, policy, branches).run(duplex, instance)
     except BaseException:
         await _discard(duplex)
         raise
+    finally:
+        if spent is not None:  # this attempt's provider usage, also when it failed
+            spent.append(getattr(duplex, "usage", None))
 
 
 async def run_instance(instance: Instance, model: Any, info: SessionInfo | None = None, *,
@@ -102,7 +107,12 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     if is_streaming(model):
         from ..models.streaming import run_with_retry
 
-        return await run_with_retry(lambda: _run_once(instance, model, info, policy, branches))
+        from ..usage import add_counts
+
+        spent: list = []
+        recording = await run_with_retry(lambda: _run_once(instance, model, info, policy,
+                                                           branches, spent))
+        return replace(recording, usage=add_counts(*spent))
     return await _run_once(instance, model, info, policy, branches)
 
 

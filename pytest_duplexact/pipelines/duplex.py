@@ -31,6 +31,8 @@ class Recording:
     cue: Cue | None = None
     user_sent_until: float | None = None
     events: list[tuple[float, str]] = field(default_factory=list)
+    # what the model's provider reported for this trial, every attempt included (usage.py)
+    usage: dict = field(default_factory=dict)
 
     @property
     def duration(self) -> float:
