@@ -212,6 +212,19 @@ def _scrub(text: Any) -> str:
     return text.replace(key, "<OPENAI_API_KEY>") if key else text
 
 
+def add_usage(total: dict[str, float], usage: Any, prefix: str = "") -> None:
+    """Sum the numbers of a provider's ``response.usage`` (nested details flattened with
+    dots: ``input_token_details.audio_tokens``)."""
+    if not isinstance(usage, dict):
+        return
+    for key, value in usage.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            add_usage(total, value, name + ".")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            total[name] = total.get(name, 0) + value
+
+
 def _is_transient(kind: str, code: str) -> bool:
     return "rate_limit" in kind or "rate_limit" in code or kind == "server_error" \
         or code == "session_expired"
@@ -220,12 +233,18 @@ def _is_transient(kind: str, code: str) -> bool:
 class OpenAIRealtimeSession:
     """One live realtime websocket: the ``StreamingSession`` protocol over the SDK."""
 
-    def __init__(self, conn: Any, interrupt: bool):
+    def __init__(self, conn: Any, interrupt: bool, in_rate: int = PCM_RATE,
+                 out_rate: int = PCM_RATE):
         self._conn = conn
         self._interrupt = interrupt
         self._closed = False
         self._content_index: dict[str, int] = {}
         self.session: dict[str, Any] = {}
+        self._in_rate, self._out_rate = in_rate, out_rate
+        # what the provider reports (response.usage, summed) plus the audio each way: the
+        # report's `model` service (usage.py)
+        self.usage: dict[str, float] = {"responses": 0, "audio_in_s": 0.0,
+                                        "audio_out_s": 0.0}
 
     async def _recv(self) -> dict[str, Any] | None:
         """The next server event as a dict; None once we closed the socket ourselves."""
@@ -269,6 +288,7 @@ class OpenAIRealtimeSession:
         # The hot path: one append per chunk per session. send_raw skips the SDK's typed
         # transform (~0.2 ms a call), which matters with dozens of sessions on two cores.
         audio = base64.b64encode(pcm16(pcm)).decode("ascii")
+        self.usage["audio_in_s"] += len(pcm) / self._in_rate
         try:
             await self._conn.send_raw(json.dumps({"type": "input_audio_buffer.append",
                                                   "audio": audio}))
@@ -288,7 +308,9 @@ class OpenAIRealtimeSession:
         kind = ev.get("type")
         if kind == "response.output_audio.delta":
             self._content_index.setdefault(ev["item_id"], ev.get("content_index", 0))
-            return AudioDelta(ev["item_id"], from_pcm16(base64.b64decode(ev["delta"])))
+            audio = from_pcm16(base64.b64decode(ev["delta"]))
+            self.usage["audio_out_s"] += len(audio) / self._out_rate
+            return AudioDelta(ev["item_id"], audio)
         if kind == "response.output_audio_transcript.delta":
             return TranscriptDelta(ev["item_id"], ev.get("delta", ""))
         if kind == "input_audio_buffer.speech_started":
@@ -298,6 +320,8 @@ class OpenAIRealtimeSession:
             return ItemDone(item["id"]) if item.get("id") else None
         if kind == "response.done":
             response = ev.get("response") or {}
+            self.usage["responses"] += 1
+            add_usage(self.usage, response.get("usage"))
             status = response.get("status") or "completed"
             if status == "failed":
                 err = ((response.get("status_details") or {}).get("error") or {})

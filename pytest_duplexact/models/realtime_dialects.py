@@ -25,7 +25,6 @@ Keys come from ``XAI_API_KEY`` / ``DASHSCOPE_API_KEY`` only and live only inside
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import weakref
@@ -36,9 +35,8 @@ from openai import AsyncOpenAI
 
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport
-from .openai_realtime import (OpenAIRealtimeSession, _connect_error, _is_transient,
-                              _tls_context, from_pcm16)
-from .streaming import AudioDelta, DEFAULT_CHUNK_MS, Error, Event, TransientModelError
+from .openai_realtime import OpenAIRealtimeSession, _connect_error, _is_transient, _tls_context
+from .streaming import DEFAULT_CHUNK_MS, Error, Event, TransientModelError
 
 TURN_DETECTION = ("server_vad", "none")
 
@@ -247,14 +245,9 @@ class DialectSession(OpenAIRealtimeSession):
 
     def __init__(self, conn: Any, model: DialectRealtime):
         interrupt = model.turn_detection != "none"
-        super().__init__(conn, interrupt)
+        super().__init__(conn, interrupt, model.input_sample_rate, model.output_sample_rate)
         self._renames = model.RENAMES
         self._key_env = model.KEY_ENV
-        self._in_rate = model.input_sample_rate
-        self._out_rate = model.output_sample_rate
-        # what the provider reports (response.usage, summed) plus the audio each way
-        self.usage: dict[str, float] = {"responses": 0, "audio_in_s": 0.0,
-                                        "audio_out_s": 0.0}
 
     async def configure(self, config: dict[str, Any]) -> None:
         """Our session.update straight away (both providers ask for it first), then wait
@@ -277,22 +270,11 @@ class DialectSession(OpenAIRealtimeSession):
                     raise TransientModelError(msg)
                 raise ModelError(msg)
 
-    async def send(self, pcm) -> None:
-        self.usage["audio_in_s"] += len(pcm) / self._in_rate
-        await super().send(pcm)
-
     def _translate(self, ev: dict[str, Any]) -> Event | None:
         kind = ev.get("type")
         if kind in self._renames:
             ev = {**ev, "type": self._renames[kind]}
             kind = ev["type"]
-        if kind == "response.output_audio.delta":
-            audio = from_pcm16(base64.b64decode(ev["delta"]))
-            self.usage["audio_out_s"] += len(audio) / self._out_rate
-            return AudioDelta(ev["item_id"], audio)
-        if kind == "response.done":
-            self.usage["responses"] += 1
-            _add_usage(self.usage, (ev.get("response") or {}).get("usage"))
         out = super()._translate(ev)
         if isinstance(out, Error):
             out = Error(_scrub(out.message, self._key_env), out.code, out.fatal, out.transient)
@@ -302,19 +284,6 @@ class DialectSession(OpenAIRealtimeSession):
         """Neither provider has conversation.item.truncate: playback was already cut
         locally, and the provider's history keeps the whole answer."""
         return None
-
-
-def _add_usage(total: dict[str, float], usage: Any, prefix: str = "") -> None:
-    """Sum the numbers of a provider's ``response.usage`` (nested details flattened with
-    dots: ``input_token_details.audio_tokens``)."""
-    if not isinstance(usage, dict):
-        return
-    for key, value in usage.items():
-        name = prefix + key
-        if isinstance(value, dict):
-            _add_usage(total, value, name + ".")
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            total[name] = total.get(name, 0) + value
 
 
 def grok_voice(**options: Any) -> GrokVoice:

@@ -276,3 +276,22 @@ async def test_transient_failures_are_retried_from_scratch_then_reported(api_key
     assert isinstance(results[2], ModelError) and not isinstance(results[2],
                                                                   TransientModelError)
     assert "gave up after 3 attempts" in str(results[2])
+
+
+@pytest.mark.asyncio
+async def test_usage_is_kept_per_session(api_key):
+    """What the report's `model` service totals for gpt-realtime: responses, audio each way
+    and the provider's token counts from response.done, summed."""
+    script = {"answer_after_ms": 300, "speak_s": 0.6, "text": "three short words"}
+    async with fake.FakeRealtimeServer() as server:
+        model = model_for(server, script)
+        d = await StreamingDuplex.open(model, None)
+        clip = user_clip([(0.2, 0.6)], total=1.8)
+        for i in range(0, len(clip), 1600):
+            await d.push(clip[i:i + 1600])
+        session = d.session
+        rec = await d.close()
+    assert session.usage["responses"] == 1
+    assert session.usage["audio_out_s"] == pytest.approx(0.6, abs=1e-3)
+    assert session.usage["audio_in_s"] == pytest.approx(1.8, abs=0.01)
+    assert rec.usage == session.usage  # the duplex hands it to the report (usage.py)
