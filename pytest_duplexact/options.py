@@ -88,6 +88,9 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("compare", "Compare with a stored run (latest, or its number) with the baseline "
         "gate's significance test: a significant drop fails the run.", kind="optional",
         const="latest", metavar="ID|latest"),
+    Opt("prices", "TOML price table for the report's estimated cost; its entries replace the "
+        "bundled ones by model name (pytest_duplexact/report/prices.toml shows the layout).",
+        metavar="FILE"),
     Opt("storage", "Store folder of --duplexact-autosave / --duplexact-compare; default "
         ".duplexact under the invocation directory.", metavar="DIR"),
     Opt("baseline-alpha", "Significance level of the baseline gate (family-wise, "

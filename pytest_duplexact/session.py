@@ -256,6 +256,7 @@ def build_state(config, spec: str):
         _preflight(config, spec, settings)
         _preflight_data(spec, instances)
         state.baseline = _check_baseline(config)
+        _check_prices(config)
         from .runlock import RunDirLocked, RunLock
 
         try:
@@ -313,6 +314,15 @@ def _preflight_data(spec: str, instances) -> None:
         why = missing_clips(instances)
         if why:
             raise pytest.UsageError(f"--duplexact-model=oracle: {why}")
+
+
+def _check_prices(config) -> None:
+    from .report.cost import PriceError, load_prices
+
+    try:
+        load_prices(options.get(config, "prices"))
+    except PriceError as e:
+        raise pytest.UsageError(f"--duplexact-prices: {e}") from None
 
 
 def _store(config) -> Path:
@@ -410,6 +420,12 @@ def finish(config, state, exitstatus: int) -> int | None:
     report["gates"] = [r.to_dict() for r in results]
     report["notes"] = list(state.notes)
     report["usage"] = usage.total(state.usage.values())
+    from .report.cost import PriceError, estimate, load_prices
+
+    try:
+        report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
+    except PriceError as e:  # checked at start; a file changed mid-run still ends the run
+        state.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
     missing = len({i.id for i in state.instances} - {o.id for o in outcomes})
     if missing:  # the report is incomplete: say so in it, and how to finish it
         report["notes"].append(

@@ -89,7 +89,10 @@ class OpenAITranscriber:
             if isinstance(resp, str):  # a 200 whose body was not JSON (an HTML page)
                 raise calls.InvalidAnswer(f"not a transcription: {resp[:80]!r}")
             words = getattr(resp, "words", None)
+            seconds = getattr(resp, "duration", None)  # what the service bills (per second)
             return {"text": getattr(resp, "text", None),
+                    **({"usage": {"audio_s": float(seconds)}}
+                       if isinstance(seconds, (int, float)) else {}),
                     "words": None if words is None else
                     [{"word": w.word, "start": w.start, "end": w.end} for w in words]}
 

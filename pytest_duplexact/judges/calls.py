@@ -111,7 +111,9 @@ class Counters:
     ``calls``: HTTP requests sent (every attempt, each one billed); ``requests``: logical
     requests asked of this client; ``cache_hits``: answered from the cache without a call;
     ``errors``: logical requests that ended without a usable answer; ``retries``: extra
-    attempts; ``invalid_answers``: answers that arrived but were unusable."""
+    attempts; ``invalid_answers``: answers that arrived but were unusable. ``billed``: what
+    the service reported it billed for the calls made (``input_tokens``, ``output_tokens``,
+    ``audio_s``), unusable answers included, cache hits not (report/cost.py prices it)."""
 
     requests: int = 0
     calls: int = 0
@@ -119,9 +121,28 @@ class Counters:
     errors: int = 0
     retries: int = 0
     invalid_answers: int = 0
+    billed: dict = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+    def bill(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for k, v in usage.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                self.billed[k] = round(self.billed.get(k, 0) + v, 6)
+
+    def as_dict(self) -> dict[str, int | float]:
+        out = {k: v for k, v in self.__dict__.items() if k != "billed"}
+        return {**out, **self.billed}
+
+
+def token_usage(usage: Any) -> dict:
+    """A chat completion's ``usage`` as the payload key the counters bill from."""
+    if usage is None:
+        return {}
+    got = {"input_tokens": getattr(usage, "prompt_tokens", None),
+           "output_tokens": getattr(usage, "completion_tokens", None)}
+    got = {k: v for k, v in got.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return {"usage": got} if got else {}
 
 
 @dataclass
@@ -316,6 +337,8 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
         retry_after = None
         try:
             payload = _within(left, send, abandon)
+            if isinstance(payload, dict):  # billed even when the answer proves unusable
+                counters.bill(payload.get("usage"))
         except AttemptTimedOut as exc:
             notes.append(f"request timed out ({exc})")
         except openai.OpenAIError as exc:

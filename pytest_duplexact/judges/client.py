@@ -114,12 +114,13 @@ class ChatJSON:
                                                                messages=messages, **kw)
             if not hasattr(resp, "choices"):  # a 200 whose body was not JSON (an HTML page)
                 raise calls.InvalidAnswer(f"not a chat completion: {str(resp)[:80]!r}")
+            billed = calls.token_usage(getattr(resp, "usage", None))
             if not resp.choices:
-                return {"content": None}
+                return {"content": None, **billed}
             msg = resp.choices[0].message
             if getattr(msg, "refusal", None):
-                return {"content": None, "refusal": msg.refusal}
-            return {"content": msg.content}
+                return {"content": None, "refusal": msg.refusal, **billed}
+            return {"content": msg.content, **billed}
 
         def parse(payload: dict) -> dict:
             if payload.get("refusal"):

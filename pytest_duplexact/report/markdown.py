@@ -196,6 +196,12 @@ def render(report: dict, failures: bool = True) -> str:
     if report.get("baseline"):
         out += ["", "### Baseline comparison", ""] + _baseline(report["baseline"])
 
+    if report.get("cost") and report["cost"]["services"]:
+        from .cost import describe as describe_cost
+
+        head, *lines = describe_cost(report["cost"])
+        out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
+
     out += ["", "### The paper's 14 models (Table 4)", ""] + _paper_table(report)
 
     if failures:

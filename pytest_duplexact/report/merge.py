@@ -132,6 +132,9 @@ def merge(paths: list[str | Path]) -> dict:
         from ..usage import total
 
         merged["usage"] = total(usages)
+        from .cost import estimate, load_prices
+
+        merged["cost"] = estimate(merged["usage"], load_prices())
     merged["shards"] = [
         {"report": str(p.resolve()), "shard": rep["settings"]["selection"].get("shard"),
          "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}

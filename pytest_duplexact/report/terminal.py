@@ -100,6 +100,10 @@ def render(report: dict, gate_results=()) -> list[str]:
         from ..usage import describe
 
         out += ["", "Remote services (models used, calls, cache):"] + describe(report["usage"])
+    if report.get("cost"):
+        from .cost import describe as describe_cost
+
+        out += describe_cost(report["cost"])
     for note in report.get("notes", []):
         out.append(note)
     if gate_results:

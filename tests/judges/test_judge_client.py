@@ -32,7 +32,8 @@ def test_sends_the_exact_prompt_with_a_strict_json_schema(judge, openai_server):
     assert fmt["json_schema"]["schema"] == YES_NO_SCHEMA
     assert req.headers["authorization"] == f"Bearer {FAKE_KEY}"
     assert judge.counters.as_dict() == {"requests": 1, "calls": 1, "cache_hits": 0,
-                                        "errors": 0, "retries": 0, "invalid_answers": 0}
+                                        "errors": 0, "retries": 0, "invalid_answers": 0,
+                                        "input_tokens": 10, "output_tokens": 5}  # as billed
 
 
 def test_yes_is_a_true_verdict(judge, openai_server):
@@ -122,6 +123,7 @@ def test_exhausted_retries_report_the_last_failure(judge, openai_server):
     assert ans.verdict is None and "HTTP 429" in ans.error
     assert judge.counters.as_dict() == {"requests": 1, "calls": 3, "cache_hits": 0,
                                         "errors": 1, "retries": 2, "invalid_answers": 0}
+    # failed calls bill nothing: no token counts at all
 
 
 def test_extra_params_are_sent(openai_server, fake_key):
@@ -132,3 +134,15 @@ def test_extra_params_are_sent(openai_server, fake_key):
 
 def test_repr_never_shows_the_key(judge):
     assert FAKE_KEY not in repr(judge) and FAKE_KEY not in json.dumps(judge.counters.as_dict())
+
+
+def test_tokens_are_billed_for_unusable_answers_and_not_for_cache_hits(openai_server,
+                                                                      fake_key, sleeps, cache):
+    judge = JudgeClient(base_url=openai_server.url, policy=FAST, sleep=sleeps, cache=cache)
+    openai_server.script(Content("not json"), Reply("YES", "ok"))
+    assert judge.ask_yes_no("s", "u").verdict is True
+    c = judge.counters.as_dict()
+    assert (c["calls"], c["input_tokens"], c["output_tokens"]) == (2, 20, 10)
+    again = JudgeClient(base_url=openai_server.url, policy=FAST, sleep=sleeps, cache=cache)
+    assert again.ask_yes_no("s", "u").cached
+    assert "input_tokens" not in again.counters.as_dict()  # a cache hit costs nothing

@@ -38,6 +38,11 @@ def test_judged_run_then_cached_rescore(pytester, monkeypatch):
     assert r1["usage"]["text_judge"]["model"] == "gpt-5.4"
     assert r1["usage"]["text_judge"]["calls"] > 0
     assert r2["usage"]["text_judge"]["calls"] == 0
+    # tokens as the service billed them; the bundled prices do not know gpt-5.4: said, not
+    # guessed; the cached re-score bills nothing
+    assert r1["usage"]["text_judge"]["input_tokens"] == 10 * r1["usage"]["text_judge"]["calls"]
+    assert r1["cost"]["services"]["text_judge"]["cost"] is None
+    assert not r1["cost"]["complete"] and r2["cost"]["complete"] and r2["cost"]["total"] == 0
     assert r2["usage"]["text_judge"]["cache_hits"] == r1["usage"]["text_judge"]["requests"]
     verdicts = [{k: i[k] for k in ("id", "immediate", "subsequent")} for i in r1["instances"]]
     assert verdicts == [{k: i[k] for k in ("id", "immediate", "subsequent")}

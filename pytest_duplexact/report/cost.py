@@ -1,0 +1,92 @@
+"""The estimated cost of a run: each service's billed usage (report ``usage``: judge tokens,
+transcribed seconds, the model under test's own counters) times a price table.
+
+Prices are data (``prices.toml``, overridable with ``--duplexact-prices=FILE``), never
+guessed: a service that billed something for a model without a price says so, and the
+total then says it is incomplete. Cache hits bill nothing, so a re-score costs $0.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+# usage counters that are counts of things, not billed quantities
+_NOT_BILLED = {"requests", "calls", "cache_hits", "errors", "retries", "invalid_answers",
+               "responses", "sessions"}
+
+
+class PriceError(ValueError):
+    pass
+
+
+def load_prices(path: str | Path | None = None) -> dict:
+    """The bundled table, with ``path``'s ``[models.*]`` entries replacing those of the same
+    name."""
+    table = tomllib.loads(resources.files(__package__).joinpath("prices.toml").read_text())
+    if path:
+        p = Path(path)
+        try:
+            extra = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise PriceError(f"{p}: not a readable TOML price table ({e})") from None
+        models = extra.get("models", {})
+        if not isinstance(models, dict):
+            raise PriceError(f"{p}: field 'models' must be a table of models")
+        for name, entry in models.items():
+            if not isinstance(entry, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                    for v in entry.values()):
+                raise PriceError(f"{p}: field 'models.{name}': each price must be a number "
+                                 ">= 0 per unit of a usage counter")
+        table["models"] = {**table["models"], **models}
+        table["source"] = str(p)
+    return table
+
+
+def _model_key(name: str) -> str:
+    return name.split(":", 1)[1] if name.startswith("openai:") else name
+
+
+def estimate(usage: dict, prices: dict) -> dict:
+    """``{"currency", "as_of", "services": {label: {...}}, "total", "complete"}``."""
+    services, total, complete = {}, 0.0, True
+    for label, vals in usage.items():
+        model = str(vals.get("model", ""))
+        billed = {k: v for k, v in vals.items() if k not in _NOT_BILLED and k != "model"
+                  and isinstance(v, (int, float)) and not isinstance(v, bool) and v}
+        entry = prices["models"].get(_model_key(model))
+        if not billed:
+            services[label] = {"model": model, "cost": 0.0, "note": "nothing billed"}
+            continue
+        if entry is None:
+            complete = False
+            services[label] = {"model": model, "cost": None,
+                               "note": f"no price for {model!r} (add it with "
+                                       "--duplexact-prices)"}
+            continue
+        cost = sum(v * entry[k] for k, v in billed.items() if k in entry)
+        unpriced = sorted(k for k in billed if k not in entry)
+        services[label] = {"model": model, "cost": round(cost, 6),
+                           **({"unpriced": unpriced} if unpriced else {})}
+        total += cost
+    return {"currency": prices.get("currency", "USD"), "as_of": prices.get("as_of"),
+            "source": prices.get("source", "bundled"), "services": services,
+            "total": round(total, 6), "complete": complete}
+
+
+def describe(cost: dict) -> list[str]:
+    """Terminal / Markdown lines."""
+    cur = cost["currency"]
+    lines = []
+    for label, s in cost["services"].items():
+        if s["cost"] is None:
+            lines.append(f"  {label.replace('_', ' ')}: {s['note']}")
+        else:
+            extra = f" (not priced: {', '.join(s['unpriced'])})" if s.get("unpriced") else ""
+            lines.append(f"  {label.replace('_', ' ')}: {s['cost']:.4f} {cur}{extra}")
+    head = (f"Estimated cost: {cost['total']:.4f} {cur}"
+            + ("" if cost["complete"] else " + unpriced services")
+            + f" (prices: {cost['source']}, as of {cost['as_of']})")
+    return [head] + lines
