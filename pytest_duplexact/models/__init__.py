@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -59,10 +61,27 @@ def is_recorded(model: Any) -> bool:
     return not isinstance(model, type) and callable(getattr(model, "recording_for", None))
 
 
+def _import(module_name: str):
+    """Import a model's module; when its top-level package is not importable, look in the
+    working directory too (``pytest``, unlike ``python -m pytest``, leaves it off sys.path, so
+    ``--duplexact-model=my_duplex.model:factory`` failed from the project's own folder)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        top = module_name.split(".")[0]
+        cwd = os.getcwd()
+        if e.name != top or cwd in sys.path or not (
+                os.path.isdir(os.path.join(cwd, top)) or os.path.isfile(os.path.join(cwd,
+                                                                                    top + ".py"))):
+            raise
+        sys.path.insert(0, cwd)
+        return importlib.import_module(module_name)
+
+
 def _load(target: str, spec: str):
     module_name, _, attr = target.partition(":")
     try:
-        obj = importlib.import_module(module_name)
+        obj = _import(module_name)
     except ImportError as e:
         raise UnknownModel(f"model {spec!r}: cannot import module {module_name!r}: {e}") from e
     for part in attr.split("."):
