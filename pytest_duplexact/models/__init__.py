@@ -139,10 +139,12 @@ def _check_options(factory, options: dict, spec: str) -> None:
                              f"(got {', '.join(options)})")
         return
     try:
-        inspect.signature(factory).bind(**options)
+        sig = inspect.signature(factory)
+        sig.bind(**options)
     except TypeError as e:
         raise ValueError(f"model {spec!r} does not accept these options "
-                         f"({', '.join(options) or 'none'}): {e}") from None
+                         f"({', '.join(options) or 'none'}): {e}; its factory takes "
+                         f"{getattr(factory, '__name__', 'factory')}{sig}") from None
     except ValueError:  # no signature available (builtins, C extensions): just call it
         pass
 
