@@ -6,10 +6,10 @@ transcript and the annotations are already on the timeline's clock. Simulator Re
 the cue somewhere in the model's response: where, the timeline's ``cue`` says; its text is the
 instance's ``text.cue``.
 
-Splitting model speech at an instant (cue end, distractor end, cue start) uses the model's
-timed words when given (``model_words``: native transcript or ASR words on the timeline
-clock); otherwise a segment that straddles the instant is cut by word position in proportion
-to time (speech rate assumed even within one segment).
+Splitting model speech at an instant (cue end, distractor end, cue start) uses the segment's
+own timed words (``Segment.words``: native transcript or ASR words on the timeline clock) when
+it has them; otherwise a segment that straddles the instant is cut by word position in
+proportion to time (speech rate assumed even within one segment).
 """
 
 from __future__ import annotations
@@ -47,30 +47,30 @@ def segments_text(segments: Sequence[Segment]) -> str:
     return join(_seg_text(s) for s in segments)
 
 
-def split_segment(seg: Segment, t: float, words: Sequence[Word] = ()) -> tuple[str, str]:
-    """(text before t, text from t on) of one segment."""
+def split_segment(seg: Segment, t: float) -> tuple[str, str]:
+    """(text before t, text from t on) of one segment: by its timed words (a word belongs to
+    the side its start is on), else by word position in proportion to time."""
     text = _seg_text(seg)
     if t <= seg.start:
         return "", text
     if t >= seg.end:
         return text, ""
-    inside = [w for w in words if seg.start <= w.start < seg.end]
-    if inside:
-        return (join(w.text for w in inside if w.start < t),
-                join(w.text for w in inside if w.start >= t))
+    if seg.words:
+        return (join(w.text for w in seg.words if w.start < t),
+                join(w.text for w in seg.words if w.start >= t))
     tokens = text.split()
     k = round(len(tokens) * (t - seg.start) / (seg.end - seg.start))
     return " ".join(tokens[:k]), " ".join(tokens[k:])
 
 
-def model_before(tl: Timeline, t: float, words: Sequence[Word] = ()) -> str:
+def model_before(tl: Timeline, t: float) -> str:
     """Model speech before instant t (a segment sounding at t contributes its first part)."""
-    return join(split_segment(s, t, words)[0] for s in tl.segments if s.start < t)
+    return join(split_segment(s, t)[0] for s in tl.segments if s.start < t)
 
 
-def model_after(tl: Timeline, t: float, words: Sequence[Word] = ()) -> str:
+def model_after(tl: Timeline, t: float) -> str:
     """Model speech from instant t on (a segment sounding at t contributes its last part)."""
-    return join(split_segment(s, t, words)[1] for s in tl.segments if s.end > t)
+    return join(split_segment(s, t)[1] for s in tl.segments if s.end > t)
 
 
 def model_from(tl: Timeline, onset: float | None) -> str:
@@ -101,7 +101,7 @@ def _user_text(inst: Instance, keep: Callable[[Word], bool] | None = None,
 
 # --- one builder per judged action --------------------------------------------------------
 
-def wait(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict[str, str]:
+def wait(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.2: the user's speech during or after the wait interval (pause conditions: words
     ending after the pause starts; continuous speech: the whole turn) and the model's later
     response (segments starting once the wait interval is over)."""
@@ -116,14 +116,14 @@ def wait(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict
             "model_response": model_from(tl, hi)}
 
 
-def take_turn(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict[str, str]:
+def take_turn(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.3: the user utterance and the model's response from its qualifying onset on."""
     imm = rules.take_turn.immediate(inst.annotations, tl, inst.condition)
     return {"condition_id": condition_id(inst.cond), "user_speech": _user_text(inst),
             "model_response": model_from(tl, imm.onset if imm.success else None)}
 
 
-def ignore(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict[str, str]:
+def ignore(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.8: addressed speech (user words outside the distractor interval), the ignored speech
     (``text.ignored``) and model speech after the distractor ended."""
     lo, hi = rules.ignore.window(inst.annotations)
@@ -133,11 +133,10 @@ def ignore(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> di
     else:  # text.user may or may not spell the distractor; never show it as addressed
         addressed = join(inst.text("user").split(ignored)) if ignored else inst.text("user")
     return {"addressed_user_speech": addressed, "ignored_speech": ignored,
-            "model_response": model_after(tl, hi, model_words)}
+            "model_response": model_after(tl, hi)}
 
 
-def backchannel(inst: Instance, tl: Timeline,
-                model_words: Sequence[Word] = ()) -> dict[str, str]:
+def backchannel(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.7 (subsequent): user speech before and overlapping the backchannel, user speech after
     it and before the model's later response (the first substantive segment after it, else the
     first segment), the backchannel, and all later model speech."""
@@ -166,18 +165,18 @@ def backchannel_genuine(inst: Instance, tl: Timeline, candidate: Segment) -> dic
             "gap_to_next": f"{nxt.start - candidate.end:.2f} s" if nxt else ""}
 
 
-def hold_floor(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict[str, str]:
+def hold_floor(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.5: model speech before and during the cue / after cue offset, the cue's text and the
     condition's required adaptation. The human reference continuation is not given."""
     cond = inst.cond
     cue_end = tl.cue.end
     return {"condition_id": condition_id(cond), "required_adjustment": cond.judge_context or "",
             "cue": inst.text("cue"),
-            "model_through_cue": model_before(tl, cue_end, model_words),
-            "model_after_cue": model_after(tl, cue_end, model_words)}
+            "model_through_cue": model_before(tl, cue_end),
+            "model_after_cue": model_after(tl, cue_end)}
 
 
-def interrupt(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict[str, str]:
+def interrupt(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.6: what the user said (the part that was streamed when barge-in cut it short and the
     user clip has timed words, else the whole utterance) and the model's interruption from its
     qualifying onset on."""
@@ -193,12 +192,12 @@ def interrupt(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) ->
             "model_interruption": model_from(tl, imm.onset if imm.success else None)}
 
 
-def recover(inst: Instance, tl: Timeline, model_words: Sequence[Word] = ()) -> dict[str, str]:
+def recover(inst: Instance, tl: Timeline) -> dict[str, str]:
     """B.9: the interrupted contribution (model speech before the cue started), the
     interruption (the cue's text) and the recovery (segments with onset in the recover
     window)."""
     lo, hi = rules.recover.window(tl)
-    return {"interrupted_contribution": model_before(tl, tl.cue.start, model_words),
+    return {"interrupted_contribution": model_before(tl, tl.cue.start),
             "interruption": inst.text("cue"),
             "model_recovery": segments_text(onsets_in(tl.segments, lo, hi))}
 

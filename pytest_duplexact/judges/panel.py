@@ -20,7 +20,7 @@ from ..audio import SAMPLE_RATE
 from ..instance import Instance
 from ..results import ImmediateResult, SubsequentResult, Verdict
 from ..rules.backchannel import Judgement
-from ..timeline import Segment, Timeline, Word
+from ..timeline import Segment, Timeline
 from . import calls, inputs, prompts
 from .audio_judge import AudioJudge
 from .cache import RequestCache
@@ -46,10 +46,8 @@ class JudgePanel:
     # --- subsequent follow-through ---------------------------------------------------------
 
     def subsequent(self, instance: Instance, timeline: Timeline,
-                   immediate: ImmediateResult | None,
-                   model_words: Sequence[Word] = ()) -> SubsequentResult:
-        """S for one trial. ``model_words``: the model's timed words on the timeline clock,
-        if any, for splitting its speech at the cue / distractor end (inputs.py)."""
+                   immediate: ImmediateResult | None) -> SubsequentResult:
+        """S for one trial (the judge's fields: inputs.py)."""
         action, ann = instance.action, instance.annotations
         if action == "stop":
             return rules.stop.subsequent(ann, timeline)
@@ -63,7 +61,7 @@ class JudgePanel:
         if self.text is None:
             return SubsequentResult(Verdict.NOT_JUDGED, "subsequent follow-through needs the "
                                     "text judge; none is configured" + self._why())
-        fields = inputs.BUILDERS[action](instance, timeline, model_words)
+        fields = inputs.BUILDERS[action](instance, timeline)
         # The paper decides these without asking: no later speech is a failure (B.2, B.7).
         if action == "wait" and not fields["model_response"]:
             return SubsequentResult(Verdict.FAILURE, "no later response after the wait "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from judgekit import BERLIN, TABLE_WORDS, make_instance, seg, timeline, words
 
@@ -85,9 +87,11 @@ def test_ignore_separates_addressed_and_ignored_speech_and_cuts_model_speech_at_
     assert f["ignored_speech"] == "honey grab the keys"
     # "so the bank" straddles 1.85 s: 0.25 of 1.0 s -> 1 of 3 words before the end
     assert f["model_response"] == "the bank The bank closes at five."
-    native = [Word(1.6, 1.9, "so"), Word(1.95, 2.2, "the"), Word(2.25, 2.6, "bank")]
-    assert inputs.ignore(inst, tl, native)["model_response"] == \
-        "the bank The bank closes at five."
+    # with its timed words the segment is cut where they say: "so" starts before 1.85 s
+    native = (Word(1.6, 1.9, "so"), Word(1.95, 2.2, "the"), Word(2.25, 2.6, "bank"))
+    timed = timeline(seg(1.0, 1.2, "okay"), replace(seg(1.6, 2.6, "so the bank"), words=native),
+                     seg(3.5, 5.0, "The bank closes at five."))
+    assert inputs.ignore(inst, timed)["model_response"] == "the bank The bank closes at five."
 
 
 def test_ignore_without_words_removes_the_ignored_text_from_the_user_text():
@@ -185,7 +189,7 @@ def test_split_segment_edges_and_native_words():
     assert split_segment(s, 2.0) == ("one two", "three four")
     native = [Word(1.0, 1.2, "one"), Word(1.3, 1.5, "two"), Word(1.6, 1.8, "three"),
               Word(2.5, 2.9, "four")]
-    assert split_segment(s, 2.0, native) == ("one two three", "four")
+    assert split_segment(replace(s, words=tuple(native)), 2.0) == ("one two three", "four")
 
 
 def test_missing_model_transcript_is_not_guessed():

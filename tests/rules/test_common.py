@@ -20,7 +20,7 @@ from .helpers import ann, edge_probes, segment_lists, sub, text, timeline, word_
 @pytest.mark.parametrize("n", range(0, 9))
 def test_backchannel_is_at_most_three_words(n):
     seg = Segment(0.0, 1.0, text(n))
-    assert seg.words == n
+    assert seg.word_count == n
     assert seg.is_backchannel == (n <= 3)
     assert seg.is_substantive == (n > 3)
 
