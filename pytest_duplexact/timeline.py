@@ -67,7 +67,7 @@ class Segment:
     ``text`` is ``None`` when no transcript source was available; rules that need a word count
     then refuse to guess (see ``word_count``). ``words``: the timed words the text was joined
     from (native transcript or ASR, on the timeline clock), empty when none were timed; the
-    judges' inputs split a segment at an instant by them (judges/inputs.py).
+    judges' inputs split a segment at an instant by them (rules/speech.py).
     """
 
     start: float

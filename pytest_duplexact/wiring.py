@@ -11,11 +11,10 @@ import pytest
 
 
 def make_panel(settings: dict, cache_dir: Path):
-    from .scoring import NoJudges
+    from .judges import JudgePanel
 
     if not settings.get("judge") and not settings.get("audio_judge"):
-        return NoJudges()
-    from .judges import JudgePanel
+        return JudgePanel()  # no judges: judged stages are NOT_JUDGED
 
     return JudgePanel.from_options(judge_model=settings.get("judge"),
                                    audio_model=settings.get("audio_judge"),

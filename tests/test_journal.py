@@ -23,7 +23,7 @@ from pytest_duplexact.journal import Status
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.recording_io import OUTPUT_FILE, RECORDING_FILE
-from pytest_duplexact.scoring import NoJudges
+from pytest_duplexact.judges import JudgePanel
 from pytest_duplexact.session import IDENTITY_KEYS, RUN_FILE, SCORING_KEYS, _load_resumed
 
 SETTINGS = {
@@ -47,7 +47,7 @@ def instances():
 
 def make_harness(run_dir: Path, model=None) -> Harness:
     return Harness(model=model or SilentModel(), model_name="silent", run_dir=run_dir,
-                   panel=NoJudges(), transcriber=None, policy=RuleBasedSimulator(),
+                   panel=JudgePanel(), transcriber=None, policy=RuleBasedSimulator(),
                    fingerprint=FP)
 
 

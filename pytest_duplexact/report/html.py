@@ -278,7 +278,7 @@ def timings_chart(report: dict) -> str | None:
                       fontsize=7)
         ax.set_xlim(-0.6, len(conds) - 0.4)
         ax.axhline(0, color="#bbbbbb", linewidth=0.6)
-        ax.set_title(f"{taxonomy.ACTION_LABELS[a]}\n{TIMING_TITLES[a]}", fontsize=8)
+        ax.set_title(f"{taxonomy.ACTION_LABELS[a]}\n{taxonomy.TIMING_TITLES[a]}", fontsize=8)
         ax.spines[["top", "right"]].set_visible(False)
         ax.tick_params(axis="y", labelsize=7)
     axes[0].set_ylabel("seconds")
@@ -292,8 +292,6 @@ def timings_chart(report: dict) -> str | None:
 
 # --- timeline lanes (hand-written SVG: small enough for thousands of failures) --------------
 
-TIMING_TITLES = {"stop": "yield latency", "interrupt": "timing vs target",
-                 "recover": "latency after the cue"}
 LANES = ("user speech", "cue", "rule window", "model speech (VAD)", "model segments", "events")
 
 

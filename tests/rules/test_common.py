@@ -171,4 +171,4 @@ def test_backchannels_never_break_a_yield(later):
     # backchannels, never a reclaimed floor.
     tl = timeline(sub(2.0, 5.5), *[s for s in later if s.start >= 5.5], cue=CUE, duration=20.0)
     assert stop.immediate(ANN, tl).success
-    assert stop.subsequent(ANN, tl).verdict is Verdict.SUCCESS
+    assert stop.subsequent(tl, stop.immediate(ANN, tl)).verdict is Verdict.SUCCESS
