@@ -9,7 +9,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-SAMPLE_RATE = 16_000  # the benchmark's input rate (SPEC §2)
+from .recording import SAMPLE_RATE  # the benchmark's input rate (SPEC §2)
 
 
 class AudioFormatError(ValueError):

@@ -22,7 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from . import audio
-from .pipelines.duplex import Recording
+from .recording import Recording
 from .timeline import Cue, Word
 
 INPUT_FILE = "input.wav"

@@ -42,7 +42,8 @@ from typing import (Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol,
 import numpy as np
 
 from ..audio import SAMPLE_RATE, resample
-from ..pipelines.duplex import Duplex, Recording
+from ..pipelines.duplex import Duplex
+from ..recording import Recording
 from ..pipelines.stepped import StreamResampler
 from ..timeline import Word
 from .base import ModelError, SessionInfo, StreamingModel

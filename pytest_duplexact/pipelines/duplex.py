@@ -3,38 +3,20 @@
 The three pipelines (direct.py, simulator.py, bargein.py) are written once against
 ``Duplex``; ``SteppedDuplex`` drives a frame-stepped model as fast as it computes, and the
 streaming one (models/streaming.py) drives a hosted model on the wall clock. Both produce the
-same ``Recording``: input and heard output on one clock whose t = 0 is the first input sample.
+same ``Recording`` (recording.py): input and heard output on one clock whose t = 0 is the
+first input sample.
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from ..timeline import Cue, Word
+from ..recording import SAMPLE_RATE, Recording
+from ..timeline import Word
 
-
-@dataclass
-class Recording:
-    """What one trial produced, on the instance clock (16 kHz, t = 0 = first input sample).
-
-    ``output`` is the model's audio as a listener would hear it; ``transcript`` the model's
-    native time-aligned text (empty when the model supplies none)."""
-
-    input: np.ndarray
-    output: np.ndarray
-    sample_rate: int = SAMPLE_RATE
-    transcript: tuple[Word, ...] = ()
-    cue: Cue | None = None
-    user_sent_until: float | None = None
-    events: list[tuple[float, str]] = field(default_factory=list)
-
-    @property
-    def duration(self) -> float:
-        return max(len(self.input), len(self.output)) / self.sample_rate
+__all__ = ["Duplex", "Recording"]
 
 
 class Duplex(abc.ABC):
