@@ -127,20 +127,15 @@ class Stages:
 
 def plugin_harness(model, model_name: str, run_dir: Path, panel=None,
                    cache_dir: Path | None = None):
-    """A Harness wired as the plugin wires one with default options (session.py)."""
+    """A Harness wired as the plugin wires one with default options (Harness.from_settings)."""
     from pytest_duplexact.harness import Harness
-    from pytest_duplexact.wiring import make_panel, make_policy, make_transcriber
+    from pytest_duplexact.settings import RunSettings
 
-    from pytest_duplexact.judges.cache import RequestCache
-
-    cache = cache_dir or run_dir / "cache"
-    # a package from before the VAD cache can be measured too (before/after comparisons)
-    extra = {"vad_cache": RequestCache(cache)} if "vad_cache" in Harness.__dataclass_fields__ \
-        else {}
-    return Harness(model=model, model_name=model_name, run_dir=run_dir,
-                   panel=panel if panel is not None else make_panel({}, cache),
-                   transcriber=make_transcriber({}, cache), policy=make_policy({}, cache),
-                   **extra)
+    h = Harness.from_settings(RunSettings(model=model_name), run_dir, cache_dir=cache_dir,
+                              model=model)
+    if panel is not None:
+        h.panel = panel
+    return h
 
 
 def run_all(h, instances) -> tuple[Clock, float, Counter, list]:

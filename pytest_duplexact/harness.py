@@ -83,9 +83,40 @@ class Harness:
     policy: Any = None
     seed: int = 0
     model_options: dict = field(default_factory=dict)
-    fingerprint: str | None = None  # journal.fingerprint of the run's settings
+    fingerprint: str | None = None  # RunSettings.fingerprint() of the run
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
+
+    @classmethod
+    def from_settings(cls, settings, run_dir: Path, *, cache_dir: Path | None = None,
+                      concurrency: int = 1, model: Any = None) -> "Harness":
+        """The harness a run with these settings (settings.RunSettings) uses, without pytest:
+        the model resolved from ``settings.model`` (unless ``model`` is given), judges,
+        transcriber and simulator policy as the settings ask (wiring.py), caches under
+        ``cache_dir`` (default <run_dir>/cache). ``concurrency`` > 1 keeps that many
+        streaming trials in flight (a stepped model computes one trial at a time)."""
+        from .judges.cache import RequestCache
+        from .models import is_streaming, resolve_model
+        from .wiring import make_panel, make_policy, make_transcriber
+
+        run_dir = Path(run_dir)
+        cache_dir = Path(cache_dir) if cache_dir else run_dir / "cache"
+        if model is None:
+            model = resolve_model(settings.model, **settings.options)
+        harness = cls(
+            model=model, model_name=settings.model, run_dir=run_dir,
+            panel=make_panel(settings, cache_dir),
+            transcriber=make_transcriber(settings, cache_dir),
+            policy=make_policy(settings, cache_dir),
+            seed=settings.seed, model_options=settings.options,
+            fingerprint=settings.fingerprint(),
+            vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
+        )
+        if concurrency > 1 and is_streaming(model):
+            from .prefetch import Prefetcher
+
+            harness.prefetcher = Prefetcher(harness.record_async, concurrency)
+        return harness
 
     def instance_dir(self, instance: Instance) -> Path:
         return self.run_dir / INSTANCES_DIR / instance.id

@@ -5,11 +5,11 @@ The harness writes an instance's files one at a time, each to a temporary name r
 place, and ``outcome.json`` last, stamped with the run's fingerprint. An instance counts as
 finished only when its outcome carries the current fingerprint and every file a later step
 reads (recording, timeline) is there and parses; anything else is run again, never trusted.
+Which settings an outcome depends on, and so its fingerprint: settings.RunSettings.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
@@ -23,22 +23,6 @@ TIMELINE_FILE = "timeline.json"
 ERROR_FILE = "error.txt"
 FINGERPRINT_KEY = "fingerprint"
 USAGE_KEY = "usage"  # the remote-service cost of the instance (usage.delta), for resumed runs
-
-# Settings that decide what an instance's outcome is. The model, its options and the data
-# decide the recording; the seed reaches seeded models; the rest decide the scores. The
-# dataset's *path* is left out: the same data moved elsewhere gives the same outcomes.
-FINGERPRINT_KEYS = ("model", "model_options", "dataset_fingerprint", "judge", "judge_base_url",
-                    "audio_judge", "transcriber", "simulator", "simulator_model",
-                    "scoring_version")
-
-
-def fingerprint(settings: dict) -> str:
-    """sha256 over the settings an outcome depends on (canonical JSON)."""
-    parts = {k: settings.get(k) for k in FINGERPRINT_KEYS}
-    parts["seed"] = (settings.get("selection") or {}).get("seed")
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
 
 class Status(str, Enum):
     FINISHED = "finished"  # reusable as is

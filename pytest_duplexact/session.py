@@ -17,14 +17,10 @@ from .harness import Harness, write_json_atomic
 from .instance import DatasetError, bundled_root, check_dataset
 from .results import InstanceOutcome
 from .selection import Selection, SelectionError, parse_shard, select
+from .settings import RunSettings, SettingsError
 
 RUN_FILE = "run.json"
 REPORT_FILE = "report.json"
-# Settings whose change makes stored outcomes wrong (they are re-run, never mixed).
-SCORING_KEYS = ("judge", "judge_base_url", "audio_judge", "transcriber", "simulator",
-                "simulator_model", "scoring_version")
-# Settings whose change makes a run a different run altogether (resume refuses).
-IDENTITY_KEYS = ("model", "model_options", "dataset_fingerprint")
 
 
 def _slug(text: str) -> str:
@@ -41,31 +37,33 @@ def dataset_fingerprint(root: Path) -> str:
     return h.hexdigest()
 
 
-def _model_options(config) -> dict:
+def _model_options(config) -> tuple[tuple[str, str], ...]:
     out = {}
     for item in options.get(config, "model-option"):
         if "=" not in item:
             raise pytest.UsageError(f"--duplexact-model-option expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+        out[k.strip()] = v.strip()  # a repeated key: the last value wins
+    return tuple(out.items())
 
 
-def settings_of(config, spec: str, root: Path) -> dict:
-    return {
-        "model": spec,
-        "model_options": _model_options(config),
-        "dataset": str(root),
-        "dataset_fingerprint": dataset_fingerprint(root),
-        "judge": options.get(config, "judge"),
-        "judge_base_url": options.get(config, "judge-base-url"),
-        "audio_judge": options.get(config, "audio-judge"),
-        "transcriber": options.get(config, "transcriber"),
-        "simulator": options.get(config, "simulator"),
-        "simulator_model": options.get(config, "simulator-model")
-        if options.get(config, "simulator") == "llm" else None,
-        "scoring_version": __version__,
-    }
+def settings_of(config, spec: str, root: Path, selection: Selection) -> RunSettings:
+    """The run's settings, read once from the options."""
+    simulator = options.get(config, "simulator")
+    return RunSettings(
+        model=spec,
+        model_options=_model_options(config),
+        dataset=str(root),
+        dataset_fingerprint=dataset_fingerprint(root),
+        judge=options.get(config, "judge"),
+        judge_base_url=options.get(config, "judge-base-url"),
+        audio_judge=options.get(config, "audio-judge"),
+        transcriber=options.get(config, "transcriber"),
+        simulator=simulator,
+        simulator_model=options.get(config, "simulator-model") if simulator == "llm" else None,
+        scoring_version=__version__,
+        selection=selection,
+    )
 
 
 def _resolve_run_dir(config, spec: str) -> Path:
@@ -82,11 +80,8 @@ def _resolve_run_dir(config, spec: str) -> Path:
             f"{_slug(spec)}-{stamp}").resolve()
 
 
-def _seed(settings: dict):
-    return (settings.get("selection") or {}).get("seed")
-
-
-def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[dict, list]:
+def _load_resumed(run_dir: Path, settings: RunSettings,
+                  wanted_ids: set[str]) -> tuple[dict, list]:
     """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
     instance, from each outcome's fingerprint and files) and the messages for the terminal.
     Harness and judge errors are retried; outcomes scored under other settings are re-run,
@@ -96,23 +91,17 @@ def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
                                 "DuplexAct run directory?")
     try:
-        old = json.loads(run_file.read_text(encoding="utf-8"))["settings"]
-        if not isinstance(old, dict):
-            raise TypeError("'settings' is not an object")
-    except (ValueError, KeyError, TypeError) as e:
+        old = RunSettings.from_dict(json.loads(run_file.read_text(encoding="utf-8"))["settings"])
+    except (ValueError, KeyError, TypeError) as e:  # SettingsError is a ValueError
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: {RUN_FILE} is damaged "
                                 f"({type(e).__name__}: {e}); start a new run directory") from None
-    diff = [k for k in IDENTITY_KEYS if old.get(k) != settings.get(k)]
+    diff = settings.identity_changes(old)
     if diff:
-        details = "; ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in diff)
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: this is a different run "
-                                f"({details}); start a new run directory instead")
-    found = journal.scan(run_dir, wanted_ids, journal.fingerprint(settings))
+                                f"({'; '.join(diff)}); start a new run directory instead")
+    found = journal.scan(run_dir, wanted_ids, settings.fingerprint())
     messages = [f"duplexact: resuming {run_dir}: {found.summary()}"]
-    changed = [f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in SCORING_KEYS
-               if old.get(k) != settings.get(k)]
-    if _seed(old) != _seed(settings):
-        changed.append(f"seed: {_seed(old)!r} -> {_seed(settings)!r}")
+    changed = settings.scoring_changes(old)
     stale = found.count(journal.Status.STALE)
     if changed or stale:
         why = f"settings changed ({'; '.join(changed)})" if changed else \
@@ -147,39 +136,35 @@ def build_state(config, spec: str):
         gate_list = [gates.parse(g) for g in options.get(config, "gate")]
     except gates.GateError as e:
         raise pytest.UsageError(str(e)) from None
-    settings = settings_of(config, spec, root)
-    settings["selection"] = {"actions": list(sel.actions), "conditions": list(sel.conditions),
-                             "scenarios": list(sel.scenarios), "sources": list(sel.sources),
-                             "limit": sel.limit, "seed": sel.seed,
-                             "shard": None if sel.shard is None else "%d/%d" % sel.shard}
+    settings = settings_of(config, spec, root, sel)
     run_dir = _resolve_run_dir(config, spec)
     state = State(spec, settings, instances, run_dir, gate_list)
     worker = hasattr(config, "workerinput")
     if options.get(config, "resume"):
         wanted = {i.id for i in instances}
         if worker:  # the controller checked run.json (and rewrote it): the journal decides
-            state.resumed = journal.scan(run_dir, wanted, journal.fingerprint(settings)).finished
+            state.resumed = journal.scan(run_dir, wanted, settings.fingerprint()).finished
         else:
             state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
     if not worker:
         _preflight(config, spec, settings)
         _check_baseline(config)
-        write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
-                                               __version__,
-                                               "fingerprint": journal.fingerprint(settings)})
+        write_json_atomic(run_dir / RUN_FILE, {"settings": settings.to_dict(),
+                                               "package_version": __version__,
+                                               "fingerprint": settings.fingerprint()})
         # An earlier session's report no longer describes the folder once instances re-run;
         # this session writes its own at the end (also on Ctrl-C, not on SIGKILL).
         (run_dir / REPORT_FILE).unlink(missing_ok=True)
     return state
 
 
-def _preflight(config, spec: str, settings: dict) -> None:
+def _preflight(config, spec: str, settings: RunSettings) -> None:
     """Fail before any instance runs when the model cannot work at all (unknown name, missing
     API key): models may expose ``preflight(**options)`` on their factory."""
     from .models import preflight
 
     try:
-        preflight(spec, **settings["model_options"])
+        preflight(spec, **settings.options)
     except Exception as e:  # the model's own, user-facing message
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
 
@@ -194,32 +179,16 @@ def _check_baseline(config) -> None:
 
 
 def build_harness(config, state) -> Harness:
-    from .models import resolve_model
-    from .judges.cache import RequestCache
-    from .wiring import make_panel, make_policy, make_transcriber
-
-    from .models import is_streaming
-
-    model = resolve_model(state.model_spec, **state.settings["model_options"])
-    cache_dir = Path(options.get(config, "cache-dir") or state.run_dir / "cache")
-    harness = Harness(
-        model=model, model_name=state.model_spec, run_dir=state.run_dir,
-        panel=make_panel(state.settings, cache_dir),
-        transcriber=make_transcriber(state.settings, cache_dir),
-        policy=make_policy(state.settings, cache_dir),
-        seed=state.settings["selection"]["seed"],
-        model_options=state.settings["model_options"],
-        fingerprint=journal.fingerprint(state.settings),
-        vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
-    )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:
         raise pytest.UsageError("--duplexact-concurrency must be >= 1")
-    if concurrency > 1 and is_streaming(model):  # a stepped model computes one trial at a time
-        from .prefetch import Prefetcher
-
-        harness.prefetcher = Prefetcher(harness.record_async, concurrency)
-    return harness
+    cache_dir = options.get(config, "cache-dir")
+    try:
+        return Harness.from_settings(state.settings, state.run_dir,
+                                     cache_dir=Path(cache_dir) if cache_dir else None,
+                                     concurrency=concurrency)
+    except SettingsError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def finish(config, state, exitstatus: int) -> int | None:
