@@ -1,5 +1,14 @@
-"""Run-level setup and teardown behind plugin.py: options -> dataset, selection, run
-directory, fingerprint, resume; at the end, the report, the gates and the exit status."""
+"""The run as one object: ``DuplexactSession`` reads the options once (dataset, selection, run
+directory, RunSettings, resume), is registered as a plugin on each pytest process (the way
+pytest's junitxml registers ``LogXML``) and does its work in hook methods: parametrizing the
+suites, running each instance for the fixture, collecting outcomes on the controller, and at
+the end the report, the gates and the exit status. plugin.py, the pytest11 entry module, only
+declares the options and fixtures and registers this object.
+
+Outcomes travel on each TestReport's ``user_properties`` (so pytest-xdist carries them from
+workers for free); only the controller aggregates. Under xdist the controller and every
+worker have their own session object; the workers learn the run directory from the
+controller through ``workerinput`` (xdist's public ``pytest_configure_node``)."""
 
 from __future__ import annotations
 
@@ -15,12 +24,15 @@ from . import __version__, gates, options, usage
 from . import journal
 from .harness import Harness, write_json_atomic
 from .instance import DatasetError, bundled_root, check_dataset
-from .results import InstanceOutcome
+from .results import InstanceOutcome, Verdict
 from .selection import Selection, SelectionError, parse_shard, select
 from .settings import RunSettings, SettingsError
 
 RUN_FILE = "run.json"
 REPORT_FILE = "report.json"
+PROPERTY = "duplexact"  # user_properties key of an instance's outcome
+USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
+_UNSELECTED = pytest.mark.duplexact_unselected
 
 
 def _slug(text: str) -> str:
@@ -66,8 +78,12 @@ def settings_of(config, spec: str, root: Path, selection: Selection) -> RunSetti
     )
 
 
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 def _resolve_run_dir(config, spec: str) -> Path:
-    if hasattr(config, "workerinput") and "duplexact_run_dir" in config.workerinput:
+    if is_worker(config) and "duplexact_run_dir" in config.workerinput:
         return Path(config.workerinput["duplexact_run_dir"])
     resume = options.get(config, "resume")
     if resume:
@@ -111,53 +127,6 @@ def _load_resumed(run_dir: Path, settings: RunSettings,
     return found.finished, messages
 
 
-def build_state(config, spec: str):
-    from .plugin import State
-
-    root = Path(options.get(config, "data") or bundled_root()).resolve()
-    dataset, problems = check_dataset(root)
-    if problems:
-        raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
-                                + str(DatasetError(problems)))
-    try:
-        sel = Selection(
-            actions=tuple(options.get(config, "action")),
-            conditions=tuple(options.get(config, "condition")),
-            scenarios=tuple(options.get(config, "scenario")),
-            sources=tuple(options.get(config, "source")),
-            limit=options.get(config, "limit"),
-            seed=options.get(config, "seed"),
-            shard=parse_shard(options.get(config, "shard")),
-        )
-        instances = select(dataset.instances, sel)
-    except SelectionError as e:
-        raise pytest.UsageError(f"duplexact selection: {e}") from None
-    try:
-        gate_list = [gates.parse(g) for g in options.get(config, "gate")]
-    except gates.GateError as e:
-        raise pytest.UsageError(str(e)) from None
-    settings = settings_of(config, spec, root, sel)
-    run_dir = _resolve_run_dir(config, spec)
-    state = State(spec, settings, instances, run_dir, gate_list)
-    worker = hasattr(config, "workerinput")
-    if options.get(config, "resume"):
-        wanted = {i.id for i in instances}
-        if worker:  # the controller checked run.json (and rewrote it): the journal decides
-            state.resumed = journal.scan(run_dir, wanted, settings.fingerprint()).finished
-        else:
-            state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
-    if not worker:
-        _preflight(config, spec, settings)
-        _check_baseline(config)
-        write_json_atomic(run_dir / RUN_FILE, {"settings": settings.to_dict(),
-                                               "package_version": __version__,
-                                               "fingerprint": settings.fingerprint()})
-        # An earlier session's report no longer describes the folder once instances re-run;
-        # this session writes its own at the end (also on Ctrl-C, not on SIGKILL).
-        (run_dir / REPORT_FILE).unlink(missing_ok=True)
-    return state
-
-
 def _preflight(config, spec: str, settings: RunSettings) -> None:
     """Fail before any instance runs when the model cannot work at all (unknown name, missing
     API key): models may expose ``preflight(**options)`` on their factory."""
@@ -178,48 +147,251 @@ def _check_baseline(config) -> None:
         raise pytest.UsageError(f"--duplexact-baseline: {e}") from None
 
 
-def build_harness(config, state) -> Harness:
-    concurrency = options.get(config, "concurrency")
-    if concurrency < 1:
-        raise pytest.UsageError("--duplexact-concurrency must be >= 1")
-    cache_dir = options.get(config, "cache-dir")
-    try:
-        return Harness.from_settings(state.settings, state.run_dir,
-                                     cache_dir=Path(cache_dir) if cache_dir else None,
-                                     concurrency=concurrency)
-    except SettingsError as e:
-        raise pytest.UsageError(str(e)) from None
+class JudgeUnavailable(Exception):
+    """A judge was asked and gave no usable verdict: the measurement is incomplete (an error,
+    never a NO and never a YES)."""
 
 
-def finish(config, state, exitstatus: int) -> int | None:
-    """Controller side: build and write the report, evaluate gates; returns the new exit
-    status when gates decide it."""
-    from .report import build_report, lookup
+def param_id(inst) -> str:
+    """``delayed-casual-03`` for instance ``take_turn-delayed-casual-03``: the condition leads
+    (so ``-k delayed`` selects it) and the instance id follows without repeating it."""
+    prefix = f"{inst.action}-{inst.condition}-"
+    rest = inst.id[len(prefix):] if inst.id.startswith(prefix) else inst.id
+    return f"{inst.condition}-{rest}"
 
-    outcomes = [InstanceOutcome.from_dict(d) for d in state.outcomes.values()]
-    report = build_report(outcomes, state.settings, state.model_spec)
-    results = [gates.evaluate(g, lookup(report)) for g in state.gates]
-    report["gates"] = [r.to_dict() for r in results]
-    report["notes"] = list(state.notes)
-    report["usage"] = usage.total(state.usage.values())
-    missing = len({i.id for i in state.instances} - {o.id for o in outcomes})
-    if missing:  # the report is incomplete: say so in it, and how to finish it
-        report["notes"].append(
-            f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
-            "(deselected, interrupted, or lost with a crashed worker); "
-            f"pytest --duplexact-resume={state.run_dir} runs them")
-    baseline = options.get(config, "baseline")
-    if baseline:  # regression gate (report/baseline.py): significant drops fail the run
-        from .report.baseline import gate
 
-        report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
-    state.report, state.gate_results = report, results
-    write_json_atomic(state.run_dir / REPORT_FILE, report)
-    extra = options.get(config, "report")
-    if extra:
-        write_json_atomic(Path(extra), report)
-    if not (state.gates or baseline) or exitstatus not in (0, 1):
-        return None  # no gates: pytest's own semantics; interrupted / usage errors stay
-    errors = report["totals"]["errors"]
-    passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
-    return 0 if passed and errors == 0 else 1
+def _selection(config) -> Selection:
+    return Selection(
+        actions=tuple(options.get(config, "action")),
+        conditions=tuple(options.get(config, "condition")),
+        scenarios=tuple(options.get(config, "scenario")),
+        sources=tuple(options.get(config, "source")),
+        limit=options.get(config, "limit"),
+        seed=options.get(config, "seed"),
+        shard=parse_shard(options.get(config, "shard")),
+    )
+
+
+class DuplexactSession:
+    """What the plugin knows for this pytest process (controller or worker), and its hooks."""
+
+    def __init__(self, config: pytest.Config, spec: str):
+        self.config = config
+        self.model_spec = spec
+        self.worker = is_worker(config)
+        root = Path(options.get(config, "data") or bundled_root()).resolve()
+        dataset, problems = check_dataset(root)
+        if problems:
+            raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
+                                    + str(DatasetError(problems)))
+        try:
+            sel = _selection(config)
+            self.instances = select(dataset.instances, sel)
+        except SelectionError as e:
+            raise pytest.UsageError(f"duplexact selection: {e}") from None
+        try:
+            self.gates = [gates.parse(g) for g in options.get(config, "gate")]
+        except gates.GateError as e:
+            raise pytest.UsageError(str(e)) from None
+        self.settings: RunSettings = settings_of(config, spec, root, sel)
+        self.run_dir = _resolve_run_dir(config, spec)
+        self.outcomes: dict[str, dict] = {}  # nodeid -> outcome dict (controller)
+        self.usage: dict[str, dict] = {}  # nodeid -> remote-service cost of the instance
+        self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
+        self.messages: list[str] = []  # terminal only, not in the report (resume)
+        self.notes: list[str] = []  # in the report and the terminal summary
+        self.report: dict | None = None
+        self.gate_results: list = []
+        self._harness: Harness | None = None
+        self._next_item = None  # the item pytest runs after the current one (look-ahead)
+        if options.get(config, "resume"):
+            wanted = {i.id for i in self.instances}
+            if self.worker:  # the controller checked run.json (and rewrote it)
+                self.resumed = journal.scan(self.run_dir, wanted,
+                                            self.settings.fingerprint()).finished
+            else:
+                self.resumed, self.messages = _load_resumed(self.run_dir, self.settings, wanted)
+        if not self.worker:
+            _preflight(config, spec, self.settings)
+            _check_baseline(config)
+            write_json_atomic(self.run_dir / RUN_FILE, {
+                "settings": self.settings.to_dict(), "package_version": __version__,
+                "fingerprint": self.settings.fingerprint()})
+            # An earlier session's report no longer describes the folder once instances
+            # re-run; this session writes its own at the end (also on Ctrl-C, not SIGKILL).
+            (self.run_dir / REPORT_FILE).unlink(missing_ok=True)
+
+    # --- the harness and one instance -------------------------------------------------------
+
+    @property
+    def harness(self) -> Harness:
+        """Built on first use (in the first test's setup), so a usage error in the model's
+        wiring is reported by pytest, and collection-only runs build nothing."""
+        if self._harness is None:
+            concurrency = options.get(self.config, "concurrency")
+            if concurrency < 1:
+                raise pytest.UsageError("--duplexact-concurrency must be >= 1")
+            cache_dir = options.get(self.config, "cache-dir")
+            try:
+                self._harness = Harness.from_settings(
+                    self.settings, self.run_dir, cache_dir=Path(cache_dir) if cache_dir else None,
+                    concurrency=concurrency)
+            except SettingsError as e:
+                raise pytest.UsageError(str(e)) from None
+        return self._harness
+
+    def outcome(self, item, inst) -> InstanceOutcome:
+        """The instance's outcome (stored when resumed, else run now), recorded on the test's
+        report; raises on a model/harness error and on a judge that gave no answer."""
+        done = self.resumed.get(inst.id)
+        if done is not None:
+            outcome = InstanceOutcome.from_dict(done)
+            if done.get("usage") is not None:  # what it cost when it ran (journal.USAGE_KEY)
+                item.user_properties.append((USAGE_PROPERTY, done["usage"]))
+        else:
+            harness = self.harness
+            if harness.prefetcher is not None:  # keep `concurrency` trials in flight
+                harness.prefetcher.submit(
+                    [inst] + self._upcoming(item, 2 * harness.prefetcher.concurrency))
+            before = usage.snapshot(harness)
+            try:
+                outcome = harness.run(inst)
+            except Exception as exc:
+                outcome = harness.error_outcome(inst, exc)
+                item.user_properties.append((PROPERTY, outcome.to_dict()))
+                raise
+            finally:
+                item.user_properties.append(
+                    (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
+        item.user_properties.append((PROPERTY, outcome.to_dict()))
+        stages = [outcome.immediate, outcome.subsequent]
+        bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
+        if bad:
+            raise JudgeUnavailable(bad[0].reason)
+        return outcome
+
+    def _upcoming(self, item, n: int) -> list:
+        """The next n instances this process will run (not yet finished), in order. Serial:
+        the session's items after this one. An xdist worker only learns what it runs next
+        through pytest's public ``nextitem`` (its queue is xdist's private state), so it
+        looks one test ahead."""
+        if self.worker:
+            following = [self._next_item] if self._next_item is not None else []
+        else:
+            items = item.session.items
+            try:
+                following = items[items.index(item) + 1:]
+            except ValueError:
+                return []
+        out = []
+        for it in following:
+            inst = getattr(getattr(it, "callspec", None), "params", {}).get("duplexact_instance")
+            if inst is not None and inst.id not in self.resumed:
+                out.append(inst)
+                if len(out) >= n:
+                    break
+        return out
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """pytest-xdist, controller: every worker writes into this run's directory."""
+        node.workerinput["duplexact_run_dir"] = str(self.run_dir)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        action = getattr(metafunc.function, "_duplexact_action", None)
+        if action is None:
+            return
+        insts = [i for i in self.instances if i.action == action]
+        if not insts:  # this action is not selected: deselect it rather than show a skip
+            metafunc.parametrize("duplexact_instance", [pytest.param(None, marks=_UNSELECTED)],
+                                 ids=["unselected"])
+            return
+        metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
+
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        drop = [it for it in items if it.get_closest_marker("duplexact_unselected")]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem) -> None:
+        self._next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker:  # the controller aggregates (xdist replays the reports there)
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                self.outcomes[report.nodeid] = value
+            elif name == USAGE_PROPERTY:
+                self.usage[report.nodeid] = value
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if not self.worker and tr is not None:  # shown before the long run starts
+            for line in self.messages:
+                tr.write_line(line)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+        if self.worker:
+            return
+        new_status = self.finish(int(exitstatus))
+        if new_status is not None:
+            session.exitstatus = new_status
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+        if self.worker or self.report is None:
+            return
+        from .report.terminal import render
+
+        for line in render(self.report, self.gate_results):
+            terminalreporter.write_line(line)
+        for line in self.messages:
+            terminalreporter.write_line(line)
+
+    def pytest_unconfigure(self, config) -> None:
+        if self._harness is not None and self._harness.prefetcher is not None:
+            self._harness.prefetcher.close()
+
+    # --- the end of the run (controller) -----------------------------------------------------
+
+    def finish(self, exitstatus: int) -> int | None:
+        """Build and write the report, evaluate gates; returns the new exit status when gates
+        decide it."""
+        from .report import build_report, lookup
+
+        config = self.config
+        outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
+        report = build_report(outcomes, self.settings, self.model_spec)
+        results = [gates.evaluate(g, lookup(report)) for g in self.gates]
+        report["gates"] = [r.to_dict() for r in results]
+        report["notes"] = list(self.notes)
+        report["usage"] = usage.total(self.usage.values())
+        missing = len({i.id for i in self.instances} - {o.id for o in outcomes})
+        if missing:  # the report is incomplete: say so in it, and how to finish it
+            report["notes"].append(
+                f"{missing} of {len(self.instances)} selected instance(s) have no outcome "
+                "(deselected, interrupted, or lost with a crashed worker); "
+                f"pytest --duplexact-resume={self.run_dir} runs them")
+        baseline = options.get(config, "baseline")
+        if baseline:  # regression gate (report/baseline.py): significant drops fail the run
+            from .report.baseline import gate
+
+            report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
+        self.report, self.gate_results = report, results
+        write_json_atomic(self.run_dir / REPORT_FILE, report)
+        extra = options.get(config, "report")
+        if extra:
+            write_json_atomic(Path(extra), report)
+        if not (self.gates or baseline) or exitstatus not in (0, 1):
+            return None  # no gates: pytest's own semantics; interrupted / usage errors stay
+        errors = report["totals"]["errors"]
+        passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
+        return 0 if passed and errors == 0 else 1
+
+
