@@ -51,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_mb,  # noqa: E402
                      plugin_run, replicate_dataset, stats_ms)
 
-from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
+from pytest_duplexact import audio, recording_io, scoring  # noqa: E402
+from pytest_duplexact import rundir as rundir_mod  # noqa: E402
 from pytest_duplexact import segmentation, vad  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
 
@@ -103,7 +104,7 @@ class Stages:
         self.patch(segmentation, "assign_words", "transcription")
         self.patch(segmentation, "transcribe_segments", "transcription")
         self.patch(scoring, "score", "scoring")
-        self.patch(harness_mod, "write_json_atomic", "journal")
+        self.patch(rundir_mod, "write_json", "journal")
         return self
 
     def uninstall(self) -> None:

@@ -8,8 +8,6 @@ killed run keeps every finished instance.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,26 +16,17 @@ from typing import Any
 import numpy as np
 
 from . import scoring
+from .atomic import write_text
 from .instance import Instance
-from .journal import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, TIMELINE_FILE,
-                      USAGE_KEY)
 from .models.base import SessionInfo
+from .rundir import RunDir, write_json
 from .results import InstanceOutcome
 from .timeline import Segment, Timeline
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write to a temporary name in the same folder, then rename: a reader (or a resumed
-    run) sees the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
-                      + "\n")
+# Kept for code written against the old names: rundir.write_json / atomic.write_text.
+write_text_atomic = write_text
+write_json_atomic = write_json
 
 
 def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:
@@ -100,7 +89,7 @@ class Harness:
         from .wiring import make_panel, make_policy, make_transcriber
 
         run_dir = Path(run_dir)
-        cache_dir = Path(cache_dir) if cache_dir else run_dir / "cache"
+        cache_dir = Path(cache_dir) if cache_dir else RunDir(run_dir).cache_dir
         if model is None:
             model = resolve_model(settings.model, **settings.options)
         harness = cls(
@@ -118,24 +107,18 @@ class Harness:
             harness.prefetcher = Prefetcher(harness.record_async, concurrency)
         return harness
 
+    @property
+    def dir(self) -> RunDir:
+        return RunDir(self.run_dir)
+
     def instance_dir(self, instance: Instance) -> Path:
-        return self.run_dir / INSTANCES_DIR / instance.id
+        return self.dir.instance(instance.id)
 
-    def _reopen(self, folder: Path) -> None:
-        """Before an instance (re)runs, its folder stops being a finished one: the outcome
-        goes first, so a run killed mid-instance never leaves an old outcome beside new
-        files."""
-        for name in (OUTCOME_FILE, ERROR_FILE):
-            (folder / name).unlink(missing_ok=True)
-        for tmp in folder.glob(".*.part"):  # temporaries of a killed attempt
-            tmp.unlink(missing_ok=True)
-
-    def _commit(self, folder: Path, outcome: InstanceOutcome, spent: dict | None = None) -> None:
+    def _commit(self, instance: Instance, outcome: InstanceOutcome,
+                spent: dict | None = None) -> None:
         """The journal entry, written last: the instance is finished once this file exists.
         ``spent`` (usage.delta) is kept so a resumed run reports what the whole run cost."""
-        write_json_atomic(folder / OUTCOME_FILE, {**outcome.to_dict(),
-                                                  FINGERPRINT_KEY: self.fingerprint,
-                                                  USAGE_KEY: spent})
+        self.dir.write_outcome(instance.id, outcome.to_dict(), self.fingerprint, spent)
 
     def record(self, instance: Instance):
         """Run the model on the instance through its pipeline; returns the Recording."""
@@ -161,13 +144,12 @@ class Harness:
         from .recording_io import save_recording
 
         before = usage.snapshot(self)
-        folder = self.instance_dir(instance)
-        rel = folder.relative_to(self.run_dir).as_posix()
-        self._reopen(folder)
+        folder = self.dir.reopen(instance.id)
+        rel = self.dir.relative(folder)
         recording = self.record(instance)
         save_recording(recording, folder, instance_id=instance.id)
         tl = self.timeline(recording)
-        write_json_atomic(folder / TIMELINE_FILE, timeline_to_dict(tl, instance))
+        self.dir.write_timeline(instance.id, timeline_to_dict(tl, instance))
 
         def audio_of(seg: Segment) -> np.ndarray:
             sr = recording.sample_rate
@@ -177,16 +159,15 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, s.immediate,
                                   s.subsequent, s.timing, None, rel)
-        self._commit(folder, outcome, usage.delta(usage.snapshot(self), before))
+        self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 
     def error_outcome(self, instance: Instance, exc: BaseException) -> InstanceOutcome:
         """The outcome of an instance whose run crashed: an error, never a miss."""
-        folder = self.instance_dir(instance)
         msg = f"{type(exc).__name__}: {exc}"
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
-                                  recording=folder.relative_to(self.run_dir).as_posix())
-        write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
-        self._commit(folder, outcome)
+                                  recording=self.dir.relative(self.instance_dir(instance)))
+        self.dir.write_error(instance.id, "".join(traceback.format_exception(exc)))
+        self._commit(instance, outcome)
         return outcome

@@ -13,7 +13,6 @@ controller through ``workerinput`` (xdist's public ``pytest_configure_node``).""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 from pathlib import Path
@@ -22,14 +21,13 @@ import pytest
 
 from . import __version__, gates, options, usage
 from . import journal
-from .harness import Harness, write_json_atomic
+from .harness import Harness
 from .instance import DatasetError, bundled_root, check_dataset
 from .results import InstanceOutcome, Verdict
+from .rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
 from .selection import Selection, SelectionError, parse_shard, select
 from .settings import RunSettings, SettingsError
 
-RUN_FILE = "run.json"
-REPORT_FILE = "report.json"
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
 _UNSELECTED = pytest.mark.duplexact_unselected
@@ -102,12 +100,12 @@ def _load_resumed(run_dir: Path, settings: RunSettings,
     instance, from each outcome's fingerprint and files) and the messages for the terminal.
     Harness and judge errors are retried; outcomes scored under other settings are re-run,
     never mixed in."""
-    run_file = run_dir / RUN_FILE
+    run_file = RunDir(run_dir).run_file
     if not run_file.is_file():
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
                                 "DuplexAct run directory?")
     try:
-        old = RunSettings.from_dict(json.loads(run_file.read_text(encoding="utf-8"))["settings"])
+        old = RunSettings.from_dict(RunDir(run_dir).read_run_settings())
     except (ValueError, KeyError, TypeError) as e:  # SettingsError is a ValueError
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: {RUN_FILE} is damaged "
                                 f"({type(e).__name__}: {e}); start a new run directory") from None
@@ -214,12 +212,11 @@ class DuplexactSession:
         if not self.worker:
             _preflight(config, spec, self.settings)
             _check_baseline(config)
-            write_json_atomic(self.run_dir / RUN_FILE, {
-                "settings": self.settings.to_dict(), "package_version": __version__,
-                "fingerprint": self.settings.fingerprint()})
+            run = RunDir(self.run_dir)
+            run.write_run(self.settings.to_dict(), __version__, self.settings.fingerprint())
             # An earlier session's report no longer describes the folder once instances
             # re-run; this session writes its own at the end (also on Ctrl-C, not SIGKILL).
-            (self.run_dir / REPORT_FILE).unlink(missing_ok=True)
+            run.drop_report()
 
     # --- the harness and one instance -------------------------------------------------------
 
@@ -384,10 +381,10 @@ class DuplexactSession:
 
             report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
         self.report, self.gate_results = report, results
-        write_json_atomic(self.run_dir / REPORT_FILE, report)
+        RunDir(self.run_dir).write_report(report)
         extra = options.get(config, "report")
         if extra:
-            write_json_atomic(Path(extra), report)
+            write_json(Path(extra), report)
         if not (self.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
         errors = report["totals"]["errors"]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import taxonomy
 from ..aggregate import NA
+from ..rundir import RunDir
 from . import markdown as md
 from . import paper as paper_data
 from .stats import rate_of
@@ -491,7 +492,7 @@ def _instance_folder(inst: dict, roots: list[Path]) -> Path | None:
     if not rel:
         return None
     for root in roots:
-        p = root / rel
+        p = RunDir(root).folder(rel)
         if p.is_dir():
             return p
     return None
@@ -633,10 +634,7 @@ def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path
                          "and in the shards' run directories)</p>")
         else:
             players = []
-            for name in ("input", "output"):
-                wav = folder / f"{name}.wav"
-                if not wav.is_file():
-                    continue
+            for name, wav in RunDir.tracks(folder).items():
                 if inst["id"] in embed:
                     src = audio_data_uri(wav)
                 elif audio == "link":
@@ -650,9 +648,10 @@ def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path
                 parts.append("<div>" + "".join(players) + "</div>")
             elif audio == "embed":
                 parts.append('<p class="muted">audio not embedded (limit reached)</p>')
-            tl = folder / "timeline.json"
-            if tl.is_file():
-                parts.append(lanes_svg(json.loads(tl.read_text(encoding="utf-8")), inst))
+            try:
+                parts.append(lanes_svg(RunDir.read_timeline(folder), inst))
+            except FileNotFoundError:
+                pass
         parts.append("</div>")
         out.append("".join(parts))
     if missing:

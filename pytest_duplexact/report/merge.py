@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..harness import write_json_atomic
+from ..rundir import write_json
 from ..results import InstanceOutcome
 from ..settings import RunSettings, SettingsError
 from . import ReportFileError, build_report, read_report
@@ -151,7 +151,7 @@ def main(args) -> int:
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2
-    write_json_atomic(Path(args.output), merged)
+    write_json(Path(args.output), merged)
     tot = merged["totals"]
     print(f"merged {len(args.reports)} report(s): {tot['instances']} instance(s), "
           f"{tot['errors']} error(s) -> {args.output}")
