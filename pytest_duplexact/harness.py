@@ -65,7 +65,6 @@ class Harness:
     """Per-process state: the resolved model, judges, transcriber and the run directory."""
 
     model: Any
-    model_name: str
     run_dir: Path
     panel: Any = None
     transcriber: Any = None
@@ -93,7 +92,7 @@ class Harness:
         if model is None:
             model = resolve_model(settings.model, **settings.options)
         harness = cls(
-            model=model, model_name=settings.model, run_dir=run_dir,
+            model=model, run_dir=run_dir,
             panel=make_panel(settings, cache_dir),
             transcriber=make_transcriber(settings, cache_dir),
             policy=make_policy(settings, cache_dir),

@@ -197,7 +197,6 @@ class DuplexactSession:
         self.usage: dict[str, dict] = {}  # nodeid -> remote-service cost of the instance
         self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
         self.messages: list[str] = []  # terminal only, not in the report (resume)
-        self.notes: list[str] = []  # in the report and the terminal summary
         self.report: dict | None = None
         self.gate_results: list = []
         self._harness: Harness | None = None
@@ -367,7 +366,7 @@ class DuplexactSession:
         report = build_report(outcomes, self.settings, self.model_spec)
         results = [gates.evaluate(g, lookup(report)) for g in self.gates]
         report["gates"] = [r.to_dict() for r in results]
-        report["notes"] = list(self.notes)
+        report["notes"] = []
         report["usage"] = usage.total(self.usage.values())
         missing = len({i.id for i in self.instances} - {o.id for o in outcomes})
         if missing:  # the report is incomplete: say so in it, and how to finish it

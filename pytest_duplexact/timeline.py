@@ -39,14 +39,6 @@ class Span:
     def duration(self) -> float:
         return self.end - self.start
 
-    def overlaps(self, other: "Span") -> bool:
-        """True when the two closed intervals share any instant of positive length or touch
-        inside each other; touching at a single end point does not count as overlap."""
-        return self.start < other.end and other.start < self.end
-
-    def contains(self, t: float) -> bool:
-        return self.start <= t <= self.end
-
     def __str__(self) -> str:
         return f"[{self.start:.2f}, {self.end:.2f}] s"
 

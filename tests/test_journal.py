@@ -51,7 +51,7 @@ def instances():
 
 
 def make_harness(run_dir: Path, model=None) -> Harness:
-    return Harness(model=model or SilentModel(), model_name="silent", run_dir=run_dir,
+    return Harness(model=model or SilentModel(), run_dir=run_dir,
                    panel=JudgePanel(), transcriber=None, policy=RuleBasedSimulator(),
                    fingerprint=FP)
 
