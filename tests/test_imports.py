@@ -163,8 +163,6 @@ def test_no_import_circles():
         " <-> ".join(c) for c in cycles)
 
 
-@pytest.mark.xfail(strict=True, reason="models.streaming <-> pipelines: removed by moving the "
-                   "streaming duplex into pipelines/")
 def test_no_circles_through_deferred_imports_either():
     """An import inside a function hides a circle from Python, not from the reader: the two
     modules still depend on each other."""

@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
+from ..retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
 from .cache import RequestCache, request_key
 
 T = TypeVar("T")
@@ -38,31 +39,6 @@ class RequestFailed(RuntimeError):
 
 class ConfigError(ValueError):
     """A judge/transcriber cannot be built as configured (e.g. no API key)."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``max_attempts`` requests at most per logical request; between them an exponential
-    backoff ``backoff_base * 2**(n-1)`` capped at ``backoff_cap``, or the server's Retry-After
-    capped at ``retry_after_cap``. ``timeout``: seconds per HTTP request."""
-
-    max_attempts: int = 4
-    backoff_base: float = 1.0
-    backoff_cap: float = 20.0
-    retry_after_cap: float = 60.0
-    timeout: float = 60.0
-
-    def __post_init__(self):
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        if min(self.backoff_base, self.backoff_cap, self.retry_after_cap, self.timeout) < 0:
-            raise ValueError("backoff, caps and timeout must be >= 0")
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.retry_after_cap)
-        return min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
 
 
 @dataclass

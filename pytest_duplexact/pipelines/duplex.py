@@ -2,7 +2,7 @@
 
 The three pipelines (direct.py, simulator.py, bargein.py) are written once against
 ``Duplex``; ``SteppedDuplex`` drives a frame-stepped model as fast as it computes, and the
-streaming one (models/streaming.py) drives a hosted model on the wall clock. Both produce the
+streaming one (pipelines/streaming.py) drives a hosted model on the wall clock. Both produce the
 same ``Recording`` (recording.py): input and heard output on one clock whose t = 0 is the
 first input sample.
 """
@@ -16,7 +16,28 @@ import numpy as np
 from ..recording import SAMPLE_RATE, Recording
 from ..timeline import Word
 
-__all__ = ["Duplex", "Recording"]
+__all__ = ["Duplex", "Recording", "Track"]
+
+
+class Track:
+    """A growable float32 buffer (both duplexes' tracks); ``view()`` is O(1) so ``heard()`` can
+    be polled often."""
+
+    def __init__(self, capacity: int = SAMPLE_RATE * 30):
+        self._buf = np.zeros(capacity, dtype=np.float32)
+        self.size = 0
+
+    def append(self, samples: np.ndarray) -> None:
+        n = len(samples)
+        if self.size + n > len(self._buf):
+            grown = np.zeros(max(2 * len(self._buf), self.size + n), dtype=np.float32)
+            grown[: self.size] = self._buf[: self.size]
+            self._buf = grown
+        self._buf[self.size: self.size + n] = samples
+        self.size += n
+
+    def view(self) -> np.ndarray:
+        return self._buf[: self.size]
 
 
 class Duplex(abc.ABC):

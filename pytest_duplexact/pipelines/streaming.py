@@ -1,7 +1,7 @@
-"""The streaming layer: hosted realtime models on the wall clock (docs/writing-an-adapter.md).
+"""The streaming duplex: hosted realtime models on the wall clock (docs/writing-an-adapter.md).
 
-A ``StreamingModel`` adapter only speaks its provider's protocol; everything about *time* lives
-here, once, for every hosted model:
+A ``StreamingModel`` adapter only speaks its provider's protocol (the contract:
+models/streaming.py); everything about *time* lives here, once, for every hosted model:
 
 * ``StreamingDuplex`` implements the pipelines' ``Duplex`` for a streaming session. t = 0 is
   the instant the first input sample is sent; input goes out in small chunks on an absolute
@@ -12,116 +12,34 @@ here, once, for every hosted model:
   item was actually played (``truncate``), as the providers' reference clients do.
 * The native transcript is aligned to that playback (never ahead of it), and every scored time
   comes from the playback timeline, never from provider event times.
-* ``run_concurrently`` runs many instances at once with a bounded pool, retrying an instance
-  from scratch after a transient failure (rate limit, refused or dropped connection).
+* ``run_with_retry`` runs one trial again from scratch after a transient failure (rate
+  limit, refused or dropped connection).
 
-Session protocol (what ``await model.connect(info)`` returns)::
-
-    class StreamingSession(Protocol):
-        async def send(self, pcm: np.ndarray) -> None      # float32 mono at input_sample_rate
-        def events(self) -> AsyncIterator[Event]            # ends only when the session ends
-        async def truncate(self, item_id: str, audio_end_ms: int) -> None
-        async def close(self) -> None
-
-``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
-``ResponseDone`` / ``Error``. An adapter raises ``TransientModelError`` (retried from scratch)
-or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
-provider dropped the session, which is a transient failure of that instance.
+Many instances at once: --duplexact-concurrency (prefetch.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import re
 from dataclasses import dataclass, field
-from typing import (Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol, Sequence,
-                    TypeVar, Union, runtime_checkable)
+from typing import Awaitable, Callable, Sequence, TypeVar
 
 import numpy as np
 
 from ..audio import SAMPLE_RATE, resample
-from ..pipelines.duplex import Duplex
+from ..models.base import ModelError, SessionInfo, StreamingModel
+from ..models.streaming import (DEFAULT_CHUNK_MS, AudioDelta, Error, Event, ItemDone, ResponseDone,
+                                SpeechStarted, StreamingSession, TranscriptDelta,
+                                TransientModelError)
 from ..recording import Recording
-from ..pipelines.stepped import StreamResampler
+from ..retry import STREAMING, RetryPolicy
 from ..timeline import Word
-from .base import ModelError, SessionInfo, StreamingModel
+from .duplex import Duplex, Track
+from .stepped import StreamResampler
 
 log = logging.getLogger(__name__)
-
-DEFAULT_CHUNK_MS = 20
-
-
-class TransientModelError(ModelError):
-    """A failure worth retrying the whole instance for: rate limit, refused or dropped
-    connection. Still a ``ModelError`` (an error, never a miss) once retries run out."""
-
-
-# --- session events ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class AudioDelta:
-    """Model audio, float32 mono at the model's output rate, belonging to one output item."""
-
-    item_id: str
-    audio: np.ndarray
-
-
-@dataclass(frozen=True)
-class TranscriptDelta:
-    """Text of the model's speech in ``item_id`` (the provider's streaming transcript)."""
-
-    item_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class SpeechStarted:
-    """The provider's turn detection heard the user start speaking. With ``interrupt`` the
-    provider cancels its response, so a client stops playback now (barge-in)."""
-
-    interrupt: bool = True
-
-
-@dataclass(frozen=True)
-class ItemDone:
-    """No more audio or text will arrive for this item."""
-
-    item_id: str
-
-
-@dataclass(frozen=True)
-class ResponseDone:
-    """A response finished (``status``: completed, cancelled, failed, incomplete); every item
-    seen so far is complete."""
-
-    status: str = "completed"
-
-
-@dataclass(frozen=True)
-class Error:
-    """A provider error event. ``fatal`` ends the instance (``transient``: retry it)."""
-
-    message: str
-    code: str | None = None
-    fatal: bool = False
-    transient: bool = False
-
-
-Event = Union[AudioDelta, TranscriptDelta, SpeechStarted, ItemDone, ResponseDone, Error]
-
-
-@runtime_checkable
-class StreamingSession(Protocol):
-    async def send(self, pcm: np.ndarray) -> None: ...
-
-    def events(self) -> AsyncIterator[Event]: ...
-
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None: ...
-
-    async def close(self) -> None: ...
-
 
 # --- playback ----------------------------------------------------------------------------
 
@@ -317,26 +235,6 @@ class _InputResampler:
         return piece
 
 
-class _Growing:
-    """An append-only float32 buffer whose ``view()`` is O(1)."""
-
-    def __init__(self, capacity: int = SAMPLE_RATE * 30):
-        self._buf = np.zeros(capacity, dtype=np.float32)
-        self.size = 0
-
-    def append(self, samples: np.ndarray) -> None:
-        end = self.size + len(samples)
-        if end > len(self._buf):
-            grown = np.zeros(max(end, 2 * len(self._buf)), dtype=np.float32)
-            grown[: self.size] = self._buf[: self.size]
-            self._buf = grown
-        self._buf[self.size: end] = samples
-        self.size = end
-
-    def view(self) -> np.ndarray:
-        return self._buf[: self.size]
-
-
 class StreamingDuplex(Duplex):
     """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
 
@@ -351,7 +249,7 @@ class StreamingDuplex(Duplex):
         self.events: list[tuple[float, str]] = []
         self.playback = PlaybackBuffer(output_sample_rate)
         self._to16 = StreamResampler(output_sample_rate, SAMPLE_RATE)
-        self._heard16 = _Growing()
+        self._heard16 = Track()
         self._fed = 0                  # output-rate samples fed to _to16
         self._resampler = _InputResampler(input_sample_rate)
         self._inputs: list[np.ndarray] = []
@@ -565,66 +463,20 @@ class StreamingDuplex(Duplex):
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retry an instance from scratch after a ``TransientModelError``: ``retries`` more
-    attempts, waiting ``backoff * 2**attempt`` s (capped at ``max_backoff``, with jitter)."""
-
-    retries: int = 3
-    backoff: float = 1.0
-    max_backoff: float = 30.0
-
-    def delay(self, attempt: int) -> float:
-        return min(self.max_backoff, self.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
-
-
 async def run_with_retry(job: Callable[[], Awaitable[T]],
-                         policy: RetryPolicy = RetryPolicy()) -> T:
+                         policy: RetryPolicy = STREAMING) -> T:
     """Run ``job`` (a fresh attempt each call); transient failures are retried from scratch,
     and the last one comes out as a ``ModelError`` naming the number of attempts."""
-    for attempt in range(policy.retries + 1):
+    for attempt in range(1, policy.max_attempts + 1):
         try:
             return await job()
         except TransientModelError as e:
-            if attempt == policy.retries:
-                raise ModelError(f"{e} (gave up after {attempt + 1} attempts)") from e
+            if attempt == policy.max_attempts:
+                raise ModelError(f"{e} (gave up after {attempt} attempts)") from e
             wait = policy.delay(attempt)
             log.info("transient model failure (%s); retrying in %.1fs", e, wait)
             await asyncio.sleep(wait)
     raise AssertionError("unreachable")
 
 
-async def run_concurrently(jobs: Iterable[Callable[[], Awaitable[T]]], concurrency: int,
-                           policy: RetryPolicy = RetryPolicy()) -> list[T | ModelError]:
-    """Run every job with at most ``concurrency`` at once; results in job order.
-
-    A job that fails with ``ModelError`` (after its retries) yields that error in its place,
-    so one broken instance never sinks the others; any other exception is a bug and
-    propagates (cancelling the rest)."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    gate = asyncio.Semaphore(concurrency)
-    jobs = list(jobs)
-    results: list[Any] = [None] * len(jobs)
-
-    async def run(i: int, job: Callable[[], Awaitable[T]]) -> None:
-        async with gate:
-            try:
-                results[i] = await run_with_retry(job, policy)
-            except ModelError as e:
-                results[i] = e
-
-    try:
-        async with asyncio.TaskGroup() as tg:
-            for i, job in enumerate(jobs):
-                tg.create_task(run(i, job))
-    except BaseExceptionGroup as group:  # surface the bug itself, not a wrapper
-        raise group.exceptions[0]
-    return results
-
-
-__all__: Sequence[str] = [
-    "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
-    "Event", "StreamingSession", "PlaybackBuffer", "StreamingDuplex", "TransientModelError",
-    "RetryPolicy", "run_with_retry", "run_concurrently", "DEFAULT_CHUNK_MS",
-]
+__all__: Sequence[str] = ["PlaybackBuffer", "RetryPolicy", "StreamingDuplex", "run_with_retry"]

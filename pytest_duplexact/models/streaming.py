@@ -1,0 +1,106 @@
+"""The streaming adapter contract (docs/writing-an-adapter.md): what a hosted realtime model's
+session yields and must do. Everything about *time* (wall-clock input, 1x playback, barge-in
+truncation, the transcript aligned to playback, retries) lives in pipelines/streaming.py,
+once, for every hosted model; an adapter only speaks its provider's protocol.
+
+Session protocol (what ``await model.connect(info)`` returns)::
+
+    class StreamingSession(Protocol):
+        async def send(self, pcm: np.ndarray) -> None      # float32 mono at input_sample_rate
+        def events(self) -> AsyncIterator[Event]            # ends only when the session ends
+        async def truncate(self, item_id: str, audio_end_ms: int) -> None
+        async def close(self) -> None
+
+``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
+``ResponseDone`` / ``Error``. An adapter raises ``TransientModelError`` (retried from scratch)
+or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
+provider dropped the session, which is a transient failure of that instance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, AsyncIterator, Protocol, Sequence, Union, runtime_checkable
+
+from .base import ModelError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DEFAULT_CHUNK_MS = 20  # the input chunk the streaming duplex sends (adapters may use it)
+
+
+class TransientModelError(ModelError):
+    """A failure worth retrying the whole instance for: rate limit, refused or dropped
+    connection. Still a ``ModelError`` (an error, never a miss) once retries run out."""
+
+
+# --- session events ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AudioDelta:
+    """Model audio, float32 mono at the model's output rate, belonging to one output item."""
+
+    item_id: str
+    audio: np.ndarray
+
+
+@dataclass(frozen=True)
+class TranscriptDelta:
+    """Text of the model's speech in ``item_id`` (the provider's streaming transcript)."""
+
+    item_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """The provider's turn detection heard the user start speaking. With ``interrupt`` the
+    provider cancels its response, so a client stops playback now (barge-in)."""
+
+    interrupt: bool = True
+
+
+@dataclass(frozen=True)
+class ItemDone:
+    """No more audio or text will arrive for this item."""
+
+    item_id: str
+
+
+@dataclass(frozen=True)
+class ResponseDone:
+    """A response finished (``status``: completed, cancelled, failed, incomplete); every item
+    seen so far is complete."""
+
+    status: str = "completed"
+
+
+@dataclass(frozen=True)
+class Error:
+    """A provider error event. ``fatal`` ends the instance (``transient``: retry it)."""
+
+    message: str
+    code: str | None = None
+    fatal: bool = False
+    transient: bool = False
+
+
+Event = Union[AudioDelta, TranscriptDelta, SpeechStarted, ItemDone, ResponseDone, Error]
+
+
+@runtime_checkable
+class StreamingSession(Protocol):
+    async def send(self, pcm: np.ndarray) -> None: ...
+
+    def events(self) -> AsyncIterator[Event]: ...
+
+    async def truncate(self, item_id: str, audio_end_ms: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+__all__: Sequence[str] = [
+    "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
+    "Event", "StreamingSession", "TransientModelError", "ModelError", "DEFAULT_CHUNK_MS",
+]
