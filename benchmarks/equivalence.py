@@ -9,7 +9,8 @@ A recording is five plugin runs over the bundled fixture set, serial, from a scr
 the built-in ``silent``, ``oracle`` and ``endpoint`` models offline, and ``oracle`` and
 ``endpoint`` judged (text judge, audio judge, LLM simulator) against the fake OpenAI server of
 the tests on 127.0.0.1. ``compare`` checks, per run, ``report.json`` without its volatile keys
-(``created``; the bundled dataset's path is masked, its fingerprint kept) and every file under ``instances/`` byte for byte, and, for the judged runs, the
+(``created``; the bundled dataset's path is masked, its fingerprint kept), the terminal
+output (durations dropped, the run folder masked) and every file under ``instances/`` byte for byte, and, for the judged runs, the
 chat requests the judges and the simulator sent (``requests.json``: model, messages and schema
 name, in order; audio parts replaced by a digest of their bytes).
 
@@ -31,6 +32,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -132,6 +134,15 @@ def _strip(obj):
     return obj
 
 
+def _terminal(log: Path, run_root: Path) -> list[str]:
+    """pytest's output of a run (failure reasons, timelines, the Table 4 / 16 summaries)
+    without its durations and with the run's own folder masked."""
+    if not log.is_file():
+        return []
+    return [line.replace(str(run_root), "<runs>") for line in log.read_text().splitlines()
+            if not re.search(r" in [0-9.]+s\b", line)]
+
+
 def _same_file(a: Path, b: Path, strip_fields: bool) -> bool:
     if a.read_bytes() == b.read_bytes():
         return True
@@ -158,6 +169,11 @@ def compare(ref: Path, new: Path, allow_model_words: bool = False) -> bool:
                 intended += 1
             else:
                 print(f"DIFF {run.name}/report.json")
+                same = False
+        files += 1
+        if _terminal(ref / f"{run.name}.log", ref) != _terminal(new / f"{run.name}.log", new):
+            if not allow_model_words:  # the judges' reasons print their fields' effect
+                print(f"DIFF {run.name}.log (terminal output)")
                 same = False
         a = {p.relative_to(run): p for p in (run / "instances").rglob("*") if p.is_file()}
         b = {p.relative_to(other): p for p in (other / "instances").rglob("*") if p.is_file()}
