@@ -51,7 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_mb,  # noqa: E402
                      plugin_run, replicate_dataset, stats_ms)
 
-from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
+from pytest_duplexact import audio, recording_io, scoring  # noqa: E402
+from pytest_duplexact import rundir as rundir_mod  # noqa: E402
 from pytest_duplexact import segmentation, vad  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
 
@@ -103,7 +104,7 @@ class Stages:
         self.patch(segmentation, "assign_words", "transcription")
         self.patch(segmentation, "transcribe_segments", "transcription")
         self.patch(scoring, "score", "scoring")
-        self.patch(harness_mod, "write_json_atomic", "journal")
+        self.patch(rundir_mod, "write_json", "journal")
         return self
 
     def uninstall(self) -> None:
@@ -127,20 +128,15 @@ class Stages:
 
 def plugin_harness(model, model_name: str, run_dir: Path, panel=None,
                    cache_dir: Path | None = None):
-    """A Harness wired as the plugin wires one with default options (session.py)."""
+    """A Harness wired as the plugin wires one with default options (Harness.from_settings)."""
     from pytest_duplexact.harness import Harness
-    from pytest_duplexact.wiring import make_panel, make_policy, make_transcriber
+    from pytest_duplexact.settings import RunSettings
 
-    from pytest_duplexact.judges.cache import RequestCache
-
-    cache = cache_dir or run_dir / "cache"
-    # a package from before the VAD cache can be measured too (before/after comparisons)
-    extra = {"vad_cache": RequestCache(cache)} if "vad_cache" in Harness.__dataclass_fields__ \
-        else {}
-    return Harness(model=model, model_name=model_name, run_dir=run_dir,
-                   panel=panel if panel is not None else make_panel({}, cache),
-                   transcriber=make_transcriber({}, cache), policy=make_policy({}, cache),
-                   **extra)
+    h = Harness.from_settings(RunSettings(model=model_name), run_dir, cache_dir=cache_dir,
+                              model=model)
+    if panel is not None:
+        h.panel = panel
+    return h
 
 
 def run_all(h, instances) -> tuple[Clock, float, Counter, list]:

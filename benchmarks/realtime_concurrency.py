@@ -39,11 +39,13 @@ from _common import load_module  # noqa: E402
 from pytest_duplexact.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.base import ModelError  # noqa: E402
 from pytest_duplexact.models.openai_realtime import factory  # noqa: E402
-from pytest_duplexact.models.streaming import (RetryPolicy, StreamingDuplex,  # noqa: E402
-                                               run_concurrently)
+from pytest_duplexact.pipelines.streaming import StreamingDuplex  # noqa: E402
+from pytest_duplexact.retry import RetryPolicy  # noqa: E402
 
 
 fake = load_module("tests/fakes/realtime_server.py", "duplexact_fake_realtime_server")
+run_concurrently = load_module("tests/realtime/realtime_support.py",
+                               "duplexact_realtime_support").run_concurrently
 
 
 class ServerProcess:
@@ -111,7 +113,7 @@ async def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray,
     tags = [f"c{concurrency}-{i}" for i in range(n)]
     start = time.perf_counter()
     results = await run_concurrently([job(t) for t in tags], concurrency,
-                                     RetryPolicy(retries=1, backoff=0.1))
+                                     RetryPolicy(max_attempts=2, backoff_base=0.1, jitter=True))
     wall = time.perf_counter() - start
     stream_s = len(x) / SAMPLE_RATE
     ideal = stream_s * math.ceil(n / concurrency)

@@ -9,7 +9,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-SAMPLE_RATE = 16_000  # the benchmark's input rate (SPEC §2)
+from .atomic import replacing
+from .recording import SAMPLE_RATE  # the benchmark's input rate (SPEC §2)
 
 
 class AudioFormatError(ValueError):
@@ -41,8 +42,6 @@ def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> No
 
     Written to a temporary name and renamed, so a reader never sees half a file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part")
     fmt = "FLAC" if path.suffix.lower() == ".flac" else "WAV"
     data = np.asarray(samples, dtype=np.float32)
     if fmt == "WAV":
@@ -50,12 +49,12 @@ def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> No
         # x * 32768, clipped; byte-identical files) at a fifth of its cost: every instance
         # writes two recordings (benchmarks/harness.py).
         data = np.clip(np.floor(data * np.float32(32768)), -32768, 32767).astype(np.int16)
-    try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks the knob
-        extra = {"compression_level": 1.0} if fmt == "FLAC" else {}
-        sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16", **extra)
-    except TypeError:
-        sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16")
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks it
+            extra = {"compression_level": 1.0} if fmt == "FLAC" else {}
+            sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16", **extra)
+        except TypeError:
+            sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16")
 
 
 def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:

@@ -3,10 +3,10 @@ model's segments as lanes on one clock, plus the segments' transcripts."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .results import InstanceOutcome
+from .rundir import TIMELINE_FILE, RunDir
 
 WIDTH = 72
 
@@ -44,11 +44,12 @@ def lanes(timeline: dict, window=None, user=()) -> list[str]:
 def explain(outcome: InstanceOutcome, run_dir) -> str:
     if not outcome.recording:
         return ""
-    path = Path(run_dir) / outcome.recording / "timeline.json"
+    run = RunDir(run_dir)
+    folder = run.folder(outcome.recording)
     try:
-        tl = json.loads(path.read_text(encoding="utf-8"))
+        tl = run.read_timeline(folder)
     except (OSError, ValueError):
-        return f"(no timeline at {path})"
+        return f"(no timeline at {folder / TIMELINE_FILE})"
     window = outcome.immediate.window if outcome.immediate else None
     rows = lanes(tl, window, [tuple(u) for u in tl.get("user", [])])
     rows.append(f"  recording: {Path(run_dir) / outcome.recording}")

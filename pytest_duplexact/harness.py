@@ -7,8 +7,6 @@ killed run keeps every finished instance.
 
 from __future__ import annotations
 
-import json
-import os
 import traceback
 import dataclasses
 from dataclasses import dataclass, field
@@ -18,31 +16,18 @@ from typing import Any
 import numpy as np
 
 from . import scoring
+from .atomic import write_text
 from .instance import Instance
-from .journal import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE, TIMELINE_FILE,
-                      USAGE_KEY)
 from .models.base import SessionInfo
+from .rundir import RunDir, write_json
 from .results import InstanceOutcome
 from .timeline import Segment, Timeline
 from .watchdog import DEFAULT_TIMEOUT, run_watched
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write to a temporary name in the same folder, then rename: a reader (or a resumed
-    run) sees the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:  # a full disk, a read-only folder: leave no half-written temporary
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
-                      + "\n")
+# Kept for code written against the old names: rundir.write_json / atomic.write_text.
+write_text_atomic = write_text
+write_json_atomic = write_json
 
 
 def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:
@@ -81,7 +66,6 @@ class Harness:
     """Per-process state: the resolved model, judges, transcriber and the run directory."""
 
     model: Any
-    model_name: str
     run_dir: Path
     panel: Any = None
     transcriber: Any = None
@@ -89,29 +73,59 @@ class Harness:
     bargein_branches: bool = True  # barge-in plays branch clips where an instance has them
     seed: int = 0
     model_options: dict = field(default_factory=dict)
-    fingerprint: str | None = None  # journal.fingerprint of the run's settings
+    fingerprint: str | None = None  # RunSettings.fingerprint() of the run
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
 
+    @classmethod
+    def from_settings(cls, settings, run_dir: Path, *, cache_dir: Path | None = None,
+                      concurrency: int = 1, model: Any = None,
+                      timeout: float = DEFAULT_TIMEOUT, judge_timeout: float | None = None,
+                      bargein_branches: bool = True) -> "Harness":
+        """The harness a run with these settings (settings.RunSettings) uses, without pytest:
+        the model resolved from ``settings.model`` (unless ``model`` is given), judges,
+        transcriber and simulator policy as the settings ask (wiring.py), caches under
+        ``cache_dir`` (default <run_dir>/cache). ``concurrency`` > 1 keeps that many
+        streaming trials in flight (a stepped model computes one trial at a time).
+        ``timeout``: seconds the model may go without answering (watchdog.py);
+        ``judge_timeout``: seconds per judge / transcription question, retries included."""
+        from .judges.cache import RequestCache
+        from .models import is_streaming, resolve_model
+        from .wiring import make_panel, make_policy, make_transcriber
+
+        run_dir = Path(run_dir)
+        cache_dir = Path(cache_dir) if cache_dir else RunDir(run_dir).cache_dir
+        if model is None:
+            model = resolve_model(settings.model, **settings.options)
+        harness = cls(
+            model=model, run_dir=run_dir,
+            panel=make_panel(settings, cache_dir, judge_timeout),
+            transcriber=make_transcriber(settings, cache_dir, judge_timeout),
+            policy=make_policy(settings, cache_dir),
+            seed=settings.seed, model_options=settings.options,
+            fingerprint=settings.fingerprint(),
+            vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
+            timeout=timeout, bargein_branches=bargein_branches,
+        )
+        if concurrency > 1 and is_streaming(model):
+            from .prefetch import Prefetcher
+
+            harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout)
+        return harness
+
+    @property
+    def dir(self) -> RunDir:
+        return RunDir(self.run_dir)
+
     def instance_dir(self, instance: Instance) -> Path:
-        return self.run_dir / INSTANCES_DIR / instance.id
+        return self.dir.instance(instance.id)
 
-    def _reopen(self, folder: Path) -> None:
-        """Before an instance (re)runs, its folder stops being a finished one: the outcome
-        goes first, so a run killed mid-instance never leaves an old outcome beside new
-        files."""
-        for name in (OUTCOME_FILE, ERROR_FILE):
-            (folder / name).unlink(missing_ok=True)
-        for tmp in folder.glob(".*.part"):  # temporaries of a killed attempt
-            tmp.unlink(missing_ok=True)
-
-    def _commit(self, folder: Path, outcome: InstanceOutcome, spent: dict | None = None) -> None:
+    def _commit(self, instance: Instance, outcome: InstanceOutcome,
+                spent: dict | None = None) -> None:
         """The journal entry, written last: the instance is finished once this file exists.
         ``spent`` (usage.delta) is kept so a resumed run reports what the whole run cost."""
-        write_json_atomic(folder / OUTCOME_FILE, {**outcome.to_dict(),
-                                                  FINGERPRINT_KEY: self.fingerprint,
-                                                  USAGE_KEY: spent})
+        self.dir.write_outcome(instance.id, outcome.to_dict(), self.fingerprint, spent)
 
     def record(self, instance: Instance):
         """Run the model on the instance through its pipeline; returns the Recording."""
@@ -139,14 +153,13 @@ class Harness:
         from .recording_io import save_recording
 
         before = usage.snapshot(self)
-        folder = self.instance_dir(instance)
-        rel = folder.relative_to(self.run_dir).as_posix()
-        self._reopen(folder)
+        folder = self.dir.reopen(instance.id)
+        rel = self.dir.relative(folder)
         recording = self.record(instance)
         usage.charge_model(self, recording)  # between the snapshots: this instance's cost
         save_recording(recording, folder, instance_id=instance.id)
         tl = self.timeline(recording)
-        write_json_atomic(folder / TIMELINE_FILE, timeline_to_dict(tl, instance))
+        self.dir.write_timeline(instance.id, timeline_to_dict(tl, instance))
 
         def audio_of(seg: Segment) -> np.ndarray:
             sr = recording.sample_rate
@@ -156,20 +169,19 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, s.immediate,
                                   s.subsequent, s.timing, None, rel, corpus=instance.corpus)
-        self._commit(folder, outcome, usage.delta(usage.snapshot(self), before))
+        self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 
     def error_outcome(self, instance: Instance, exc: BaseException) -> InstanceOutcome:
         """The outcome of an instance whose run crashed: an error, never a miss."""
-        folder = self.instance_dir(instance)
         msg = f"{type(exc).__name__}: {exc}"
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
-                                  recording=folder.relative_to(self.run_dir).as_posix(),
+                                  recording=self.dir.relative(self.instance_dir(instance)),
                                   corpus=instance.corpus)
         try:
-            write_text_atomic(folder / ERROR_FILE, "".join(traceback.format_exception(exc)))
-            self._commit(folder, outcome)
+            self.dir.write_error(instance.id, "".join(traceback.format_exception(exc)))
+            self._commit(instance, outcome)
         except OSError as e:  # the disk that failed the instance may fail this too: the
             # error still reaches the report (in memory); resume re-runs the instance
             outcome = dataclasses.replace(outcome, error=f"{msg} (not journaled: {e})")

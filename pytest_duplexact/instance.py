@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
-from typing import Any, Iterable
 
 from . import audio, taxonomy
-from .timeline import Span, Word
+from .annotations import Annotations, Clip, Instance
+from .rules import RULES
+from .timeline import Word
+
+__all__ = ["ANNOTATION_FIELDS", "Annotations", "CLIP_ROLES", "Clip", "Dataset", "DatasetError",
+           "FORMAT_NAME", "FORMAT_VERSION", "HEADER", "Instance", "MANIFEST", "Problem",
+           "TEXT_FIELDS", "bundled_root", "check_dataset", "id_problem", "load_dataset",
+           "parse_instance", "read_header"]
 
 FORMAT_NAME = "duplexact-dataset"
 FORMAT_VERSION = 1
@@ -32,29 +38,8 @@ ANNOTATION_FIELDS = (
     "interrupt_target", "backchannel_point", "cue_start", "cue_end",
 )
 
-# What each action needs. Clip times for user_* / pause_* / other_* / interrupt_target /
-# backchannel_point are on the user clip's clock; cue_start / cue_end on the cue clip's clock
-# (the cue's speech inside its file; Simulator Replay decides where the file is injected).
-_REQUIRED: dict[str, dict[str, tuple[str, ...]]] = {
-    "wait": {"clips": ("user",), "ann": ("user_start", "user_end"), "text": ("user",)},
-    "ignore": {"clips": ("user",),
-               "ann": ("user_start", "user_end", "other_start", "other_end"),
-               "text": ("user", "ignored")},
-    "take_turn": {"clips": ("user",), "ann": ("user_start", "user_end"),
-                  "text": ("user",)},
-    "backchannel": {"clips": ("user",),
-                    "ann": ("user_start", "user_end", "backchannel_point"), "text": ("user",)},
-    "stop": {"clips": ("lead_in", "cue"), "ann": ("cue_start", "cue_end"),
-             "text": ("cue", "reference")},
-    "hold_floor": {"clips": ("lead_in", "cue"), "ann": ("cue_start", "cue_end"),
-                   "text": ("cue", "reference")},
-    "interrupt": {"clips": ("user",),
-                  "ann": ("user_start", "user_end", "interrupt_target"), "text": ("user",)},
-    "recover": {"clips": ("lead_in", "cue"),
-                "ann": ("cue_start", "cue_end"), "text": ("cue", "reference")},
-}
-_PAUSE_CONDITIONS = ("inter_sentential_pause", "intra_sentential_pause")
-# What the built-in oracle speaks per action (it performs the expected action with these).
+# What the built-in oracle speaks per action (it performs the expected action with these;
+# the model-side clips are optional for every other model).
 ORACLE_CLIPS: dict[str, tuple[str, ...]] = {
     "wait": ("reference",), "ignore": ("reference",), "take_turn": ("reference",),
     "backchannel": ("reference", "backchannel"), "stop": ("reference",),
@@ -64,85 +49,10 @@ ORACLE_CLIPS: dict[str, tuple[str, ...]] = {
 
 
 def required_fields(action: str, condition: str) -> dict[str, tuple[str, ...]]:
-    """The clips, annotations and texts the loader requires of ``action.condition``."""
-    need = _REQUIRED[action]
-    ann = need["ann"] + (("pause_start", "pause_end") if action == "wait"
-                         and condition in _PAUSE_CONDITIONS else ())
-    return {"clips": need["clips"], "ann": ann, "text": need["text"]}
-
-
-@dataclass(frozen=True)
-class Clip:
-    """One audio file of an instance, with its timed transcript (times on the clip's clock)."""
-
-    path: Path
-    duration: float
-    transcript: tuple[Word, ...] = ()
-
-    @property
-    def text(self) -> str:
-        return " ".join(w.text for w in self.transcript)
-
-    def load(self):
-        return audio.read(self.path)
-
-
-@dataclass(frozen=True)
-class Annotations:
-    """The annotated instants of an instance, in seconds (see _REQUIRED for the clocks)."""
-
-    user_start: float | None = None
-    user_end: float | None = None
-    pause_start: float | None = None
-    pause_end: float | None = None
-    other_start: float | None = None
-    other_end: float | None = None
-    interrupt_target: float | None = None
-    backchannel_point: float | None = None
-    cue_start: float | None = None
-    cue_end: float | None = None
-
-    @property
-    def user(self) -> Span:
-        return Span(self.user_start, self.user_end)
-
-    @property
-    def pause(self) -> Span:
-        return Span(self.pause_start, self.pause_end)
-
-    @property
-    def other(self) -> Span:
-        return Span(self.other_start, self.other_end)
-
-
-@dataclass(frozen=True)
-class Instance:
-    id: str
-    action: str
-    condition: str
-    scenario: str
-    source: str
-    annotations: Annotations
-    clips: dict[str, Clip]
-    texts: dict[str, str]
-    manifest: Path | None = None
-    line: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    corpus: str | None = None  # optional: AMI, CORAAL, Loqui, synthesized, Candor
-
-    @property
-    def cond(self) -> taxonomy.Condition:
-        return taxonomy.condition(self.action, self.condition)
-
-    @property
-    def pipeline(self) -> taxonomy.Pipeline:
-        return self.cond.pipeline
-
-    def clip(self, role: str) -> Clip:
-        return self.clips[role]
-
-    def text(self, name: str, default: str = "") -> str:
-        return self.texts.get(name) or default
+    """The clips, annotations and texts the loader requires of ``action.condition`` (the
+    action's own ``requires``, rules/<action>.py)."""
+    need = RULES[action].requires(condition)
+    return {"clips": need.clips, "ann": need.annotations, "text": need.texts}
 
 
 @dataclass(frozen=True)
@@ -358,7 +268,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
                 f"unknown corpus {_show(corpus)}; known: {', '.join(taxonomy.CORPORA)}")
         ok = False
 
-    need = _REQUIRED[action]
+    need = RULES[action].requires(cond)
     raw_audio = {} if obj.get("audio") is None else obj["audio"]
     if not isinstance(raw_audio, dict):
         chk.add(iid, "audio", "must be an object mapping clip roles to files")
@@ -374,7 +284,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             ok = False
         else:
             clips[role] = clip
-    for role in need["clips"]:
+    for role in need.clips:
         if role not in raw_audio:
             chk.add(iid, f"audio.{role}", f"required for {action}")
             ok = False
@@ -394,10 +304,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             ok = False
         else:
             ann_values[k] = float(v)
-    required_ann = list(need["ann"])
-    if action == "wait" and cond in _PAUSE_CONDITIONS:
-        required_ann += ["pause_start", "pause_end"]
-    for k in required_ann:
+    for k in need.annotations:
         if k not in raw_ann:
             chk.add(iid, f"annotations.{k}", f"required for {action}.{cond}")
             ok = False
@@ -417,13 +324,13 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
             ok = False
         else:
             texts[k] = v
-    for k in need["text"]:
+    for k in need.texts:
         if not texts.get(k, "").strip():
             chk.add(iid, f"text.{k}", f"required (non-empty) for {action}")
             ok = False
 
     # Windows are checked even when other fields failed, so every problem shows at once.
-    ok = _check_windows(ann, clips, chk, iid, action, cond) and ok
+    ok = _check_windows(ann, clips, chk, iid, need.within_user) and ok
     if not ok:
         return None
     extra = {k: v for k, v in obj.items()
@@ -433,7 +340,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
                     extra, corpus)
 
 
-def _check_windows(ann: Annotations, clips, chk: _Checker, iid, action, cond) -> bool:
+def _check_windows(ann: Annotations, clips, chk: _Checker, iid, within_user) -> bool:
     """Every window inside its audio and in order. Returns False on any problem."""
     start = len(chk.problems)
 
@@ -459,22 +366,16 @@ def _check_windows(ann: Annotations, clips, chk: _Checker, iid, action, cond) ->
         inside(name, "user")
     inside("cue_start", "cue")
     inside("cue_end", "cue")
-    def within_user(first: str, last: str, message: str):
+
+    def check_within_user(first: str, last: str, message: str):
         """[first, last] inside [user_start, user_end]; silent when any of them is missing
         (a missing required annotation is reported on its own)."""
         vals = (ann.user_start, getattr(ann, first), getattr(ann, last), ann.user_end)
         if None not in vals and not (vals[0] <= vals[1] and vals[2] <= vals[3]):
             chk.add(iid, f"annotations.{first}", message)
 
-    if action == "wait" and cond in _PAUSE_CONDITIONS:
-        within_user("pause_start", "pause_end", "the pause must lie inside the user speech")
-    if action == "ignore":
-        within_user("other_start", "other_end",
-                    "the distractor must lie inside the user turn (SPEC §8)")
-    if action == "interrupt":
-        within_user("interrupt_target", "interrupt_target", "must lie inside the user speech")
-    if action == "backchannel":
-        within_user("backchannel_point", "backchannel_point", "must lie inside the user speech")
+    for first, last, message in within_user:  # the action's own (rules/<action>.py)
+        check_within_user(first, last, message)
     return len(chk.problems) == start
 
 
@@ -567,6 +468,3 @@ def bundled_root() -> Path:
 
     return Path(str(files("pytest_duplexact.fixtures"))).resolve()
 
-
-def iter_ids(instances: Iterable[Instance]) -> list[str]:
-    return [i.id for i in instances]

@@ -5,44 +5,19 @@ The harness writes an instance's files one at a time, each to a temporary name r
 place, and ``outcome.json`` last, stamped with the run's fingerprint. An instance counts as
 finished only when its outcome carries the current fingerprint and every file a later step
 reads (recording, timeline) is there and parses; anything else is run again, never trusted.
+Which settings an outcome depends on, and so its fingerprint: settings.RunSettings.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
 from .results import InstanceOutcome, Verdict, outcome_problem
 
-INSTANCES_DIR = "instances"
-OUTCOME_FILE = "outcome.json"
-TIMELINE_FILE = "timeline.json"
-ERROR_FILE = "error.txt"
-FINGERPRINT_KEY = "fingerprint"
-USAGE_KEY = "usage"  # the remote-service cost of the instance (usage.delta), for resumed runs
-
-# Settings that decide what an instance's outcome is. The model, its options and the data
-# decide the recording; the seed reaches seeded models; the rest decide the scores. The
-# dataset's *path* is left out: the same data moved elsewhere gives the same outcomes.
-FINGERPRINT_KEYS = ("model", "model_options", "dataset_fingerprint", "judge", "judge_base_url",
-                    "audio_judge", "transcriber", "simulator", "simulator_model",
-                    "scoring_version")
-# Fingerprinted only when present, so settings without them keep their fingerprints: the
-# barge-in branch switch is recorded only for data that has branch clips (session.py).
-OPTIONAL_FINGERPRINT_KEYS = ("bargein_branches",)
-
-
-def fingerprint(settings: dict) -> str:
-    """sha256 over the settings an outcome depends on (canonical JSON)."""
-    parts = {k: settings.get(k) for k in FINGERPRINT_KEYS}
-    parts["seed"] = (settings.get("selection") or {}).get("seed")
-    parts.update({k: settings[k] for k in OPTIONAL_FINGERPRINT_KEYS if k in settings})
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
+from .rundir import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE,  # noqa: F401
+                     TIMELINE_FILE, USAGE_KEY, RunDir, read_json_object)
 
 class Status(str, Enum):
     FINISHED = "finished"  # reusable as is
@@ -60,13 +35,6 @@ class Entry:
     why: str = ""
 
 
-def _json_object(path: Path) -> dict:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{path.name} is not a JSON object")
-    return data
-
-
 def _check_recording(folder: Path, instance_id: str) -> None:
     """recording.json names this instance and both tracks' headers match its sample counts
     (headers only: a file renamed into place is whole, this catches foreign or swapped ones)."""
@@ -74,7 +42,7 @@ def _check_recording(folder: Path, instance_id: str) -> None:
 
     from .recording_io import INPUT_FILE, OUTPUT_FILE, RECORDING_FILE
 
-    meta = _json_object(folder / RECORDING_FILE)
+    meta = read_json_object(folder / RECORDING_FILE)
     if meta.get("instance") != instance_id:
         raise ValueError(f"{RECORDING_FILE} is for instance {meta.get('instance')!r}")
     for name, key in ((INPUT_FILE, "input_samples"), (OUTPUT_FILE, "output_samples")):
@@ -106,7 +74,7 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Ent
     if not path.is_file():
         return Entry(Status.NOT_FINISHED, why=f"no {OUTCOME_FILE}")
     try:
-        d = _json_object(path)
+        d = read_json_object(path)
         problem = outcome_problem(d) or _usage_problem(d.get(USAGE_KEY))
         if problem:
             raise ValueError(problem)
@@ -124,7 +92,7 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Ent
         return Entry(Status.JUDGE_ERROR, why="a judge gave no usable answer")
     try:
         _check_recording(folder, instance_id)
-        _json_object(folder / TIMELINE_FILE)
+        read_json_object(folder / TIMELINE_FILE)
     except Exception as e:  # missing, unreadable or inconsistent: the entry is not trusted
         return Entry(Status.DAMAGED, why=f"{type(e).__name__}: {e}")
     d = {k: v for k, v in d.items() if k != FINGERPRINT_KEY}  # the outcome (+ usage)
@@ -159,6 +127,6 @@ class Scan:
 
 
 def scan(run_dir: Path, instance_ids, expected_fingerprint: str) -> Scan:
-    root = Path(run_dir) / INSTANCES_DIR
-    return Scan({iid: read_entry(root / iid, iid, expected_fingerprint)
+    run = RunDir(run_dir)
+    return Scan({iid: read_entry(run.instance(iid), iid, expected_fingerprint)
                  for iid in sorted(instance_ids)})

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
 from . import audio
-from .pipelines.duplex import Recording
+from .atomic import write_text
+from .recording import Recording
 from .timeline import Cue, Word
 
 INPUT_FILE = "input.wav"
@@ -63,11 +63,8 @@ def save_recording(rec: Recording, folder: Path | str, *, instance_id: str | Non
     folder.mkdir(parents=True, exist_ok=True)
     audio.write(folder / INPUT_FILE, rec.input, rec.sample_rate)
     audio.write(folder / OUTPUT_FILE, rec.output, rec.sample_rate)
-    path = folder / RECORDING_FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(json.dumps(recording_to_dict(rec, instance_id, meta), indent=1,
-                              ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(folder / RECORDING_FILE, json.dumps(recording_to_dict(rec, instance_id, meta),
+                                                   indent=1, ensure_ascii=False) + "\n")
     return folder
 
 

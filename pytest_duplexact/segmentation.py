@@ -121,17 +121,20 @@ def build_timeline(recording, transcriber=None, merge_gap: float = MERGE_GAP_S, 
     speech = vad.speech_spans(recording.output, recording.sample_rate, vad_params, **cached)
     merged = merge_spans(speech, merge_gap)
     unaligned: tuple[Word, ...] = ()
+    words: list[tuple[Word, ...]] = [()] * len(merged)
     if recording.transcript:
         assigned = assign_words(merged, recording.transcript, word_tolerance)
         texts: list[str | None] = assigned.texts()
-        unaligned = assigned.unaligned
+        words, unaligned = list(assigned.words), assigned.unaligned
     elif transcriber is not None:
-        texts = [join_words(ws) for ws in transcribe_segments(
-            recording.output, recording.sample_rate, merged, transcriber, merge_gap)]
+        words = transcribe_segments(recording.output, recording.sample_rate, merged,
+                                    transcriber, merge_gap)
+        texts = [join_words(ws) for ws in words]
     else:
         texts = [None] * len(merged)
     return Timeline(
-        segments=tuple(Segment(s.start, s.end, t) for s, t in zip(merged, texts)),
+        segments=tuple(Segment(s.start, s.end, t, ws)
+                       for s, t, ws in zip(merged, texts, words)),
         duration=recording.duration,
         speech=tuple(speech),
         cue=recording.cue,

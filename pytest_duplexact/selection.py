@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 
 from . import taxonomy
-from .instance import Instance
+from .annotations import Instance
 
 
 class SelectionError(ValueError):

@@ -1,5 +1,14 @@
-"""Run-level setup and teardown behind plugin.py: options -> dataset, selection, run
-directory, fingerprint, resume; at the end, the report, the gates and the exit status."""
+"""The run as one object: ``DuplexactSession`` reads the options once (dataset, selection, run
+directory, RunSettings, resume), is registered as a plugin on each pytest process (the way
+pytest's junitxml registers ``LogXML``) and does its work in hook methods: parametrizing the
+suites, running each instance for the fixture, collecting outcomes on the controller, and at
+the end the report, the gates and the exit status. plugin.py, the pytest11 entry module, only
+declares the options and fixtures and registers this object.
+
+Outcomes travel on each TestReport's ``user_properties`` (so pytest-xdist carries them from
+workers for free); only the controller aggregates. Under xdist the controller and every
+worker have their own session object; the workers learn the run directory from the
+controller through ``workerinput`` (xdist's public ``pytest_configure_node``)."""
 
 from __future__ import annotations
 
@@ -14,18 +23,16 @@ import pytest
 
 from . import __version__, gates, options, usage
 from . import journal
-from .harness import Harness, write_json_atomic
+from .harness import Harness
 from .instance import DatasetError, bundled_root, check_dataset
-from .results import InstanceOutcome
+from .results import InstanceOutcome, Verdict
+from .rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
 from .selection import Selection, SelectionError, parse_shard, select
+from .settings import RunSettings, SettingsError
 
-RUN_FILE = "run.json"
-REPORT_FILE = "report.json"
-# Settings whose change makes stored outcomes wrong (they are re-run, never mixed).
-SCORING_KEYS = ("judge", "judge_base_url", "audio_judge", "transcriber", "simulator",
-                "simulator_model", "scoring_version", "bargein_branches")
-# Settings whose change makes a run a different run altogether (resume refuses).
-IDENTITY_KEYS = ("model", "model_options", "dataset_fingerprint")
+PROPERTY = "duplexact"  # user_properties key of an instance's outcome
+USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
+_UNSELECTED = pytest.mark.duplexact_unselected
 
 
 def _slug(text: str) -> str:
@@ -34,9 +41,10 @@ def _slug(text: str) -> str:
 
 def dataset_fingerprint(root: Path) -> str:
     """sha256 of the manifest, the header and the bytes of every clip the manifest names
-    (sorted by relative path): which instances, annotations and audio. Content, not mtimes, so shards cloned on different machines agree; a re-encoded or
-    replaced clip makes stored outcomes stale (resume re-runs them). Cost: one read of the
-    audio per run (the bundled 6.6 MB in about 60 ms, 140 files)."""
+    (sorted by relative path): which instances, annotations and audio. Content, not mtimes,
+    so shards cloned on different machines agree; a re-encoded or replaced clip makes stored
+    outcomes stale (resume re-runs them). Cost: one read of the audio per run (the bundled
+    6.6 MB in about 60 ms, 140 files)."""
     h = hashlib.sha256()
     for name in ("dataset.json", "instances.jsonl"):
         p = root / name
@@ -78,35 +86,45 @@ def _audio_files(root: Path) -> list[Path]:
     return out
 
 
-def _model_options(config) -> dict:
+def _model_options(config) -> tuple[tuple[str, str], ...]:
     out = {}
     for item in options.get(config, "model-option"):
         if "=" not in item:
             raise pytest.UsageError(f"--duplexact-model-option expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+        out[k.strip()] = v.strip()  # a repeated key: the last value wins
+    return tuple(out.items())
 
 
-def settings_of(config, spec: str, root: Path) -> dict:
-    return {
-        "model": spec,
-        "model_options": _model_options(config),
-        "dataset": str(root),
-        "dataset_fingerprint": dataset_fingerprint(root),
-        "judge": options.get(config, "judge"),
-        "judge_base_url": options.get(config, "judge-base-url"),
-        "audio_judge": options.get(config, "audio-judge"),
-        "transcriber": options.get(config, "transcriber"),
-        "simulator": options.get(config, "simulator"),
-        "simulator_model": options.get(config, "simulator-model")
-        if options.get(config, "simulator") == "llm" else None,
-        "scoring_version": __version__,
-    }
+def settings_of(config, spec: str, root: Path, selection: Selection, *,
+                released: dict | None = None, bargein_branches: str | None = None
+                ) -> RunSettings:
+    """The run's settings, read once from the options."""
+    simulator = options.get(config, "simulator")
+    return RunSettings(
+        model=spec,
+        model_options=_model_options(config),
+        dataset=str(root),
+        dataset_fingerprint=dataset_fingerprint(root),
+        judge=options.get(config, "judge"),
+        judge_base_url=options.get(config, "judge-base-url"),
+        audio_judge=options.get(config, "audio-judge"),
+        transcriber=options.get(config, "transcriber"),
+        simulator=simulator,
+        simulator_model=options.get(config, "simulator-model") if simulator == "llm" else None,
+        scoring_version=__version__,
+        selection=selection,
+        bargein_branches=bargein_branches,
+        released=released,
+    )
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) -> Path:
-    if hasattr(config, "workerinput") and "duplexact_run_dir" in config.workerinput:
+    if is_worker(config) and "duplexact_run_dir" in config.workerinput:
         return Path(config.workerinput["duplexact_run_dir"])
     resume = options.get(config, "resume")
     given = options.get(config, "run-dir")
@@ -144,43 +162,33 @@ def _holds_files(folder: Path) -> bool:
 
 def _what_run(run_dir: Path) -> str:
     try:
-        settings = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))["settings"]
-        return f" (it holds a run of model {settings['model']!r})"
+        return f" (it holds a run of model {RunDir(run_dir).read_run_settings()['model']!r})"
     except (OSError, ValueError, KeyError, TypeError):
         return ""
 
 
-def _seed(settings: dict):
-    return (settings.get("selection") or {}).get("seed")
-
-
-def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[dict, list]:
+def _load_resumed(run_dir: Path, settings: RunSettings,
+                  wanted_ids: set[str]) -> tuple[dict, list]:
     """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
     instance, from each outcome's fingerprint and files) and the messages for the terminal.
     Harness and judge errors are retried; outcomes scored under other settings are re-run,
     never mixed in."""
-    run_file = run_dir / RUN_FILE
+    run_file = RunDir(run_dir).run_file
     if not run_file.is_file():
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
                                 "DuplexAct run directory?")
     try:
-        old = json.loads(run_file.read_text(encoding="utf-8"))["settings"]
-        if not isinstance(old, dict):
-            raise TypeError("'settings' is not an object")
-    except (ValueError, KeyError, TypeError) as e:
+        old = RunSettings.from_dict(RunDir(run_dir).read_run_settings())
+    except (ValueError, KeyError, TypeError) as e:  # SettingsError is a ValueError
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: {RUN_FILE} is damaged "
                                 f"({type(e).__name__}: {e}); start a new run directory") from None
-    diff = [k for k in IDENTITY_KEYS if old.get(k) != settings.get(k)]
+    diff = settings.identity_changes(old)
     if diff:
-        details = "; ".join(f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in diff)
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: this is a different run "
-                                f"({details}); start a new run directory instead")
-    found = journal.scan(run_dir, wanted_ids, journal.fingerprint(settings))
+                                f"({'; '.join(diff)}); start a new run directory instead")
+    found = journal.scan(run_dir, wanted_ids, settings.fingerprint())
     messages = [f"duplexact: resuming {run_dir}: {found.summary()}"]
-    changed = [f"{k}: {old.get(k)!r} -> {settings.get(k)!r}" for k in SCORING_KEYS
-               if old.get(k) != settings.get(k)]
-    if _seed(old) != _seed(settings):
-        changed.append(f"seed: {_seed(old)!r} -> {_seed(settings)!r}")
+    changed = settings.scoring_changes(old)
     stale = found.count(journal.Status.STALE)
     if changed or stale:
         why = f"settings changed ({'; '.join(changed)})" if changed else \
@@ -190,102 +198,26 @@ def _load_resumed(run_dir: Path, settings: dict, wanted_ids: set[str]) -> tuple[
     return found.finished, messages
 
 
-def build_state(config, spec: str):
-    from .plugin import State
+def _preflight(config, spec: str, settings: RunSettings) -> None:
+    """Fail before any instance runs when the model cannot work at all (unknown name, missing
+    API key): models may expose ``preflight(**options)`` on their factory."""
+    from .models import preflight
 
-    data = options.get(config, "data")
-    released = None
-    if data and str(data).startswith("hf:"):  # the released benchmark (released/)
-        from .released.run import resolve_for_run
-
-        root, released = resolve_for_run(config, data)
-    else:
-        root = Path(data or bundled_root()).resolve()
-    dataset, problems = check_dataset(root)
-    if problems:
-        raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
-                                + str(DatasetError(problems)))
     try:
-        sel = Selection(
-            actions=tuple(options.get(config, "action")),
-            conditions=tuple(options.get(config, "condition")),
-            scenarios=tuple(options.get(config, "scenario")),
-            sources=tuple(options.get(config, "source")),
-            corpora=tuple(options.get(config, "corpus")),
-            limit=options.get(config, "limit"),
-            seed=options.get(config, "seed"),
-            shard=parse_shard(options.get(config, "shard")),
-        )
-        instances = select(dataset.instances, sel)
-    except SelectionError as e:
-        raise pytest.UsageError(f"duplexact selection: {e}") from None
-    try:
-        gate_list = [gates.parse(g) for g in options.get(config, "gate")]
-    except gates.GateError as e:
-        raise pytest.UsageError(str(e)) from None
-    settings = settings_of(config, spec, root)
-    settings["selection"] = {"actions": list(sel.actions), "conditions": list(sel.conditions),
-                             "scenarios": list(sel.scenarios), "sources": list(sel.sources),
-                             "limit": sel.limit, "seed": sel.seed,
-                             "shard": None if sel.shard is None else "%d/%d" % sel.shard}
-    if sel.corpora:  # only when used, so reports of other runs keep their bytes
-        settings["selection"]["corpora"] = list(sel.corpora)
-    if released is not None:
-        settings["released"] = released
-    branches = options.get(config, "bargein-branches")
-    if branches not in ("on", "off"):
-        raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
-    if any(r in i.clips for i in dataset.instances for r in ("branch_acknowledged",
-                                                              "branch_ignored")):
-        settings["bargein_branches"] = branches  # it changes what such instances hear
-    run_dir = _resolve_run_dir(config, spec, sel.shard)
-    state = State(spec, settings, instances, run_dir, gate_list)
-    if released is not None and released["unmappable"]:
-        state.notes.append(f"{released['unmappable']} row(s) of the released data skipped as "
-                           "unmappable (--duplexact-skip-unmappable): "
-                           + ", ".join(released["unmappable_ids"]))
-    worker = hasattr(config, "workerinput")
-    if options.get(config, "resume"):
-        wanted = {i.id for i in instances}
-        if worker:  # the controller checked run.json (and rewrote it): the journal decides
-            state.resumed = journal.scan(run_dir, wanted, journal.fingerprint(settings)).finished
-        else:
-            state.resumed, state.messages = _load_resumed(run_dir, settings, wanted)
-    if not worker:
-        _check_urls(settings)
-        _preflight(config, spec, settings)
-        _preflight_data(spec, instances)
-        state.baseline = _check_baseline(config)
-        _check_prices(config)
-        from .runlock import RunDirLocked, RunLock
-
-        try:
-            state.lock = RunLock.acquire(run_dir)
-        except (RunDirLocked, OSError) as e:
-            raise pytest.UsageError(str(e)) from None
-        try:
-            write_json_atomic(run_dir / RUN_FILE, {"settings": settings, "package_version":
-                                                   __version__,
-                                                   "fingerprint": journal.fingerprint(settings)})
-        except OSError as e:
-            state.lock.release()
-            raise pytest.UsageError(f"cannot write the run directory {run_dir}: {e}") from None
-        # A resumed folder keeps its earlier report until this session's replaces it (on
-        # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
-    return state
+        preflight(spec, **settings.options)
+    except Exception as e:  # the model's own, user-facing message
+        raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
 
 
-def _check_urls(settings: dict) -> None:
+def _check_urls(settings: RunSettings) -> None:
     """Judge / transcriber / simulator base URLs that would carry the key in clear."""
-    import os
-
     from .netsafety import insecure_url_problem
 
-    if not (settings.get("judge") or settings.get("audio_judge")
-            or settings.get("transcriber") not in (None, "auto", "native", "offline")
-            or settings.get("simulator") == "llm"):
+    if not (settings.judge or settings.audio_judge
+            or settings.transcriber not in (None, "auto", "native", "offline")
+            or settings.simulator == "llm"):
         return  # nothing remote is asked for
-    for what, url in (("--duplexact-judge-base-url", settings.get("judge_base_url")),
+    for what, url in (("--duplexact-judge-base-url", settings.judge_base_url),
                       *((name, os.environ.get(name)) for name in (
                           "DUPLEXACT_JUDGE_BASE_URL", "DUPLEXACT_AUDIO_JUDGE_BASE_URL",
                           "DUPLEXACT_SIMULATOR_BASE_URL", "DUPLEXACT_TRANSCRIBE_BASE_URL",
@@ -293,17 +225,6 @@ def _check_urls(settings: dict) -> None:
         problem = insecure_url_problem(url, what)
         if problem:
             raise pytest.UsageError(problem)
-
-
-def _preflight(config, spec: str, settings: dict) -> None:
-    """Fail before any instance runs when the model cannot work at all (unknown name, missing
-    API key): models may expose ``preflight(**options)`` on their factory."""
-    from .models import preflight
-
-    try:
-        preflight(spec, **settings["model_options"])
-    except Exception as e:  # the model's own, user-facing message
-        raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
 
 
 def _preflight_data(spec: str, instances) -> None:
@@ -355,116 +276,343 @@ def _check_baseline(config) -> str | None:
     return path
 
 
-def build_harness(config, state) -> Harness:
-    from .models import resolve_model
-    from .judges.cache import RequestCache
-    from .wiring import make_panel, make_policy, make_transcriber
+class JudgeUnavailable(Exception):
+    """A judge was asked and gave no usable verdict: the measurement is incomplete (an error,
+    never a NO and never a YES)."""
 
-    from .models import is_streaming
 
-    model = resolve_model(state.model_spec, **state.settings["model_options"])
-    cache_dir = Path(options.get(config, "cache-dir") or state.run_dir / "cache")
-    timeout, judge_timeout = options.get(config, "timeout"), options.get(config, "judge-timeout")
-    if not (timeout > 0 and judge_timeout > 0):
-        raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must be > 0")
-    harness = Harness(
-        model=model, model_name=state.model_spec, run_dir=state.run_dir,
-        panel=make_panel(state.settings, cache_dir, judge_timeout),
-        transcriber=make_transcriber(state.settings, cache_dir, judge_timeout),
-        policy=make_policy(state.settings, cache_dir),
-        seed=state.settings["selection"]["seed"],
-        model_options=state.settings["model_options"],
-        fingerprint=journal.fingerprint(state.settings),
-        vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
-        timeout=timeout,
-        bargein_branches=options.get(config, "bargein-branches") != "off",
+def param_id(inst) -> str:
+    """``delayed-casual-03`` for instance ``take_turn-delayed-casual-03``: the condition leads
+    (so ``-k delayed`` selects it) and the instance id follows without repeating it."""
+    prefix = f"{inst.action}-{inst.condition}-"
+    rest = inst.id[len(prefix):] if inst.id.startswith(prefix) else inst.id
+    return f"{inst.condition}-{rest}"
+
+
+def _selection(config) -> Selection:
+    return Selection(
+        actions=tuple(options.get(config, "action")),
+        conditions=tuple(options.get(config, "condition")),
+        scenarios=tuple(options.get(config, "scenario")),
+        sources=tuple(options.get(config, "source")),
+        corpora=tuple(options.get(config, "corpus")),
+        limit=options.get(config, "limit"),
+        seed=options.get(config, "seed"),
+        shard=parse_shard(options.get(config, "shard")),
     )
-    concurrency = options.get(config, "concurrency")
-    if concurrency < 1:
-        raise pytest.UsageError("--duplexact-concurrency must be >= 1")
-    if concurrency > 1 and is_streaming(model):  # a stepped model computes one trial at a time
-        from .prefetch import Prefetcher
-
-        harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout)
-    return harness
 
 
-def _publish(config, state, report: dict) -> None:
-    """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
-    Actions job summary. Either failing is said, never fatal: the run dir has the report."""
-    from .report import job_summary, store
+class DuplexactSession:
+    """What the plugin knows for this pytest process (controller or worker), and its hooks."""
 
-    if options.get(config, "autosave"):
+    def __init__(self, config: pytest.Config, spec: str):
+        self.config = config
+        self.model_spec = spec
+        self.worker = is_worker(config)
+        data = options.get(config, "data")
+        released = None
+        if data and str(data).startswith("hf:"):  # the released benchmark (released/)
+            from .released.run import resolve_for_run
+
+            root, released = resolve_for_run(config, data)
+        else:
+            root = Path(data or bundled_root()).resolve()
+        dataset, problems = check_dataset(root)
+        if problems:
+            raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
+                                    + str(DatasetError(problems)))
         try:
-            saved = store.save(report, _store(config))
-            state.messages.append(f"duplexact: stored this run as {saved}")
-        except OSError as e:
-            state.messages.append(f"duplexact: WARNING: could not store this run: {e}")
-    try:
-        written = job_summary.append(report, report_path=str(state.run_dir / REPORT_FILE))
-    except OSError as e:
-        state.messages.append(f"duplexact: WARNING: could not write the job summary: {e}")
-    else:
-        if written:
-            state.messages.append(f"duplexact: summary appended to {written}")
+            sel = _selection(config)
+            self.instances = select(dataset.instances, sel)
+        except SelectionError as e:
+            raise pytest.UsageError(f"duplexact selection: {e}") from None
+        try:
+            self.gates = [gates.parse(g) for g in options.get(config, "gate")]
+        except gates.GateError as e:
+            raise pytest.UsageError(str(e)) from None
+        branches = options.get(config, "bargein-branches")
+        if branches not in ("on", "off"):
+            raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
+        has_branches = any(r in i.clips for i in dataset.instances
+                           for r in ("branch_acknowledged", "branch_ignored"))
+        # recorded (and fingerprinted) only for data that has branch clips: it changes what
+        # those instances hear, and nothing else
+        self.settings: RunSettings = settings_of(
+            config, spec, root, sel, released=released,
+            bargein_branches=branches if has_branches else None)
+        self.run_dir = _resolve_run_dir(config, spec, sel.shard)
+        self.notes: list[str] = []  # into the report
+        if released is not None and released["unmappable"]:
+            self.notes.append(f"{released['unmappable']} row(s) of the released data skipped "
+                              "as unmappable (--duplexact-skip-unmappable): "
+                              + ", ".join(released["unmappable_ids"]))
+        self.baseline: str | None = None  # report gated against (--duplexact-baseline/-compare)
+        self.lock = None  # runlock.RunLock of the run directory (controller / serial run)
+        self.outcomes: dict[str, dict] = {}  # nodeid -> outcome dict (controller)
+        self.usage: dict[str, dict] = {}  # nodeid -> remote-service cost of the instance
+        self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
+        self.messages: list[str] = []  # terminal only, not in the report (resume)
+        self.report: dict | None = None
+        self.gate_results: list = []
+        self._harness: Harness | None = None
+        self._next_item = None  # the item pytest runs after the current one (look-ahead)
+        if options.get(config, "resume"):
+            wanted = {i.id for i in self.instances}
+            if self.worker:  # the controller checked run.json (and rewrote it)
+                self.resumed = journal.scan(self.run_dir, wanted,
+                                            self.settings.fingerprint()).finished
+            else:
+                self.resumed, self.messages = _load_resumed(self.run_dir, self.settings, wanted)
+        if not self.worker:
+            _check_urls(self.settings)
+            _preflight(config, spec, self.settings)
+            _preflight_data(spec, self.instances)
+            self.baseline = _check_baseline(config)
+            _check_prices(config)
+            from .runlock import RunDirLocked, RunLock
 
-
-def finish(config, state, exitstatus: int) -> int | None:
-    """Controller side: build and write the report, evaluate gates; returns the new exit
-    status when gates decide it."""
-    from .report import build_report, lookup
-
-    outcomes = [InstanceOutcome.from_dict(d) for d in state.outcomes.values()]
-    report = build_report(outcomes, state.settings, state.model_spec)
-    results = [gates.evaluate(g, lookup(report)) for g in state.gates]
-    report["gates"] = [r.to_dict() for r in results]
-    report["notes"] = list(state.notes)
-    report["usage"] = usage.total(state.usage.values())
-    from .report.cost import PriceError, estimate, load_prices
-
-    try:
-        report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
-    except PriceError as e:  # checked at start; a file changed mid-run still ends the run
-        state.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
-    missing = len({i.id for i in state.instances} - {o.id for o in outcomes})
-    if missing:  # the report is incomplete: say so in it, and how to finish it
-        report["notes"].append(
-            f"{missing} of {len(state.instances)} selected instance(s) have no outcome "
-            "(deselected, interrupted, or lost with a crashed worker); "
-            f"pytest --duplexact-resume={state.run_dir} runs them")
-    if "released" in state.settings:  # the paper side by side (released/paper.py)
-        from .released.paper import paper_section
-
-        report["paper_comparison"] = paper_section(report)
-    baseline = state.baseline
-    if baseline:  # regression gate (report/baseline.py): significant drops fail the run
-        from .report.baseline import gate
-
-        report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
-    state.report, state.gate_results = report, results
-    unwritten = []
-    for path in (state.run_dir / REPORT_FILE, options.get(config, "report")):
-        if not path:
-            continue
-        try:  # each copy says where its recordings are, relative to itself ("." in the run dir)
-            where = Path(path).resolve().parent
             try:
-                rel = os.path.relpath(state.run_dir, where)
-            except ValueError:  # another drive (Windows)
-                rel = str(state.run_dir)
-            write_json_atomic(Path(path), {**report, "run_dir": Path(rel).as_posix()})
-        except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
-            unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
-    if unwritten:
-        state.messages += unwritten + [
-            f"duplexact: the finished instances are journaled in {state.run_dir / 'instances'}"
-            f"; once there is room, pytest --duplexact-resume={state.run_dir} writes the report"]
-        return 1 if exitstatus in (0, 1) else None
-    _publish(config, state, report)
-    state.messages.append(f"duplexact: run directory {state.run_dir} (recordings, timelines, "
-                          "report.json)")
-    if not (state.gates or baseline) or exitstatus not in (0, 1):
-        return None  # no gates: pytest's own semantics; interrupted / usage errors stay
-    errors = report["totals"]["errors"]
-    passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
-    return 0 if passed and errors == 0 else 1
+                self.lock = RunLock.acquire(self.run_dir)
+            except (RunDirLocked, OSError) as e:
+                raise pytest.UsageError(str(e)) from None
+            try:
+                RunDir(self.run_dir).write_run(self.settings.to_dict(), __version__,
+                                               self.settings.fingerprint())
+            except OSError as e:
+                self.lock.release()
+                raise pytest.UsageError(f"cannot write the run directory {self.run_dir}: "
+                                        f"{e}") from None
+            # A resumed folder keeps its earlier report until this session's replaces it (on
+            # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
+
+    # --- the harness and one instance -------------------------------------------------------
+
+    @property
+    def harness(self) -> Harness:
+        """Built on first use (in the first test's setup), so a usage error in the model's
+        wiring is reported by pytest, and collection-only runs build nothing."""
+        if self._harness is None:
+            concurrency = options.get(self.config, "concurrency")
+            if concurrency < 1:
+                raise pytest.UsageError("--duplexact-concurrency must be >= 1")
+            cache_dir = options.get(self.config, "cache-dir")
+            timeout = options.get(self.config, "timeout")
+            judge_timeout = options.get(self.config, "judge-timeout")
+            if not (timeout > 0 and judge_timeout > 0):
+                raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must "
+                                        "be > 0")
+            try:
+                self._harness = Harness.from_settings(
+                    self.settings, self.run_dir, cache_dir=Path(cache_dir) if cache_dir else None,
+                    concurrency=concurrency, timeout=timeout, judge_timeout=judge_timeout,
+                    bargein_branches=options.get(self.config, "bargein-branches") != "off")
+            except SettingsError as e:
+                raise pytest.UsageError(str(e)) from None
+        return self._harness
+
+    def outcome(self, item, inst) -> InstanceOutcome:
+        """The instance's outcome (stored when resumed, else run now), recorded on the test's
+        report; raises on a model/harness error and on a judge that gave no answer."""
+        done = self.resumed.get(inst.id)
+        if done is not None:
+            outcome = InstanceOutcome.from_dict(done)
+            if done.get("usage") is not None:  # what it cost when it ran (journal.USAGE_KEY)
+                item.user_properties.append((USAGE_PROPERTY, done["usage"]))
+        else:
+            harness = self.harness
+            if harness.prefetcher is not None:  # keep `concurrency` trials in flight
+                harness.prefetcher.submit(
+                    [inst] + self._upcoming(item, 2 * harness.prefetcher.concurrency))
+            before = usage.snapshot(harness)
+            try:
+                outcome = harness.run(inst)
+            except Exception as exc:
+                outcome = harness.error_outcome(inst, exc)
+                item.user_properties.append((PROPERTY, outcome.to_dict()))
+                raise
+            finally:
+                item.user_properties.append(
+                    (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
+        item.user_properties.append((PROPERTY, outcome.to_dict()))
+        stages = [outcome.immediate, outcome.subsequent]
+        bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
+        if bad:
+            raise JudgeUnavailable(bad[0].reason)
+        return outcome
+
+    def _upcoming(self, item, n: int) -> list:
+        """The next n instances this process will run (not yet finished), in order. Serial:
+        the session's items after this one. An xdist worker only learns what it runs next
+        through pytest's public ``nextitem`` (its queue is xdist's private state), so it
+        looks one test ahead."""
+        if self.worker:
+            following = [self._next_item] if self._next_item is not None else []
+        else:
+            items = item.session.items
+            try:
+                following = items[items.index(item) + 1:]
+            except ValueError:
+                return []
+        out = []
+        for it in following:
+            inst = getattr(getattr(it, "callspec", None), "params", {}).get("duplexact_instance")
+            if inst is not None and inst.id not in self.resumed:
+                out.append(inst)
+                if len(out) >= n:
+                    break
+        return out
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        """pytest-xdist, controller: every worker writes into this run's directory."""
+        node.workerinput["duplexact_run_dir"] = str(self.run_dir)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        action = getattr(metafunc.function, "_duplexact_action", None)
+        if action is None:
+            return
+        insts = [i for i in self.instances if i.action == action]
+        if not insts:  # this action is not selected: deselect it rather than show a skip
+            metafunc.parametrize("duplexact_instance", [pytest.param(None, marks=_UNSELECTED)],
+                                 ids=["unselected"])
+            return
+        metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
+
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        drop = [it for it in items if it.get_closest_marker("duplexact_unselected")]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem) -> None:
+        self._next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker:  # the controller aggregates (xdist replays the reports there)
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                self.outcomes[report.nodeid] = value
+            elif name == USAGE_PROPERTY:
+                self.usage[report.nodeid] = value
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if not self.worker and tr is not None:  # shown before the long run starts
+            for line in self.messages:
+                tr.write_line(line)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
+        if self.worker:
+            return
+        new_status = self.finish(int(exitstatus))
+        if new_status is not None:
+            session.exitstatus = new_status
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+        if self.worker or self.report is None:
+            return
+        from .report.terminal import render
+
+        for line in render(self.report, self.gate_results):
+            terminalreporter.write_line(line)
+        for line in self.messages:
+            terminalreporter.write_line(line)
+
+    def pytest_unconfigure(self, config) -> None:
+        if self.lock is not None:
+            self.lock.release()
+        if self._harness is not None and self._harness.prefetcher is not None:
+            self._harness.prefetcher.close()
+
+    # --- the end of the run (controller) -----------------------------------------------------
+
+    def finish(self, exitstatus: int) -> int | None:
+        """Build and write the report, evaluate gates; returns the new exit status when gates
+        decide it."""
+        from .report import build_report, lookup
+
+        config = self.config
+        outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
+        report = build_report(outcomes, self.settings, self.model_spec)
+        results = [gates.evaluate(g, lookup(report)) for g in self.gates]
+        report["gates"] = [r.to_dict() for r in results]
+        report["notes"] = list(self.notes)
+        report["usage"] = usage.total(self.usage.values())
+        from .report.cost import PriceError, estimate, load_prices
+
+        try:
+            report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
+        except PriceError as e:  # checked at start; a file changed mid-run still ends the run
+            self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
+        missing = len({i.id for i in self.instances} - {o.id for o in outcomes})
+        if missing:  # the report is incomplete: say so in it, and how to finish it
+            report["notes"].append(
+                f"{missing} of {len(self.instances)} selected instance(s) have no outcome "
+                "(deselected, interrupted, or lost with a crashed worker); "
+                f"pytest --duplexact-resume={self.run_dir} runs them")
+        if self.settings.released is not None:  # the paper side by side (released/paper.py)
+            from .released.paper import paper_section
+
+            report["paper_comparison"] = paper_section(report)
+        baseline = self.baseline
+        if baseline:  # regression gate (report/baseline.py): significant drops fail the run
+            from .report.baseline import gate
+
+            report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
+        self.report, self.gate_results = report, results
+        unwritten = []
+        for path in (RunDir(self.run_dir).report_file, options.get(config, "report")):
+            if not path:
+                continue
+            try:  # each copy says where its recordings are, relative to itself ("." in it)
+                where = Path(path).resolve().parent
+                try:
+                    rel = os.path.relpath(self.run_dir, where)
+                except ValueError:  # another drive (Windows)
+                    rel = str(self.run_dir)
+                write_json(Path(path), {**report, "run_dir": Path(rel).as_posix()})
+            except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
+                unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
+        if unwritten:
+            self.messages += unwritten + [
+                f"duplexact: the finished instances are journaled in "
+                f"{RunDir(self.run_dir).instances}; once there is room, pytest "
+                f"--duplexact-resume={self.run_dir} writes the report"]
+            return 1 if exitstatus in (0, 1) else None
+        self._publish(report)
+        self.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "
+                             "timelines, report.json)")
+        if not (self.gates or baseline) or exitstatus not in (0, 1):
+            return None  # no gates: pytest's own semantics; interrupted / usage errors stay
+        errors = report["totals"]["errors"]
+        passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
+        return 0 if passed and errors == 0 else 1
+
+
+
+    def _publish(self, report: dict) -> None:
+        """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
+        Actions job summary. Either failing is said, never fatal: the run dir has the
+        report."""
+        from .report import job_summary, store
+
+        if options.get(self.config, "autosave"):
+            try:
+                saved = store.save(report, _store(self.config))
+                self.messages.append(f"duplexact: stored this run as {saved}")
+            except OSError as e:
+                self.messages.append(f"duplexact: WARNING: could not store this run: {e}")
+        try:
+            written = job_summary.append(report, report_path=str(RunDir(self.run_dir)
+                                                                  .report_file))
+        except OSError as e:
+            self.messages.append(f"duplexact: WARNING: could not write the job summary: {e}")
+        else:
+            if written:
+                self.messages.append(f"duplexact: summary appended to {written}")

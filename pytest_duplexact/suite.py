@@ -1,6 +1,6 @@
 """The one test body every suite module shares (suites/test_<action>.py only names its action).
 
-``pytest_generate_tests`` (plugin.py) parametrizes it over the selected instances of that
+``DuplexactSession.pytest_generate_tests`` (session.py) parametrizes it over the selected instances of that
 action, so the 24 condition suites are generated from the taxonomy, never copied.
 """
 

@@ -41,11 +41,17 @@ ACTION_LABELS: dict[str, str] = {
     "recover": "Recover",
 }
 
-# Actions whose timing diagnostic (SPEC §5) is reported as T in Table 4.
+# Actions whose timing diagnostic (SPEC §5) is reported as T in Table 4, and its title on the
+# HTML report's chart.
 TIMING_DIAGNOSTIC: dict[str, str] = {
     "stop": "yield_latency",
     "interrupt": "interruption_timing_difference",
     "recover": "recovery_latency",
+}
+TIMING_TITLES: dict[str, str] = {
+    "stop": "yield latency",
+    "interrupt": "timing vs target",
+    "recover": "latency after the cue",
 }
 
 # "unspecified": an instance whose data does not say (the released set may not); reported
@@ -85,6 +91,11 @@ class Condition:
     def key(self) -> str:
         """``action.condition``: unique across the benchmark (other_directed_speech is not)."""
         return f"{self.action}.{self.id}"
+
+    @property
+    def prompt_id(self) -> str:
+        """The id the judge prompts print: the paper's key where it differs (no_pause)."""
+        return self.judge_key or self.id
 
 
 def _c(action, cid, label, pipeline, judge_key=None, judge_context=None) -> Condition:
@@ -160,14 +171,18 @@ def condition(action: str, condition_id: str) -> Condition:
         ) from None
 
 
-def pipeline_of(action: str) -> Pipeline:
-    return conditions_of(action)[0].pipeline
-
-
 # --- Windows and thresholds (SPEC §2-§3, paper Appendix B), in seconds ----------------------
 
 BACKCHANNEL_MAX_WORDS = 3  # a segment of <= 3 words is a backchannel, > 3 substantive
 OBSERVATION_PERIOD_S = 15.0  # silence appended after Direct Replay user content
+
+# wait: the conditions whose window is an annotated pause (the other, continuous_speech, waits
+# through the whole user turn).
+WAIT_PAUSE_CONDITIONS: tuple[str, ...] = ("inter_sentential_pause", "intra_sentential_pause")
+
+# backchannel: the paper's audio judge labels a function "affirmative" or "uncertain"; the
+# condition id is "uncertainty". Either spelling is accepted, in any case.
+BACKCHANNEL_FUNCTION_ALIASES: dict[str, str] = {"uncertain": "uncertainty"}
 
 # take_turn: window relative to user-speech end (t = 0 there).
 TAKE_TURN_WINDOWS: dict[str, tuple[float, float]] = {

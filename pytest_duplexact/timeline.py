@@ -39,14 +39,6 @@ class Span:
     def duration(self) -> float:
         return self.end - self.start
 
-    def overlaps(self, other: "Span") -> bool:
-        """True when the two closed intervals share any instant of positive length or touch
-        inside each other; touching at a single end point does not count as overlap."""
-        return self.start < other.end and other.start < self.end
-
-    def contains(self, t: float) -> bool:
-        return self.start <= t <= self.end
-
     def __str__(self) -> str:
         return f"[{self.start:.2f}, {self.end:.2f}] s"
 
@@ -65,30 +57,33 @@ class Segment:
     """A maximal stretch of model speech (after merging short gaps) with its transcript.
 
     ``text`` is ``None`` when no transcript source was available; rules that need a word count
-    then refuse to guess (see ``words``).
+    then refuse to guess (see ``word_count``). ``words``: the timed words the text was joined
+    from (native transcript or ASR, on the timeline clock), empty when none were timed; the
+    judges' inputs split a segment at an instant by them (rules/speech.py).
     """
 
     start: float
     end: float
     text: str | None = None
+    words: tuple[Word, ...] = ()
 
     @property
     def span(self) -> Span:
         return Span(self.start, self.end)
 
     @property
-    def words(self) -> int:
+    def word_count(self) -> int:
         if self.text is None:
             raise MissingTranscript(self)
         return count_words(self.text)
 
     @property
     def is_backchannel(self) -> bool:
-        return self.words <= BACKCHANNEL_MAX_WORDS
+        return self.word_count <= BACKCHANNEL_MAX_WORDS
 
     @property
     def is_substantive(self) -> bool:
-        return self.words > BACKCHANNEL_MAX_WORDS
+        return self.word_count > BACKCHANNEL_MAX_WORDS
 
     def describe(self) -> str:
         text = "?" if self.text is None else repr(self.text)

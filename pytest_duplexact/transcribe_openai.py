@@ -63,7 +63,7 @@ class OpenAITranscriber:
         self.model = model or os.environ.get(ENV_MODEL) or DEFAULT_MODEL
         self.name = f"openai:{self.model}"
         self.language = language
-        self.policy = policy or calls.RetryPolicy()
+        self.policy = policy or calls.DEFAULT_POLICY
         self.cache = cache
         self.counters = calls.Counters()
         self.base_url = base_url or os.environ.get(ENV_BASE_URL) or None

@@ -1,4 +1,5 @@
-"""Builds the judges, the transcriber and the simulator policy a run's settings ask for.
+"""Builds the judges, the transcriber and the simulator policy a run's settings
+(settings.RunSettings) ask for.
 
 Offline defaults need no network: no judges (judged stages are NOT_JUDGED), the model's native
 transcript or the bundled offline ASR, and the rule-based simulator."""
@@ -7,25 +8,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from .settings import RunSettings, SettingsError
 
 
-def make_panel(settings: dict, cache_dir: Path, deadline: float | None = None):
-    from .scoring import NoJudges
-
-    if not settings.get("judge") and not settings.get("audio_judge"):
-        return NoJudges()
+def make_panel(settings: RunSettings, cache_dir: Path, deadline: float | None = None):
     from .judges import JudgePanel
 
-    return JudgePanel.from_options(judge_model=settings.get("judge"),
-                                   audio_model=settings.get("audio_judge"),
-                                   base_url=settings.get("judge_base_url"),
+    if not settings.judge and not settings.audio_judge:
+        return JudgePanel()  # no judges: judged stages are NOT_JUDGED
+
+    return JudgePanel.from_options(judge_model=settings.judge,
+                                   audio_model=settings.audio_judge,
+                                   base_url=settings.judge_base_url,
                                    cache_dir=cache_dir, deadline=deadline)
 
 
-def make_transcriber(settings: dict, cache_dir: Path, deadline: float | None = None):
+def make_transcriber(settings: RunSettings, cache_dir: Path, deadline: float | None = None):
     """``None`` means: use the model's native transcript only."""
-    name = settings.get("transcriber") or "auto"
+    name = settings.transcriber or "auto"
     if name == "native":
         return None
     from .transcribe import get_transcriber
@@ -37,12 +37,12 @@ def make_transcriber(settings: dict, cache_dir: Path, deadline: float | None = N
         from .judges.calls import policy_for
 
         policy = policy_for(deadline)
-    return get_transcriber(name, cache_dir=cache_dir, base_url=settings.get("judge_base_url"),
+    return get_transcriber(name, cache_dir=cache_dir, base_url=settings.judge_base_url,
                            policy=policy)
 
 
-def make_policy(settings: dict, cache_dir: Path):
-    name = settings.get("simulator") or "rule"
+def make_policy(settings: RunSettings, cache_dir: Path):
+    name = settings.simulator or "rule"
     if name == "rule":
         from .pipelines.simulator import RuleBasedSimulator
 
@@ -50,7 +50,7 @@ def make_policy(settings: dict, cache_dir: Path):
     if name == "llm":
         from .judges.simulator_llm import LLMSimulator
 
-        return LLMSimulator.from_options(model=settings.get("simulator_model"),
-                                         base_url=settings.get("judge_base_url"),
+        return LLMSimulator.from_options(model=settings.simulator_model,
+                                         base_url=settings.judge_base_url,
                                          cache_dir=cache_dir)
-    raise pytest.UsageError(f"--duplexact-simulator={name!r}: use 'rule' or 'llm'")
+    raise SettingsError(f"--duplexact-simulator={name!r}: use 'rule' or 'llm'")

@@ -23,8 +23,9 @@ from pytest_duplexact.journal import Status
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.recording_io import OUTPUT_FILE, RECORDING_FILE
-from pytest_duplexact.scoring import NoJudges
-from pytest_duplexact.session import IDENTITY_KEYS, RUN_FILE, SCORING_KEYS, _load_resumed
+from pytest_duplexact.judges import JudgePanel
+from pytest_duplexact.session import RUN_FILE, _load_resumed
+from pytest_duplexact.settings import IDENTITY_KEYS, SCORING_KEYS, RunSettings
 
 SETTINGS = {
     "model": "silent", "model_options": {}, "dataset": "/data/a",
@@ -34,7 +35,11 @@ SETTINGS = {
     "selection": {"actions": [], "conditions": [], "scenarios": [], "sources": [],
                   "limit": None, "seed": 0, "shard": None},
 }
-FP = journal.fingerprint(SETTINGS)
+FP = RunSettings.from_dict(SETTINGS).fingerprint()
+
+
+def rs(d: dict) -> RunSettings:
+    return RunSettings.from_dict(d)
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +51,8 @@ def instances():
 
 
 def make_harness(run_dir: Path, model=None) -> Harness:
-    return Harness(model=model or SilentModel(), model_name="silent", run_dir=run_dir,
-                   panel=NoJudges(), transcriber=None, policy=RuleBasedSimulator(),
+    return Harness(model=model or SilentModel(), run_dir=run_dir,
+                   panel=JudgePanel(), transcriber=None, policy=RuleBasedSimulator(),
                    fingerprint=FP)
 
 
@@ -223,28 +228,26 @@ def test_the_fingerprint_is_what_outcomes_depend_on():
                 s["selection"][k] = v
             else:
                 s[k] = v
-        return journal.fingerprint(s)
+        return rs(s).fingerprint()
 
     # the data's location and which instances are selected do not change an outcome
     assert fp(dataset="/elsewhere") == FP
     assert fp(limit=3, actions=["wait"], shard="1/2") == FP
     # the seed reaches seeded models; every fingerprint key changes it
     assert fp(seed=1) != FP
-    for key in journal.FINGERPRINT_KEYS:
-        assert fp(**{key: "changed"}) != FP, key
-    # optional keys change it only when present (data with barge-in branch clips)
-    for key in journal.OPTIONAL_FINGERPRINT_KEYS:
-        assert key not in SETTINGS
-        assert fp(**{key: "on"}) != FP and fp(**{key: "on"}) != fp(**{key: "off"}), key
     # resume refuses an identity change and reports a scoring change: both are fingerprinted
-    assert set(journal.FINGERPRINT_KEYS + journal.OPTIONAL_FINGERPRINT_KEYS) == \
-        set(IDENTITY_KEYS + SCORING_KEYS)
+    for key in IDENTITY_KEYS + SCORING_KEYS:
+        assert fp(**{key: {"x": "changed"} if key == "model_options" else "changed"}) != FP, key
+    # optional: changes it only when present (data with barge-in branch clips)
+    assert "bargein_branches" not in SETTINGS
+    assert fp(bargein_branches="on") != FP
+    assert fp(bargein_branches="on") != fp(bargein_branches="off")
 
 
 def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
     run = tmp_path / "run"
     h = make_harness(run)
-    h.fingerprint = journal.fingerprint(settings)
+    h.fingerprint = rs(settings).fingerprint()
     for inst in instances:
         h.run(inst)
     (run / RUN_FILE).write_text(json.dumps({"settings": settings}))
@@ -254,7 +257,7 @@ def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
 def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:2], SETTINGS)
     ids = {i.id for i in instances}
-    done, messages = _load_resumed(run, SETTINGS, ids)
+    done, messages = _load_resumed(run, rs(SETTINGS), ids)
     assert set(done) == {i.id for i in instances[:2]}
     assert messages == [f"duplexact: resuming {run}: 2 of 3 selected instance(s) finished and "
                         "reused; 1 to run (1 not finished)"]
@@ -263,7 +266,7 @@ def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
 def test_changed_scoring_settings_invalidate_with_a_warning(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances, SETTINGS)
     now = {**SETTINGS, "judge": "gpt-5.4"}
-    done, messages = _load_resumed(run, now, {i.id for i in instances})
+    done, messages = _load_resumed(run, rs(now), {i.id for i in instances})
     assert done == {}
     warning = messages[-1]
     assert "WARNING" in warning and "judge: None -> 'gpt-5.4'" in warning
@@ -274,17 +277,18 @@ def test_changed_scoring_settings_invalidate_with_a_warning(tmp_path, instances)
 def test_a_different_run_is_refused(tmp_path, instances, key):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     with pytest.raises(pytest.UsageError, match=f"different run.*{key}"):
-        _load_resumed(run, {**SETTINGS, key: {"other": 1}}, {instances[0].id})
+        other = {"other": "1"} if key == "model_options" else "other"
+        _load_resumed(run, rs({**SETTINGS, key: other}), {instances[0].id})
 
 
 def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     (run / RUN_FILE).write_text('{"settings": ')
     with pytest.raises(pytest.UsageError, match="run.json is damaged"):
-        _load_resumed(run, SETTINGS, {instances[0].id})
+        _load_resumed(run, rs(SETTINGS), {instances[0].id})
     shutil.rmtree(run)
     with pytest.raises(pytest.UsageError, match="no run.json"):
-        _load_resumed(run, SETTINGS, {instances[0].id})
+        _load_resumed(run, rs(SETTINGS), {instances[0].id})
 
 
 def test_an_error_that_cannot_be_journaled_still_reaches_the_report(tmp_path, instances,

@@ -173,7 +173,7 @@ def test_native_transcript_words_give_the_text(fixed_vad):
 def test_a_segment_the_native_transcript_says_nothing_about_has_zero_words(fixed_vad):
     tl = seg.build_timeline(recording(transcript=(w(3.1, 3.5, "Okay."),)))
     assert [s.text for s in tl.segments] == ["", "Okay."]
-    assert tl.segments[0].words == 0
+    assert tl.segments[0].word_count == 0
 
 
 class _Exploding:
@@ -228,5 +228,5 @@ def test_end_to_end_on_speech_with_a_native_transcript():
     assert abs(first.start - truth[0][0]) <= TOL_S and abs(first.end - truth[0][1]) <= TOL_S
     assert abs(second.start - truth[1][0]) <= TOL_S and abs(second.end - truth[2][1]) <= TOL_S
     assert first.text == "Yeah." and first.is_backchannel
-    assert second.words == 6 + 8 and second.is_substantive
+    assert second.word_count == 6 + 8 and second.is_substantive
     assert tl.duration == pytest.approx(len(out) / SR)

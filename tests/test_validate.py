@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from pytest_duplexact import cli, instance, taxonomy
 from pytest_duplexact.instance import bundled_root, check_dataset
+from pytest_duplexact.rules import RULES
 from tests.runs_support import link_audio
 
 BUNDLED = bundled_root()
@@ -172,8 +173,10 @@ NON_FINITE = st.sampled_from([float("nan"), float("inf"), float("-inf"), 1e400])
 TEMPLATE_BY_ACTION = {t["action"]: t for t in TEMPLATES}  # one valid instance per action
 
 
-def _required(action: str) -> dict[str, tuple[str, ...]]:
-    return instance._REQUIRED[action]
+def _required(obj: dict) -> dict[str, tuple[str, ...]]:
+    """What the action's rule requires of an instance of this condition."""
+    need = RULES[obj["action"]].requires(obj["condition"])
+    return {"clips": need.clips, "ann": need.annotations, "text": need.texts}
 
 
 @st.composite
@@ -182,7 +185,7 @@ def defect(draw, obj: dict) -> tuple[dict | str, str | None, str]:
     name (None: the line as a whole), 'id' when the problem is reported under the line)."""
     obj = copy.deepcopy(obj)
     action = obj["action"]
-    need = _required(action)
+    need = _required(obj)
     kind = draw(st.sampled_from([
         "drop_key", "drop_clip", "drop_annotation", "drop_text", "bad_id", "unsafe_id",
         "bad_enum", "section_type", "clip_type", "annotation_value", "window", "text_type",
@@ -292,7 +295,7 @@ def benign(draw, obj: dict) -> dict:
         role = draw(st.sampled_from(sorted(obj["audio"])))
         clip = obj["audio"][role]
         obj["audio"][role] = clip["path"] if isinstance(clip, dict) else clip
-    optional = [k for k in obj["text"] if k not in _required(obj["action"])["text"]]
+    optional = [k for k in obj["text"] if k not in _required(obj)["text"]]
     if optional and draw(st.booleans()):
         del obj["text"][draw(st.sampled_from(optional))]
     return obj

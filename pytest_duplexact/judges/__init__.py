@@ -9,8 +9,8 @@ NOT_JUDGED.
 from .audio_judge import AudioJudge
 from .cache import RequestCache
 from .calls import ConfigError, Counters, RequestFailed, RetryPolicy
+from ..rules.speech import JudgeInputError
 from .client import Answer, JudgeClient
-from .inputs import JudgeInputError
 from .panel import JudgePanel
 from .simulator_llm import LLMSimulator
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from ..atomic import write_text
 
 FORMAT_NAME = "duplexact-request-cache"
 FORMAT_VERSION = 1
@@ -93,15 +93,7 @@ class RequestCache:
             "response_sha256": sha256_hex(canonical(response)),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}.", suffix=".part", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text(path, json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
         self.stats.writes += 1
         return path
 

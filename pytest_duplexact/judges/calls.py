@@ -31,6 +31,7 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
+from ..retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
 from .cache import RequestCache, request_key
 
 T = TypeVar("T")
@@ -50,36 +51,6 @@ class ConfigError(ValueError):
     """A judge/transcriber cannot be built as configured (e.g. no API key)."""
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """``max_attempts`` requests at most per logical request; between them an exponential
-    backoff ``backoff_base * 2**(n-1)`` capped at ``backoff_cap``, or the server's Retry-After
-    capped at ``retry_after_cap``. ``timeout``: total seconds one HTTP request may take (not
-    per read). ``deadline``: total seconds for the logical request, retries and waits
-    included; no attempt starts or waits past it (``None``: only the attempts bound it)."""
-
-    max_attempts: int = 4
-    backoff_base: float = 1.0
-    backoff_cap: float = 20.0
-    retry_after_cap: float = 60.0
-    timeout: float = 60.0
-    deadline: float | None = 150.0
-
-    def __post_init__(self):
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        if min(self.backoff_base, self.backoff_cap, self.retry_after_cap) < 0:
-            raise ValueError("backoff and caps must be >= 0")
-        if not self.timeout > 0 or (self.deadline is not None and not self.deadline > 0):
-            raise ValueError("timeout and deadline must be > 0")
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.retry_after_cap)
-        return min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
-
-
 MAX_REASON_CHARS = 1000  # a judge's reason as stored and shown; the cache keeps it whole
 
 
@@ -91,6 +62,7 @@ def capped(text: str, limit: int = MAX_REASON_CHARS) -> str:
     return f"{text[:limit]}... [{len(text) - limit} more characters in the request cache]"
 
 
+DEFAULT_DEADLINE = 150.0  # a question, retries and waits included (--duplexact-judge-timeout)
 MAX_ATTEMPT_S = 60.0  # one HTTP attempt never gets more, whatever the question's deadline
 
 
@@ -101,8 +73,10 @@ def policy_for(deadline: float | None = None, max_attempts: int | None = None) -
         kw.update(deadline=deadline, timeout=min(MAX_ATTEMPT_S, deadline))
     if max_attempts is not None:
         kw["max_attempts"] = max_attempts
-    return RetryPolicy(**kw)
+    return RetryPolicy(**{"deadline": DEFAULT_DEADLINE, **kw})
 
+
+DEFAULT_POLICY = policy_for()
 
 @dataclass
 class Counters:

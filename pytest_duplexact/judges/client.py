@@ -88,7 +88,7 @@ class ChatJSON:
                  sleep: Callable[[float], None] = time.sleep):
         self.model = model
         self.base_url = base_url
-        self.policy = policy or calls.RetryPolicy()
+        self.policy = policy or calls.DEFAULT_POLICY
         self.cache = cache
         self.params = dict(params or {})  # e.g. {"temperature": 0}; part of the cache key
         self.json_schema = json_schema

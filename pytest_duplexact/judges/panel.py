@@ -17,11 +17,11 @@ import numpy as np
 
 from .. import rules
 from ..audio import SAMPLE_RATE
-from ..instance import Instance
+from ..annotations import Instance
 from ..results import ImmediateResult, SubsequentResult, Verdict
 from ..rules.backchannel import Judgement
-from ..timeline import Segment, Timeline, Word
-from . import calls, inputs, prompts
+from ..timeline import Segment, Timeline
+from . import calls, prompts
 from .audio_judge import AudioJudge
 from .cache import RequestCache
 from .client import JudgeClient
@@ -30,6 +30,9 @@ OFF = ("off", "none")  # a model option with one of these values disables that j
 
 
 class JudgePanel:
+    """``JudgePanel()``, without judges, is the offline default: judged stages are NOT_JUDGED,
+    rule-decided ones are still decided."""
+
     def __init__(self, text: JudgeClient | None = None, audio: AudioJudge | None = None,
                  cache: RequestCache | None = None, notes: Sequence[str] = ()):
         self.text = text
@@ -46,37 +49,30 @@ class JudgePanel:
     # --- subsequent follow-through ---------------------------------------------------------
 
     def subsequent(self, instance: Instance, timeline: Timeline,
-                   immediate: ImmediateResult | None,
-                   model_words: Sequence[Word] = ()) -> SubsequentResult:
-        """S for one trial. ``model_words``: the model's timed words on the timeline clock,
-        if any, for splitting its speech at the cue / distractor end (inputs.py)."""
-        action, ann = instance.action, instance.annotations
-        if action == "stop":
-            return rules.stop.subsequent(ann, timeline)
+                   immediate: ImmediateResult | None) -> SubsequentResult:
+        """S for one trial: what the action's rule decides itself, else the text judge on the
+        paper's prompt with the fields the rule builds (rules/<action>.py)."""
+        rule, trial = rules.RULES[instance.action], rules.Trial(instance, timeline)
         if immediate is None or not immediate.success:
             return SubsequentResult(Verdict.NOT_APPLICABLE, "immediate execution did not "
                                     "succeed")
-        if action == "hold_floor" and (timeline.cue is None or
-                                       not rules.hold_floor.has_speech_after_cue(timeline)):
-            return SubsequentResult(Verdict.NOT_APPLICABLE, "no model speech after the cue "
-                                    "ended", judge="rule")
+        decided = rule.subsequent(trial, immediate)
+        if decided is not None:
+            return decided
         if self.text is None:
-            return SubsequentResult(Verdict.NOT_JUDGED, "subsequent follow-through needs the "
-                                    "text judge; none is configured" + self._why())
-        fields = inputs.BUILDERS[action](instance, timeline, model_words)
-        # The paper decides these without asking: no later speech is a failure (B.2, B.7).
-        if action == "wait" and not fields["model_response"]:
-            return SubsequentResult(Verdict.FAILURE, "no later response after the wait "
-                                    "interval", judge="rule", evidence={"fields": fields})
-        if action == "backchannel" and not fields["model_later"]:
-            return SubsequentResult(Verdict.FAILURE, "no later model speech after the "
-                                    "backchannel", judge="rule", evidence={"fields": fields})
-        system, user = prompts.SUBSEQUENT[action].render(fields)
+            return SubsequentResult(Verdict.NOT_JUDGED, "no text judge configured " +
+                                    (self._why() or "(--duplexact-judge)"))
+        fields = rule.judge_fields(trial, immediate)
+        # The paper decides some without asking: no later speech is a failure (B.2, B.7).
+        decided = rule.without_judge(fields)
+        if decided is not None:
+            return decided
+        prompt = prompts.SUBSEQUENT[instance.action]
+        system, user = prompt.render(fields)
         answer = self.text.ask_yes_no(system, user)
         # whether the answer came from the cache is counted in the report's usage, not here:
         # a re-score from the cache must give byte-identical outcomes
-        evidence = {"fields": fields, "prompt": prompts.SUBSEQUENT[action].source,
-                    "request_key": answer.key}
+        evidence = {"fields": fields, "prompt": prompt.source, "request_key": answer.key}
         if answer.error:
             return SubsequentResult(Verdict.JUDGE_ERROR, answer.error, judge=self.text.model,
                                     evidence=evidence)
@@ -95,7 +91,7 @@ class JudgePanel:
         Judgement (not judged), a failed one a Judgement with ``error``."""
         if self.text is None:
             return Judgement(), Judgement()
-        fields = inputs.backchannel_genuine(instance, timeline, candidate)
+        fields = rules.backchannel.genuine_fields(instance, timeline, candidate)
         system, user = prompts.BACKCHANNEL_GENUINE.render(fields)
         answer = self.text.ask_yes_no(system, user)
         if answer.error:
@@ -125,7 +121,7 @@ class JudgePanel:
                 "notes": list(self.notes)}
 
     def _why(self) -> str:
-        return f" ({'; '.join(self.notes)})" if self.notes else ""
+        return f"({'; '.join(self.notes)})" if self.notes else ""
 
     @classmethod
     def from_options(cls, judge_model: str | None = None, audio_model: str | None = None,

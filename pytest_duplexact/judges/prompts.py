@@ -87,7 +87,7 @@ def condition_prompts(action: str) -> dict[str, str]:
 
 def condition_id(cond: taxonomy.Condition) -> str:
     """The id the prompts print: the paper's key where it differs from ours (no_pause)."""
-    return cond.judge_key or cond.id
+    return cond.prompt_id
 
 
 WAIT = Prompt(

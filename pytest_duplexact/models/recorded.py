@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..instance import Instance
-from ..pipelines.duplex import Recording
+from ..recording import Recording
 from ..recording_io import RecordingFormatError, has_metadata, load_recording, read_instance_id
 from ..taxonomy import Pipeline
 from .base import ModelError

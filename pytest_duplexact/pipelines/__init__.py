@@ -51,7 +51,7 @@ async def open_duplex(model: Any, info: SessionInfo) -> Duplex:
     if is_stepped(model):
         return SteppedDuplex(model, info)
     if is_streaming(model):
-        from ..models.streaming import StreamingDuplex
+        from .streaming import StreamingDuplex
 
         return await StreamingDuplex.open(model, info)
     if callable(model):
@@ -97,7 +97,7 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     ``policy``: the cue-timing policy for Simulator Replay (default: ``RuleBasedSimulator``).
     ``branches``: barge-in plays the instance's branch clips when it has them (bargein.py).
     Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
-    connection, rate limit) is retried from scratch (models/streaming.py).
+    connection, rate limit) is retried from scratch (pipelines/streaming.py).
     """
     if is_recorded(model):
         return model.recording_for(instance)
@@ -105,7 +105,7 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     if info.instance is not instance:
         raise ValueError(f"SessionInfo is for instance {info.instance.id}, not {instance.id}")
     if is_streaming(model):
-        from ..models.streaming import run_with_retry
+        from .streaming import run_with_retry
 
         from ..usage import add_counts
 

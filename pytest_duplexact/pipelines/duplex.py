@@ -2,41 +2,42 @@
 
 The three pipelines (direct.py, simulator.py, bargein.py) are written once against
 ``Duplex``; ``SteppedDuplex`` drives a frame-stepped model as fast as it computes, and the
-streaming one (models/streaming.py) drives a hosted model on the wall clock. Both produce the
-same ``Recording``: input and heard output on one clock whose t = 0 is the first input sample.
+streaming one (pipelines/streaming.py) drives a hosted model on the wall clock. Both produce the
+same ``Recording`` (recording.py): input and heard output on one clock whose t = 0 is the
+first input sample.
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE
-from ..timeline import Cue, Word
+from ..recording import SAMPLE_RATE, Recording
+from ..timeline import Word
+
+__all__ = ["Duplex", "Recording", "Track"]
 
 
-@dataclass
-class Recording:
-    """What one trial produced, on the instance clock (16 kHz, t = 0 = first input sample).
+class Track:
+    """A growable float32 buffer (both duplexes' tracks); ``view()`` is O(1) so ``heard()`` can
+    be polled often."""
 
-    ``output`` is the model's audio as a listener would hear it; ``transcript`` the model's
-    native time-aligned text (empty when the model supplies none)."""
+    def __init__(self, capacity: int = SAMPLE_RATE * 30):
+        self._buf = np.zeros(capacity, dtype=np.float32)
+        self.size = 0
 
-    input: np.ndarray
-    output: np.ndarray
-    sample_rate: int = SAMPLE_RATE
-    transcript: tuple[Word, ...] = ()
-    cue: Cue | None = None
-    user_sent_until: float | None = None
-    events: list[tuple[float, str]] = field(default_factory=list)
-    # what the model's provider reported for this trial, every attempt included (usage.py)
-    usage: dict = field(default_factory=dict)
+    def append(self, samples: np.ndarray) -> None:
+        n = len(samples)
+        if self.size + n > len(self._buf):
+            grown = np.zeros(max(2 * len(self._buf), self.size + n), dtype=np.float32)
+            grown[: self.size] = self._buf[: self.size]
+            self._buf = grown
+        self._buf[self.size: self.size + n] = samples
+        self.size += n
 
-    @property
-    def duration(self) -> float:
-        return max(len(self.input), len(self.output)) / self.sample_rate
+    def view(self) -> np.ndarray:
+        return self._buf[: self.size]
 
 
 class Duplex(abc.ABC):

@@ -19,7 +19,7 @@ from .. import watchdog
 from ..audio import SAMPLE_RATE
 from ..models.base import ModelError, SessionInfo, SteppedModel, StepOutput
 from ..timeline import Word
-from .duplex import Duplex, Recording
+from .duplex import Duplex, Recording, Track
 from .output_check import dtype_problem, level_problem
 
 
@@ -47,26 +47,6 @@ class StreamResampler:
         return self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
 
 
-class _Track:
-    """A growable float32 buffer; ``view()`` is O(1) so ``heard()`` can be polled often."""
-
-    def __init__(self, capacity: int = SAMPLE_RATE * 30):
-        self._buf = np.zeros(capacity, dtype=np.float32)
-        self.size = 0
-
-    def append(self, samples: np.ndarray) -> None:
-        n = len(samples)
-        if self.size + n > len(self._buf):
-            grown = np.zeros(max(2 * len(self._buf), self.size + n), dtype=np.float32)
-            grown[: self.size] = self._buf[: self.size]
-            self._buf = grown
-        self._buf[self.size: self.size + n] = samples
-        self.size += n
-
-    def view(self) -> np.ndarray:
-        return self._buf[: self.size]
-
-
 def model_name(model) -> str:
     return str(getattr(model, "name", None) or type(model).__name__)
 
@@ -88,8 +68,8 @@ class SteppedDuplex(Duplex):
         self._to_model = StreamResampler(SAMPLE_RATE, rate)
         self._from_model = StreamResampler(rate, SAMPLE_RATE)
         self._carry = np.zeros(0, dtype=np.float32)  # model-rate input short of a frame
-        self._input = _Track()
-        self._output = _Track()
+        self._input = Track()
+        self._output = Track()
         self._words: list[Word] = []
         self._steps = 0
         self._closed = False

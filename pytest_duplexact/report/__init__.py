@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import __version__, taxonomy
 from ..aggregate import aggregate
 from ..results import InstanceOutcome
+from ..settings import RunSettings
 
 SCHEMA = "duplexact-report"
 VERSION = 1
@@ -48,7 +49,7 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
     return d
 
 
-def build_report(outcomes: list[InstanceOutcome], settings: dict, model: str) -> dict:
+def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str) -> dict:
     outcomes = sorted(outcomes, key=lambda o: o.id)
     agg = aggregate(outcomes).to_dict()
     return {
@@ -57,7 +58,7 @@ def build_report(outcomes: list[InstanceOutcome], settings: dict, model: str) ->
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "generator": f"pytest-duplexact {__version__}",
         "model": model,
-        "settings": settings,
+        "settings": settings.to_dict(),
         "taxonomy": [{"action": c.action, "condition": c.id, "label": c.label,
                       "pipeline": c.pipeline.value} for c in taxonomy.CONDITIONS],
         "totals": {"instances": len(outcomes), "errors": sum(o.error is not None

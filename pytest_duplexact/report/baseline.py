@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import taxonomy
+from ..settings import RunSettings, SettingsError
 from . import ReportFileError, read_report
 from .stats import drop_test, holm, rate_of
 
@@ -23,8 +24,6 @@ METHOD = ("one-sided test of a drop per action and condition (I and S): Fisher's
           "when an expected count is below 5, else the pooled two-proportion z-test; "
           "p-values Holm-adjusted over all comparisons")
 # Settings whose difference makes the two runs measure different things.
-_COMPARABLE = ("dataset_fingerprint", "judge", "audio_judge", "transcriber", "simulator",
-               "simulator_model", "scoring_version")
 
 
 class BaselineError(ReportFileError):
@@ -57,18 +56,22 @@ def _counts(report: dict, action: str, condition: str | None) -> dict | None:
     return a["counts"] if condition is None else a["conditions"].get(condition)
 
 
+def _settings(report: dict, which: str) -> RunSettings:
+    try:
+        return RunSettings.from_dict(report.get("settings"))
+    except SettingsError as e:
+        raise BaselineError(f"{which} report: {e}") from None
+
+
 def _warnings(current: dict, baseline: dict) -> list[str]:
     out = []
-    cs, bs = current.get("settings", {}), baseline.get("settings", {})
-    for key in _COMPARABLE:
-        if cs.get(key) != bs.get(key):
-            what = "the dataset differs" if key == "dataset_fingerprint" else \
-                f"{key}: {bs.get(key)!r} -> {cs.get(key)!r}"
-            out.append(f"settings differ from the baseline ({what}); the rates may not be "
-                       "comparable")
-    csel = {k: v for k, v in (cs.get("selection") or {}).items() if k != "shard"}
-    bsel = {k: v for k, v in (bs.get("selection") or {}).items() if k != "shard"}
-    if csel != bsel:
+    cs, bs = _settings(current, "current"), _settings(baseline, "baseline")
+    for key in cs.comparable_changes(bs):
+        what = "the dataset differs" if key == "dataset_fingerprint" else \
+            f"{key}: {getattr(bs, key)!r} -> {getattr(cs, key)!r}"
+        out.append(f"settings differ from the baseline ({what}); the rates may not be "
+                   "comparable")
+    if cs.unsharded().selection != bs.unsharded().selection:
         out.append("the instance selection differs from the baseline's; only groups measured "
                    "in both runs are compared")
     return out

@@ -7,80 +7,10 @@ from __future__ import annotations
 from .. import taxonomy
 from ..aggregate import NA
 from . import paper as paper_data
-from . import timing_cell as fmt_timing
-from . import why_no_rate
-from .stats import Rate, rate_of
+from .rows import (action_rows, condition_rows, failed, failure_reason,  # noqa: F401
+                   fmt_rate, fmt_rate_value, fmt_timing)
 
 MAX_LISTED_FAILURES = 200  # a PR comment has a size limit; the HTML view lists every one
-
-
-# --- Shared formatting (also used by html.py) --------------------------------------------------
-
-def fmt_rate(r: Rate, ci: bool = True) -> str:
-    """``81.5 [72.1-88.3]`` in percent; ``~`` marks an interval wider than +/-10 points."""
-    if r.value is None:
-        return NA
-    text = f"{100 * r.value:.1f}"
-    if ci:
-        text += f" [{100 * r.lo:.1f}\u2013{100 * r.hi:.1f}]"
-    return text + ("~" if r.wide else "")
-
-
-def fmt_rate_value(v: float | None) -> str:
-    """A fraction as a percentage with one decimal, or n/a."""
-    return NA if v is None else f"{100 * v:.1f}"
-
-
-def action_rows(report: dict) -> list[dict]:
-    """One row per action that ran: label, I and S Rates, the timing dict, n, notes."""
-    rows = []
-    for action in taxonomy.ACTIONS:
-        a = report["summary"]["actions"].get(action)
-        if a is None:
-            continue
-        c = a["counts"]
-        rows.append({"action": action, "label": taxonomy.ACTION_LABELS[action],
-                     "I": rate_of(c, "I"), "S": rate_of(c, "S"),
-                     "timing": a["timing"] if action in taxonomy.TIMING_DIAGNOSTIC else None,
-                     "timed": action in taxonomy.TIMING_DIAGNOSTIC, "n": c["n"],
-                     "notes": why_no_rate(c)})
-    return rows
-
-
-def condition_rows(report: dict) -> list[dict]:
-    rows = []
-    for cond in taxonomy.CONDITIONS:
-        a = report["summary"]["actions"].get(cond.action)
-        c = None if a is None else a["conditions"].get(cond.id)
-        if c is None or not c["n"]:
-            continue
-        rows.append({"key": cond.key, "action": cond.action, "condition": cond.id,
-                     "action_label": taxonomy.ACTION_LABELS[cond.action],
-                     "label": cond.label, "I": rate_of(c, "I"), "S": rate_of(c, "S"),
-                     "timing": a["condition_timings"].get(cond.id), "n": c["n"],
-                     "notes": why_no_rate(c)})
-    return rows
-
-
-def failed(inst: dict) -> bool:
-    """An instance that needs a look: a failed stage, a judge error or a harness error."""
-    if inst.get("error"):
-        return True
-    bad = ("failure", "judge_error")
-    return any(inst.get(stage) and inst[stage]["verdict"] in bad
-               for stage in ("immediate", "subsequent"))
-
-
-def failure_reason(inst: dict) -> tuple[str, str]:
-    """(stage, reason) of a failed instance, the earliest stage first."""
-    if inst.get("error"):
-        return "error", inst["error"]
-    for stage, label in (("immediate", "I"), ("subsequent", "S")):
-        r = inst.get(stage)
-        if r and r["verdict"] in ("failure", "judge_error"):
-            tag = label if r["verdict"] == "failure" else f"{label} (judge error)"
-            return tag, r["reason"]
-    return "", ""
 
 
 def paper_cell(cell: dict | None, timed: bool) -> str:
@@ -100,9 +30,9 @@ def paper_cell(cell: dict | None, timed: bool) -> str:
 def run_action_cell(row: dict | None) -> str:
     if row is None:
         return "\u2013"
-    i, s = fmt_rate(row["I"], ci=False), fmt_rate(row["S"], ci=False)
-    if row["timed"]:
-        t = row["timing"]
+    i, s = fmt_rate(row.I, ci=False), fmt_rate(row.S, ci=False)
+    if row.timed:
+        t = row.timing
         tt = NA if not t or not t.get("n") else f"{t['median']:.2f}"
         return f"{i} / {tt} / {s}"
     return f"{i} / {s}"
@@ -155,15 +85,15 @@ def render(report: dict, failures: bool = True) -> str:
             "closely). T: median (IQR, n) in seconds.", ""]
 
     out += ["### Actions (paper Table 4 layout)", ""]
-    rows = [[r["label"], fmt_rate(r["I"]), str(r["I"].n), fmt_rate(r["S"]), str(r["S"].n),
-             fmt_timing(r["timing"]) if r["timed"] else "", str(r["n"]), r["notes"]]
+    rows = [[r.label, fmt_rate(r.I), str(r.I.n), fmt_rate(r.S), str(r.S.n),
+             fmt_timing(r.timing) if r.timed else "", str(r.n), r.notes]
             for r in action_rows(report)]
     out += _table(["Action", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S",
                    "T median (IQR, n)", "n", "not in a rate"], rows, "lrrrrrrl")
 
     out += ["", "### Conditions (paper Table 16 cells)", ""]
-    rows = [[r["action_label"], r["label"], fmt_rate(r["I"]), str(r["I"].n), fmt_rate(r["S"]),
-             str(r["S"].n), str(r["n"]), r["notes"]] for r in condition_rows(report)]
+    rows = [[r.action_label, r.label, fmt_rate(r.I), str(r.I.n), fmt_rate(r.S),
+             str(r.S.n), str(r.n), r.notes] for r in condition_rows(report)]
     out += _table(["Action", "Condition", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S", "n",
                    "not in a rate"], rows, "llrrrrrl")
 
@@ -236,7 +166,7 @@ def _paper_table(report: dict) -> list[str]:
     out = [f"> {paper_note(report)}", ""]
     header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
                           taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
-    mine = {r["action"]: r for r in action_rows(report)}
+    mine = {r.action: r for r in action_rows(report)}
     rows = [[f"**{report.get('model', 'this run')} (this run)**"]
             + [run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
     for m in p.models:

@@ -19,8 +19,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..harness import write_json_atomic
+from ..rundir import write_json
 from ..results import InstanceOutcome, outcome_problem
+from ..settings import RunSettings, SettingsError
 from . import ReportFileError, build_report, read_report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
@@ -34,32 +35,19 @@ def load_report(path: str | Path) -> dict:
     return read_report(path, ("model", "settings", "instances"), MergeError)
 
 
+def _settings(path: Path, report: dict) -> RunSettings:
+    try:
+        return RunSettings.from_dict(report["settings"])
+    except SettingsError as e:
+        raise MergeError(f"{path}: {e}") from None
+
+
 # Where a shard found the dataset is not what it ran: its fingerprint is (content).
 _LOCAL_KEYS = ("dataset",)
 
 
-def _unsharded(settings: dict) -> dict:
-    s = json.loads(json.dumps(settings))
-    s.setdefault("selection", {})["shard"] = None
-    return s
-
-
-def _comparable(settings: dict) -> dict:
-    s = _unsharded(settings)
-    for k in _LOCAL_KEYS:
-        s.pop(k, None)
-    return s
-
-
-def _parse_shard(text, path: Path) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        k, n = (int(x) for x in str(text).split("/"))
-    except ValueError:
-        raise MergeError(f"{path}: field 'settings.selection.shard' is {text!r}, not K/N") \
-            from None
-    return k, n
+def _comparable(settings: RunSettings) -> dict:
+    return {k: v for k, v in settings.unsharded().to_dict().items() if k not in _LOCAL_KEYS}
 
 
 def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
@@ -89,22 +77,23 @@ def merge(paths: list[str | Path]) -> dict:
         raise MergeError("nothing to merge: pass the shard reports")
     loaded = [(Path(p), load_report(p)) for p in paths]
     first_path, first = loaded[0]
-    if first.get("model") != first["settings"].get("model"):
+    parsed = [_settings(p, rep) for p, rep in loaded]
+    if first.get("model") != parsed[0].model:
         raise MergeError(f"{first_path}: field 'model' disagrees with 'settings.model'")
-    settings = _unsharded(first["settings"])
+    settings = parsed[0].unsharded()
     shards: list[tuple[int, int] | None] = []
     owner: dict[str, Path] = {}
     outcomes = []
-    for path, rep in loaded:
+    for (path, rep), theirs in zip(loaded, parsed):
         if rep["model"] != first["model"]:
             raise MergeError(f"{path}: model {rep['model']!r} differs from {first_path}'s "
                              f"{first['model']!r}; only shards of one run can be merged")
-        diff = _differences(_comparable(first["settings"]), _comparable(rep["settings"]))
+        diff = _differences(_comparable(settings), _comparable(theirs))
         if diff:
             raise MergeError(f"{path}: settings differ from {first_path}'s (model, dataset, "
                              "scoring and selection must agree; only the shard may differ): "
                              + "; ".join(diff))
-        shards.append(_parse_shard(rep["settings"].get("selection", {}).get("shard"), path))
+        shards.append(theirs.selection.shard)
         for d in rep["instances"]:
             iid = d.get("id")
             if iid in owner:
@@ -136,9 +125,9 @@ def merge(paths: list[str | Path]) -> dict:
 
         merged["cost"] = estimate(merged["usage"], load_prices())
     merged["shards"] = [
-        {"report": str(p.resolve()), "shard": rep["settings"]["selection"].get("shard"),
+        {"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
          "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
-        for p, rep in loaded]
+        for (p, rep), theirs in zip(loaded, parsed)]
     return json.loads(json.dumps(merged))  # as written and read back (tuples -> lists)
 
 
@@ -195,7 +184,7 @@ def main(args) -> int:
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2
-    write_json_atomic(Path(args.output), merged)
+    write_json(Path(args.output), merged)
     tot = merged["totals"]
     print(f"merged {len(args.reports)} report(s): {tot['instances']} instance(s), "
           f"{tot['errors']} error(s) -> {args.output}")

@@ -18,7 +18,8 @@ from statistics import mean
 from .. import taxonomy
 
 RESOURCE = "paper_results.json"
-DIRECT_ACTIONS = ("wait", "ignore", "take_turn", "backchannel")
+DIRECT_ACTIONS = tuple(a for a in taxonomy.ACTIONS
+                       if taxonomy.conditions_of(a)[0].pipeline is taxonomy.Pipeline.DIRECT)
 
 
 class PaperDataError(ValueError):

@@ -3,31 +3,24 @@ interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one mod
 
 from __future__ import annotations
 
-from .. import taxonomy
-from . import timing_cell, why_no_rate
-from .stats import rate_of
+from ..aggregate import NA
+from .rows import ConditionRow, action_rows, condition_rows, fmt_rate, fmt_timing
+from .stats import Rate
 
 WIDE_MARK = "~"
 WIDE_LEGEND = ("~ = 95% Wilson interval wider than +/-10 points (small n): a rough "
                "indication only (docs/reports.md)")
 
 
-def pct(v) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}"
-
-
-def marked(c: dict, metric: str) -> str:
+def _rate(r: Rate) -> str:
     """The rate in %, with WIDE_MARK when its 95% interval is wider than +/-10 points."""
-    r = rate_of(c, metric)
-    return pct(r.value) + (WIDE_MARK if r.wide else "")
+    return fmt_rate(r, ci=False)
 
 
-def cell(c: dict | None) -> str:
-    """``I / S (n_S)`` as in Table 16; 'n/a' where nothing was measured."""
-    if c is None or not c["n"]:
-        return "-"
-    s = "n/a" if c["S"] is None else f"{marked(c, 'S')} ({c['n_S']})"
-    return f"{marked(c, 'I')} / {s}"
+def cell(row: ConditionRow) -> str:
+    """``I / S (n_S)`` as in Table 16."""
+    s = NA if row.S.value is None else f"{_rate(row.S)} ({row.S.n})"
+    return f"{_rate(row.I)} / {s}"
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -43,27 +36,17 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def action_table(report: dict) -> list[str]:
     rows = [["action", "I", "S (n_S)", "T median (IQR, n)", "n", "valid I", "notes"]]
-    for action in taxonomy.ACTIONS:
-        a = report["summary"]["actions"].get(action)
-        if a is None:
-            continue
-        c = a["counts"]
-        s = "n/a" if c["S"] is None else f"{marked(c, 'S')} ({c['n_S']})"
-        t = timing_cell(a["timing"]) if action in taxonomy.TIMING_DIAGNOSTIC else ""
-        rows.append([taxonomy.ACTION_LABELS[action], marked(c, "I"), s, t, str(c["n"]),
-                     str(c["n_I"]), why_no_rate(c)])
+    for r in action_rows(report):
+        s = NA if r.S.value is None else f"{_rate(r.S)} ({r.S.n})"
+        rows.append([r.label, _rate(r.I), s, fmt_timing(r.timing) if r.timed else "",
+                     str(r.n), str(r.I.n), r.notes])
     return _table(rows)
 
 
 def condition_table(report: dict) -> list[str]:
     rows = [["condition", "I / S (n_S)", "n", "notes"]]
-    for cond in taxonomy.CONDITIONS:
-        a = report["summary"]["actions"].get(cond.action)
-        c = None if a is None else a["conditions"].get(cond.id)
-        if c is None or not c["n"]:
-            continue
-        rows.append([f"{taxonomy.ACTION_LABELS[cond.action]} / {cond.label}", cell(c),
-                     str(c["n"]), why_no_rate(c)])
+    for r in condition_rows(report):
+        rows.append([f"{r.action_label} / {r.label}", cell(r), str(r.n), r.notes])
     return _table(rows)
 
 

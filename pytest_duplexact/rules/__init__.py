@@ -1,20 +1,15 @@
 """The rule-based scorers, one module per action (SPEC §3, §4 for stop, §5 timings).
 
-Every function here is pure: (instance annotations, model timeline[, judge verdicts]) in,
-a result out. No I/O, no globals.
+Each module's pure functions decide from (annotations, timeline[, judge verdicts]); its
+``RULE`` object is the action's ``ActionRule`` (base.py): requirements, immediate, the rule
+part of subsequent, timing and judge fields. ``RULES`` is the one table of them. No I/O, no
+globals, no audio library.
 """
 
 from . import backchannel, hold_floor, ignore, interrupt, recover, stop, take_turn, wait
+from .base import ActionRule, Requirements, Trial
 
-RULES = {
-    "wait": wait,
-    "ignore": ignore,
-    "take_turn": take_turn,
-    "backchannel": backchannel,
-    "stop": stop,
-    "hold_floor": hold_floor,
-    "interrupt": interrupt,
-    "recover": recover,
-}
+RULES: dict[str, ActionRule] = {m.RULE.action: m.RULE for m in (
+    wait, ignore, take_turn, backchannel, stop, hold_floor, interrupt, recover)}
 
-__all__ = ["RULES"]
+__all__ = ["ActionRule", "RULES", "Requirements", "Trial"]

@@ -10,22 +10,23 @@ data (``Judgement``); absent judges make the result NOT_JUDGED, never a silent p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from ..instance import Annotations
-from ..results import ImmediateResult, Verdict, failure, success
+from ..annotations import Annotations, Instance
+from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
+from ..taxonomy import BACKCHANNEL_FUNCTION_ALIASES
 from ..timeline import Segment, Timeline
+from .base import Requirements, Rule, Trial
 from .common import fmt_window, inside
+from .speech import segment_text, segments_text, user_text
 
-# The paper's audio judge labels a function "affirmative" or "uncertain"; the condition id is
-# "uncertainty". Accept either spelling, in any case.
-_FUNCTION_ALIASES = {"uncertain": "uncertainty"}
 
 
 def function_label(value: object) -> str:
     """A stage-3 label in the condition ids' spelling."""
     label = str(value).strip().lower()
-    return _FUNCTION_ALIASES.get(label, label)
+    return BACKCHANNEL_FUNCTION_ALIASES.get(label, label)
 
 
 @dataclass(frozen=True)
@@ -85,3 +86,65 @@ def immediate(ann: Annotations, tl: Timeline, condition: str,
         return failure(f"{base} functions as {label}, the condition asks for {condition}", **kw)
     return success(f"{base}: genuine {condition} backchannel inside the user speech "
                    f"{fmt_window(lo, hi)}", **kw)
+
+
+def genuine_fields(inst: Instance, tl: Timeline, candidate: Segment) -> dict[str, str]:
+    """Stage 2's prompt (ours): user speech up to the candidate's end, the candidate, and the
+    model's next segment with the silence before it."""
+    nxt = next((s for s in tl.segments if s.start >= candidate.end and s is not candidate),
+               None)
+    return {"user_before_and_overlap": user_text(inst, lambda w: w.start < candidate.end,
+                                                 "the user speech before the candidate"),
+            "candidate": segment_text(candidate),
+            "model_next": segment_text(nxt) if nxt else "",
+            "gap_to_next": f"{nxt.start - candidate.end:.2f} s" if nxt else ""}
+
+
+def _no_audio(segment: Segment):
+    import numpy as np  # only reached when no audio was given: the judge hears nothing
+
+    return np.zeros(0, np.float32)
+
+
+class Backchannel(Rule):
+    action = "backchannel"
+    _requirements = Requirements(
+        clips=("user",),
+        annotations=("user_start", "user_end", "backchannel_point"), texts=("user",),
+        within_user=(("backchannel_point", "backchannel_point",
+                      "must lie inside the user speech"),))
+
+    def immediate(self, trial: Trial, judges) -> ImmediateResult:
+        ann, tl = trial.annotations, trial.timeline
+        cand = candidate(ann, tl)
+        if cand is None:
+            return immediate(ann, tl, trial.condition)
+        audio = (trial.audio_of or _no_audio)(cand)
+        genuine, function = judges.backchannel_stages(trial.instance, tl, cand, audio)
+        return immediate(ann, tl, trial.condition, genuine, function)
+
+    def judge_fields(self, trial: Trial, imm: ImmediateResult) -> dict[str, str]:
+        """B.7 (subsequent): user speech before and overlapping the backchannel, user speech
+        after it and before the model's later response (the first substantive segment after
+        it, else the first segment), the backchannel, and all later model speech."""
+        inst, tl = trial.instance, trial.timeline
+        cand = candidate(inst.annotations, tl)
+        if cand is None:
+            return {"user_before_and_overlap": user_text(inst), "user_between": "",
+                    "model_backchannel": "", "model_later": ""}
+        later = [s for s in tl.segments if s.start >= cand.end and s is not cand]
+        response = next((s for s in later if s.is_substantive), later[0] if later else None)
+        until = response.start if response is not None else math.inf
+        what = "the user speech around the backchannel"
+        return {"user_before_and_overlap": user_text(inst, lambda w: w.start < cand.end, what),
+                "user_between": user_text(inst, lambda w: cand.end <= w.start < until, what),
+                "model_backchannel": segment_text(cand), "model_later": segments_text(later)}
+
+    def without_judge(self, fields: dict[str, str]) -> SubsequentResult | None:
+        if not fields["model_later"]:
+            return SubsequentResult(Verdict.FAILURE, "no later model speech after the "
+                                    "backchannel", judge="rule", evidence={"fields": fields})
+        return None
+
+
+RULE = Backchannel()

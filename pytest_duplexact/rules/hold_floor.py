@@ -8,11 +8,13 @@ model speech are EXCLUDED. Subsequent is NOT_APPLICABLE without model speech aft
 
 from __future__ import annotations
 
-from ..instance import Annotations
-from ..results import ImmediateResult, Verdict, failure, success
+from ..annotations import Annotations
+from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
 from ..timeline import Timeline
+from .base import Requirements, Rule, Trial
 from .common import EPS, exceeds, fmt_window, silence_gaps, speech_overlaps
+from .speech import model_after, model_before
 
 
 def window(tl: Timeline) -> tuple[float, float]:
@@ -50,3 +52,32 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
 
 def has_speech_after_cue(tl: Timeline) -> bool:
     return any(s.end > tl.cue.end + EPS for s in tl.segments)
+
+
+class HoldFloor(Rule):
+    action = "hold_floor"
+    _requirements = Requirements(clips=("lead_in", "cue"),
+                                 annotations=("cue_start", "cue_end"), texts=("cue", "reference"))
+
+    def immediate(self, trial: Trial, judges) -> ImmediateResult:
+        return immediate(trial.annotations, trial.timeline)
+
+    def subsequent(self, trial: Trial, imm: ImmediateResult) -> SubsequentResult | None:
+        tl = trial.timeline
+        if tl.cue is None or not has_speech_after_cue(tl):
+            return SubsequentResult(Verdict.NOT_APPLICABLE, "no model speech after the cue "
+                                    "ended", judge="rule")
+        return None
+
+    def judge_fields(self, trial: Trial, imm: ImmediateResult) -> dict[str, str]:
+        """B.5: model speech before and during the cue / after cue offset, the cue's text and
+        the condition's required adaptation. The human reference continuation is not given."""
+        inst, tl = trial.instance, trial.timeline
+        cond, cue_end = inst.cond, tl.cue.end
+        return {"condition_id": cond.prompt_id, "required_adjustment": cond.judge_context or "",
+                "cue": inst.text("cue"),
+                "model_through_cue": model_before(tl, cue_end),
+                "model_after_cue": model_after(tl, cue_end)}
+
+
+RULE = HoldFloor()

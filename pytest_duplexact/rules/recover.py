@@ -5,12 +5,14 @@ Timing: recovery_latency = recovery onset - interruption end."""
 
 from __future__ import annotations
 
-from ..instance import Annotations
+from ..annotations import Annotations
 from ..results import ImmediateResult, failure, success
 from ..taxonomy import RECOVER_WINDOW
 from ..timeline import Timeline
+from .base import Requirements, Rule, Trial
 from .common import fmt_window, onsets_in, substantive
 from .hold_floor import excluded
+from .speech import model_before, segments_text
 
 
 def window(tl: Timeline) -> tuple[float, float]:
@@ -31,6 +33,31 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
                    f"{tl.cue.end:.2f} s)", window=(lo, hi))
 
 
-def recovery_latency(ann: Annotations, tl: Timeline) -> float | None:
-    r = immediate(ann, tl)
-    return r.onset - tl.cue.end if r.success else None
+def recovery_latency(tl: Timeline, imm: ImmediateResult) -> float | None:
+    """The immediate result's onset - the interruption (cue) end."""
+    return imm.onset - tl.cue.end if imm.success else None
+
+
+class Recover(Rule):
+    action = "recover"
+    _requirements = Requirements(clips=("lead_in", "cue"),
+                                 annotations=("cue_start", "cue_end"), texts=("cue", "reference"))
+
+    def immediate(self, trial: Trial, judges) -> ImmediateResult:
+        return immediate(trial.annotations, trial.timeline)
+
+    def timing(self, trial: Trial, imm: ImmediateResult) -> float | None:
+        return recovery_latency(trial.timeline, imm)
+
+    def judge_fields(self, trial: Trial, imm: ImmediateResult) -> dict[str, str]:
+        """B.9: the interrupted contribution (model speech before the cue started), the
+        interruption (the cue's text) and the recovery (segments with onset in the recover
+        window)."""
+        inst, tl = trial.instance, trial.timeline
+        lo, hi = window(tl)
+        return {"interrupted_contribution": model_before(tl, tl.cue.start),
+                "interruption": inst.text("cue"),
+                "model_recovery": segments_text(onsets_in(tl.segments, lo, hi))}
+
+
+RULE = Recover()

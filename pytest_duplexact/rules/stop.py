@@ -10,10 +10,11 @@ Timing: yield_latency = end of the active turn - cue onset.
 
 from __future__ import annotations
 
-from ..instance import Annotations
+from ..annotations import Annotations
 from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..taxonomy import STOP_FINAL_GRACE_S
 from ..timeline import Timeline
+from .base import Requirements, Rule, Trial
 from .common import EPS, END_TOLERANCE_S, active_at, fmt_window, list_segments, substantive
 
 
@@ -43,17 +44,13 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
                    f"{turn.end:.2f} s", onset=turn.end, evidence=ev)
 
 
-def yield_latency(ann: Annotations, tl: Timeline) -> float | None:
-    if _excluded(tl):
-        return None
-    turn = active_at(tl, tl.cue.start)
-    if _runs_to_end(turn, tl):
-        return None
-    return turn.end - tl.cue.start
+def yield_latency(tl: Timeline, imm: ImmediateResult) -> float | None:
+    """End of the turn active at cue onset (the immediate result's onset) - cue onset."""
+    return imm.onset - tl.cue.start if imm.success else None
 
 
-def subsequent(ann: Annotations, tl: Timeline) -> SubsequentResult:
-    imm = immediate(ann, tl)
+def subsequent(tl: Timeline, imm: ImmediateResult) -> SubsequentResult:
+    """S by rule, from the immediate result (its onset is the first stop)."""
     if not imm.success:
         return SubsequentResult(Verdict.NOT_APPLICABLE, "immediate execution did not succeed",
                                 judge="rule")
@@ -76,3 +73,21 @@ def subsequent(ann: Annotations, tl: Timeline) -> SubsequentResult:
                                 judge="rule")
     return SubsequentResult(Verdict.SUCCESS, f"stayed yielded from {first_stop:.2f} s until "
                             f"{limit:.2f} s (intervention ends {cue.end:.2f} s)", judge="rule")
+
+
+class Stop(Rule):
+    action = "stop"
+    _requirements = Requirements(clips=("lead_in", "cue"),
+                                 annotations=("cue_start", "cue_end"), texts=("cue", "reference"))
+
+    def immediate(self, trial: Trial, judges) -> ImmediateResult:
+        return immediate(trial.annotations, trial.timeline)
+
+    def subsequent(self, trial: Trial, imm: ImmediateResult) -> SubsequentResult:
+        return subsequent(trial.timeline, imm)
+
+    def timing(self, trial: Trial, imm: ImmediateResult) -> float | None:
+        return yield_latency(trial.timeline, imm)
+
+
+RULE = Stop()

@@ -4,11 +4,13 @@ relative to the end of user speech (immediate [0, 0.5], delayed [0, 3.0], slight
 
 from __future__ import annotations
 
-from ..instance import Annotations
+from ..annotations import Annotations
 from ..results import ImmediateResult, failure, success
 from ..taxonomy import TAKE_TURN_WINDOWS
 from ..timeline import Timeline
+from .base import Requirements, Rule, Trial
 from .common import onsets_in, substantive
+from .speech import model_from, user_text
 
 
 def window(ann: Annotations, condition: str) -> tuple[float, float]:
@@ -31,3 +33,22 @@ def immediate(ann: Annotations, tl: Timeline, condition: str) -> ImmediateResult
         return failure(f"substantive onset at {nearest.start - ann.user_end:+.2f} s, outside "
                        f"{rel}", window=(lo, hi))
     return failure(f"no substantive model speech at all (window {rel})", window=(lo, hi))
+
+
+class TakeTurn(Rule):
+    action = "take_turn"
+    _requirements = Requirements(clips=("user",),
+                                 annotations=("user_start", "user_end"), texts=("user",))
+
+    def immediate(self, trial: Trial, judges) -> ImmediateResult:
+        return immediate(trial.annotations, trial.timeline, trial.condition)
+
+    def judge_fields(self, trial: Trial, imm: ImmediateResult) -> dict[str, str]:
+        """B.3: the user utterance and the model's response from its qualifying onset on."""
+        return {"condition_id": trial.instance.cond.prompt_id,
+                "user_speech": user_text(trial.instance),
+                "model_response": model_from(trial.timeline,
+                                             imm.onset if imm.success else None)}
+
+
+RULE = TakeTurn()

@@ -94,10 +94,8 @@ def immediate_of(inst: Instance, tl: Timeline):
     from pytest_duplexact import rules
     from pytest_duplexact.rules.backchannel import Judgement
 
-    ann, mod = inst.annotations, rules.RULES[inst.action]
-    if inst.action == "backchannel":
-        return mod.immediate(ann, tl, inst.condition, Judgement(True, "ok"),
-                             Judgement(inst.condition, "ok"))
-    if inst.action in ("wait", "take_turn"):
-        return mod.immediate(ann, tl, inst.condition)
-    return mod.immediate(ann, tl)
+    class Confirming:  # both backchannel judges say yes, of the condition's function
+        def backchannel_stages(self, instance, timeline, candidate, candidate_audio):
+            return Judgement(True, "ok"), Judgement(instance.condition, "ok")
+
+    return rules.RULES[inst.action].immediate(rules.Trial(inst, tl), Confirming())

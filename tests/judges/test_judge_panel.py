@@ -12,7 +12,6 @@ from judgekit import FAST, immediate_of, seg, timeline, trial
 
 from pytest_duplexact import rules, taxonomy
 from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, RequestCache, prompts
-from pytest_duplexact.judges import inputs
 from pytest_duplexact.judges.audio_judge import DEFAULT_MODEL as AUDIO_MODEL
 from pytest_duplexact.results import Verdict, failure
 from pytest_duplexact.rules.backchannel import Judgement
@@ -43,7 +42,7 @@ def test_judged_conditions_send_the_papers_prompt_and_map_yes_to_success(panel, 
     out = panel.subsequent(inst, tl, immediate_of(inst, tl))
     assert out.verdict is Verdict.SUCCESS and out.judge == "gpt-5.4"
     assert out.reason == "judge: YES: It keeps the thread."
-    fields = inputs.BUILDERS[action](inst, tl)
+    fields = rules.RULES[action].judge_fields(rules.Trial(inst, tl), immediate_of(inst, tl))
     system, user = prompts.SUBSEQUENT[action].render(fields)
     (req,) = openai_server.chat_requests
     assert req.json["messages"] == [{"role": "system", "content": system},
@@ -62,7 +61,7 @@ def test_no_maps_to_failure_with_the_judges_reason(panel, openai_server):
 def test_stop_is_decided_by_rule_without_a_request(panel, openai_server):
     inst, tl = trial("stop", "direct_interruption")
     out = panel.subsequent(inst, tl, immediate_of(inst, tl))
-    assert out == rules.stop.subsequent(inst.annotations, tl)
+    assert out == rules.stop.subsequent(tl, immediate_of(inst, tl))
     assert out.judge == "rule" and openai_server.count == 0
 
 
@@ -164,7 +163,8 @@ def test_stage_three_function_must_match_the_condition(panel, openai_server, hea
     assert imm.verdict is expected
 
     text_req, audio_req = openai_server.chat_requests
-    system, user = prompts.BACKCHANNEL_GENUINE.render(inputs.backchannel_genuine(inst, tl, cand))
+    system, user = prompts.BACKCHANNEL_GENUINE.render(
+        rules.backchannel.genuine_fields(inst, tl, cand))
     assert text_req.json["messages"][1]["content"] == user
     body = audio_req.json
     assert body["model"] == AUDIO_MODEL and body["modalities"] == ["text"]

@@ -34,7 +34,7 @@ def recordings(tmp_path_factory):
 def test_immediate_success_on_every_condition(recordings, key):
     inst, rec = recordings[key]
     tl = timeline_of(rec)
-    result = scoring.immediate(inst, tl, scoring.NoJudges())
+    result = scoring.score(inst, tl).immediate
     if inst.action == "backchannel":  # stages 2-3 need judges; stage 1 must find it
         assert result.verdict is Verdict.NOT_JUDGED, result.reason
         assert result.evidence["candidate"]["text"] == "mm-hmm"
@@ -100,7 +100,7 @@ def test_stop_and_recover_work_on_noisy_input(tmp_path):
         clips[role] = Clip(path, len(noisy) / SR, clips[role].transcript)
     noisy_inst = replace(inst, clips=clips)
     rec = run(run_instance(noisy_inst, resolve_model("oracle")))
-    result = scoring.immediate(noisy_inst, timeline_of(rec), scoring.NoJudges())
+    result = scoring.score(noisy_inst, timeline_of(rec)).immediate
     assert result.verdict is Verdict.SUCCESS, result.reason
     first, second = spans(rec.output)
     assert first[0] == pytest.approx(2.3 + LEAD_IN_REPLY_S, abs=0.03)  # lead-in speech ends 2.3
@@ -121,4 +121,4 @@ def test_a_sentence_pause_in_the_reference_does_not_split_the_turn(tmp_path):
     assert len(tl.segments) == 1 and tl.segments[0].is_substantive
     assert [w.text for w in rec.transcript] == ["Of", "course", "the", "mountains", "are"]
     assert rec.transcript[2].start - rec.transcript[1].start == pytest.approx(0.4, abs=0.03)
-    assert scoring.immediate(inst, tl, scoring.NoJudges()).verdict is Verdict.SUCCESS
+    assert scoring.score(inst, tl).immediate.verdict is Verdict.SUCCESS

@@ -67,6 +67,6 @@ def test_oracle_on_bundled_instance(inst):
     if rec.cue is not None:
         assert rec.cue.forced is False
     expect_speech(inst, rec)
-    result = scoring.immediate(inst, timeline_of(rec), scoring.NoJudges())
+    result = scoring.score(inst, timeline_of(rec)).immediate
     expected = Verdict.NOT_JUDGED if inst.action == "backchannel" else Verdict.SUCCESS
     assert result.verdict is expected, result.reason

@@ -1,16 +1,23 @@
-"""Helpers for the realtime tests: the fake server module and synthetic clips.
+"""Helpers for the realtime tests (and benchmarks/realtime_concurrency.py): the fake server
+module, synthetic clips, and ``run_concurrently``, many streaming trials at once outside
+pytest.
 
 (A uniquely named module rather than conftest, so test files can import it by name.)"""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any, Awaitable, Callable, Iterable
 
 import numpy as np
 
 from pytest_duplexact.audio import SAMPLE_RATE
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.pipelines.streaming import run_with_retry
+from pytest_duplexact.retry import STREAMING, RetryPolicy
 
 
 def _load_fake_server(file: str = "realtime_server"):
@@ -40,3 +47,32 @@ def user_clip(spans: list[tuple[float, float]], total: float, hz: float = 300.0,
         t = np.arange(b - a) / SAMPLE_RATE
         x[a:b] = amplitude * np.sin(2 * np.pi * hz * t)
     return x
+
+
+async def run_concurrently(jobs: Iterable[Callable[[], Awaitable[Any]]], concurrency: int,
+                           policy: RetryPolicy = STREAMING) -> list:
+    """Run every job with at most ``concurrency`` at once; results in job order.
+
+    A job that fails with ``ModelError`` (after its retries) yields that error in its place,
+    so one broken instance never sinks the others; any other exception is a bug and
+    propagates (cancelling the rest)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    gate = asyncio.Semaphore(concurrency)
+    jobs = list(jobs)
+    results: list[Any] = [None] * len(jobs)
+
+    async def run(i: int, job: Callable[[], Awaitable[Any]]) -> None:
+        async with gate:
+            try:
+                results[i] = await run_with_retry(job, policy)
+            except ModelError as e:
+                results[i] = e
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for i, job in enumerate(jobs):
+                tg.create_task(run(i, job))
+    except BaseExceptionGroup as group:  # surface the bug itself, not a wrapper
+        raise group.exceptions[0]
+    return results

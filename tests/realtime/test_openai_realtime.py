@@ -16,10 +16,11 @@ from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.openai_realtime import (ModelConfigError, OpenAIRealtime,
                                                      OpenAIRealtimeSession, factory)
-from pytest_duplexact.models.streaming import (RetryPolicy, StreamingDuplex,
-                                               TransientModelError, run_concurrently)
+from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.retry import RetryPolicy
 
-from realtime_support import fake, user_clip
+from realtime_support import fake, run_concurrently, user_clip
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth
@@ -250,7 +251,7 @@ async def test_a_connection_dropped_mid_instance_is_a_model_error(api_key):
 @pytest.mark.asyncio
 async def test_transient_failures_are_retried_from_scratch_then_reported(api_key):
     clip = user_clip([(0.1, 0.3)], total=0.8)
-    policy = RetryPolicy(retries=2, backoff=0.01)
+    policy = RetryPolicy(max_attempts=3, backoff_base=0.01, jitter=True)
 
     def job(server):
         async def run():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact.models.streaming import PlaybackBuffer
+from pytest_duplexact.pipelines.streaming import PlaybackBuffer
 
 SR = 1000  # a small rate keeps the arithmetic readable: 1 sample = 1 ms
 

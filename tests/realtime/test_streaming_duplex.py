@@ -9,10 +9,12 @@ import pytest
 
 from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.streaming import (AudioDelta, ResponseDone, RetryPolicy,
-                                               SpeechStarted, StreamingDuplex,
-                                               TranscriptDelta, TransientModelError,
-                                               run_concurrently)
+from pytest_duplexact.models.streaming import (AudioDelta, ResponseDone, SpeechStarted,
+                                               TranscriptDelta, TransientModelError)
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.retry import RetryPolicy
+
+from realtime_support import run_concurrently
 
 OUT_RATE = 24_000
 
@@ -173,7 +175,7 @@ async def test_run_concurrently_retries_transient_failures_from_scratch():
         attempts["broken"] += 1
         raise ModelError("bad request")  # final: not retried
 
-    policy = RetryPolicy(retries=2, backoff=0.001)
+    policy = RetryPolicy(max_attempts=3, backoff_base=0.001, jitter=True)
     results = await run_concurrently([flaky, dead, broken], 2, policy)
     assert results[0] == "ok"
     assert isinstance(results[1], ModelError) and "gave up after 3 attempts" in str(results[1])

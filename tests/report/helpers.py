@@ -12,6 +12,7 @@ from pytest_duplexact import taxonomy
 from pytest_duplexact.audio import write as write_audio
 from pytest_duplexact.report import build_report
 from pytest_duplexact.results import ImmediateResult, InstanceOutcome, SubsequentResult, Verdict
+from pytest_duplexact.settings import RunSettings
 
 SCENARIOS = ("casual", "meeting", "interview")
 
@@ -55,9 +56,8 @@ def outcomes_for(condition_key: str, n: int, successes: int, s_ok=None, timing=N
 
 
 def report(outcomes, model="toy", **settings_over) -> dict:
-    return json.loads(json.dumps(build_report(list(outcomes), settings(model=model,
-                                                                         **settings_over),
-                                              model)))
+    stored = RunSettings.from_dict(settings(model=model, **settings_over))
+    return json.loads(json.dumps(build_report(list(outcomes), stored, model)))
 
 
 def mixed_report(model="toy") -> dict:

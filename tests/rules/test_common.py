@@ -20,7 +20,7 @@ from .helpers import ann, edge_probes, segment_lists, sub, text, timeline, word_
 @pytest.mark.parametrize("n", range(0, 9))
 def test_backchannel_is_at_most_three_words(n):
     seg = Segment(0.0, 1.0, text(n))
-    assert seg.words == n
+    assert seg.word_count == n
     assert seg.is_backchannel == (n <= 3)
     assert seg.is_substantive == (n > 3)
 
@@ -171,4 +171,4 @@ def test_backchannels_never_break_a_yield(later):
     # backchannels, never a reclaimed floor.
     tl = timeline(sub(2.0, 5.5), *[s for s in later if s.start >= 5.5], cue=CUE, duration=20.0)
     assert stop.immediate(ANN, tl).success
-    assert stop.subsequent(ANN, tl).verdict is Verdict.SUCCESS
+    assert stop.subsequent(tl, stop.immediate(ANN, tl)).verdict is Verdict.SUCCESS

@@ -19,6 +19,15 @@ CUE = (4.0, 7.0)  # the intervention on the timeline: grace second is [6.0, 7.0]
 DUR = 20.0
 
 
+def latency(a, t):
+    """yield_latency from the rule's own immediate result, as scoring computes it."""
+    return stop.yield_latency(t, stop.immediate(a, t))
+
+
+def subsequent(a, t):
+    return stop.subsequent(t, stop.immediate(a, t))
+
+
 def tl(*segments, cue=CUE, duration=DUR):
     return timeline(*segments, cue=cue, duration=duration)
 
@@ -42,8 +51,8 @@ def test_model_must_be_speaking_at_cue_onset(turn, speaking):
     assert (r.verdict is not Verdict.EXCLUDED) is speaking, r.reason
     if not speaking:
         assert "not speaking at cue onset (4.00 s)" in r.reason
-        assert stop.yield_latency(ANN, tl(sub(*turn))) is None
-        assert stop.subsequent(ANN, tl(sub(*turn))).verdict is Verdict.NOT_APPLICABLE
+        assert latency(ANN, tl(sub(*turn))) is None
+        assert subsequent(ANN, tl(sub(*turn))).verdict is Verdict.NOT_APPLICABLE
 
 
 def test_a_backchannel_active_at_cue_onset_is_the_active_turn():
@@ -58,13 +67,13 @@ def test_active_turn_that_ends_succeeds_with_its_yield_latency():
     r = stop.immediate(ANN, t)
     assert r.success and r.onset == 5.25 and "ends at 5.25 s" in r.reason
     assert r.evidence["active_turn"]["end"] == 5.25
-    assert stop.yield_latency(ANN, t) == pytest.approx(1.25)
+    assert latency(ANN, t) == pytest.approx(1.25)
 
 
 def test_no_deadline_a_late_stop_still_succeeds():
     t = tl(sub(1.0, 15.0))
     assert stop.immediate(ANN, t).success
-    assert stop.yield_latency(ANN, t) == pytest.approx(11.0)
+    assert latency(ANN, t) == pytest.approx(11.0)
 
 
 @pytest.mark.parametrize("end, ends", [
@@ -78,8 +87,8 @@ def test_turn_running_to_the_recording_end_fails(end, ends):
     assert r.success is ends, r.reason
     if not ends:
         assert "never ends" in r.reason and f"{DUR:.2f} s" in r.reason
-        assert stop.yield_latency(ANN, t) is None
-        assert stop.subsequent(ANN, t).verdict is Verdict.NOT_APPLICABLE
+        assert latency(ANN, t) is None
+        assert subsequent(ANN, t).verdict is Verdict.NOT_APPLICABLE
 
 
 def test_only_the_turn_active_at_cue_onset_matters():
@@ -105,7 +114,7 @@ LIMIT = CUE[1] - STOP_FINAL_GRACE_S  # 6.0
 ])
 def test_subsequent_stays_yielded_until_the_last_second(later, verdict):
     t = tl(sub(1.0, 4.8), *later)
-    r = stop.subsequent(ANN, t)
+    r = subsequent(ANN, t)
     assert r.verdict is verdict, r.reason
     assert r.judge == "rule"
     if verdict is Verdict.FAILURE:
@@ -120,7 +129,7 @@ def test_subsequent_stays_yielded_until_the_last_second(later, verdict):
 ])
 def test_subsequent_applicability(stop_at, verdict):
     t = tl(sub(1.0, stop_at), sub(stop_at + 0.1, stop_at + 2.0))
-    r = stop.subsequent(ANN, t)
+    r = subsequent(ANN, t)
     assert r.verdict is verdict, r.reason
     if verdict is Verdict.NOT_APPLICABLE:
         assert "intervention ended (7.00 s)" in r.reason
@@ -131,7 +140,7 @@ def test_subsequent_applicability(stop_at, verdict):
 def test_subsequent_matches_an_independent_oracle(stop_ms, later):
     later = [s for s in later if s.start * 1000 >= stop_ms + 1]
     t = tl(sub(1.0, stop_ms / 1000), *later)
-    r = stop.subsequent(ANN, t)
+    r = subsequent(ANN, t)
     if stop_ms >= 7000:
         expected = Verdict.NOT_APPLICABLE
     elif any(len(s.text.split()) > 3 and round(s.start * 1000) < 6000 for s in later):
@@ -139,4 +148,4 @@ def test_subsequent_matches_an_independent_oracle(stop_ms, later):
     else:
         expected = Verdict.SUCCESS
     assert r.verdict is expected, r.reason
-    assert stop.yield_latency(ANN, t) == pytest.approx(stop_ms / 1000 - 4.0)
+    assert latency(ANN, t) == pytest.approx(stop_ms / 1000 - 4.0)

@@ -1,0 +1,39 @@
+"""Write-then-rename, the one way every file of a run (and every cache entry) is written: a
+reader, a resumed run or a crash sees the old file or the whole new one, never a part.
+
+The temporary is ``.<name>.<pid>.<random>.part`` in the target's folder (the same file system,
+so the rename is atomic; unique per process and thread, so concurrent writers of one name
+never share a temporary); a writer that fails removes it, a killed one leaves it for the next
+attempt to clean (``RunDir.reopen``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+PART_GLOB = ".*.part"
+
+
+@contextmanager
+def replacing(path: Path | str) -> Iterator[Path]:
+    """Yields a temporary path to write; on success it is renamed to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".part",
+                               dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path | str, text: str) -> None:
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")

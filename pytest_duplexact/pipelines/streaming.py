@@ -1,0 +1,505 @@
+"""The streaming duplex: hosted realtime models on the wall clock (docs/writing-an-adapter.md).
+
+A ``StreamingModel`` adapter only speaks its provider's protocol (the contract:
+models/streaming.py); everything about *time* lives here, once, for every hosted model:
+
+* ``StreamingDuplex`` implements the pipelines' ``Duplex`` for a streaming session. t = 0 is
+  the instant the first input sample is sent; input goes out in small chunks on an absolute
+  wall-clock schedule (chunk k at t0 + k * chunk, so lateness never accumulates).
+* ``PlaybackBuffer`` turns output that arrives faster than real time into what a listener
+  hears: each delta plays at 1x from its arrival, behind whatever is still playing. A barge-in
+  stops playback at that instant and drops the rest, and the adapter is told how much of each
+  item was actually played (``truncate``), as the providers' reference clients do.
+* The native transcript is aligned to that playback (never ahead of it), and every scored time
+  comes from the playback timeline, never from provider event times.
+* ``run_with_retry`` runs one trial again from scratch after a transient failure (rate
+  limit, refused or dropped connection).
+
+Many instances at once: --duplexact-concurrency (prefetch.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+import numpy as np
+
+from .. import watchdog
+from ..audio import SAMPLE_RATE, resample
+from ..models.base import ModelError, SessionInfo, StreamingModel
+from ..models.streaming import (DEFAULT_CHUNK_MS, AudioDelta, Error, Event, ItemDone, ResponseDone,
+                                SpeechStarted, StreamingSession, TranscriptDelta,
+                                TransientModelError)
+from ..recording import Recording
+from ..retry import STREAMING, RetryPolicy
+from ..timeline import Word
+from .duplex import Duplex, Track
+from .output_check import dtype_problem, level_problem
+from .stepped import StreamResampler
+
+log = logging.getLogger(__name__)
+
+# --- playback ----------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\S+")
+
+
+@dataclass
+class _Item:
+    """One output item's audio as placed on the playback track, and its text."""
+
+    id: str
+    placements: list[tuple[int, int, int]] = field(default_factory=list)  # (item_off, pos, n)
+    received: int = 0      # samples received, including any dropped after a barge-in
+    played: int | None = None  # samples actually played when cut short; None = not cut
+    text: str = ""
+    done: bool = False
+
+    @property
+    def placed(self) -> int:
+        return sum(n for _, _, n in self.placements)
+
+    def position(self, sample: float, *, end: bool) -> int | None:
+        """Track index of an item sample position (``end``: the position just after it)."""
+        for off, pos, n in self.placements:
+            if end and off < sample <= off + n:
+                return pos + int(np.ceil(sample - off - 1e-9))
+            if not end and off <= sample < off + n:
+                return pos + int(np.floor(sample - off + 1e-9))
+        return None
+
+
+class PlaybackBuffer:
+    """What a listener hears, on the input clock, at the model's output rate.
+
+    Pure bookkeeping: every method takes the instant (seconds on the input clock) explicitly,
+    so it is tested without a wall clock. Audio arriving while earlier audio is still playing
+    is queued behind it; audio arriving after playback ran dry starts at its arrival.
+    """
+
+    def __init__(self, sample_rate: int):
+        self.sample_rate = sample_rate
+        self._track = np.zeros(sample_rate * 4, dtype=np.float32)
+        self._end = 0  # track index where queued audio runs out
+        self._items: dict[str, _Item] = {}
+
+    def _index(self, t: float) -> int:
+        return max(0, int(round(t * self.sample_rate)))
+
+    def _item(self, item_id: str) -> _Item:
+        if item_id not in self._items:
+            self._items[item_id] = _Item(item_id)
+        return self._items[item_id]
+
+    def add_audio(self, at: float, item_id: str, samples: np.ndarray) -> None:
+        item = self._item(item_id)
+        n = len(samples)
+        offset = item.received
+        item.received += n
+        if item.played is not None or n == 0:
+            return  # generated before the barge-in, arrived after it: never heard
+        start = max(self._index(at), self._end)
+        stop = start + n
+        if stop > len(self._track):
+            grown = np.zeros(max(stop, 2 * len(self._track)), dtype=np.float32)
+            grown[: len(self._track)] = self._track
+            self._track = grown
+        self._track[start:stop] = samples
+        self._end = stop
+        item.placements.append((offset, start, n))
+
+    def add_text(self, item_id: str, text: str) -> None:
+        self._item(item_id).text += text
+
+    def finish(self, item_id: str | None = None) -> None:
+        """Mark one item (or, with None, every item so far) complete."""
+        for item in ([self._items[item_id]] if item_id in self._items else
+                     [] if item_id is not None else self._items.values()):
+            item.done = True
+
+    def playing(self, at: float) -> bool:
+        return self._index(at) < self._end
+
+    def interrupt(self, at: float) -> list[tuple[str, int]]:
+        """Stop playback at ``at`` and drop everything queued after it.
+
+        Returns (item_id, audio_end_ms) for every item whose audio was cut: the milliseconds of
+        it actually played, the value a client sends the provider to truncate the item."""
+        cut_at = self._index(at)
+        cut: list[tuple[str, int]] = []
+        for item in self._items.values():
+            if item.played is not None or not item.placements:
+                continue
+            finished = all(pos + n <= cut_at for _, pos, n in item.placements)
+            if finished and item.done:
+                continue  # played to its end before the barge-in
+            # Either cut mid-playback, or played dry while still being generated: the provider
+            # cancels it, and whatever of it arrives later is never heard.
+            played = sum(min(n, max(0, cut_at - pos)) for _, pos, n in item.placements)
+            item.placements = [(off, pos, min(n, cut_at - pos))
+                               for off, pos, n in item.placements if pos < cut_at]
+            item.played = played
+            cut.append((item.id, played * 1000 // self.sample_rate))
+        if cut_at < self._end:
+            self._track[cut_at: self._end] = 0.0
+            self._end = cut_at
+        return cut
+
+    def audio(self, until: float, since: float = 0.0) -> np.ndarray:
+        """The heard output over [since, until), at the model's output rate."""
+        return self.samples(self._index(since), self._index(until))
+
+    def samples(self, start: int, stop: int) -> np.ndarray:
+        """Track samples [start, stop) (output-rate indices), zeros past what was placed."""
+        out = np.zeros(max(0, stop - start), dtype=np.float32)
+        m = min(stop, len(self._track))
+        if m > start:
+            out[: m - start] = self._track[start:m]
+        return out
+
+    def words(self, until: float, *, final: bool = False) -> list[Word]:
+        """Transcript words whose audio has finished playing by ``until``.
+
+        A delta's text is spread over its item's audio in proportion to characters. Until an
+        item is complete its total length is unknown and any placement would be a guess that
+        could run ahead of playback, so its words appear only once it is done (``final``
+        treats every item as done, for the closing Recording). Words whose audio was never
+        played (cut by a barge-in) never appear."""
+        sr = self.sample_rate
+        limit = self._index(until)
+        words: list[Word] = []
+        for item in self._items.values():
+            if not (item.done or final) or not item.text or item.received == 0:
+                continue
+            total_chars = len(item.text)
+            heard = item.played if item.played is not None else item.placed
+            for m in _TOKEN.finditer(item.text):
+                s = m.start() / total_chars * item.received
+                e = m.end() / total_chars * item.received
+                if e > heard + 1e-6:
+                    continue
+                start, end = item.position(s, end=False), item.position(e, end=True)
+                if start is None or end is None or end > limit:
+                    continue
+                words.append(Word(start / sr, end / sr, m.group()))
+        words.sort(key=lambda w: (w.start, w.end))
+        return words
+
+
+# --- the Duplex on the wall clock --------------------------------------------------------
+
+class _InputResampler:
+    """16 kHz -> model rate for consecutive pushes, as if the signal were resampled whole.
+
+    A band-limited filter needs a little of the future: each call resamples everything but
+    the last ``LOOKAHEAD`` input samples (4 ms), with the earlier input as left context, and
+    the held-back samples go out with the next push. Without that, every push boundary
+    would carry a click (~45 dB SNR with 20-40 ms pushes; >100 dB with it). Output counts
+    follow the cumulative input, so no rounding drift builds up."""
+
+    LOOKAHEAD = 64
+    CONTEXT = 640
+
+    def __init__(self, to_rate: int):
+        self.to_rate = to_rate
+        self.lag = 0 if to_rate == SAMPLE_RATE else self.LOOKAHEAD
+        self.emitted = 0   # input index up to which output has been produced
+        self._total = 0    # input samples received
+        self._recent = np.zeros(0, dtype=np.float32)  # input ending at _total
+
+    def out_index(self, k: int) -> int:
+        return int(round(k * self.to_rate / SAMPLE_RATE))
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        """Output for input [emitted, received - lag)."""
+        if self.lag == 0:
+            self._total += len(block)
+            self.emitted = self._total
+            return block
+        self._recent = np.concatenate([self._recent, block])
+        self._total += len(block)
+        upto = max(self.emitted, self._total - self.lag)
+        first = max(0, self.emitted - self.CONTEXT)
+        y = resample(self._recent[len(self._recent) - (self._total - first):], SAMPLE_RATE,
+                     self.to_rate)
+        a, b = self.out_index(self.emitted) - self.out_index(first), \
+            self.out_index(upto) - self.out_index(first)
+        piece = y[a:b]
+        if len(piece) < b - a:
+            piece = np.concatenate([piece, np.zeros(b - a - len(piece), np.float32)])
+        self.emitted = upto
+        keep = self._total - max(0, upto - self.CONTEXT)
+        self._recent = self._recent[len(self._recent) - keep:]
+        return piece
+
+
+def _checked_audio(audio: Any, at: float) -> np.ndarray:
+    """An AudioDelta's samples, or a ModelError (final, not retried: a retry of a model that
+    sends broken audio sends it again) for non-mono, non-float, non-finite or absurd audio."""
+    raw = np.asarray(audio)
+    problem = dtype_problem(raw)
+    if problem is None and raw.ndim != 1:
+        problem = f"audio of shape {raw.shape}; mono (1-D) expected"
+    x = raw.astype(np.float32, copy=False) if problem is None else None
+    problem = problem or level_problem(x)
+    if problem is not None:
+        raise ModelError(f"the session sent {problem}, at t={at:.2f}s")
+    return x
+
+
+class StreamingDuplex(Duplex):
+    """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
+
+    def __init__(self, session: StreamingSession, *, input_sample_rate: int,
+                 output_sample_rate: int, chunk_ms: float = DEFAULT_CHUNK_MS):
+        if chunk_ms <= 0:
+            raise ValueError(f"chunk_ms must be positive, got {chunk_ms}")
+        self.session = session
+        self.input_sample_rate = input_sample_rate
+        self.output_sample_rate = output_sample_rate
+        self.chunk = max(1, int(round(SAMPLE_RATE * chunk_ms / 1000)))
+        self.events: list[tuple[float, str]] = []
+        self.playback = PlaybackBuffer(output_sample_rate)
+        self._to16 = StreamResampler(output_sample_rate, SAMPLE_RATE)
+        self._heard16 = Track()
+        self._fed = 0                  # output-rate samples fed to _to16
+        self._resampler = _InputResampler(input_sample_rate)
+        self._inputs: list[np.ndarray] = []
+        self._sent = 0                 # 16 kHz input samples sent
+        self._t0: float | None = None  # loop time of the first input sample
+        self._loop = asyncio.get_running_loop()
+        self._failure: ModelError | None = None
+        self._closing = False
+        self._max_lag = 0.0
+        self._watch = watchdog.current()  # each answer from the session is progress
+        self.usage: dict = {}  # the session's own usage report, taken at close()
+        self._reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def open(cls, model: StreamingModel, info: SessionInfo,
+                   chunk_ms: float | None = None) -> "StreamingDuplex":
+        """Connect one session of ``model`` and wrap it. Connection failures come out as
+        ``ModelError`` (``TransientModelError`` when worth retrying)."""
+        try:
+            session = await model.connect(info)
+        except ModelError:
+            raise
+        except (OSError, asyncio.TimeoutError) as e:
+            raise TransientModelError(f"could not connect: {type(e).__name__}: {e}") from e
+        if chunk_ms is None:
+            chunk_ms = getattr(model, "chunk_ms", DEFAULT_CHUNK_MS)
+        return cls(session, input_sample_rate=model.input_sample_rate,
+                   output_sample_rate=model.output_sample_rate, chunk_ms=chunk_ms)
+
+    # -- clock --
+
+    def _clock(self) -> float:
+        """Seconds since the first input sample was sent (0 before it)."""
+        if self._t0 is None:
+            return 0.0
+        return max(0.0, self._loop.time() - self._t0)
+
+    @property
+    def now(self) -> float:
+        return self._sent / SAMPLE_RATE
+
+    @property
+    def started_at(self) -> float | None:
+        """Loop time (``time.monotonic()`` for the default loop) of the first input sample."""
+        return self._t0
+
+    @property
+    def max_input_lag(self) -> float:
+        """Largest delay (s) of an input chunk behind its wall-clock slot so far."""
+        return self._max_lag
+
+    def _record(self, at: float, what: str) -> None:
+        self.events.append((round(at, 4), what))
+
+    # -- input --
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    async def push(self, samples: np.ndarray) -> None:
+        x = np.asarray(samples, dtype=np.float32)
+        if x.ndim != 1:
+            raise ValueError(f"push expects mono samples, got shape {x.shape}")
+        self._check()
+        if self._closing:
+            raise RuntimeError("push after close")
+        if len(x) == 0:
+            return
+        base = self._sent
+        first = self._resampler.emitted  # y covers input [first, base + len(x) - lag)
+        y = self._resampler(x)
+        lag, out = self._resampler.lag, self._resampler.out_index
+        for i in range(0, len(x), self.chunk):
+            k = base + i
+            if self._t0 is None:
+                self._t0 = self._loop.time()
+            due = self._t0 + k / SAMPLE_RATE
+            delay = due - self._loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                self._max_lag = max(self._max_lag, -delay)
+            self._check()
+            j = min(len(x), i + self.chunk)
+            # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
+            a = max(first, k - lag)
+            b = max(a, base + j - lag)
+            piece = y[out(a) - out(first): out(b) - out(first)]
+            try:
+                await self.session.send(piece)
+                self._watch.beats += 1
+            except ModelError as e:
+                self._fail(e)
+            except Exception as e:  # the adapter let a transport error through
+                self._fail(TransientModelError(f"sending input failed: {type(e).__name__}: {e}"))
+            self._check()
+            self._inputs.append(x[i:j])
+            self._sent = base + j
+        # "consumed" = the wall clock has reached the end of the pushed audio
+        delay = self._t0 + self._sent / SAMPLE_RATE - self._loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        self._check()
+
+    # -- output --
+
+    def _fail(self, error: ModelError) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._record(self._clock(), f"failed: {error}")
+
+    async def _read(self) -> None:
+        try:
+            async for ev in self.session.events():
+                await self._on_event(ev)
+            if not self._closing:
+                self._fail(TransientModelError(
+                    f"the session ended mid-instance at t={self._clock():.2f}s"))
+        except asyncio.CancelledError:
+            raise
+        except ModelError as e:
+            if not self._closing:
+                self._fail(e)
+        except Exception as e:
+            if not self._closing:
+                self._fail(TransientModelError(
+                    f"the session died mid-instance at t={self._clock():.2f}s: "
+                    f"{type(e).__name__}: {e}"))
+
+    async def _on_event(self, ev: Event) -> None:
+        at = self._clock()
+        self._watch.beats += 1
+        if isinstance(ev, AudioDelta):
+            self.playback.add_audio(at, ev.item_id, _checked_audio(ev.audio, at))
+        elif isinstance(ev, TranscriptDelta):
+            self.playback.add_text(ev.item_id, ev.text)
+        elif isinstance(ev, ItemDone):
+            self.playback.finish(ev.item_id)
+        elif isinstance(ev, ResponseDone):
+            self.playback.finish()
+            self._record(at, f"response_done {ev.status}")
+        elif isinstance(ev, SpeechStarted):
+            self._record(at, "speech_started")
+            if ev.interrupt:
+                await self._interrupt(at)
+        elif isinstance(ev, Error):
+            self._record(at, f"model_error {ev.code or ''}: {ev.message}".strip())
+            if ev.fatal:
+                cls = TransientModelError if ev.transient else ModelError
+                self._fail(cls(f"provider error {ev.code or ''}: {ev.message}".strip()))
+
+    async def _interrupt(self, at: float) -> None:
+        for item_id, played_ms in self.playback.interrupt(at):
+            self._record(at, f"truncate {item_id} {played_ms}ms")
+            try:
+                await self.session.truncate(item_id, played_ms)
+            except ModelError as e:
+                self._fail(e)
+
+    async def stop_playback(self) -> None:
+        """Stop what is playing now (a client-side barge-in), truncating as on SpeechStarted."""
+        await self._interrupt(self._clock())
+
+    def _settled(self) -> float:
+        """Where the heard output is final: the session clock, but never past the wall clock
+        (audio before the wall clock has played; later audio can still be cut)."""
+        return min(self.now, self._clock()) if self._t0 is not None else 0.0
+
+    def _hear_until(self, until: float) -> None:
+        """Feed the heard track up to ``until`` through the streaming resampler (so polling
+        ``heard()`` costs only the new audio)."""
+        stop = int(round(until * self.output_sample_rate))
+        if stop > self._fed:
+            self._heard16.append(self._to16.push(self.playback.samples(self._fed, stop)))
+            self._fed = stop
+
+    def heard(self) -> np.ndarray:
+        """Heard output at 16 kHz from t = 0; like the stepped duplex's it may trail ``now``
+        by the resampler's delay (a few ms) but never changes once returned."""
+        self._hear_until(self._settled())
+        return self._heard16.view()
+
+    def transcript(self) -> list[Word]:
+        return self.playback.words(self._settled())
+
+    async def close(self) -> Recording:
+        self._closing = True
+        end = self.now
+        self._reader.cancel()
+        try:
+            await self._reader
+        except asyncio.CancelledError:
+            pass
+        try:
+            await self.session.close()
+        except Exception as e:  # closing a dead socket is not a new failure
+            log.debug("closing the session failed: %s", e)
+        # what the provider reported (tokens, audio seconds), read even when the trial failed
+        # so a retried instance is charged for every attempt (usage.py)
+        self.usage = dict(getattr(self.session, "usage", None) or {})
+        if self._max_lag > self.chunk / SAMPLE_RATE:
+            self._record(end, f"input_lag max {self._max_lag * 1000:.0f}ms")
+        self._check()
+        inp = np.concatenate(self._inputs) if self._inputs else np.zeros(0, np.float32)
+        self._hear_until(end)
+        out = np.concatenate([self._heard16.view(), self._to16.flush()])
+        n = len(inp)
+        out = out[:n] if len(out) >= n else np.concatenate([out, np.zeros(n - len(out),
+                                                                            np.float32)])
+        return Recording(input=inp, output=out,
+                         transcript=tuple(self.playback.words(end, final=True)),
+                         events=list(self.events), usage=self.usage)
+
+
+# --- many sessions at once ---------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+async def run_with_retry(job: Callable[[], Awaitable[T]],
+                         policy: RetryPolicy = STREAMING) -> T:
+    """Run ``job`` (a fresh attempt each call); transient failures are retried from scratch,
+    and the last one comes out as a ``ModelError`` naming the number of attempts."""
+    for attempt in range(1, policy.max_attempts + 1):
+        try:
+            return await job()
+        except TransientModelError as e:
+            if attempt == policy.max_attempts:
+                raise ModelError(f"{e} (gave up after {attempt} attempts)") from e
+            wait = policy.delay(attempt)
+            log.info("transient model failure (%s); retrying in %.1fs", e, wait)
+            await asyncio.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+__all__: Sequence[str] = ["PlaybackBuffer", "RetryPolicy", "StreamingDuplex", "run_with_retry"]

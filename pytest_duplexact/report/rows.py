@@ -1,0 +1,106 @@
+"""The one row model every view of a report renders (terminal.py, markdown.py, html.py): a row
+per action and per condition with its I and S ``Rate`` (n and 95% Wilson interval), timing and
+what kept instances out of the rates, the failed instances with their reasons, and the cell
+formats the views share. Computed from the JSON report only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import taxonomy
+from ..aggregate import NA
+from . import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
+from . import why_no_rate
+from .stats import Rate, rate_of
+
+
+@dataclass(frozen=True)
+class ActionRow:
+    action: str
+    label: str
+    I: Rate  # noqa: E741 - the paper's name
+    S: Rate
+    timing: dict | None  # the report's timing dict, for actions with a diagnostic
+    timed: bool  # the action has a timing diagnostic (taxonomy.TIMING_DIAGNOSTIC)
+    n: int
+    notes: str  # what kept instances out of the rates (why_no_rate)
+
+
+@dataclass(frozen=True)
+class ConditionRow:
+    key: str
+    action: str
+    condition: str
+    action_label: str
+    label: str
+    I: Rate  # noqa: E741
+    S: Rate
+    timing: dict | None
+    n: int
+    notes: str
+
+
+def fmt_rate(r: Rate, ci: bool = True) -> str:
+    """``81.5 [72.1-88.3]`` in percent; ``~`` marks an interval wider than +/-10 points."""
+    if r.value is None:
+        return NA
+    text = f"{100 * r.value:.1f}"
+    if ci:
+        text += f" [{100 * r.lo:.1f}\u2013{100 * r.hi:.1f}]"
+    return text + ("~" if r.wide else "")
+
+
+def fmt_rate_value(v: float | None) -> str:
+    """A fraction as a percentage with one decimal, or n/a."""
+    return NA if v is None else f"{100 * v:.1f}"
+
+
+def action_rows(report: dict) -> list[ActionRow]:
+    """One row per action that ran, in the paper's order."""
+    rows = []
+    for action in taxonomy.ACTIONS:
+        a = report["summary"]["actions"].get(action)
+        if a is None:
+            continue
+        c = a["counts"]
+        timed = action in taxonomy.TIMING_DIAGNOSTIC
+        rows.append(ActionRow(action, taxonomy.ACTION_LABELS[action], rate_of(c, "I"),
+                              rate_of(c, "S"), a["timing"] if timed else None, timed, c["n"],
+                              why_no_rate(c)))
+    return rows
+
+
+def condition_rows(report: dict) -> list[ConditionRow]:
+    """One row per condition with at least one instance, in the paper's order."""
+    rows = []
+    for cond in taxonomy.CONDITIONS:
+        a = report["summary"]["actions"].get(cond.action)
+        c = None if a is None else a["conditions"].get(cond.id)
+        if c is None or not c["n"]:
+            continue
+        rows.append(ConditionRow(cond.key, cond.action, cond.id,
+                                 taxonomy.ACTION_LABELS[cond.action], cond.label,
+                                 rate_of(c, "I"), rate_of(c, "S"),
+                                 a["condition_timings"].get(cond.id), c["n"], why_no_rate(c)))
+    return rows
+
+
+def failed(inst: dict) -> bool:
+    """An instance that needs a look: a failed stage, a judge error or a harness error."""
+    if inst.get("error"):
+        return True
+    bad = ("failure", "judge_error")
+    return any(inst.get(stage) and inst[stage]["verdict"] in bad
+               for stage in ("immediate", "subsequent"))
+
+
+def failure_reason(inst: dict) -> tuple[str, str]:
+    """(stage, reason) of a failed instance, the earliest stage first."""
+    if inst.get("error"):
+        return "error", inst["error"]
+    for stage, label in (("immediate", "I"), ("subsequent", "S")):
+        r = inst.get(stage)
+        if r and r["verdict"] in ("failure", "judge_error"):
+            tag = label if r["verdict"] == "failure" else f"{label} (judge error)"
+            return tag, r["reason"]
+    return "", ""

@@ -1,0 +1,150 @@
+"""The run directory (docs/runs.md): every file name of a run, where it lives, how it is
+written (atomic.py: write-then-rename) and how it is read back. The harness, the session,
+resume (journal.py), ``explain`` and the HTML report all go through ``RunDir``, so a file's
+name and format are spelled once.
+
+    DIR/run.json, DIR/report.json, DIR/cache/,
+    DIR/instances/<id>/{input.wav, output.wav, recording.json, timeline.json, error.txt,
+                        outcome.json}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .atomic import PART_GLOB, write_text
+from .recording_io import INPUT_FILE, OUTPUT_FILE, RECORDING_FILE
+
+RUN_FILE = "run.json"
+REPORT_FILE = "report.json"
+CACHE_DIR = "cache"
+INSTANCES_DIR = "instances"
+OUTCOME_FILE = "outcome.json"
+TIMELINE_FILE = "timeline.json"
+ERROR_FILE = "error.txt"
+FINGERPRINT_KEY = "fingerprint"  # in outcome.json: the RunSettings it was scored under
+USAGE_KEY = "usage"  # in outcome.json: the remote-service cost of the instance (usage.delta)
+
+__all__ = ["CACHE_DIR", "ERROR_FILE", "FINGERPRINT_KEY", "INPUT_FILE", "INSTANCES_DIR",
+           "OUTCOME_FILE", "OUTPUT_FILE", "RECORDING_FILE", "REPORT_FILE", "RUN_FILE",
+           "RunDir", "TIMELINE_FILE", "USAGE_KEY", "json_text", "read_json_object",
+           "write_json"]
+
+
+def json_text(data: Any) -> str:
+    """The run files' JSON: sorted keys, one-space indent, UTF-8 as is, a final newline."""
+    return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_json(path: Path | str, data: Any) -> None:
+    write_text(path, json_text(data))
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON object from ``path``; OSError / ValueError (naming the file) otherwise."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{Path(path).name} is not a JSON object")
+    return data
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
+
+    # --- where ------------------------------------------------------------------------------
+
+    @property
+    def run_file(self) -> Path:
+        return self.root / RUN_FILE
+
+    @property
+    def report_file(self) -> Path:
+        return self.root / REPORT_FILE
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / CACHE_DIR
+
+    @property
+    def instances(self) -> Path:
+        return self.root / INSTANCES_DIR
+
+    def instance(self, instance_id: str) -> Path:
+        return self.instances / instance_id
+
+    def relative(self, folder: Path) -> str:
+        """A folder of the run as the report names it (``recording``: run-dir relative)."""
+        return Path(folder).relative_to(self.root).as_posix()
+
+    def folder(self, recording: str) -> Path:
+        """The instance folder a report's ``recording`` names."""
+        return self.root / recording
+
+    # --- run.json and report.json ------------------------------------------------------------
+
+    def write_run(self, settings: dict, package_version: str, fingerprint: str) -> None:
+        write_json(self.run_file, {"settings": settings, "package_version": package_version,
+                                   "fingerprint": fingerprint})
+
+    def read_run_settings(self) -> dict:
+        """run.json's ``settings``; KeyError / ValueError / TypeError when damaged."""
+        return json.loads(self.run_file.read_text(encoding="utf-8"))["settings"]
+
+    def write_report(self, report: dict) -> None:
+        write_json(self.report_file, report)
+
+    def drop_report(self) -> None:
+        self.report_file.unlink(missing_ok=True)
+
+    # --- one instance -----------------------------------------------------------------------
+
+    def reopen(self, instance_id: str) -> Path:
+        """Before an instance (re)runs, its folder stops being a finished one: the outcome
+        goes first, so a run killed mid-instance never leaves an old outcome beside new
+        files; temporaries of a killed attempt go too."""
+        folder = self.instance(instance_id)
+        for name in (OUTCOME_FILE, ERROR_FILE):
+            (folder / name).unlink(missing_ok=True)
+        for tmp in folder.glob(PART_GLOB):
+            tmp.unlink(missing_ok=True)
+        return folder
+
+    def write_timeline(self, instance_id: str, timeline: dict) -> None:
+        write_json(self.instance(instance_id) / TIMELINE_FILE, timeline)
+
+    def write_error(self, instance_id: str, text: str) -> None:
+        write_text(self.instance(instance_id) / ERROR_FILE, text)
+
+    def write_outcome(self, instance_id: str, outcome: dict, fingerprint: str | None,
+                      usage: dict | None) -> None:
+        """The journal entry, written last: the instance is finished once it exists."""
+        write_json(self.instance(instance_id) / OUTCOME_FILE,
+                   {**outcome, FINGERPRINT_KEY: fingerprint, USAGE_KEY: usage})
+
+    @staticmethod
+    def read_outcome(folder: Path) -> dict:
+        return read_json_object(Path(folder) / OUTCOME_FILE)
+
+    @staticmethod
+    def read_timeline(folder: Path) -> dict:
+        return read_json_object(Path(folder) / TIMELINE_FILE)
+
+    @staticmethod
+    def read_recording_meta(folder: Path) -> dict:
+        return read_json_object(Path(folder) / RECORDING_FILE)
+
+    @staticmethod
+    def tracks(folder: Path) -> dict[str, Path]:
+        """The instance's audio files that exist: ``{"input": ..., "output": ...}``."""
+        out = {}
+        for name, file in (("input", INPUT_FILE), ("output", OUTPUT_FILE)):
+            if (Path(folder) / file).is_file():
+                out[name] = Path(folder) / file
+        return out
