@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from pytest_duplexact import usage
-from pytest_duplexact.models.streaming import ResponseDone, StreamingDuplex
+from pytest_duplexact.models.streaming import ResponseDone
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 
 class _Session:

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_duplexact import watchdog
 from pytest_duplexact.models.base import ModelError, SessionInfo
-from pytest_duplexact.models.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.watchdog import ModelTimeout, run_watched
 

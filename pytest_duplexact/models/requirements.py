@@ -103,6 +103,11 @@ REQUIREMENTS: dict[str, Requirements] = {
                              "reply", "stepped"),
     "gpt-realtime": Requirements("OpenAI Realtime API (hosted)", "streaming", packages=_OPENAI,
                                  env=("OPENAI_API_KEY",)),
+    # the key may be GEMINI_API_KEY or GOOGLE_API_KEY: the adapter's preflight checks either
+    "gemini-live": Requirements("Google Gemini Live API (hosted; GEMINI_API_KEY or "
+                                "GOOGLE_API_KEY)", "streaming",
+                                packages=(Package("google.genai",
+                                                  "pip install 'pytest-duplexact[gemini]'"),)),
     "grok-voice": Requirements("xAI Grok Voice Agent API (hosted, OpenAI Realtime dialect)",
                                "streaming", packages=_OPENAI, env=("XAI_API_KEY",)),
     "qwen-omni-realtime": Requirements("Alibaba DashScope Qwen-Omni Realtime (hosted, OpenAI "

@@ -32,22 +32,13 @@ from ..instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, 
                         TEXT_FIELDS, id_problem, required_fields)
 from . import ReleasedDataError
 from .mapping import Mapping, lookup, to_seconds
-from .snapshot import Snapshot
+from .snapshot import Snapshot, cache_root  # noqa: F401 (cache_root: convert.cache_root)
 
 CONVERTER_VERSION = 1
 BATCH_ROWS = 8  # rows decoded at once (audio rows are large: ~0.5 MB per 10 s at 24 kHz)
 UNMAPPABLE_FILE = "unmappable.json"
 # Which clip's clock (and source rate, for unit "samples") each annotation is on.
 _CLOCK_ROLE = {name: ("cue" if name.startswith("cue_") else "user") for name in ANNOTATION_FIELDS}
-
-
-def cache_root() -> Path:
-    """DUPLEXACT_CACHE_DIR, else $XDG_CACHE_HOME/duplexact, else ~/.cache/duplexact."""
-    env = os.environ.get("DUPLEXACT_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "duplexact"
 
 
 @dataclass

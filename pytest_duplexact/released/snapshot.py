@@ -101,11 +101,18 @@ def _content_id(path: Path, memo: dict) -> str:
     return memo[stamp]
 
 
+def cache_root() -> Path:
+    """DUPLEXACT_CACHE_DIR, else $XDG_CACHE_HOME/duplexact, else ~/.cache/duplexact."""
+    env = os.environ.get("DUPLEXACT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "duplexact"
+
+
 def _hashes(root: Path, files: dict[str, tuple[Path, ...]]) -> dict[str, str]:
     """Content ids of the snapshot's files, with the memo of local files' hashes kept in the
     conversion cache (a local snapshot of GBs is not re-read on every run)."""
-    from .convert import cache_root
-
     memo_file = cache_root() / "released" / "file-hashes.json"
     try:
         memo = json.loads(memo_file.read_text(encoding="utf-8"))

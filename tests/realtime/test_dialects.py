@@ -16,7 +16,7 @@ from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError, check_transport
 from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
-from pytest_duplexact.models.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 from realtime_support import fake, user_clip
 

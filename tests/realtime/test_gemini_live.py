@@ -25,12 +25,13 @@ from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models import gemini_live
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.gemini_live import ModelConfigError, factory
-from pytest_duplexact.models.streaming import (ItemDone, ResponseDone, RetryPolicy,
-                                               SpeechStarted, StreamingDuplex,
-                                               TransientModelError, run_concurrently)
+from pytest_duplexact.models.streaming import (ItemDone, ResponseDone, SpeechStarted,
+                                               TransientModelError)
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.retry import RetryPolicy
 from pytest_duplexact.pipelines import run_instance
 
-from realtime_support import user_clip
+from realtime_support import run_concurrently, user_clip
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # onsets and offsets within +-40 ms of the server's send times

@@ -16,7 +16,8 @@ from pytest_duplexact.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.minicpm_duplex import MiniCPMOSession, factory
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.streaming import StreamingDuplex, TransientModelError
+from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 from realtime_support import fake, minicpm_fake, user_clip
 

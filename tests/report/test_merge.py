@@ -40,7 +40,7 @@ def _shards(tmp_path, n=3, full=None):
 
 def _comparable(rep):
     return {k: v for k, v in rep.items()
-            if k not in VOLATILE_KEYS + PROVENANCE_KEYS + ("notes", "usage")}
+            if k not in VOLATILE_KEYS + PROVENANCE_KEYS + ("notes", "usage", "cost")}
 
 
 def test_merge_equals_the_unsharded_report(tmp_path):
@@ -53,6 +53,9 @@ def test_merge_equals_the_unsharded_report(tmp_path):
     assert sum(s["instances"] for s in merged["shards"]) == full["totals"]["instances"]
     assert merged["gates"] == []  # shard gates judged one shard only
     assert merged["usage"] == {"text_judge": {"model": "judge-x", "calls": 6, "cache_hits": 3}}
+    # the cost is priced again from the summed usage (calls alone bill nothing)
+    assert merged["cost"]["services"]["text_judge"] == {"model": "judge-x", "cost": 0.0,
+                                                        "note": "nothing billed"}
 
 
 def test_main_writes_the_merged_report(tmp_path, capsys):
