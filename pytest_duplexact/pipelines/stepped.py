@@ -10,8 +10,6 @@ The model runs as fast as it computes: no wall clock is involved.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import soxr
 

@@ -26,6 +26,7 @@ from .. import taxonomy
 from ..rundir import RunDir
 from . import markdown as md
 from . import paper as paper_data
+from .stats import rate_of
 from .charts import (actions_chart, conditions_chart, heatmap_chart, heatmap_rows,  # noqa: F401
                      scenarios_chart, timing_values, timings_chart)
 from .lanes import LANES, lanes_svg  # noqa: F401 (part of this module's interface)

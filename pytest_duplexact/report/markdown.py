@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import taxonomy
 from ..aggregate import NA
 from . import paper as paper_data
+from .stats import rate_of
 from .rows import (action_rows, condition_rows, failed, failure_reason,  # noqa: F401
                    fmt_rate, fmt_rate_value, fmt_timing)
 

@@ -3,6 +3,7 @@ interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one mod
 
 from __future__ import annotations
 
+from .. import taxonomy
 from ..aggregate import NA
 from .rows import ConditionRow, action_rows, condition_rows, fmt_rate, fmt_timing
 from .stats import Rate

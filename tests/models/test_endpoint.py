@@ -1,7 +1,6 @@
 """The endpoint baseline: replies after 0.7 s of user silence, yields to barge-in, never
 backchannels, says its bundled >= 5-word reply."""
 
-import numpy as np
 import pytest
 
 from pytest_duplexact.models import resolve_model

@@ -5,7 +5,6 @@ through --duplexact-concurrency. Real time: each trial streams its audio at 1x."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -63,7 +63,7 @@ def test_a_resume_over_tampered_outcomes_reruns_them_and_writes_its_report(pytes
 
 FULL_DISK = '''
 import errno, os
-import pytest_duplexact.harness as harness
+import pytest_duplexact.atomic as atomic
 
 _replace = os.replace
 
@@ -74,7 +74,7 @@ def replace(src, dst, *a, **kw):
     return _replace(src, dst, *a, **kw)
 
 
-harness.os.replace = replace
+atomic.os.replace = replace
 '''
 
 

@@ -378,7 +378,8 @@ def test_preflight_names_the_missing_package(monkeypatch, api_key):
     real = importlib.util.find_spec
     monkeypatch.setattr(gemini_live.importlib.util, "find_spec",
                         lambda name, *a: None if name == "google.genai" else real(name, *a))
-    with pytest.raises(ModelError, match=r"google-genai package.*pytest-duplexact\[gemini\]"):
+    with pytest.raises(ModelError, match=r"google.genai'? (package|is not installed).*"
+                                         r"pytest-duplexact\[gemini\]"):
         models.preflight("gemini-live")
 
 
@@ -447,7 +448,7 @@ async def _close_quietly(d):
 @pytest.mark.asyncio
 async def test_go_away_is_recorded_and_the_close_after_it_retries_the_instance(api_key, tls):
     clip = user_clip([(0.1, 0.3)], total=1.0)
-    policy = RetryPolicy(retries=2, backoff=0.01)
+    policy = RetryPolicy(max_attempts=3, backoff_base=0.01, jitter=True)
 
     def job(srv):
         async def run():
@@ -482,10 +483,10 @@ async def test_usage_of_a_retried_instance_counts_every_attempt(api_key, tls, mo
     from pytest_duplexact.instance import bundled_root, load_dataset
     from pytest_duplexact.pipelines.direct import DirectReplay
 
-    monkeypatch.setattr("pytest_duplexact.models.streaming.RetryPolicy.delay",
-                        lambda self, attempt: 0.01)
+    monkeypatch.setattr("pytest_duplexact.retry.RetryPolicy.delay",
+                        lambda self, attempt, retry_after=None: 0.01)
     # a short observation period: this is about accounting, not about the pipeline
-    monkeypatch.setattr(pipelines, "pipeline_for", lambda inst, policy: DirectReplay(
+    monkeypatch.setattr(pipelines, "pipeline_for", lambda inst, *args: DirectReplay(
         observation_s=0.8))
     inst = next(i for i in load_dataset(bundled_root()).instances
                 if i.action == "take_turn")

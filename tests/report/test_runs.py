@@ -6,7 +6,6 @@ condition. Runs pytest in-process (pytester) on small selections, to stay fast."
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from pathlib import Path
 
