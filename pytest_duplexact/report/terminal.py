@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import taxonomy
 from ..aggregate import NA
 from .rows import ConditionRow, action_rows, condition_rows, fmt_rate, fmt_timing
-from .stats import Rate
+from .stats import Rate, rate_of
 
 WIDE_MARK = "~"
 WIDE_LEGEND = ("~ = 95% Wilson interval wider than +/-10 points (small n): a rough "
@@ -51,14 +51,22 @@ def condition_table(report: dict) -> list[str]:
     return _table(rows)
 
 
+def _counts_cell(c: dict | None) -> str:
+    """``I / S (n_S)`` of a stored Counts object; '-' where nothing was measured."""
+    if c is None or not c["n"]:
+        return "-"
+    i, s = rate_of(c, "I"), rate_of(c, "S")
+    return f"{_rate(i)} / {NA if s.value is None else f'{_rate(s)} ({s.n})'}"
+
+
 def corpus_table(report: dict) -> list[str]:
     """Per corpus, pooled and per action (only data whose instances name their corpus)."""
     corpora = report["summary"].get("corpora") or {}
     acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
     rows = [["corpus", "all"] + [taxonomy.ACTION_LABELS[a] for a in acts]]
     for corpus, c in corpora.items():
-        rows.append([corpus, cell(c)] + [cell(report["summary"]["actions"][a].get(
-            "corpora", {}).get(corpus)) for a in acts])
+        rows.append([corpus, _counts_cell(c)] + [_counts_cell(
+            report["summary"]["actions"][a].get("corpora", {}).get(corpus)) for a in acts])
     return _table(rows)
 
 
