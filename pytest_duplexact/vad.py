@@ -4,7 +4,8 @@
 seconds from its first sample. Four steps, split so each can be measured and tested alone:
 
 1. ``speech_probabilities``: silero-vad 6.2.3 (weights ship inside its wheel, loaded once per
-   process, lazily) gives one speech probability per 32 ms frame of 16 kHz audio.
+   process, lazily; run through ONNX Runtime or TorchScript, ``vad_network``) gives one speech
+   probability per 32 ms frame of 16 kHz audio.
 2. ``spans_from_probabilities``: silero's own hysteresis turns them into spans (pure).
 3. ``refine_edges``: each edge is moved to where the energy envelope says speech starts or
    stops, at most ``refine_onset_ms`` / ``refine_offset_ms`` away (pure). Silero quantises
@@ -24,14 +25,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import audio
+from . import audio, vad_network
 from .timeline import Span
 
 VAD_SAMPLE_RATE = 16_000
@@ -78,23 +77,11 @@ class VadParams:
 
 DEFAULT_PARAMS = VadParams()
 
-_lock = threading.Lock()  # the silero model keeps recurrent state: one caller at a time
-_model = None
-
-
 def _load():
-    """The silero model, loaded on first use. Inference uses one torch thread: with pytest-xdist
-    workers sharing two cores, two threads per worker ran ~4x slower than one (measured)."""
-    global _model
-    if _model is None:
-        import torch
-        from silero_vad import load_silero_vad
-
-        torch.set_num_threads(1)
-        with warnings.catch_warnings():  # silero's loader uses APIs torch/importlib deprecate
-            warnings.simplefilter("ignore", DeprecationWarning)
-            _model = load_silero_vad()
-    return _model
+    """Load the network of the process's backend now (benchmarks warm it up before timing)."""
+    if vad_network.backend() == "onnx":
+        return vad_network._session()
+    return vad_network._torch()
 
 
 def as_mono(samples: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -144,29 +131,19 @@ def active_frames(x: np.ndarray, context_ms: int) -> np.ndarray:
     return near[reach: reach + len(loud)] > 0
 
 
-def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0) -> np.ndarray:
-    """One silero speech probability per 32 ms frame of 16 kHz mono float32 audio.
+def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0,
+                         backend: str | None = None) -> np.ndarray:
+    """One silero speech probability per 32 ms frame of 16 kHz mono float32 audio, through
+    ``backend`` (``vad_network``: onnx or torch; default the process's choice).
 
     ``skip_quiet_ms`` > 0: frames below SILENCE_DBFS and farther than that from any louder
     frame skip the network and get probability 0 (a model's output track is mostly silence;
     the network is the harness's main cost). The network's state runs on across a skipped
     stretch as if the frames kept were contiguous."""
-    import torch
-
     n = -(-len(x) // FRAME)
     run = np.ones(n, dtype=bool) if skip_quiet_ms <= 0 else active_frames(x, skip_quiet_ms)
     probs = np.zeros(n, dtype=np.float32)
-    with _lock:
-        model = _load()
-        model.reset_states()
-        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        with torch.no_grad():
-            for i in np.flatnonzero(run):
-                chunk = t[i * FRAME: (i + 1) * FRAME]
-                if len(chunk) < FRAME:
-                    chunk = torch.nn.functional.pad(chunk, (0, FRAME - len(chunk)))
-                probs[i] = model(chunk, VAD_SAMPLE_RATE).item()
-        model.reset_states()
+    probs[run] = vad_network.probabilities(x, run, backend)
     return probs
 
 
@@ -367,20 +344,20 @@ def postprocess(x: np.ndarray, probs: np.ndarray,
     return attach_islands(x, spans, probs, params.attach_ms)
 
 
-@functools.lru_cache(maxsize=1)
-def _implementation() -> dict:
-    """What else a result depends on: this module's source (any edit to the VAD invalidates
-    cached results) and the versions of the network and of torch that runs it."""
+@functools.lru_cache(maxsize=4)
+def _implementation(backend: str) -> dict:
+    """What else a result depends on: this module's and the network runner's source (any edit
+    invalidates cached results), the network's version, the backend that ran it (onnx or
+    torch: equal spans were measured, not guaranteed) and that backend's version."""
     from importlib.metadata import PackageNotFoundError, version
 
-    def v(package: str) -> str | None:
-        try:
-            return version(package)
-        except PackageNotFoundError:
-            return None
-
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return {"code_sha256": code, "silero_vad": v("silero-vad"), "torch": v("torch")}
+    try:
+        silero = version("silero-vad")
+    except PackageNotFoundError:
+        silero = None
+    code = hashlib.sha256(Path(__file__).read_bytes()
+                          + Path(vad_network.__file__).read_bytes()).hexdigest()
+    return {"code_sha256": code, "silero_vad": silero, **vad_network.versions(backend)}
 
 
 def cache_request(x: np.ndarray, params: VadParams) -> dict:
@@ -389,7 +366,7 @@ def cache_request(x: np.ndarray, params: VadParams) -> dict:
     return {"endpoint": "vad/speech_spans", "audio_sha256": hashlib.sha256(
                 np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest(),
             "samples": int(len(x)), "sample_rate": VAD_SAMPLE_RATE, "params": asdict(params),
-            **_implementation()}
+            **_implementation(vad_network.backend())}
 
 
 def speech_spans(samples: np.ndarray, sample_rate: int,
