@@ -22,7 +22,9 @@ and memory, each a ratio measured in the same run (docs/benchmarks.md).
    (benchmarks/memory.py's ``run``).
 
 Also checks that the VAD's skipping of quiet stretches leaves the segments as they are with
-the network on every frame (every bundled clip, the oracle's and endpoint's outputs).
+the network on every frame (every bundled clip, the oracle's and endpoint's outputs), and that
+the VAD's ONNX and TorchScript backends find the same spans on the bundled clips, the noise
+grid and the model outputs (benchmarks/vad_backends.py, part ``backends``).
 
     python benchmarks/harness.py [--quick] [--out results.json]
 
@@ -53,11 +55,13 @@ from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_m
 
 from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
 from pytest_duplexact import segmentation, vad  # noqa: E402
+import vad_backends  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
 
 MODELS = ("silent", "oracle", "endpoint")
 TARGETS = {
     "oracle_total_over_vad": 1.5,  # at most
+    "oracle_x_realtime_per_core": 300.0,  # at least
     "silent_x_realtime_per_core": 2000.0,  # at least
     "onset_median_ms": 20.0, "onset_p95_ms": 50.0,  # clean speech, at most
     "live_wall_over_ideal_16": 1.1,  # at most
@@ -663,6 +667,15 @@ def targets(report: dict) -> list[dict]:
         v = tp["oracle"]["total_over_vad"]
         rows.append({"target": "oracle total / VAD time <= 1.5", "value": v,
                      "met": v is not None and v <= TARGETS["oracle_total_over_vad"]})
+    if "oracle" in tp:
+        v = tp["oracle"]["x_realtime"]["per_core"]
+        rows.append({"target": "oracle >= 300x real time per core", "value": v,
+                     "met": v >= TARGETS["oracle_x_realtime_per_core"]})
+    bk = report.get("vad_backends")
+    if bk:
+        rows.append({"target": "VAD onnx = torch spans on every clip, grid track, model output",
+                     "value": f"{bk['tracks_differing']} of {bk['tracks']} differ",
+                     "met": bk["tracks_differing"] == 0})
     if "silent" in tp:
         v = tp["silent"]["x_realtime"]["per_core"]
         rows.append({"target": "silent >= 2000x real time per core", "value": v,
@@ -766,6 +779,8 @@ def table(report: dict) -> str:
                          f"faster on model outputs, {g['speedup_all_tracks']}x on all tracks")
             for ex in g["examples"]:
                 lines.append(f"    {ex}")
+    if report.get("vad_backends"):
+        lines.extend(vad_backends.lines(report["vad_backends"]))
     rs = report.get("rescore")
     if rs:
         lines.append("\n4. re-scoring with recorded:DIR (judges on the fake OpenAI server)")
@@ -830,6 +845,7 @@ def main(args) -> dict:
     part("precision", lambda: report.update(precision=precision(args.quick)))
     part("live", live)
     part("gate", lambda: report.update(vad_gate=gate_check(args.quick)))
+    part("backends", lambda: report.update(vad_backends=vad_backends.compare(args.quick)))
     part("rescore", rescoring)
     part("memory", lambda: report.update(memory=memory("silent" if args.quick else "oracle",
                                                        (30, size), work)))
@@ -846,7 +862,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "harness.json")
     parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live", "gate",
-                                                       "rescore", "memory"],
+                                                       "backends", "rescore", "memory"],
                         help="which parts to run (default: all)")
     # internal: one throughput run in a fresh process
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
