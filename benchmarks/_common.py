@@ -161,12 +161,13 @@ def load_module(relpath: str, name: str):
     return module
 
 
-def plugin_run(model: str, dataset: Path, run_dir: Path, log: Path) -> dict:
+def plugin_run(model: str, dataset: Path, run_dir: Path, log: Path,
+               extra: tuple[str, ...] = ()) -> dict:
     """One whole plugin run (``python -m pytest --duplexact-model=MODEL``) in a fresh process;
-    its peak RSS from the kernel (wait4)."""
+    its peak RSS from the kernel (wait4). ``extra``: more pytest arguments."""
     cmd = [sys.executable, "-m", "pytest", f"--duplexact-model={model}",
            f"--duplexact-data={dataset}", f"--duplexact-run-dir={run_dir}", "-q",
-           "-p", "no:cacheprovider", "-p", "no:xdist"]
+           "-p", "no:cacheprovider", "-p", "no:xdist", *extra]
     t = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=out, stderr=subprocess.STDOUT)

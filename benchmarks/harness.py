@@ -55,6 +55,7 @@ from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_m
 
 from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
 from pytest_duplexact import segmentation, vad  # noqa: E402
+import run_size  # noqa: E402
 import vad_backends  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
 
@@ -179,7 +180,7 @@ def silero_floor(run_dir: Path, sample: int) -> dict:
     pick = folders[:: max(1, len(folders) // sample)][:sample]
     seconds, net, spans = 0.0, Clock(), Clock()
     for f in pick:
-        x = vad.as_mono(audio.read(f / recording_io.OUTPUT_FILE), audio.SAMPLE_RATE)
+        x = vad.as_mono(audio.read(recording_io.track_file(f, "output")), audio.SAMPLE_RATE)
         seconds += len(x) / vad.VAD_SAMPLE_RATE
         with net:
             vad.speech_probabilities(x)
@@ -781,6 +782,8 @@ def table(report: dict) -> str:
                 lines.append(f"    {ex}")
     if report.get("vad_backends"):
         lines.extend(vad_backends.lines(report["vad_backends"]))
+    if report.get("run_size"):
+        lines.extend(run_size.lines(report["run_size"]))
     rs = report.get("rescore")
     if rs:
         lines.append("\n4. re-scoring with recorded:DIR (judges on the fake OpenAI server)")
@@ -846,6 +849,7 @@ def main(args) -> dict:
     part("live", live)
     part("gate", lambda: report.update(vad_gate=gate_check(args.quick)))
     part("backends", lambda: report.update(vad_backends=vad_backends.compare(args.quick)))
+    part("size", lambda: report.update(run_size=run_size.measure(work)))
     part("rescore", rescoring)
     part("memory", lambda: report.update(memory=memory("silent" if args.quick else "oracle",
                                                        (30, size), work)))
@@ -862,7 +866,8 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "harness.json")
     parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live", "gate",
-                                                       "backends", "rescore", "memory"],
+                                                       "backends", "size", "rescore",
+                                                       "memory"],
                         help="which parts to run (default: all)")
     # internal: one throughput run in a fresh process
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

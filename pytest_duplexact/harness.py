@@ -86,6 +86,7 @@ class Harness:
     fingerprint: str | None = None  # journal.fingerprint of the run's settings
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
+    audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
 
     def instance_dir(self, instance: Instance) -> Path:
         return self.run_dir / INSTANCES_DIR / instance.id
@@ -134,7 +135,8 @@ class Harness:
         rel = folder.relative_to(self.run_dir).as_posix()
         self._reopen(folder)
         recording = self.record(instance)
-        save_recording(recording, folder, instance_id=instance.id)
+        save_recording(recording, folder, instance_id=instance.id,
+                       audio_format=self.audio_format)
         tl = self.timeline(recording)
         write_json_atomic(folder / TIMELINE_FILE, timeline_to_dict(tl, instance))
 

@@ -147,6 +147,7 @@ def build_state(config, spec: str):
         gate_list = [gates.parse(g) for g in options.get(config, "gate")]
     except gates.GateError as e:
         raise pytest.UsageError(str(e)) from None
+    _audio_format(config)  # a bad value is refused before anything runs
     settings = settings_of(config, spec, root)
     settings["selection"] = {"actions": list(sel.actions), "conditions": list(sel.conditions),
                              "scenarios": list(sel.scenarios), "sources": list(sel.sources),
@@ -211,6 +212,7 @@ def build_harness(config, state) -> Harness:
         model_options=state.settings["model_options"],
         fingerprint=journal.fingerprint(state.settings),
         vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
+        audio_format=_audio_format(config),
     )
     concurrency = options.get(config, "concurrency")
     if concurrency < 1:
@@ -220,6 +222,15 @@ def build_harness(config, state) -> Harness:
 
         harness.prefetcher = Prefetcher(harness.record_async, concurrency)
     return harness
+
+
+def _audio_format(config) -> str:
+    from .recording_io import AUDIO_FORMATS
+
+    fmt = str(options.get(config, "audio-format") or "flac").strip().lower()
+    if fmt not in AUDIO_FORMATS:
+        raise pytest.UsageError(f"--duplexact-audio-format={fmt!r}: use flac or wav")
+    return fmt
 
 
 def finish(config, state, exitstatus: int) -> int | None:

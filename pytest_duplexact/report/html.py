@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .. import taxonomy
 from ..aggregate import NA
+from ..recording_io import track_file
 from . import markdown as md
 from . import paper as paper_data
 from .stats import rate_of
@@ -636,7 +637,7 @@ def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path
         else:
             players = []
             for name in ("input", "output"):
-                wav = folder / f"{name}.wav"
+                wav = track_file(folder, name)  # input.flac / input.wav
                 if not wav.is_file():
                     continue
                 if inst["id"] in embed:
