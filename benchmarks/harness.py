@@ -54,7 +54,7 @@ from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_m
                      plugin_run, replicate_dataset, stats_ms)
 
 from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
-from pytest_duplexact import segmentation, vad  # noqa: E402
+from pytest_duplexact import degrade, segmentation, vad  # noqa: E402
 import run_size  # noqa: E402
 import vad_backends  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
@@ -68,6 +68,7 @@ TARGETS = {
     "live_wall_over_ideal_16": 1.1,  # at most
     "rescore_x_realtime": 1000.0,  # at least
     "memory_growth_mb": 50.0,  # peak RSS at 300 minus at 30, at most
+    "noise_p95_ms": 50.0,  # -35 dBFS white / babble: offset and gap |error| p95, at most
 }
 
 
@@ -327,14 +328,18 @@ def place(track: np.ndarray, words: list, u: Utterance, onset: float) -> tuple[f
     return t0 + u.speech_start, t0 + u.speech_end
 
 
-def precision_cases(quick: bool) -> list[dict]:
+PRECISION_CONDITIONS = ("clean", f"white{NOISE_DBFS:.0f}")
+
+
+def precision_cases(quick: bool, conditions=PRECISION_CONDITIONS) -> list[dict]:
     """The grid: where take_turn's onset sits (edge 0.0 or 0.5 s after user_end, +- delta),
-    the hold_floor gap (0.5 s +- delta), the SNR, and which clips and host instance."""
+    the hold_floor gap (0.5 s +- delta), the noise condition (``degrade``: clean, white-35,
+    ...; the key is still called ``snr``), and which clips and host instance."""
     deltas = (-0.05, -0.02, -0.01, 0.01, 0.02, 0.05)
     edges = (0.5,) if quick else (0.0, 0.5)
     reps = 1 if quick else 2
     cases = []
-    for snr in ("clean", "noise"):
+    for snr in conditions:
         k = 0
         for rep in range(reps):
             for edge in edges:
@@ -378,10 +383,7 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
     c = place(track, words, c_clip, b[1] + case["gap"])
     if c[1] + 1.0 > n / sr - 1.0:
         raise RuntimeError(f"precision case {case}: the clips run past the session")
-    if case["snr"] == "noise":
-        rng = np.random.default_rng(k)
-        track += rng.standard_normal(n).astype(np.float32) * np.float32(10 ** (NOISE_DBFS / 20))
-    np.clip(track, -1.0, 1.0, out=track)
+    track = degrade.apply(case["snr"], track, seed=k)  # clipped to [-1, 1]
     rec = asyncio.run(run_instance(host, ScriptedModel(track, words), SessionInfo(host)))
     # The cue is set on the recording as Simulator Replay would; the rules read only its span.
     rec = replace(rec, cue=Cue(round(b[0] + 0.1, 6), round(c[0], 6), forced=False))
@@ -419,7 +421,7 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
 
 def summarise_precision(rows: list[dict]) -> dict:
     out = {}
-    for snr in ("clean", "noise"):
+    for snr in dict.fromkeys(r["snr"] for r in rows):
         rs = [r for r in rows if r["snr"] == snr]
         found = [e for r in rs for e in r["edges"] if "onset" in e]
         missed = sum(1 for r in rs for e in r["edges"] if e.get("missed"))
@@ -456,18 +458,18 @@ def summarise_precision(rows: list[dict]) -> dict:
     return out
 
 
-def precision(quick: bool) -> dict:
+def precision(quick: bool, conditions=PRECISION_CONDITIONS) -> dict:
     ds = load_dataset(bundled_root())
     hosts = ds.by_condition("take_turn", "immediate")
     clips = speech_clips(ds)
-    cases = precision_cases(quick)
+    cases = precision_cases(quick, conditions)
     load0 = load_average()
     rows = []
     with Clock() as clock:
         for case in cases:
             rows.append(run_precision_case(case, hosts, clips))
     return {"sessions": len(rows), "clips_available": len(clips),
-            "noise_dbfs": NOISE_DBFS, "wall_s": round(clock.wall, 1),
+            "conditions": list(conditions), "wall_s": round(clock.wall, 1),
             "load_average": {"before": load0, "after": load_average()},
             "summary": summarise_precision(rows), "cases": rows}
 
@@ -691,6 +693,21 @@ def targets(report: dict) -> list[dict]:
         rows.append({"target": f"clean offset (bias {pr['offset_bias_ms']} ms removed) same",
                      "value": f"{off['median']} / {off['p95']} ms",
                      "met": off["median"] <= med and off["p95"] <= p95})
+    grid = report.get("noise_grid", {}).get("summary", {})
+    for cond in ("white-35", "babble-35"):
+        g = grid.get(cond)
+        if not g:
+            continue
+        off, gap = g["offset_ms"], g["gap_error_ms"]
+        lim = TARGETS["noise_p95_ms"]
+        rows.append({"target": f"{cond}: offset and gap |err| p95 <= {lim:g} ms",
+                     "value": f"{off['p95']} / {gap['p95']} ms",
+                     "met": None not in (off["p95"], gap["p95"]) and off["p95"] <= lim
+                     and gap["p95"] <= lim})
+        f50 = [v for k, v in g["verdict_flips"].items() if k.endswith("+-50ms")]
+        rows.append({"target": f"{cond}: no verdict flip at +-50 ms from a rule edge",
+                     "value": ", ".join(f"{v['flipped']}/{v['n']}" for v in f50),
+                     "met": all(v["flipped"] == 0 for v in f50)})
     live = {lv["concurrency"]: lv for lv in report.get("live", {}).get("levels", [])}
     if 16 in live:
         v = live[16]["ratio"]
@@ -712,6 +729,27 @@ def targets(report: dict) -> list[dict]:
         rows.append({"target": "peak RSS at 300 within 50 MB of 30", "value": v,
                      "met": v <= TARGETS["memory_growth_mb"]})
     return rows
+
+
+def precision_lines(pr: dict, title: str) -> list[str]:
+    lines = [f"\n{title} ({pr['sessions']} sessions; |error| ms median / p95 / max)"]
+    for snr, s in pr["summary"].items():
+        on, off, offc, gap = (s["onset_ms"], s["offset_ms"], s["offset_ms_bias_corrected"],
+                              s["gap_error_ms"])
+        lines.append(f"  {snr:<9} onset {on['median']}/{on['p95']}/{on['max']} "
+                     f"(signed median {on['signed_median']})  offset {off['median']}/"
+                     f"{off['p95']}/{off['max']} (bias {s['offset_bias_ms']}; corrected "
+                     f"{offc['median']}/{offc['p95']}/{offc['max']})  gap "
+                     f"{gap['median']}/{gap['p95']}/{gap['max']}  missed {s['missed']}/"
+                     f"{s['utterances']}, joined {s['joined_into_one_segment']}, false "
+                     f"segments {s['false_alarm_segments']}")
+        lines.append("         by speech length, onset / offset |err| median/p95: " + ", ".join(
+            f"{k} (n={v['onset_ms']['n']}) {v['onset_ms']['median']}/{v['onset_ms']['p95']}"
+            f" / {v['offset_ms']['median']}/{v['offset_ms']['p95']}"
+            for k, v in s["by_speech_length"].items()))
+        lines.append("         flips: " + ", ".join(
+            f"{k} {v['flipped']}/{v['n']}" for k, v in s["verdict_flips"].items()))
+    return lines
 
 
 def table(report: dict) -> str:
@@ -742,26 +780,10 @@ def table(report: dict) -> str:
                              f"x, VAD as run {fl['vad_x_realtime_per_core']}x real time on "
                              f"{fl['recordings']} of its outputs; startup "
                              f"{r['startup_s']['cpu']:.1f} CPU s; errors {r['error_count']}")
-    pr = report.get("precision")
-    if pr:
-        lines.append(f"\n2. timing precision ({pr['sessions']} sessions; |error| ms "
-                     "median / p95 / max)")
-        for snr, s in pr["summary"].items():
-            on, off, offc, gap = (s["onset_ms"], s["offset_ms"], s["offset_ms_bias_corrected"],
-                                  s["gap_error_ms"])
-            lines.append(f"  {snr:<6} onset {on['median']}/{on['p95']}/{on['max']} "
-                         f"(signed median {on['signed_median']})  offset {off['median']}/"
-                         f"{off['p95']}/{off['max']} (bias {s['offset_bias_ms']}; corrected "
-                         f"{offc['median']}/{offc['p95']}/{offc['max']})  gap "
-                         f"{gap['median']}/{gap['p95']}/{gap['max']}  missed {s['missed']}/"
-                         f"{s['utterances']}, joined {s['joined_into_one_segment']}, false "
-                         f"segments {s['false_alarm_segments']}")
-            lines.append("         by speech length, onset / offset |err| median/p95: " + ", ".join(
-                f"{k} (n={v['onset_ms']['n']}) {v['onset_ms']['median']}/{v['onset_ms']['p95']}"
-                f" / {v['offset_ms']['median']}/{v['offset_ms']['p95']}"
-                for k, v in s["by_speech_length"].items()))
-            lines.append("         flips: " + ", ".join(
-                f"{k} {v['flipped']}/{v['n']}" for k, v in s["verdict_flips"].items()))
+    for key, title in (("precision", "2. timing precision"),
+                       ("noise_grid", "2b. timing on the noise grid")):
+        if report.get(key):
+            lines.extend(precision_lines(report[key], title))
     live = report.get("live")
     if live:
         lines.append("\n3. live concurrency (loopback fake realtime server)")
@@ -846,6 +868,7 @@ def main(args) -> dict:
 
     part("throughput", throughput)
     part("precision", lambda: report.update(precision=precision(args.quick)))
+    part("noise", lambda: report.update(noise_grid=precision(args.quick, degrade.GRID)))
     part("live", live)
     part("gate", lambda: report.update(vad_gate=gate_check(args.quick)))
     part("backends", lambda: report.update(vad_backends=vad_backends.compare(args.quick)))
@@ -866,7 +889,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "harness.json")
     parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live", "gate",
-                                                       "backends", "size", "rescore",
+                                                       "noise", "backends", "size", "rescore",
                                                        "memory"],
                         help="which parts to run (default: all)")
     # internal: one throughput run in a fresh process

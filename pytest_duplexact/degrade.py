@@ -28,6 +28,7 @@ GRID = ("clean", *(f"{kind}{level}" for kind in ("white", "babble") for level in
         "codec")
 BABBLE_TALKERS = 6
 CODEC_BAND_HZ = (300.0, 3400.0)
+CODEC_TRANSITION_HZ = 200.0
 MU = 255.0
 
 _CONDITION = re.compile(r"^(clean|codec|(white|babble)(-\d+(\.\d+)?))$")
@@ -122,10 +123,17 @@ def mu_law(x: np.ndarray, bits: int = 8) -> np.ndarray:
     return (np.sign(y) * np.expm1(np.abs(y) * np.log1p(MU)) / MU).astype(np.float32)
 
 
-def band_limit(x: np.ndarray, lo_hz: float, hi_hz: float) -> np.ndarray:
-    """Zero-phase band-pass in the frequency domain (brick wall: deterministic, no ringing
-    worth measuring at these band edges for a VAD)."""
+def band_limit(x: np.ndarray, lo_hz: float, hi_hz: float,
+               transition_hz: float = CODEC_TRANSITION_HZ) -> np.ndarray:
+    """Zero-phase band-pass in the frequency domain with raised-cosine band edges
+    ``transition_hz`` wide: a brick wall would ring for hundreds of ms (a sinc's 1/t tails)
+    around every word, which no codec does."""
     spec = np.fft.rfft(x.astype(np.float64))
     f = np.fft.rfftfreq(len(x), 1 / SAMPLE_RATE)
-    spec[(f < lo_hz) | (f > hi_hz)] = 0.0
-    return np.fft.irfft(spec, n=len(x)).astype(np.float32)
+    half = transition_hz / 2
+    gain = np.ones_like(f)
+    for edge, rising in ((lo_hz, True), (hi_hz, False)):
+        t = np.clip((f - (edge - half)) / transition_hz, 0.0, 1.0)  # 0 below, 1 above the edge
+        ramp = 0.5 - 0.5 * np.cos(np.pi * t)
+        gain *= ramp if rising else 1.0 - ramp
+    return np.fft.irfft(spec * gain, n=len(x)).astype(np.float32)
