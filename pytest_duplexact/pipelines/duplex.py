@@ -27,6 +27,9 @@ class Recording:
     input: np.ndarray
     output: np.ndarray
     sample_rate: int = SAMPLE_RATE
+    # True when time advances only by push() (a stepped model, no wall clock): nothing can
+    # happen between two pushes, so a stretch with no online decision may be pushed whole.
+    free_running: bool = False
     transcript: tuple[Word, ...] = ()
     cue: Cue | None = None
     user_sent_until: float | None = None

@@ -69,7 +69,14 @@ def model_name(model) -> str:
 
 
 class SteppedDuplex(Duplex):
-    """One session of a stepped model on one instance. Creating it calls ``model.start``."""
+    """One session of a stepped model on one instance. Creating it calls ``model.start``.
+
+    A model may also offer ``step_many(frames)``: ``frames`` is an (n, frame_size) array of
+    consecutive input frames, the answer their n output frames ((n, frame_size) or flat),
+    exactly what n ``step`` calls would return, audio only (no transcript). It is then called
+    once per push instead of once per frame (the silent model: docs/benchmarks.md)."""
+
+    free_running = True
 
     def __init__(self, model: SteppedModel, info: SessionInfo):
         self.model = model
@@ -90,6 +97,7 @@ class SteppedDuplex(Duplex):
         self._words: list[Word] = []
         self._steps = 0
         self._closed = False
+        self._step_many = getattr(model, "step_many", None)
         self._guard("start", lambda: model.start(info))
 
     # --- clock -------------------------------------------------------------------------------
@@ -143,13 +151,41 @@ class SteppedDuplex(Duplex):
         self._steps = k + 1
         self._output.append(audio if self._same_rate else self._from_model.push(audio))
 
+    def _step_block(self, frames: np.ndarray) -> None:
+        """``n`` frames through ``model.step_many`` at once, checked like ``_step``."""
+        k, n = self._steps, len(frames)
+        t0 = k * self.frame_size / self.model_rate
+        try:
+            out = self._step_many(frames)
+        except ModelError:
+            raise
+        except Exception as e:
+            raise ModelError(f"model {self._name} failed in step_many on instance "
+                             f"{self.info.instance.id} at {t0:.2f} s: {type(e).__name__}: "
+                             f"{e}") from e
+        audio = np.asarray(out, dtype=np.float32)
+        if audio.shape not in ((n, self.frame_size), (n * self.frame_size,)):
+            raise ModelError(f"model {self._name} returned {audio.shape} samples from step_many "
+                             f"for {n} frames from frame {k} of instance "
+                             f"{self.info.instance.id} at {t0:.2f} s; expected "
+                             f"({n}, {self.frame_size}) at {self.model_rate} Hz")
+        audio = audio.reshape(-1)
+        if not math.isfinite(audio.dot(audio)) and not np.isfinite(audio).all():
+            raise ModelError(f"model {self._name} returned non-finite audio from step_many at "
+                             f"{t0:.2f} s on instance {self.info.instance.id}")
+        self._steps = k + n
+        self._output.append(audio if self._same_rate else self._from_model.push(audio))
+
     def _feed(self, model_rate_samples: np.ndarray) -> None:
         data = np.concatenate([self._carry, model_rate_samples]) if self._carry.size \
             else model_rate_samples
         f = self.frame_size
         n = len(data) // f
-        for k in range(n):
-            self._step(data[k * f: (k + 1) * f])
+        if n and self._step_many is not None:
+            self._step_block(data[: n * f].reshape(n, f))
+        else:
+            for k in range(n):
+                self._step(data[k * f: (k + 1) * f])
         self._carry = data[n * f:].copy() if n * f < len(data) else _EMPTY
 
     async def push(self, samples: np.ndarray) -> None:
