@@ -55,6 +55,7 @@ from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_m
 
 from pytest_duplexact import audio, harness as harness_mod, recording_io, scoring  # noqa: E402
 from pytest_duplexact import degrade, segmentation, vad  # noqa: E402
+import asr_accuracy  # noqa: E402
 import run_size  # noqa: E402
 import vad_backends  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
@@ -806,6 +807,8 @@ def table(report: dict) -> str:
         lines.extend(vad_backends.lines(report["vad_backends"]))
     if report.get("run_size"):
         lines.extend(run_size.lines(report["run_size"]))
+    if report.get("asr_noise"):
+        lines.extend(asr_accuracy.noise_lines(report["asr_noise"]))
     rs = report.get("rescore")
     if rs:
         lines.append("\n4. re-scoring with recorded:DIR (judges on the fake OpenAI server)")
@@ -873,6 +876,9 @@ def main(args) -> dict:
     part("gate", lambda: report.update(vad_gate=gate_check(args.quick)))
     part("backends", lambda: report.update(vad_backends=vad_backends.compare(args.quick)))
     part("size", lambda: report.update(run_size=run_size.measure(work)))
+    part("asr", lambda: report.update(asr_noise=asr_accuracy.noise_grid(
+        ("clean", "white-35") if args.quick else ("clean", "white-45", "white-35", "babble-45",
+                                                  "babble-35", "codec"))))
     part("rescore", rescoring)
     part("memory", lambda: report.update(memory=memory("silent" if args.quick else "oracle",
                                                        (30, size), work)))
@@ -889,7 +895,8 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "harness.json")
     parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live", "gate",
-                                                       "noise", "backends", "size", "rescore",
+                                                       "noise", "backends", "size", "asr",
+                                                       "rescore",
                                                        "memory"],
                         help="which parts to run (default: all)")
     # internal: one throughput run in a fresh process
