@@ -581,7 +581,7 @@ def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Pa
 
 def memory(model: str, sizes: tuple[int, ...], work: Path) -> dict:
     """Peak RSS of a whole plugin run (``python -m pytest --duplexact-model=MODEL``) per size,
-    each in a fresh process, read from wait4 (_common.plugin_run, as benchmarks/memory.py)."""
+    each in a fresh process, polled from /proc (_common.plugin_run, as benchmarks/memory.py)."""
     runs = {}
     for n in sizes:
         ds = replicate_dataset(work / f"memory-dataset-{n}", n)

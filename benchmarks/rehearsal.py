@@ -2,8 +2,9 @@
 instances (benchmarks/_common.py ``replicate_dataset``), run end to end through the plugin
 (``python -m pytest --duplexact-model=...``, not ``Harness.run``) with silent, oracle and
 endpoint, serially and with ``-n 2``, then each oracle run re-scored from its recordings with
-``recorded:DIR``. Per run: wall time, the peak resident memory of the largest process in the
-run (the controller or a worker: ``wait4``'s children maximum), the run folder's size, and
+``recorded:DIR``. Per run: wall time, CPU time of the process tree, the peak resident memory
+of the largest process in the run (the controller or a worker: ``_common.TreePeak``), the
+run folder's size, and
 the instances finished. Every run is a fresh process; the load average is recorded.
 
     python benchmarks/rehearsal.py                      # 3,456 instances: hours on 2 cores
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, load_average, machine, replicate_dataset  # noqa: E402
+from _common import ROOT, TreePeak, load_average, machine, replicate_dataset  # noqa: E402
 
 RELEASED_INSTANCES = 3456
 MODELS = ("silent", "oracle", "endpoint")
@@ -46,7 +47,9 @@ def plugin(model: str, dataset: Path, run_dir: Path, workers: int, extra=()) -> 
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=str(run_dir.parent), stdout=out,
                                 stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak = TreePeak(proc.pid)
+    _, status, usage = os.wait4(proc.pid, 0)  # CPU of the tree (RUSAGE_BOTH); memory: peak
+    mem = peak.stop()
     wall = time.perf_counter() - t
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):  # 1: some instances failed, a valid run
@@ -55,9 +58,7 @@ def plugin(model: str, dataset: Path, run_dir: Path, workers: int, extra=()) -> 
                    if (f / "outcome.json").is_file())
     return {"model": model, "workers": workers, "wall_s": round(wall, 1),
             "instances_finished": finished, "exit_status": code,
-            # Linux's wait4 reports RUSAGE_BOTH: the largest of the process and the
-            # descendants it waited for (the xdist workers), i.e. the peak per worker
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mb": mem["max_mb"], "processes": mem["processes"],
             "run_folder_mb": folder_mb(run_dir), "cpu_s": round(usage.ru_utime
                                                                 + usage.ru_stime, 1),
             "load_average": {"before": load0, "after": load_average()}}
