@@ -24,7 +24,11 @@ and memory, each a ratio measured in the same run (docs/benchmarks.md).
 Also checks that the VAD's skipping of quiet stretches leaves the segments as they are with
 the network on every frame (every bundled clip, the oracle's and endpoint's outputs), and that
 the VAD's ONNX and TorchScript backends find the same spans on the bundled clips, the noise
-grid and the model outputs (benchmarks/vad_backends.py, part ``backends``).
+grid and the model outputs (benchmarks/vad_backends.py, part ``backends``). Part ``noise``
+runs part 2's sessions on the noise grid (pytest_duplexact/degrade.py), ``size`` measures run
+folders as FLAC and WAV (benchmarks/run_size.py), ``asr`` the offline transcriber's word-class
+agreement under noise (benchmarks/asr_accuracy.py). The full-size rehearsal is
+benchmarks/rehearsal.py (hours; not a part).
 
     python benchmarks/harness.py [--quick] [--out results.json]
 
