@@ -64,6 +64,25 @@ class _Track:
         return self._buf[: self.size]
 
 
+def _step_many_of(model):
+    """``model.step_many`` when it answers for the model's own ``step``: a subclass that
+    overrides ``step`` but inherits ``step_many`` (a crashing or speaking variant of the
+    silent model) must be stepped frame by frame, or its ``step`` would never run."""
+    many = getattr(model, "step_many", None)
+    if not callable(many):
+        return None
+    if "step_many" in getattr(model, "__dict__", {}):
+        return many  # set on the instance
+
+    def owner(name: str):
+        return next((c for c in type(model).__mro__ if name in vars(c)), None)
+
+    step_owner, many_owner = owner("step"), owner("step_many")
+    if step_owner is None or many_owner is None or not issubclass(many_owner, step_owner):
+        return None
+    return many
+
+
 def model_name(model) -> str:
     return str(getattr(model, "name", None) or type(model).__name__)
 
@@ -97,7 +116,7 @@ class SteppedDuplex(Duplex):
         self._words: list[Word] = []
         self._steps = 0
         self._closed = False
-        self._step_many = getattr(model, "step_many", None)
+        self._step_many = _step_many_of(model)
         self._guard("start", lambda: model.start(info))
 
     # --- clock -------------------------------------------------------------------------------

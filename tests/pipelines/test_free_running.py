@@ -70,6 +70,18 @@ def test_whole_pushes_and_step_many_record_what_40_ms_steps_record(instances, ma
         same(fast, chunked)
 
 
+class Loud(SilentModel):
+    """Overrides step only: its inherited step_many must not bypass it."""
+
+    def step(self, frame):
+        return np.full(self.frame_size, 0.1, np.float32)
+
+
+def test_an_overridden_step_is_not_bypassed_by_an_inherited_step_many(instances):
+    rec = run(run_instance(instances[0], Loud(), SessionInfo(instances[0])))
+    assert np.all(rec.output == np.float32(0.1))
+
+
 class Broken(SilentModel):
     def __init__(self, answer):
         super().__init__()
