@@ -44,8 +44,8 @@ class RecordedModel:
                              f"{instance.id!r}")
         if not has_metadata(folder) and instance.pipeline is not Pipeline.DIRECT:
             raise ModelError(f"{folder}: no recording.json, so no cue / barge-in information; "
-                             f"a folder of input and output audio alone can only replay Direct Replay "
-                             f"instances, and {instance.id} is {instance.action} "
+                             f"a folder of input and output audio alone can only replay Direct "
+                             f"Replay instances, and {instance.id} is {instance.action} "
                              f"({instance.pipeline.value})")
         try:
             rec = load_recording(folder)
