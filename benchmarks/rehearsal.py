@@ -7,7 +7,7 @@ of the largest process in the run (the controller or a worker: ``_common.TreePea
 run folder's size, and
 the instances finished. Every run is a fresh process; the load average is recorded.
 
-    python benchmarks/rehearsal.py                      # 3,456 instances: hours on 2 cores
+    python benchmarks/rehearsal.py                      # 3,456 instances: ~20 min, idle 2 cores
     python benchmarks/rehearsal.py --size 432 --out r.json   # a reduced rehearsal
 
 Not part of benchmarks/harness.py (too long); docs/benchmarks.md has what was run.
