@@ -14,6 +14,11 @@ overall:
 * speed: segment audio seconds per second of transcription, and the model load time.
 
     python benchmarks/asr_accuracy.py [--dataset DIR] [--beams 1 2 5] [--model DIR] [--json OUT]
+        [--noise clean white-35 babble-35 codec] [--roles reference recovery backchannel]
+
+``--noise``: each clip under these conditions of the noise grid (pytest_duplexact/degrade.py,
+seeded by the clip's index) before the VAD and the transcriber; ``--roles``: only these clip
+roles. A part of benchmarks/harness.py (``asr``) through ``noise_grid``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_duplexact import vad
+from pytest_duplexact import degrade, vad
 from pytest_duplexact.instance import bundled_root, load_dataset
 from pytest_duplexact.segmentation import (MERGE_GAP_S, assign_words, merge_spans,
                                            transcribe_segments)
@@ -90,11 +95,14 @@ def clips_with_transcripts(root: Path):
     return [seen[p] for p in sorted(seen)]
 
 
-def run(root: Path, transcriber: OfflineTranscriber, log=None):
+def run(root: Path, transcriber: OfflineTranscriber, log=None, condition: str = "clean",
+        roles=None):
     by_role: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     pairs = []
-    for role, clip in clips_with_transcripts(root):
-        x = clip.load()
+    for k, (role, clip) in enumerate(clips_with_transcripts(root)):
+        if roles and role not in roles:
+            continue
+        x = degrade.apply(condition, clip.load(), seed=k)
         segments = merge_spans(vad.speech_spans(x, vad.VAD_SAMPLE_RATE), MERGE_GAP_S)
         refs = assign_words(segments, clip.transcript).texts()
         t0 = time.perf_counter()
@@ -131,6 +139,31 @@ def summary(t: dict) -> dict:
             "x_realtime": t["seconds"] / t["asr_s"] if t["asr_s"] else None}
 
 
+def noise_grid(conditions=("clean", "white-35", "babble-35", "codec"),
+               roles=("reference", "recovery", "backchannel"), root: Path | None = None) -> dict:
+    """<= 3 / > 3 word-class agreement (and WER, exact counts, cost per segment) of the
+    offline transcriber on the model-voice clips under each condition."""
+    tr = OfflineTranscriber()
+    tr.transcribe(np.zeros(1600, np.float32) + 0.05 * np.sin(np.arange(1600)), 16_000)
+    out = {}
+    for cond in conditions:
+        t0 = time.process_time()
+        by_role, _ = run(root or bundled_root(), tr, condition=cond, roles=roles)
+        s = summary(by_role["all"])
+        s["cpu_s_per_segment"] = round((time.process_time() - t0) / max(s["segments"], 1), 3)
+        out[cond] = s
+    return out
+
+
+def noise_lines(r: dict) -> list[str]:
+    out = ["\noffline transcriber on model-voice clips under noise (<= 3 / > 3 word class)"]
+    for cond, s in r.items():
+        out.append(f"  {cond:<10} segments {s['segments']:>3}: class agree {s['class_agree']:.1%},"
+                   f" count exact {s['count_exact']:.1%}, WER {s['wer']:.1%}; "
+                   f"{s['cpu_s_per_segment']} CPU s per segment (VAD included)")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", type=Path, default=None, help="dataset folder (default: bundled)")
@@ -138,7 +171,16 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=None, help="CTranslate2 Whisper folder (default: bundled)")
     ap.add_argument("--show", type=int, default=10, help="list N segments with errors")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--noise", nargs="+", default=None, help="noise-grid conditions")
+    ap.add_argument("--roles", nargs="+", default=None, help="only these clip roles")
     args = ap.parse_args(argv)
+    if args.noise:
+        r = noise_grid(args.noise, args.roles or ("reference", "recovery", "backchannel"),
+                       args.dataset)
+        print("\n".join(noise_lines(r)))
+        if args.json:
+            args.json.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+        return 0
     root = args.dataset or bundled_root()
     results = {}
     for beam in args.beams:

@@ -22,7 +22,13 @@ and memory, each a ratio measured in the same run (docs/benchmarks.md).
    (benchmarks/memory.py's ``run``).
 
 Also checks that the VAD's skipping of quiet stretches leaves the segments as they are with
-the network on every frame (every bundled clip, the oracle's and endpoint's outputs).
+the network on every frame (every bundled clip, the oracle's and endpoint's outputs), and that
+the VAD's ONNX and TorchScript backends find the same spans on the bundled clips, the noise
+grid and the model outputs (benchmarks/vad_backends.py, part ``backends``). Part ``noise``
+runs part 2's sessions on the noise grid (pytest_duplexact/degrade.py), ``size`` measures run
+folders as FLAC and WAV (benchmarks/run_size.py), ``asr`` the offline transcriber's word-class
+agreement under noise (benchmarks/asr_accuracy.py). The full-size rehearsal is
+benchmarks/rehearsal.py (hours; not a part).
 
     python benchmarks/harness.py [--quick] [--out results.json]
 
@@ -53,17 +59,22 @@ from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_m
 
 from pytest_duplexact import audio, recording_io, scoring  # noqa: E402
 from pytest_duplexact import rundir as rundir_mod  # noqa: E402
-from pytest_duplexact import segmentation, vad  # noqa: E402
+from pytest_duplexact import degrade, segmentation, vad  # noqa: E402
+import asr_accuracy  # noqa: E402
+import run_size  # noqa: E402
+import vad_backends  # noqa: E402
 from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
 
 MODELS = ("silent", "oracle", "endpoint")
 TARGETS = {
     "oracle_total_over_vad": 1.5,  # at most
+    "oracle_x_realtime_per_core": 300.0,  # at least
     "silent_x_realtime_per_core": 2000.0,  # at least
     "onset_median_ms": 20.0, "onset_p95_ms": 50.0,  # clean speech, at most
     "live_wall_over_ideal_16": 1.1,  # at most
     "rescore_x_realtime": 1000.0,  # at least
     "memory_growth_mb": 50.0,  # peak RSS at 300 minus at 30, at most
+    "noise_p95_ms": 50.0,  # -35 dBFS white / babble: offset and gap |error| p95, at most
 }
 
 
@@ -171,7 +182,7 @@ def silero_floor(run_dir: Path, sample: int) -> dict:
     pick = folders[:: max(1, len(folders) // sample)][:sample]
     seconds, net, spans = 0.0, Clock(), Clock()
     for f in pick:
-        x = vad.as_mono(audio.read(f / recording_io.OUTPUT_FILE), audio.SAMPLE_RATE)
+        x = vad.as_mono(audio.read(recording_io.track_file(f, "output")), audio.SAMPLE_RATE)
         seconds += len(x) / vad.VAD_SAMPLE_RATE
         with net:
             vad.speech_probabilities(x)
@@ -318,14 +329,18 @@ def place(track: np.ndarray, words: list, u: Utterance, onset: float) -> tuple[f
     return t0 + u.speech_start, t0 + u.speech_end
 
 
-def precision_cases(quick: bool) -> list[dict]:
+PRECISION_CONDITIONS = ("clean", f"white{NOISE_DBFS:.0f}")
+
+
+def precision_cases(quick: bool, conditions=PRECISION_CONDITIONS) -> list[dict]:
     """The grid: where take_turn's onset sits (edge 0.0 or 0.5 s after user_end, +- delta),
-    the hold_floor gap (0.5 s +- delta), the SNR, and which clips and host instance."""
+    the hold_floor gap (0.5 s +- delta), the noise condition (``degrade``: clean, white-35,
+    ...; the key is still called ``snr``), and which clips and host instance."""
     deltas = (-0.05, -0.02, -0.01, 0.01, 0.02, 0.05)
     edges = (0.5,) if quick else (0.0, 0.5)
     reps = 1 if quick else 2
     cases = []
-    for snr in ("clean", "noise"):
+    for snr in conditions:
         k = 0
         for rep in range(reps):
             for edge in edges:
@@ -369,10 +384,7 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
     c = place(track, words, c_clip, b[1] + case["gap"])
     if c[1] + 1.0 > n / sr - 1.0:
         raise RuntimeError(f"precision case {case}: the clips run past the session")
-    if case["snr"] == "noise":
-        rng = np.random.default_rng(k)
-        track += rng.standard_normal(n).astype(np.float32) * np.float32(10 ** (NOISE_DBFS / 20))
-    np.clip(track, -1.0, 1.0, out=track)
+    track = degrade.apply(case["snr"], track, seed=k)  # clipped to [-1, 1]
     rec = asyncio.run(run_instance(host, ScriptedModel(track, words), SessionInfo(host)))
     # The cue is set on the recording as Simulator Replay would; the rules read only its span.
     rec = replace(rec, cue=Cue(round(b[0] + 0.1, 6), round(c[0], 6), forced=False))
@@ -410,7 +422,7 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
 
 def summarise_precision(rows: list[dict]) -> dict:
     out = {}
-    for snr in ("clean", "noise"):
+    for snr in dict.fromkeys(r["snr"] for r in rows):
         rs = [r for r in rows if r["snr"] == snr]
         found = [e for r in rs for e in r["edges"] if "onset" in e]
         missed = sum(1 for r in rs for e in r["edges"] if e.get("missed"))
@@ -447,18 +459,18 @@ def summarise_precision(rows: list[dict]) -> dict:
     return out
 
 
-def precision(quick: bool) -> dict:
+def precision(quick: bool, conditions=PRECISION_CONDITIONS) -> dict:
     ds = load_dataset(bundled_root())
     hosts = ds.by_condition("take_turn", "immediate")
     clips = speech_clips(ds)
-    cases = precision_cases(quick)
+    cases = precision_cases(quick, conditions)
     load0 = load_average()
     rows = []
     with Clock() as clock:
         for case in cases:
             rows.append(run_precision_case(case, hosts, clips))
     return {"sessions": len(rows), "clips_available": len(clips),
-            "noise_dbfs": NOISE_DBFS, "wall_s": round(clock.wall, 1),
+            "conditions": list(conditions), "wall_s": round(clock.wall, 1),
             "load_average": {"before": load0, "after": load_average()},
             "summary": summarise_precision(rows), "cases": rows}
 
@@ -569,7 +581,7 @@ def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Pa
 
 def memory(model: str, sizes: tuple[int, ...], work: Path) -> dict:
     """Peak RSS of a whole plugin run (``python -m pytest --duplexact-model=MODEL``) per size,
-    each in a fresh process, read from wait4 (_common.plugin_run, as benchmarks/memory.py)."""
+    each in a fresh process, polled from /proc (_common.plugin_run, as benchmarks/memory.py)."""
     runs = {}
     for n in sizes:
         ds = replicate_dataset(work / f"memory-dataset-{n}", n)
@@ -659,6 +671,15 @@ def targets(report: dict) -> list[dict]:
         v = tp["oracle"]["total_over_vad"]
         rows.append({"target": "oracle total / VAD time <= 1.5", "value": v,
                      "met": v is not None and v <= TARGETS["oracle_total_over_vad"]})
+    if "oracle" in tp:
+        v = tp["oracle"]["x_realtime"]["per_core"]
+        rows.append({"target": "oracle >= 300x real time per core", "value": v,
+                     "met": v >= TARGETS["oracle_x_realtime_per_core"]})
+    bk = report.get("vad_backends")
+    if bk:
+        rows.append({"target": "VAD onnx = torch spans on every clip, grid track, model output",
+                     "value": f"{bk['tracks_differing']} of {bk['tracks']} differ",
+                     "met": bk["tracks_differing"] == 0})
     if "silent" in tp:
         v = tp["silent"]["x_realtime"]["per_core"]
         rows.append({"target": "silent >= 2000x real time per core", "value": v,
@@ -673,6 +694,21 @@ def targets(report: dict) -> list[dict]:
         rows.append({"target": f"clean offset (bias {pr['offset_bias_ms']} ms removed) same",
                      "value": f"{off['median']} / {off['p95']} ms",
                      "met": off["median"] <= med and off["p95"] <= p95})
+    grid = report.get("noise_grid", {}).get("summary", {})
+    for cond in ("white-35", "babble-35"):
+        g = grid.get(cond)
+        if not g:
+            continue
+        off, gap = g["offset_ms"], g["gap_error_ms"]
+        lim = TARGETS["noise_p95_ms"]
+        rows.append({"target": f"{cond}: offset and gap |err| p95 <= {lim:g} ms",
+                     "value": f"{off['p95']} / {gap['p95']} ms",
+                     "met": None not in (off["p95"], gap["p95"]) and off["p95"] <= lim
+                     and gap["p95"] <= lim})
+        f50 = [v for k, v in g["verdict_flips"].items() if k.endswith("+-50ms")]
+        rows.append({"target": f"{cond}: no verdict flip at +-50 ms from a rule edge",
+                     "value": ", ".join(f"{v['flipped']}/{v['n']}" for v in f50),
+                     "met": all(v["flipped"] == 0 for v in f50)})
     live = {lv["concurrency"]: lv for lv in report.get("live", {}).get("levels", [])}
     if 16 in live:
         v = live[16]["ratio"]
@@ -694,6 +730,27 @@ def targets(report: dict) -> list[dict]:
         rows.append({"target": "peak RSS at 300 within 50 MB of 30", "value": v,
                      "met": v <= TARGETS["memory_growth_mb"]})
     return rows
+
+
+def precision_lines(pr: dict, title: str) -> list[str]:
+    lines = [f"\n{title} ({pr['sessions']} sessions; |error| ms median / p95 / max)"]
+    for snr, s in pr["summary"].items():
+        on, off, offc, gap = (s["onset_ms"], s["offset_ms"], s["offset_ms_bias_corrected"],
+                              s["gap_error_ms"])
+        lines.append(f"  {snr:<9} onset {on['median']}/{on['p95']}/{on['max']} "
+                     f"(signed median {on['signed_median']})  offset {off['median']}/"
+                     f"{off['p95']}/{off['max']} (bias {s['offset_bias_ms']}; corrected "
+                     f"{offc['median']}/{offc['p95']}/{offc['max']})  gap "
+                     f"{gap['median']}/{gap['p95']}/{gap['max']}  missed {s['missed']}/"
+                     f"{s['utterances']}, joined {s['joined_into_one_segment']}, false "
+                     f"segments {s['false_alarm_segments']}")
+        lines.append("         by speech length, onset / offset |err| median/p95: " + ", ".join(
+            f"{k} (n={v['onset_ms']['n']}) {v['onset_ms']['median']}/{v['onset_ms']['p95']}"
+            f" / {v['offset_ms']['median']}/{v['offset_ms']['p95']}"
+            for k, v in s["by_speech_length"].items()))
+        lines.append("         flips: " + ", ".join(
+            f"{k} {v['flipped']}/{v['n']}" for k, v in s["verdict_flips"].items()))
+    return lines
 
 
 def table(report: dict) -> str:
@@ -724,26 +781,10 @@ def table(report: dict) -> str:
                              f"x, VAD as run {fl['vad_x_realtime_per_core']}x real time on "
                              f"{fl['recordings']} of its outputs; startup "
                              f"{r['startup_s']['cpu']:.1f} CPU s; errors {r['error_count']}")
-    pr = report.get("precision")
-    if pr:
-        lines.append(f"\n2. timing precision ({pr['sessions']} sessions; |error| ms "
-                     "median / p95 / max)")
-        for snr, s in pr["summary"].items():
-            on, off, offc, gap = (s["onset_ms"], s["offset_ms"], s["offset_ms_bias_corrected"],
-                                  s["gap_error_ms"])
-            lines.append(f"  {snr:<6} onset {on['median']}/{on['p95']}/{on['max']} "
-                         f"(signed median {on['signed_median']})  offset {off['median']}/"
-                         f"{off['p95']}/{off['max']} (bias {s['offset_bias_ms']}; corrected "
-                         f"{offc['median']}/{offc['p95']}/{offc['max']})  gap "
-                         f"{gap['median']}/{gap['p95']}/{gap['max']}  missed {s['missed']}/"
-                         f"{s['utterances']}, joined {s['joined_into_one_segment']}, false "
-                         f"segments {s['false_alarm_segments']}")
-            lines.append("         by speech length, onset / offset |err| median/p95: " + ", ".join(
-                f"{k} (n={v['onset_ms']['n']}) {v['onset_ms']['median']}/{v['onset_ms']['p95']}"
-                f" / {v['offset_ms']['median']}/{v['offset_ms']['p95']}"
-                for k, v in s["by_speech_length"].items()))
-            lines.append("         flips: " + ", ".join(
-                f"{k} {v['flipped']}/{v['n']}" for k, v in s["verdict_flips"].items()))
+    for key, title in (("precision", "2. timing precision"),
+                       ("noise_grid", "2b. timing on the noise grid")):
+        if report.get(key):
+            lines.extend(precision_lines(report[key], title))
     live = report.get("live")
     if live:
         lines.append("\n3. live concurrency (loopback fake realtime server)")
@@ -762,6 +803,12 @@ def table(report: dict) -> str:
                          f"faster on model outputs, {g['speedup_all_tracks']}x on all tracks")
             for ex in g["examples"]:
                 lines.append(f"    {ex}")
+    if report.get("vad_backends"):
+        lines.extend(vad_backends.lines(report["vad_backends"]))
+    if report.get("run_size"):
+        lines.extend(run_size.lines(report["run_size"]))
+    if report.get("asr_noise"):
+        lines.extend(asr_accuracy.noise_lines(report["asr_noise"]))
     rs = report.get("rescore")
     if rs:
         lines.append("\n4. re-scoring with recorded:DIR (judges on the fake OpenAI server)")
@@ -824,8 +871,14 @@ def main(args) -> dict:
 
     part("throughput", throughput)
     part("precision", lambda: report.update(precision=precision(args.quick)))
+    part("noise", lambda: report.update(noise_grid=precision(args.quick, degrade.GRID)))
     part("live", live)
     part("gate", lambda: report.update(vad_gate=gate_check(args.quick)))
+    part("backends", lambda: report.update(vad_backends=vad_backends.compare(args.quick)))
+    part("size", lambda: report.update(run_size=run_size.measure(work)))
+    part("asr", lambda: report.update(asr_noise=asr_accuracy.noise_grid(
+        ("clean", "white-35") if args.quick else ("clean", "white-45", "white-35", "babble-45",
+                                                  "babble-35", "codec"))))
     part("rescore", rescoring)
     part("memory", lambda: report.update(memory=memory("silent" if args.quick else "oracle",
                                                        (30, size), work)))
@@ -842,7 +895,9 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "harness.json")
     parser.add_argument("--parts", nargs="+", default=["throughput", "precision", "live", "gate",
-                                                       "rescore", "memory"],
+                                                       "noise", "backends", "size", "asr",
+                                                       "rescore",
+                                                       "memory"],
                         help="which parts to run (default: all)")
     # internal: one throughput run in a fresh process
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -3,9 +3,10 @@
 Runs ``python -m pytest --duplexact-model=MODEL --duplexact-data=DATASET`` in a fresh process
 for each size (default 30 and 300 instances: the bundled set replicated with new ids, every
 copy naming the same audio files) and reads the process's peak resident set size from
-``wait4``. The harness writes each recording to disk when its instance finishes and keeps
-only the outcome (a small dict) in memory, so the peak should not depend on the number of
-instances: the target is a difference within a few MB.
+/proc (VmHWM of the process, ``_common.TreePeak``; ``wait4``'s figure carries the parent's
+high-water mark through exec). The harness writes each recording to disk when its instance
+finishes and keeps only the outcome (a small dict) in memory, so the peak should not depend
+on the number of instances: the target is a difference within a few MB.
 
 Also measures the run directory: bytes per instance folder (by file and by action), and the
 run-level files.

@@ -89,6 +89,12 @@ class EnergyGate:
         rms = np.sqrt(np.mean(frames * frames, axis=1))
         with np.errstate(divide="ignore"):
             levels = 20.0 * np.log10(rms)
+        if not self.speaking and levels.max() < self.on_db:
+            # nothing loud while silent (a quiet model, most of a session): each frame would
+            # only reset the onset run; the same state in one step
+            self.frames += n
+            self._run = 0
+            return changes
         for level in levels:
             i = self.frames
             self.frames += 1

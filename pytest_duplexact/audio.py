@@ -37,18 +37,26 @@ def read(path: Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     return data[:, 0]
 
 
+def to_pcm16(samples: np.ndarray) -> np.ndarray:
+    """float -> PCM-16 in numpy exactly as libsndfile 1.2 converts for WAV (floor of
+    x * 32768, clipped; byte-identical files) at a fifth of its cost."""
+    x = np.asarray(samples, dtype=np.float32)
+    return np.clip(np.floor(x * np.float32(32768)), -32768, 32767).astype(np.int16)
+
+
 def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """Write mono audio; the format follows the suffix (.wav = PCM_16, .flac = FLAC 16-bit).
+    Float samples are converted to 16 bits (``to_pcm16`` for WAV, libsndfile's own for FLAC);
+    int16 samples are written as they are, so WAV and FLAC then hold the same samples.
 
     Written to a temporary name and renamed, so a reader never sees half a file."""
     path = Path(path)
     fmt = "FLAC" if path.suffix.lower() == ".flac" else "WAV"
-    data = np.asarray(samples, dtype=np.float32)
-    if fmt == "WAV":
-        # float -> PCM-16 in numpy exactly as libsndfile 1.2 converts for WAV (floor of
-        # x * 32768, clipped; byte-identical files) at a fifth of its cost: every instance
-        # writes two recordings (benchmarks/harness.py).
-        data = np.clip(np.floor(data * np.float32(32768)), -32768, 32767).astype(np.int16)
+    data = np.asarray(samples)
+    if data.dtype != np.int16:
+        data = data.astype(np.float32, copy=False)
+        if fmt == "WAV":  # every instance writes two recordings (benchmarks/harness.py)
+            data = to_pcm16(data)
     with replacing(path) as tmp:
         try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks it
             extra = {"compression_level": 1.0} if fmt == "FLAC" else {}

@@ -77,12 +77,13 @@ class Harness:
     prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
+    audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
 
     @classmethod
     def from_settings(cls, settings, run_dir: Path, *, cache_dir: Path | None = None,
                       concurrency: int = 1, model: Any = None,
                       timeout: float = DEFAULT_TIMEOUT, judge_timeout: float | None = None,
-                      bargein_branches: bool = True) -> "Harness":
+                      bargein_branches: bool = True, audio_format: str = "flac") -> "Harness":
         """The harness a run with these settings (settings.RunSettings) uses, without pytest:
         the model resolved from ``settings.model`` (unless ``model`` is given), judges,
         transcriber and simulator policy as the settings ask (wiring.py), caches under
@@ -106,7 +107,7 @@ class Harness:
             seed=settings.seed, model_options=settings.options,
             fingerprint=settings.fingerprint(),
             vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
-            timeout=timeout, bargein_branches=bargein_branches,
+            timeout=timeout, bargein_branches=bargein_branches, audio_format=audio_format,
         )
         if concurrency > 1 and is_streaming(model):
             from .prefetch import Prefetcher
@@ -157,7 +158,8 @@ class Harness:
         rel = self.dir.relative(folder)
         recording = self.record(instance)
         usage.charge_model(self, recording)  # between the snapshots: this instance's cost
-        save_recording(recording, folder, instance_id=instance.id)
+        save_recording(recording, folder, instance_id=instance.id,
+                       audio_format=self.audio_format)
         tl = self.timeline(recording)
         self.dir.write_timeline(instance.id, timeline_to_dict(tl, instance))
 

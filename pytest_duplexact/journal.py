@@ -40,13 +40,15 @@ def _check_recording(folder: Path, instance_id: str) -> None:
     (headers only: a file renamed into place is whole, this catches foreign or swapped ones)."""
     import soundfile as sf
 
-    from .recording_io import INPUT_FILE, OUTPUT_FILE, RECORDING_FILE
+    from .recording_io import RECORDING_FILE, track_file
 
     meta = read_json_object(folder / RECORDING_FILE)
     if meta.get("instance") != instance_id:
         raise ValueError(f"{RECORDING_FILE} is for instance {meta.get('instance')!r}")
-    for name, key in ((INPUT_FILE, "input_samples"), (OUTPUT_FILE, "output_samples")):
-        info = sf.info(str(folder / name))
+    for track in ("input", "output"):
+        path, key = track_file(folder, track), f"{track}_samples"
+        name = path.name
+        info = sf.info(str(path))
         if info.frames != meta.get(key) or info.samplerate != meta.get("sample_rate"):
             raise ValueError(f"{name} has {info.frames} samples at {info.samplerate} Hz; "
                              f"{RECORDING_FILE} says {meta.get(key)} at "

@@ -110,6 +110,9 @@ OPTIONS: tuple[Opt, ...] = (
         default="auto", metavar="NAME"),
     Opt("cache-dir", "Shared cache for judge / simulator / transcription calls; default "
         "<run dir>/cache.", metavar="DIR"),
+    Opt("audio-format", "Recordings in the run directory as 'flac' (lossless, about 1/8 of "
+        "the size) or 'wav' (PCM-16); recorded:DIR reads both.", default="flac",
+        metavar="flac|wav"),
     Opt("concurrency", "Instances in flight at once inside one worker (streaming models).",
         default=1, kind="int", metavar="N"),
     Opt("timeout", "Seconds the model may go without answering (a stepped frame, a streaming "

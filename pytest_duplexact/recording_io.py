@@ -3,12 +3,16 @@ re-scored, and replayed with ``--duplexact-model=recorded:DIR``.
 
 One folder per trial:
 
-- ``input.wav``  what was sent to the model (16 kHz mono PCM-16)
-- ``output.wav`` what a listener heard from it, on the same clock
+- ``input.flac``  what was sent to the model (16 kHz mono, 16-bit FLAC: lossless)
+- ``output.flac`` what a listener heard from it, on the same clock
 - ``recording.json`` everything else (format below)
 
-A folder with only ``input.wav`` and ``output.wav`` (the Full-Duplex-Bench layout) also loads:
-no transcript, no cue, any sample rate (resampled to 16 kHz).
+``audio_format="wav"`` (``--duplexact-audio-format=wav``) writes ``input.wav`` /
+``output.wav`` (PCM-16) instead: the same samples, ~8x the size (an output track is mostly
+digital silence). Readers take either; a folder holding both takes the FLAC.
+
+A folder with only ``input.wav`` and ``output.wav`` (the Full-Duplex-Bench layout; FLAC also
+works) loads too: no transcript, no cue, any sample rate (resampled to 16 kHz).
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from .atomic import write_text
 from .recording import Recording
 from .timeline import Cue, Word
 
-INPUT_FILE = "input.wav"
+AUDIO_FORMATS = ("flac", "wav")  # in the order readers look for them
+DEFAULT_AUDIO_FORMAT = "flac"
+TRACKS = ("input", "output")
+INPUT_FILE = "input.wav"  # the WAV names (Full-Duplex-Bench); track_file finds either format
 OUTPUT_FILE = "output.wav"
 RECORDING_FILE = "recording.json"
 FORMAT_NAME = "duplexact-recording"
@@ -56,13 +63,38 @@ def recording_to_dict(rec: Recording, instance_id: str | None = None,
     return d
 
 
+def check_audio_format(audio_format: str) -> str:
+    if audio_format not in AUDIO_FORMATS:
+        raise ValueError(f"audio format {audio_format!r}: use one of {', '.join(AUDIO_FORMATS)}")
+    return audio_format
+
+
+def track_file(folder: Path | str, track: str) -> Path:
+    """The file holding ``track`` (input or output) in ``folder``: ``<track>.flac``, else
+    ``<track>.wav``; the WAV path when neither exists (what an error names)."""
+    folder = Path(folder)
+    for fmt in AUDIO_FORMATS:
+        path = folder / f"{track}.{fmt}"
+        if path.is_file():
+            return path
+    return folder / f"{track}.wav"
+
+
 def save_recording(rec: Recording, folder: Path | str, *, instance_id: str | None = None,
-                   meta: dict | None = None) -> Path:
-    """Write the trial to ``folder`` (created); each file is written whole and renamed."""
+                   meta: dict | None = None, audio_format: str = DEFAULT_AUDIO_FORMAT) -> Path:
+    """Write the trial to ``folder`` (created); each file is written whole and renamed. Tracks
+    of the other audio format left by an earlier attempt are removed first, so a reader never
+    takes a stale track for the new one."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    audio.write(folder / INPUT_FILE, rec.input, rec.sample_rate)
-    audio.write(folder / OUTPUT_FILE, rec.output, rec.sample_rate)
+    check_audio_format(audio_format)
+    for track in TRACKS:
+        for fmt in AUDIO_FORMATS:
+            if fmt != audio_format:
+                (folder / f"{track}.{fmt}").unlink(missing_ok=True)
+    for track, samples in (("input", rec.input), ("output", rec.output)):
+        # one float -> PCM-16 rule for both formats: a FLAC and a WAV of a trial are equal
+        audio.write(folder / f"{track}.{audio_format}", audio.to_pcm16(samples), rec.sample_rate)
     write_text(folder / RECORDING_FILE, json.dumps(recording_to_dict(rec, instance_id, meta),
                                                    indent=1, ensure_ascii=False) + "\n")
     return folder
@@ -70,7 +102,7 @@ def save_recording(rec: Recording, folder: Path | str, *, instance_id: str | Non
 
 def _read_track(path: Path) -> np.ndarray:
     if not path.is_file():
-        raise RecordingFormatError(f"{path}: missing")
+        raise RecordingFormatError(f"{path.parent / path.stem}.flac / {path.stem}.wav: missing")
     try:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as e:
@@ -138,8 +170,8 @@ def load_recording(folder: Path | str) -> Recording:
     folder = Path(folder)
     if not folder.is_dir():
         raise RecordingFormatError(f"{folder}: not a folder")
-    inp = _read_track(folder / INPUT_FILE)
-    out = _read_track(folder / OUTPUT_FILE)
+    inp = _read_track(track_file(folder, "input"))
+    out = _read_track(track_file(folder, "output"))
     meta_path = folder / RECORDING_FILE
     if not meta_path.is_file():
         return Recording(input=inp, output=out)

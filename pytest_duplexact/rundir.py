@@ -143,8 +143,11 @@ class RunDir:
     @staticmethod
     def tracks(folder: Path) -> dict[str, Path]:
         """The instance's audio files that exist: ``{"input": ..., "output": ...}``."""
+        from .recording_io import track_file  # input.flac or input.wav
+
         out = {}
-        for name, file in (("input", INPUT_FILE), ("output", OUTPUT_FILE)):
-            if (Path(folder) / file).is_file():
-                out[name] = Path(folder) / file
+        for name in ("input", "output"):
+            path = track_file(folder, name)
+            if path.is_file():
+                out[name] = path
         return out

@@ -302,6 +302,15 @@ def _selection(config) -> Selection:
     )
 
 
+def _audio_format(config) -> str:
+    from .recording_io import AUDIO_FORMATS
+
+    fmt = str(options.get(config, "audio-format") or "flac").strip().lower()
+    if fmt not in AUDIO_FORMATS:
+        raise pytest.UsageError(f"--duplexact-audio-format={fmt!r}: use flac or wav")
+    return fmt
+
+
 class DuplexactSession:
     """What the plugin knows for this pytest process (controller or worker), and its hooks."""
 
@@ -330,6 +339,7 @@ class DuplexactSession:
             self.gates = [gates.parse(g) for g in options.get(config, "gate")]
         except gates.GateError as e:
             raise pytest.UsageError(str(e)) from None
+        _audio_format(config)  # a bad value is refused before anything runs
         branches = options.get(config, "bargein-branches")
         if branches not in ("on", "off"):
             raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
@@ -405,7 +415,8 @@ class DuplexactSession:
                 self._harness = Harness.from_settings(
                     self.settings, self.run_dir, cache_dir=Path(cache_dir) if cache_dir else None,
                     concurrency=concurrency, timeout=timeout, judge_timeout=judge_timeout,
-                    bargein_branches=options.get(self.config, "bargein-branches") != "off")
+                    bargein_branches=options.get(self.config, "bargein-branches") != "off",
+                    audio_format=_audio_format(self.config))
             except SettingsError as e:
                 raise pytest.UsageError(str(e)) from None
         return self._harness

@@ -4,7 +4,8 @@
 seconds from its first sample. Four steps, split so each can be measured and tested alone:
 
 1. ``speech_probabilities``: silero-vad 6.2.3 (weights ship inside its wheel, loaded once per
-   process, lazily) gives one speech probability per 32 ms frame of 16 kHz audio.
+   process, lazily; run through ONNX Runtime or TorchScript, ``vad_network``) gives one speech
+   probability per 32 ms frame of 16 kHz audio.
 2. ``spans_from_probabilities``: silero's own hysteresis turns them into spans (pure).
 3. ``refine_edges``: each edge is moved to where the energy envelope says speech starts or
    stops, at most ``refine_onset_ms`` / ``refine_offset_ms`` away (pure). Silero quantises
@@ -24,14 +25,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import threading
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import audio
+from . import audio, vad_network
 from .timeline import Span
 
 VAD_SAMPLE_RATE = 16_000
@@ -78,23 +77,11 @@ class VadParams:
 
 DEFAULT_PARAMS = VadParams()
 
-_lock = threading.Lock()  # the silero model keeps recurrent state: one caller at a time
-_model = None
-
-
 def _load():
-    """The silero model, loaded on first use. Inference uses one torch thread: with pytest-xdist
-    workers sharing two cores, two threads per worker ran ~4x slower than one (measured)."""
-    global _model
-    if _model is None:
-        import torch
-        from silero_vad import load_silero_vad
-
-        torch.set_num_threads(1)
-        with warnings.catch_warnings():  # silero's loader uses APIs torch/importlib deprecate
-            warnings.simplefilter("ignore", DeprecationWarning)
-            _model = load_silero_vad()
-    return _model
+    """Load the network of the process's backend now (benchmarks warm it up before timing)."""
+    if vad_network.backend() == "onnx":
+        return vad_network._session()
+    return vad_network._torch()
 
 
 def as_mono(samples: np.ndarray, sample_rate: int) -> np.ndarray:
@@ -144,29 +131,19 @@ def active_frames(x: np.ndarray, context_ms: int) -> np.ndarray:
     return near[reach: reach + len(loud)] > 0
 
 
-def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0) -> np.ndarray:
-    """One silero speech probability per 32 ms frame of 16 kHz mono float32 audio.
+def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0,
+                         backend: str | None = None) -> np.ndarray:
+    """One silero speech probability per 32 ms frame of 16 kHz mono float32 audio, through
+    ``backend`` (``vad_network``: onnx or torch; default the process's choice).
 
     ``skip_quiet_ms`` > 0: frames below SILENCE_DBFS and farther than that from any louder
     frame skip the network and get probability 0 (a model's output track is mostly silence;
     the network is the harness's main cost). The network's state runs on across a skipped
     stretch as if the frames kept were contiguous."""
-    import torch
-
     n = -(-len(x) // FRAME)
     run = np.ones(n, dtype=bool) if skip_quiet_ms <= 0 else active_frames(x, skip_quiet_ms)
     probs = np.zeros(n, dtype=np.float32)
-    with _lock:
-        model = _load()
-        model.reset_states()
-        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        with torch.no_grad():
-            for i in np.flatnonzero(run):
-                chunk = t[i * FRAME: (i + 1) * FRAME]
-                if len(chunk) < FRAME:
-                    chunk = torch.nn.functional.pad(chunk, (0, FRAME - len(chunk)))
-                probs[i] = model(chunk, VAD_SAMPLE_RATE).item()
-        model.reset_states()
+    probs[run] = vad_network.probabilities(x, run, backend)
     return probs
 
 
@@ -189,14 +166,15 @@ _ENV_WIN = 128
 _ENV_HOP = 32
 
 
-def energy_envelope(x: np.ndarray) -> np.ndarray:
-    """Short-time RMS level in dBFS, one value per 2 ms hop (window centred on the hop)."""
+def energy_envelope(x: np.ndarray, window: int = _ENV_WIN) -> np.ndarray:
+    """Short-time RMS level in dBFS over ``window`` samples (8 ms by default), one value per
+    2 ms hop (window centred on the hop)."""
     if len(x) == 0:
         return np.zeros(0)
     sq = np.concatenate([[0.0], np.cumsum(np.asarray(x, dtype=np.float64) ** 2)])
     centres = np.arange(0, len(x), _ENV_HOP)
-    lo = np.clip(centres - _ENV_WIN // 2, 0, len(x))
-    hi = np.clip(centres + _ENV_WIN // 2, 0, len(x))
+    lo = np.clip(centres - window // 2, 0, len(x))
+    hi = np.clip(centres + window // 2, 0, len(x))
     power = (sq[hi] - sq[lo]) / np.maximum(hi - lo, 1)
     return 10.0 * np.log10(np.maximum(power, 1e-20))
 
@@ -208,6 +186,10 @@ def energy_envelope(x: np.ndarray) -> np.ndarray:
 BELOW_PEAK_DB = 55.0
 ABOVE_NOISE_DB = 3.0
 BRIDGE_MS = 60
+# Where the noise floor sets the threshold (noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB), an
+# offset may move this many times refine_offset_ms: silero's offsets in -35 dBFS white noise
+# were 150-250 ms late, beyond the 200 ms reach, and stayed there (offset p95 215 -> 53 ms).
+NOISY_REACH = 2
 
 
 def noise_floor(env: np.ndarray, spans: list[tuple[int, int]]) -> float:
@@ -248,16 +230,63 @@ def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
     out: list[tuple[int, int]] = []
     for k, (s, e) in enumerate(spans):
         a, b = s // _ENV_HOP, max(s // _ENV_HOP + 1, -(-e // _ENV_HOP))  # env indices [a, b)
-        loud = env >= max(float(env[a:b].max()) - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB)
+        peak = float(env[a:b].max())
+        loud = env >= max(peak - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB)
+        # in noise silero holds on longer (150-250 ms at -35 dBFS white noise): reach further
+        reach_off = r_off * NOISY_REACH if noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB \
+            else r_off
         prev_end = out[-1][1] // _ENV_HOP + 1 if out else 0
         next_start = spans[k + 1][0] // _ENV_HOP - 1 if k + 1 < len(spans) else len(env) - 1
         a2 = _outermost(loud, a, max(prev_end, a - r_on), min(b - 1, a + r_on), -1, bridge) \
             if r_on > 0 else a
-        b2 = _outermost(loud, b - 1, max(a2, b - 1 - r_off), min(next_start, b - 1 + r_off), 1,
-                        bridge) if r_off > 0 else b - 1
+        b2 = _outermost(loud, b - 1, max(a2, b - 1 - reach_off),
+                        min(next_start, b - 1 + reach_off), 1, bridge) if r_off > 0 else b - 1
         start = min(max(0, a2 * _ENV_HOP), len(x))
         end = min(max(start + _ENV_HOP, (b2 + 1) * _ENV_HOP), len(x))
         out.append((start, end))
+    return out
+
+
+# In noise, the 8 ms envelope cannot tell a speech tail from the noise until the tail is about
+# as loud as the noise (3 dB over its floor); a 64 ms envelope varies ~0.2 dB in white noise, so
+# 0.7 dB over its floor hears tails ~8 dB weaker. Measured on the noise grid (docs/timeline.md):
+# -35 dBFS white noise, offset |error| p95 64 -> 27 ms, onset 36 -> 18 ms; 32 ms windows and 1 dB
+# gained less. Its edges sit ~a quarter window outward: NOISY_BACK_MS corrects that.
+NOISY_WINDOW = 1024
+NOISY_ABOVE_NOISE_DB = 0.7
+NOISY_BACK_MS = 24
+
+
+def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where the noise floor, not the span's own peak, sets the edge threshold of
+    ``refine_edges`` (``noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB``: never on clean
+    audio), carry each edge outward over the contiguous stretch where a 64 ms envelope stays
+    ``NOISY_ABOVE_NOISE_DB`` over its own noise floor, less ``NOISY_BACK_MS``; never into a
+    neighbouring span. Other spans are returned as they are."""
+    if not spans:
+        return list(spans)
+    env = energy_envelope(x)
+    noise = noise_floor(env, spans)
+    smooth = None
+    back = int(round(NOISY_BACK_MS * VAD_SAMPLE_RATE / 1000 / _ENV_HOP))
+    out: list[tuple[int, int]] = []
+    for k, (s, e) in enumerate(spans):
+        a, b = s // _ENV_HOP, max(s // _ENV_HOP + 1, -(-e // _ENV_HOP))  # env indices [a, b)
+        if noise + ABOVE_NOISE_DB <= float(env[a:b].max()) - BELOW_PEAK_DB:
+            out.append((s, e))
+            continue
+        if smooth is None:
+            smooth = energy_envelope(x, NOISY_WINDOW)
+            above = smooth >= noise_floor(smooth, spans) + NOISY_ABOVE_NOISE_DB
+        lo = out[-1][1] // _ENV_HOP + 1 if out else 0
+        hi = spans[k + 1][0] // _ENV_HOP - 1 if k + 1 < len(spans) else len(env) - 1
+        a2, b2 = a, b - 1
+        while a2 - 1 >= lo and above[a2 - 1]:
+            a2 -= 1
+        while b2 + 1 <= hi and above[b2 + 1]:
+            b2 += 1
+        a2, b2 = min(a, a2 + back), max(b - 1, b2 - back)
+        out.append((a2 * _ENV_HOP, min(len(x), max(e, (b2 + 1) * _ENV_HOP))))
     return out
 
 
@@ -364,23 +393,25 @@ def postprocess(x: np.ndarray, probs: np.ndarray,
     doc); pure, so a benchmark can try parameters on one network pass."""
     spans = spans_from_probabilities(probs, len(x), params)
     spans = refine_edges(x, spans, params.refine_onset_ms, params.refine_offset_ms)
+    if params.refine_onset_ms > 0 or params.refine_offset_ms > 0:
+        spans = extend_in_noise(x, spans)
     return attach_islands(x, spans, probs, params.attach_ms)
 
 
-@functools.lru_cache(maxsize=1)
-def _implementation() -> dict:
-    """What else a result depends on: this module's source (any edit to the VAD invalidates
-    cached results) and the versions of the network and of torch that runs it."""
+@functools.lru_cache(maxsize=4)
+def _implementation(backend: str) -> dict:
+    """What else a result depends on: this module's and the network runner's source (any edit
+    invalidates cached results), the network's version, the backend that ran it (onnx or
+    torch: equal spans were measured, not guaranteed) and that backend's version."""
     from importlib.metadata import PackageNotFoundError, version
 
-    def v(package: str) -> str | None:
-        try:
-            return version(package)
-        except PackageNotFoundError:
-            return None
-
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return {"code_sha256": code, "silero_vad": v("silero-vad"), "torch": v("torch")}
+    try:
+        silero = version("silero-vad")
+    except PackageNotFoundError:
+        silero = None
+    code = hashlib.sha256(Path(__file__).read_bytes()
+                          + Path(vad_network.__file__).read_bytes()).hexdigest()
+    return {"code_sha256": code, "silero_vad": silero, **vad_network.versions(backend)}
 
 
 def cache_request(x: np.ndarray, params: VadParams) -> dict:
@@ -389,7 +420,7 @@ def cache_request(x: np.ndarray, params: VadParams) -> dict:
     return {"endpoint": "vad/speech_spans", "audio_sha256": hashlib.sha256(
                 np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest(),
             "samples": int(len(x)), "sample_rate": VAD_SAMPLE_RATE, "params": asdict(params),
-            **_implementation()}
+            **_implementation(vad_network.backend())}
 
 
 def speech_spans(samples: np.ndarray, sample_rate: int,

@@ -22,7 +22,7 @@ from pytest_duplexact.instance import bundled_root, load_dataset
 from pytest_duplexact.journal import Status
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
-from pytest_duplexact.recording_io import OUTPUT_FILE, RECORDING_FILE
+from pytest_duplexact.recording_io import RECORDING_FILE, track_file
 from pytest_duplexact.judges import JudgePanel
 from pytest_duplexact.session import RUN_FILE, _load_resumed
 from pytest_duplexact.settings import IDENTITY_KEYS, SCORING_KEYS, RunSettings
@@ -165,7 +165,8 @@ def _judge_error(folder: Path) -> None:
 
 
 def _short_output(folder: Path) -> None:
-    sf.write(str(folder / OUTPUT_FILE), np.zeros(160, np.float32), 16000, subtype="PCM_16")
+    sf.write(str(track_file(folder, "output")), np.zeros(160, np.float32), 16000,
+             subtype="PCM_16")
 
 
 BREAKERS = {
@@ -182,10 +183,10 @@ BREAKERS = {
     "harness error": (lambda f: _edit_json(f / journal.OUTCOME_FILE, error="RuntimeError: x"),
                       Status.ERROR),
     "judge error": (_judge_error, Status.JUDGE_ERROR),
-    "output.wav missing": (lambda f: (f / OUTPUT_FILE).unlink(), Status.DAMAGED),
-    "output.wav not audio": (lambda f: (f / OUTPUT_FILE).write_bytes(b"RIFF...."),
-                             Status.DAMAGED),
-    "output.wav of other length": (_short_output, Status.DAMAGED),
+    "output audio missing": (lambda f: track_file(f, "output").unlink(), Status.DAMAGED),
+    "output audio not audio": (lambda f: track_file(f, "output").write_bytes(b"fLaC...."),
+                               Status.DAMAGED),
+    "output audio of other length": (_short_output, Status.DAMAGED),
     "recording of another instance": (
         lambda f: _edit_json(f / RECORDING_FILE, instance="other"), Status.DAMAGED),
     "recording.json missing": (lambda f: (f / RECORDING_FILE).unlink(), Status.DAMAGED),

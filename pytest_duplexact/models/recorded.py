@@ -1,9 +1,10 @@
 """``recorded:DIR``: replay trials recorded earlier instead of running a model.
 
 DIR is a run directory (``DIR/instances/<instance id>/``) or a folder of per-instance folders
-(``DIR/<instance id>/``), each in the recording layout of recording_io.py: ``input.wav``,
-``output.wav`` and ``recording.json``. Folders with only the two WAV files (Full-Duplex-Bench
-style) carry no cue or barge-in information and replay Direct Replay instances only.
+(``DIR/<instance id>/``), each in the recording layout of recording_io.py: ``input.flac``,
+``output.flac`` (or ``.wav``: both are read) and ``recording.json``. Folders with only the two
+audio files (Full-Duplex-Bench style) carry no cue or barge-in information and replay Direct
+Replay instances only.
 The pipelines are bypassed: ``pipelines.run_instance`` returns the stored Recording.
 """
 
@@ -43,8 +44,8 @@ class RecordedModel:
                              f"{instance.id!r}")
         if not has_metadata(folder) and instance.pipeline is not Pipeline.DIRECT:
             raise ModelError(f"{folder}: no recording.json, so no cue / barge-in information; "
-                             f"a folder of input.wav + output.wav can only replay Direct Replay "
-                             f"instances, and {instance.id} is {instance.action} "
+                             f"a folder of input and output audio alone can only replay Direct "
+                             f"Replay instances, and {instance.id} is {instance.action} "
                              f"({instance.pipeline.value})")
         try:
             rec = load_recording(folder)

@@ -24,5 +24,9 @@ class SilentModel:
     def step(self, frame: np.ndarray) -> np.ndarray:
         return self._frame
 
+    def step_many(self, frames: np.ndarray) -> np.ndarray:
+        """Silence for ``len(frames)`` frames in one call (pipelines/stepped.py)."""
+        return np.zeros((len(frames), self.frame_size), dtype=np.float32)
+
     def finish(self) -> None:
         pass

@@ -44,6 +44,9 @@ class Duplex(abc.ABC):
     """A running session. ``push`` advances time by the pushed audio's length."""
 
     sample_rate: int = SAMPLE_RATE
+    # True when time advances only by push() (a stepped model, no wall clock): nothing can
+    # happen between two pushes, so a stretch with no online decision may be pushed whole.
+    free_running: bool = False
 
     @property
     @abc.abstractmethod

@@ -45,12 +45,38 @@ class StreamResampler:
         return self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
 
 
+def _step_many_of(model):
+    """``model.step_many`` when it answers for the model's own ``step``: a subclass that
+    overrides ``step`` but inherits ``step_many`` (a crashing or speaking variant of the
+    silent model) must be stepped frame by frame, or its ``step`` would never run."""
+    many = getattr(model, "step_many", None)
+    if not callable(many):
+        return None
+    if "step_many" in getattr(model, "__dict__", {}):
+        return many  # set on the instance
+
+    def owner(name: str):
+        return next((c for c in type(model).__mro__ if name in vars(c)), None)
+
+    step_owner, many_owner = owner("step"), owner("step_many")
+    if step_owner is None or many_owner is None or not issubclass(many_owner, step_owner):
+        return None
+    return many
+
+
 def model_name(model) -> str:
     return str(getattr(model, "name", None) or type(model).__name__)
 
 
 class SteppedDuplex(Duplex):
-    """One session of a stepped model on one instance. Creating it calls ``model.start``."""
+    """One session of a stepped model on one instance. Creating it calls ``model.start``.
+
+    A model may also offer ``step_many(frames)``: ``frames`` is an (n, frame_size) array of
+    consecutive input frames, the answer their n output frames ((n, frame_size) or flat),
+    exactly what n ``step`` calls would return, audio only (no transcript). It is then called
+    once per push instead of once per frame (the silent model: docs/benchmarks.md)."""
+
+    free_running = True
 
     def __init__(self, model: SteppedModel, info: SessionInfo):
         self.model = model
@@ -72,6 +98,7 @@ class SteppedDuplex(Duplex):
         self._steps = 0
         self._closed = False
         self._watch = watchdog.current()  # each answer from the model is a sign of progress
+        self._step_many = _step_many_of(model)
         self._guard("start", lambda: model.start(info))
         self._watch.beats += 1
 
@@ -129,14 +156,47 @@ class SteppedDuplex(Duplex):
         self._steps = k + 1
         self._output.append(audio if self._same_rate else self._from_model.push(audio))
 
+    def _step_block(self, frames: np.ndarray) -> None:
+        """``n`` frames through ``model.step_many`` at once, checked like ``_step``."""
+        k, n = self._steps, len(frames)
+        t0 = k * self.frame_size / self.model_rate
+        try:
+            out = self._step_many(frames)
+        except ModelError:
+            raise
+        except Exception as e:
+            raise ModelError(f"model {self._name} failed in step_many on instance "
+                             f"{self.info.instance.id} at {t0:.2f} s: {type(e).__name__}: "
+                             f"{e}") from e
+        self._watch.beats += 1
+        raw = np.asarray(out)
+        if raw.dtype is not _F32 and (problem := dtype_problem(raw)) is not None:
+            raise ModelError(f"model {self._name} returned {problem}, from step_many at "
+                             f"{t0:.2f} s on instance {self.info.instance.id}")
+        audio = raw.astype(np.float32, copy=False)
+        if audio.shape not in ((n, self.frame_size), (n * self.frame_size,)):
+            raise ModelError(f"model {self._name} returned {audio.shape} samples from step_many "
+                             f"for {n} frames from frame {k} of instance "
+                             f"{self.info.instance.id} at {t0:.2f} s; expected "
+                             f"({n}, {self.frame_size}) at {self.model_rate} Hz")
+        audio = audio.reshape(-1)
+        if (problem := level_problem(audio)) is not None:
+            raise ModelError(f"model {self._name} returned {problem} from step_many at "
+                             f"{t0:.2f} s on instance {self.info.instance.id}")
+        self._steps = k + n
+        self._output.append(audio if self._same_rate else self._from_model.push(audio))
+
     def _feed(self, model_rate_samples: np.ndarray) -> None:
         data = np.concatenate([self._carry, model_rate_samples]) if self._carry.size \
             else model_rate_samples
         f = self.frame_size
         n = len(data) // f
         with np.errstate(over="ignore"):  # a huge frame's sum of squares: see level_problem
-            for k in range(n):
-                self._step(data[k * f: (k + 1) * f])
+            if n and self._step_many is not None:
+                self._step_block(data[: n * f].reshape(n, f))
+            else:
+                for k in range(n):
+                    self._step(data[k * f: (k + 1) * f])
         self._carry = data[n * f:].copy() if n * f < len(data) else _EMPTY
 
     async def push(self, samples: np.ndarray) -> None:

@@ -41,6 +41,22 @@ def test_round_trip(trials, tmp_path):
         assert meta["instance"] == inst.id and meta["format"] == "duplexact-recording"
 
 
+def test_flac_and_wav_hold_the_same_samples_and_a_resave_leaves_one_format(trials, tmp_path):
+    inst, rec = trials["recover"]
+    flac = save_recording(rec, tmp_path / "f", instance_id=inst.id)
+    wav = save_recording(rec, tmp_path / "w", instance_id=inst.id, audio_format="wav")
+    assert sorted(p.name for p in flac.iterdir()) == ["input.flac", "output.flac",
+                                                      RECORDING_FILE]
+    assert sorted(p.name for p in wav.iterdir()) == ["input.wav", "output.wav", RECORDING_FILE]
+    a, b = load_recording(flac), load_recording(wav)
+    assert np.array_equal(a.output, b.output) and np.array_equal(a.input, b.input)  # lossless
+    assert (flac / "output.flac").stat().st_size < (wav / "output.wav").stat().st_size / 3
+    save_recording(rec, flac, instance_id=inst.id, audio_format="wav")  # a re-run in wav
+    assert not (flac / "output.flac").exists() and (flac / "output.wav").is_file()
+    with pytest.raises(ValueError, match="audio format 'mp3'"):
+        save_recording(rec, tmp_path / "m", audio_format="mp3")
+
+
 def test_recorded_model_replays_through_run_instance(trials, tmp_path):
     for inst, rec in trials.values():
         save_recording(rec, tmp_path / "instances" / inst.id, instance_id=inst.id)
@@ -84,6 +100,6 @@ def test_bad_recording_json_names_the_field(trials, tmp_path):
     (folder / RECORDING_FILE).write_text(json.dumps(meta))
     with pytest.raises(RecordingFormatError, match=r"field 'cue'"):
         load_recording(folder)
-    (folder / "output.wav").unlink()
-    with pytest.raises(RecordingFormatError, match="output.wav: missing"):
+    (folder / "output.flac").unlink()
+    with pytest.raises(RecordingFormatError, match=r"output.flac / output.wav: missing"):
         load_recording(folder)

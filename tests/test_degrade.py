@@ -1,0 +1,80 @@
+"""The noise grid (degrade.py) and the timeline on it: each condition is reproducible and what
+it says it is, and in -45 / -35 dBFS white noise and through the telephone codec the VAD
+still places edges and a hold_floor-sized gap within 50 ms (docs/timeline.md, section 4;
+the full grid is benchmarks/harness.py part ``noise``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_duplexact import degrade, vad
+from pytest_duplexact.instance import bundled_root, load_dataset
+
+SR = 16_000
+
+
+def rms_dbfs(x: np.ndarray) -> float:
+    return 10 * np.log10(np.mean(np.square(x, dtype=np.float64)))
+
+
+@pytest.mark.parametrize("kind", ["white", "babble"])
+def test_noise_is_added_at_its_level_and_repeats_with_its_seed(kind):
+    x = np.zeros(3 * SR, np.float32)
+    a = degrade.apply(f"{kind}-35", x, seed=1)
+    assert rms_dbfs(a) == pytest.approx(-35, abs=0.01)
+    assert np.array_equal(a, degrade.apply(f"{kind}-35", x, seed=1))
+    assert not np.array_equal(a, degrade.apply(f"{kind}-35", x, seed=2))
+
+
+def test_the_codec_band_limits_quantises_and_keeps_silence_silent():
+    t = np.arange(2 * SR) / SR
+    x = np.zeros(4 * SR, np.float32)
+    x[SR: 3 * SR] = 0.1 * (np.sin(2 * np.pi * 1000 * t) + np.sin(2 * np.pi * 6000 * t))
+    y = degrade.apply("codec", x)
+    spec = np.abs(np.fft.rfft(y[SR: 3 * SR]))
+    f = np.fft.rfftfreq(2 * SR, 1 / SR)
+    assert spec[np.argmin(abs(f - 6000))] < 1e-3 * spec[np.argmin(abs(f - 1000))]  # gone
+    assert np.abs(y[: SR // 2]).max() < 1e-4  # silence far from the tone stays silent
+    assert degrade.apply("clean", x) is not x and np.array_equal(degrade.apply("clean", x), x)
+
+
+def test_unknown_conditions_are_refused():
+    for bad in ("pink-35", "white", "white35", "codec-10"):
+        with pytest.raises(ValueError, match="unknown noise condition"):
+            degrade.apply(bad, np.zeros(10, np.float32))
+    assert degrade.parse("babble-45") == ("babble", -45.0)
+
+
+@pytest.fixture(scope="module")
+def dialogue():
+    """Two model-voice clips placed 0.5 s apart (a hold_floor edge): (track, placed spans)."""
+    ds = load_dataset(bundled_root())
+    insts = ds.by_condition("take_turn", "immediate")
+    out, truth, pos = np.zeros(10 * SR, np.float32), [], int(1.0 * SR)
+    for inst in insts[:2]:
+        clip = inst.clip("reference")
+        words = clip.transcript
+        audio = clip.load()
+        a = pos - int(words[0].start * SR)
+        out[a: a + len(audio)] += audio
+        truth.append((a / SR + words[0].start, a / SR + words[-1].end))
+        pos = int((truth[-1][1] + 0.5) * SR)
+    return out, truth
+
+
+@pytest.mark.parametrize("condition", ["clean", "white-45", "white-35", "codec"])
+def test_edges_and_the_gap_hold_within_50_ms(dialogue, condition):
+    """Six noise seeds each: before extend_in_noise and the longer offset reach in noise,
+    three of them put the second offset 150-190 ms late in -35 dBFS white noise."""
+    x, truth = dialogue
+    for seed in range(4, 10):
+        spans = vad.speech_spans(degrade.apply(condition, x, seed=seed), SR)
+        first = [sp for sp in spans if sp.start < truth[0][1] and truth[0][0] < sp.end]
+        second = [sp for sp in spans if sp.start < truth[1][1] and truth[1][0] < sp.end]
+        assert first and second and not set(first) & set(second), spans  # not joined
+        errors = [first[0].start - truth[0][0], first[-1].end - truth[0][1],
+                  second[0].start - truth[1][0], second[-1].end - truth[1][1]]
+        gap = (second[0].start - first[-1].end) - (truth[1][0] - truth[0][1])
+        assert max(abs(e) for e in errors) <= 0.05, (seed, errors)
+        assert abs(gap) <= 0.05, (seed, gap)
