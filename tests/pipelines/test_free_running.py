@@ -93,7 +93,8 @@ class Broken(SilentModel):
 
 @pytest.mark.parametrize("answer,msg", [
     (lambda n: np.zeros((n, 319), np.float32), "returned .* from step_many"),
-    (lambda n: np.full((n, 320), np.nan, np.float32), r"non-finite samples \(NaN or inf\) from step_many"),
+    (lambda n: np.full((n, 320), np.nan, np.float32),
+     r"non-finite samples \(NaN or inf\) from step_many"),
     (lambda n: 1 / 0, "failed in step_many .* ZeroDivisionError"),
 ])
 def test_a_bad_step_many_answer_is_a_model_error(instances, answer, msg):
