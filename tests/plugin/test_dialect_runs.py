@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact import audio
+from pytest_duplexact.recording_io import track_file
 
 FAKES = Path(__file__).parents[1] / "fakes"
 # The fakes speak the endpoint model's bundled reply (real speech, so the VAD hears it).
@@ -80,7 +81,7 @@ def test_end_to_end_run_over_all_three_pipelines(pytester, adapter, monkeypatch)
     cuts = [t for t, what in recording["events"]
             if what.startswith("speech_started") and t >= cue["start"] - 0.05]
     assert cuts, recording["events"]
-    out = audio.read(folder / "output.wav")
+    out = audio.read(track_file(folder, "output"))
     cut = cuts[0]
     after = out[int((cut + 0.025) * 16000): int((cut + 0.2) * 16000)]
     before = out[int((cut - 0.5) * 16000): int(cut * 16000)]

@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from pytest_duplexact.recording_io import track_file
+
 # the [gemini] extra and the test CA maker (both in the dev extra)
 pytest.importorskip("google.genai")
 pytest.importorskip("trustme")
@@ -109,8 +111,8 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
     recs = {}
     for inst in rep["instances"]:
         folder = run / inst["recording"]
-        x, sr = sf.read(folder / "input.wav", dtype="float32")
-        y, _ = sf.read(folder / "output.wav", dtype="float32")
+        x, sr = sf.read(track_file(folder, "input"), dtype="float32")
+        y, _ = sf.read(track_file(folder, "output"), dtype="float32")
         meta = json.loads((folder / "recording.json").read_text())
         recs[inst["id"]] = (len(x) / sr * 1000, y, sr, meta)
     fake = _fake()

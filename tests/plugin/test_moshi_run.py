@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_duplexact.recording_io import track_file
+
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 
 pytestmark = pytest.mark.slow
@@ -48,11 +50,12 @@ def test_moshi_runs_every_pipeline_deterministically(pytester, model_args):
     for inst in rep["instances"]:
         one = Path(pytester.path, "one", inst["recording"])
         two = Path(pytester.path, "two", inst["recording"])
-        assert (one / "output.wav").read_bytes() == (two / "output.wav").read_bytes(), inst["id"]
+        assert track_file(one, "output").read_bytes() == track_file(two, "output").read_bytes(), \
+            inst["id"]
         rec = json.loads((one / "recording.json").read_text())
         assert rec["transcript"] == json.loads((two / "recording.json").read_text())["transcript"]
         assert rec["transcript"], inst["id"]  # the native text stream reached the recording
-        outputs[inst["id"]] = (one / "output.wav").read_bytes()
+        outputs[inst["id"]] = track_file(one, "output").read_bytes()
     # every trial starts from the same seeds, so different outputs come from different inputs
     assert len(set(outputs.values())) == 3
     assert [i["immediate"]["verdict"] for i in again["instances"]] == \
