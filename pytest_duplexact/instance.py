@@ -9,6 +9,7 @@ field, so a broken dataset fails before any model is called.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import math
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
@@ -468,3 +469,11 @@ def bundled_root() -> Path:
 
     return Path(str(files("pytest_duplexact.fixtures"))).resolve()
 
+
+def dataset_summary(dataset: Dataset, audio_checked: bool = True) -> str:
+    """``DIR: valid duplexact-dataset v1 'name', 72 instances: wait 9, ignore 6, ...``"""
+    per_action = Counter(i.action for i in dataset.instances)
+    counts = ", ".join(f"{a} {per_action[a]}" for a in taxonomy.ACTIONS)
+    note = "" if audio_checked else " (audio files not opened: --no-audio)"
+    return (f"{dataset.root}: valid {FORMAT_NAME} v{FORMAT_VERSION} {dataset.name!r}, "
+            f"{len(dataset.instances)} instances: {counts}{note}")

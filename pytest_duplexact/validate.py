@@ -9,20 +9,10 @@ and exits 1; a valid dataset prints one summary line (instances per action) and 
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
-from . import taxonomy
-from .instance import FORMAT_NAME, FORMAT_VERSION, Dataset, check_dataset
-
-
-def summary(dataset: Dataset, audio_checked: bool = True) -> str:
-    """``DIR: valid duplexact-dataset v1 'name', 72 instances: wait 9, ignore 6, ...``"""
-    per_action = Counter(i.action for i in dataset.instances)
-    counts = ", ".join(f"{a} {per_action[a]}" for a in taxonomy.ACTIONS)
-    note = "" if audio_checked else " (audio files not opened: --no-audio)"
-    return (f"{dataset.root}: valid {FORMAT_NAME} v{FORMAT_VERSION} {dataset.name!r}, "
-            f"{len(dataset.instances)} instances: {counts}{note}")
+from .instance import check_dataset
+from .instance import dataset_summary as summary  # noqa: F401 (validate.summary)
 
 
 def main(args) -> int:

@@ -42,7 +42,7 @@ def main(args) -> int:
     except ReleasedDataError as e:
         print(f"duplexact {args.command}: {spec}: {e}", file=sys.stderr)
         return 1
-    from ..validate import summary
+    from ..instance import dataset_summary as summary
     from ..instance import load_dataset
 
     print(summary(load_dataset(out)))
