@@ -57,13 +57,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_mb,  # noqa: E402
                      plugin_run, replicate_dataset, stats_ms)
 
-from pytest_duplexact import audio, recording_io, scoring  # noqa: E402
-from pytest_duplexact import rundir as rundir_mod  # noqa: E402
-from pytest_duplexact import degrade, segmentation, vad  # noqa: E402
+from pytest_duplexact.data import audio, recording_io  # noqa: E402
+from pytest_duplexact.rules import scoring  # noqa: E402
+from pytest_duplexact.run import rundir as rundir_mod  # noqa: E402
+from pytest_duplexact.listen import degrade, segmentation, vad  # noqa: E402
 import asr_accuracy  # noqa: E402
 import run_size  # noqa: E402
 import vad_backends  # noqa: E402
-from pytest_duplexact.instance import bundled_root, load_dataset  # noqa: E402
+from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 
 MODELS = ("silent", "oracle", "endpoint")
 TARGETS = {
@@ -140,8 +141,8 @@ class Stages:
 def plugin_harness(model, model_name: str, run_dir: Path, panel=None,
                    cache_dir: Path | None = None):
     """A Harness wired as the plugin wires one with default options (Harness.from_settings)."""
-    from pytest_duplexact.harness import Harness
-    from pytest_duplexact.settings import RunSettings
+    from pytest_duplexact.run.harness import Harness
+    from pytest_duplexact.run.settings import RunSettings
 
     h = Harness.from_settings(RunSettings(model=model_name), run_dir, cache_dir=cache_dir,
                               model=model)
@@ -286,7 +287,7 @@ class ScriptedModel:
     frame_size = 320
 
     def __init__(self, track: np.ndarray, words):
-        from pytest_duplexact.timeline import Word
+        from pytest_duplexact.data.timeline import Word
 
         self.track = track
         self.by_frame: dict[int, list] = defaultdict(list)
@@ -319,7 +320,7 @@ NOISE_DBFS = -35.0
 def place(track: np.ndarray, words: list, u: Utterance, onset: float) -> tuple[float, float]:
     """Mix ``u`` into ``track`` so its speech starts at ``onset`` (to the sample); returns the
     placed (onset, offset) truth."""
-    from pytest_duplexact.timeline import Word
+    from pytest_duplexact.data.timeline import Word
 
     sr = audio.SAMPLE_RATE
     a = int(round((onset - u.speech_start) * sr))
@@ -359,8 +360,8 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
     from pytest_duplexact.models.base import SessionInfo
     from pytest_duplexact.pipelines import run_instance
     from pytest_duplexact.rules import hold_floor, take_turn
-    from pytest_duplexact.taxonomy import BACKCHANNEL_MAX_WORDS, OBSERVATION_PERIOD_S
-    from pytest_duplexact.timeline import Cue
+    from pytest_duplexact.data.taxonomy import BACKCHANNEL_MAX_WORDS, OBSERVATION_PERIOD_S
+    from pytest_duplexact.data.timeline import Cue
 
     k = case["k"]
     host = hosts[k % len(hosts)]

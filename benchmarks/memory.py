@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from _common import plugin_run
-from pytest_duplexact.instance import HEADER, MANIFEST, bundled_root
+from pytest_duplexact.data.instance import HEADER, MANIFEST, bundled_root
 
 
 def replicate(dst: Path, size: int) -> Path:

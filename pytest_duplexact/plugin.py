@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from . import options
-from .results import InstanceOutcome
-from .session import PROPERTY, USAGE_PROPERTY, DuplexactSession, JudgeUnavailable, param_id
+from .pytest_plugin import options
+from .data.results import InstanceOutcome
+from .pytest_plugin.session import (PROPERTY, USAGE_PROPERTY, DuplexactSession, JudgeUnavailable,
+                                    param_id)
 
 __all__ = ["PROPERTY", "SESSION", "USAGE_PROPERTY", "JudgeUnavailable", "param_id",
            "session_of", "suites_dir"]

@@ -1,5 +1,5 @@
 """DuplexAct backchannel: one parametrized test over every selected backchannel instance (all its conditions)."""
 
-from pytest_duplexact.suite import action_test
+from pytest_duplexact.pytest_plugin.suite import action_test
 
 test_backchannel = action_test("backchannel")

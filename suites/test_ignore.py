@@ -1,5 +1,5 @@
 """DuplexAct ignore: one parametrized test over every selected ignore instance (all its conditions)."""
 
-from pytest_duplexact.suite import action_test
+from pytest_duplexact.pytest_plugin.suite import action_test
 
 test_ignore = action_test("ignore")

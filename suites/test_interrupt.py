@@ -1,5 +1,5 @@
 """DuplexAct interrupt: one parametrized test over every selected interrupt instance (all its conditions)."""
 
-from pytest_duplexact.suite import action_test
+from pytest_duplexact.pytest_plugin.suite import action_test
 
 test_interrupt = action_test("interrupt")

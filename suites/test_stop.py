@@ -1,5 +1,5 @@
 """DuplexAct stop: one parametrized test over every selected stop instance (all its conditions)."""
 
-from pytest_duplexact.suite import action_test
+from pytest_duplexact.pytest_plugin.suite import action_test
 
 test_stop = action_test("stop")

@@ -13,7 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_duplexact.journal import INSTANCES_DIR, OUTCOME_FILE
+from pytest_duplexact.run.journal import INSTANCES_DIR, OUTCOME_FILE
 from pytest_duplexact.report import VOLATILE_KEYS
 
 ORACLE = "journal_model:oracle"  # speaks: VAD, timings and judges' inputs take part
@@ -44,8 +44,8 @@ def link_audio(src: Path, dst: Path) -> None:
 def selected_ids() -> list[str]:
     """The instances SELECTION runs, in the order a serial run takes them (the suites run in
     file name order, test_<action>.py, so by action name)."""
-    from pytest_duplexact.instance import bundled_root, load_dataset
-    from pytest_duplexact.selection import Selection, select
+    from pytest_duplexact.data.instance import bundled_root, load_dataset
+    from pytest_duplexact.run.selection import Selection, select
 
     chosen = select(load_dataset(bundled_root()).instances,
                     Selection(conditions=CONDITIONS, limit=1))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pytest_duplexact import audio
+from pytest_duplexact.data import audio
 
 
 def _signal() -> np.ndarray:

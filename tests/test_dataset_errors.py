@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pytest_duplexact import instance
-from pytest_duplexact.instance import DatasetError, bundled_root, load_dataset
+from pytest_duplexact.data import instance
+from pytest_duplexact.data.instance import DatasetError, bundled_root, load_dataset
 
 
 @pytest.fixture

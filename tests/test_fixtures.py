@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from pytest_duplexact import audio, taxonomy
-from pytest_duplexact.instance import Instance, bundled_root, load_dataset
-from pytest_duplexact.timeline import count_words
+from pytest_duplexact.data import audio, taxonomy
+from pytest_duplexact.data.instance import Instance, bundled_root, load_dataset
+from pytest_duplexact.data.timeline import count_words
 
 SR = audio.SAMPLE_RATE
 EXACT_S = 0.004  # a phrase edge is the first/last sample of a 5 ms window above threshold

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_duplexact import gates
+from pytest_duplexact.report import gates
 
 
 def report_lookup(values):

@@ -1,4 +1,4 @@
-"""The run directory as a journal (pytest_duplexact/journal.py, docs/runs.md).
+"""The run directory as a journal (pytest_duplexact/run/journal.py, docs/runs.md).
 
 Every file an instance run writes arrives by rename, ``outcome.json`` last; a run stopped
 before any of those renames leaves a folder the resume never trusts; and the resume decides
@@ -16,16 +16,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pytest_duplexact import journal, usage
-from pytest_duplexact.harness import Harness
-from pytest_duplexact.instance import bundled_root, load_dataset
-from pytest_duplexact.journal import Status
+from pytest_duplexact.run import journal
+from pytest_duplexact.data import usage
+from pytest_duplexact.run.harness import Harness
+from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.run.journal import Status
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
-from pytest_duplexact.recording_io import RECORDING_FILE, track_file
+from pytest_duplexact.data.recording_io import RECORDING_FILE, track_file
 from pytest_duplexact.judges import JudgePanel
-from pytest_duplexact.session import RUN_FILE, _load_resumed
-from pytest_duplexact.settings import IDENTITY_KEYS, SCORING_KEYS, RunSettings
+from pytest_duplexact.pytest_plugin.session import RUN_FILE, _load_resumed
+from pytest_duplexact.run.settings import IDENTITY_KEYS, SCORING_KEYS, RunSettings
 
 SETTINGS = {
     "model": "silent", "model_options": {}, "dataset": "/data/a",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_duplexact.judges import ConfigError, JudgeClient
-from pytest_duplexact.netsafety import ENV_ALLOW, insecure_url_problem
+from pytest_duplexact.data.netsafety import ENV_ALLOW, insecure_url_problem
 
 
 @pytest.mark.parametrize("url", [

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_duplexact.prefetch import Prefetcher
+from pytest_duplexact.run.prefetch import Prefetcher
 
 
 def inst(k):

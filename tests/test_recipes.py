@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from pytest_duplexact.shards import from_environment
+from pytest_duplexact.run.shards import from_environment
 
 RECIPES = Path(__file__).resolve().parents[1] / "docs" / "recipes"
 

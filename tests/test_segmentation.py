@@ -1,4 +1,4 @@
-"""Recording -> Timeline (pytest_duplexact/segmentation.py): merging, transcript assignment,
+"""Recording -> Timeline (pytest_duplexact/listen/segmentation.py): merging, transcript assignment,
 transcript sources, and one end-to-end run on espeak-ng speech."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_vad import PHRASES, SR, TOL_S, needs_espeak, place, speak
 
-from pytest_duplexact import segmentation as seg
+from pytest_duplexact.listen import segmentation as seg
 from pytest_duplexact.pipelines.duplex import Recording
-from pytest_duplexact.timeline import Cue, MissingTranscript, Span, Word
+from pytest_duplexact.data.timeline import Cue, MissingTranscript, Span, Word
 
 
 # -- merge_spans ------------------------------------------------------------------------------

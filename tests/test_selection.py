@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact import taxonomy
-from pytest_duplexact.instance import Annotations, Instance
-from pytest_duplexact.selection import Selection, SelectionError, parse_shard, select, shard_of
+from pytest_duplexact.data import taxonomy
+from pytest_duplexact.data.instance import Annotations, Instance
+from pytest_duplexact.run.selection import Selection, SelectionError, parse_shard, select, shard_of
 
 
 def make(action, cond, scenario, k, source="synthesized"):

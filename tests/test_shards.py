@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.selection import SelectionError, parse_shard
-from pytest_duplexact.shards import ShardEnvError, from_environment
+from pytest_duplexact.run.selection import SelectionError, parse_shard
+from pytest_duplexact.run.shards import ShardEnvError, from_environment
 
 
 @pytest.mark.parametrize("env,expected", [
@@ -53,8 +53,8 @@ def test_auto_errors_say_what_is_missing(env, message):
 
 def test_auto_shards_partition_the_set():
     """The K/N taken from an engine is the same deterministic split as an explicit one."""
-    from pytest_duplexact.instance import bundled_root, load_dataset
-    from pytest_duplexact.selection import Selection, select
+    from pytest_duplexact.data.instance import bundled_root, load_dataset
+    from pytest_duplexact.run.selection import Selection, select
 
     data = load_dataset(bundled_root()).instances
     parts = [select(data, Selection(shard=parse_shard(

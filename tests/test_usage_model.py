@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_duplexact import usage
+from pytest_duplexact.data import usage
 from pytest_duplexact.models.streaming import ResponseDone
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 

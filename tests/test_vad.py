@@ -1,4 +1,4 @@
-"""VAD over the output track (pytest_duplexact/vad.py), on espeak-ng speech placed between
+"""VAD over the output track (pytest_duplexact/listen/vad.py), on espeak-ng speech placed between
 known silences: every placed edge is known to the sample."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact import audio, vad
-from pytest_duplexact.segmentation import merge_spans
+from pytest_duplexact.data import audio
+from pytest_duplexact.listen import vad
+from pytest_duplexact.listen.segmentation import merge_spans
 
 SR = 16_000
 TOL_S = 0.05  # the accuracy target for onsets and offsets
@@ -380,7 +381,7 @@ def test_bundled_model_speech_edges_are_within_50_ms():
     """The accuracy target on the bundled fixtures' model-voice clips (the full measurement,
     every role, is benchmarks/vad_accuracy.py): merged segments match the placed phrases
     one to one, both edges within 50 ms."""
-    from pytest_duplexact.instance import bundled_root, load_dataset
+    from pytest_duplexact.data.instance import bundled_root, load_dataset
 
     clips = {c.path: c for inst in load_dataset(bundled_root()).instances
              for role, c in inst.clips.items()

@@ -21,8 +21,9 @@ import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact import cli, instance, taxonomy
-from pytest_duplexact.instance import bundled_root, check_dataset
+from pytest_duplexact import cli
+from pytest_duplexact.data import instance, taxonomy
+from pytest_duplexact.data.instance import bundled_root, check_dataset
 from pytest_duplexact.rules import RULES
 from tests.runs_support import link_audio
 
@@ -459,7 +460,7 @@ def test_validate_decodes_so_a_corrupt_flac_body_is_caught_naming_the_file(capsy
     code, out = validate(capsys, str(root))
     assert code == 1
     assert any("audio.user.path" in ln and "bad/corrupt.flac" in ln for ln in out), out
-    from pytest_duplexact import audio
+    from pytest_duplexact.data import audio
 
     with pytest.raises(audio.AudioFormatError, match="corrupt.flac: cannot be decoded"):
         audio.read(bad)
@@ -468,7 +469,7 @@ def test_validate_decodes_so_a_corrupt_flac_body_is_caught_naming_the_file(capsy
 def test_the_fingerprint_covers_the_audio_not_the_folder(tmp_path):
     """Resume must not reuse outcomes scored on other audio; shards on other machines (other
     paths) must still agree."""
-    from pytest_duplexact.session import dataset_fingerprint
+    from pytest_duplexact.pytest_plugin.session import dataset_fingerprint
 
     a = make_dataset(tmp_path / "a", TEMPLATES[:3])
     b = make_dataset(tmp_path / "elsewhere" / "b", TEMPLATES[:3])

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="render just these instance ids; their manifest lines replace the "
                          "ones already in --out, the others are kept")
     args = ap.parse_args(argv)
-    from .. import instance
+    from ..data import instance
 
     out = args.out or instance.bundled_root()
     if not tts.available():

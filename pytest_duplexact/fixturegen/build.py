@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import taxonomy
-from ..timeline import count_words
+from ..data import taxonomy
+from ..data.timeline import count_words
 from . import acoustics, tts
 from .source import Entry, Source, Talk
 from .track import Track

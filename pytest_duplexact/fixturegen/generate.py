@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import audio, instance, taxonomy
+from ..data import audio, instance, taxonomy
 from . import build, source, tts
 
 

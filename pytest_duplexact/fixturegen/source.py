@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import taxonomy
+from ..data import taxonomy
 
 SOURCE_FORMAT = "duplexact-fixture-source"
 SOURCE_VERSION = 1

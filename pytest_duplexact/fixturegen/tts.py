@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 import soundfile as sf
 
-from .. import audio
+from ..data import audio
 
 SR = audio.SAMPLE_RATE
 SPEECH_LEVEL_DBFS = -26.0  # active speech level of every phrase (ITU-T P.56 nominal level)

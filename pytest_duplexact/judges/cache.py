@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_text
+from ..data.atomic import write_text
 
 FORMAT_NAME = "duplexact-request-cache"
 FORMAT_VERSION = 1

@@ -31,7 +31,7 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
-from ..retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
+from ..data.retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
 from .cache import RequestCache, request_key
 
 T = TypeVar("T")
@@ -169,7 +169,7 @@ class Remote:
 
     def __init__(self, base_url: str | None, api_key: str | Secret | None, timeout: float,
                  client: Any = None):
-        from ..netsafety import insecure_url_problem
+        from ..data.netsafety import insecure_url_problem
 
         problem = insecure_url_problem(base_url, "base URL")
         if problem:

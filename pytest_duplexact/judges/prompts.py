@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .. import taxonomy
+from ..data import taxonomy
 
 JSON_REPLY = '{"answer": "YES"|"NO", "reason": "<one short sentence>"}'
 _EVALUATOR = ("You are a strict, consistent evaluator for a full-duplex spoken dialogue "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import taxonomy
+from ..data import taxonomy
 from ..pipelines.policy import SimulatorState
 from . import calls, prompts
 from .cache import RequestCache

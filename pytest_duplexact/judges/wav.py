@@ -7,7 +7,7 @@ import io
 import numpy as np
 import soundfile as sf
 
-from .. import audio as audio_io
+from ..data import audio as audio_io
 
 
 def wav_bytes(samples: np.ndarray, sample_rate: int, min_seconds: float = 0.0) -> bytes:

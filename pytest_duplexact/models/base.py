@@ -18,8 +18,8 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..instance import Instance
-from ..timeline import Word
+from ..data.instance import Instance
+from ..data.timeline import Word
 
 
 @dataclass(frozen=True)

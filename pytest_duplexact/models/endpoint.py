@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import audio
-from ..activity import EnergyGate
-from ..timeline import Word
+from ..data import audio
+from ..listen.activity import EnergyGate
+from ..data.timeline import Word
 from .base import SessionInfo, StepOutput
 from .playback import Player, Speech
 

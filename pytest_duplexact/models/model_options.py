@@ -65,7 +65,7 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
     """Refuse a URL that would send the key unencrypted to another machine: the package's
     one rule (netsafety.py), opted out of by ``allow_insecure=true`` or its environment
     switch."""
-    from ..netsafety import ENV_ALLOW, insecure_url_problem
+    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
 
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "ws", "wss"):

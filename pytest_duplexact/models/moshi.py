@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..timeline import Word
+from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
 from .requirements import REQUIREMENTS, NotReady, local_file_problem
 

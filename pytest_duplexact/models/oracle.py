@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
-from ..instance import Instance
-from ..timeline import Word
+from ..listen.activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
+from ..data.instance import Instance
+from ..data.timeline import Word
 from .base import SessionInfo, StepOutput
 from .playback import Player, Speech
 
@@ -51,7 +51,7 @@ def missing_clips(instances) -> str | None:
     optional in the format, docs/dataset-format.md), else None."""
     from collections import Counter
 
-    from ..instance import ORACLE_CLIPS
+    from ..data.instance import ORACLE_CLIPS
 
     lacking = Counter()
     for inst in instances:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..instance import Instance
-from ..recording import Recording
-from ..recording_io import RecordingFormatError, has_metadata, load_recording, read_instance_id
-from ..taxonomy import Pipeline
+from ..data.instance import Instance
+from ..data.recording import Recording
+from ..data.recording_io import RecordingFormatError, has_metadata, load_recording, read_instance_id
+from ..data.taxonomy import Pipeline
 from .base import ModelError
 
 

@@ -19,10 +19,10 @@ import inspect
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Union
 
-from ..instance import Instance
+from ..data.instance import Instance
 from ..models import is_recorded, is_stepped, is_streaming
 from ..models.base import SessionInfo
-from ..taxonomy import Pipeline
+from ..data.taxonomy import Pipeline
 from .bargein import BargeInReplay
 from .direct import DirectReplay
 from .duplex import Duplex, Recording
@@ -107,7 +107,7 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     if is_streaming(model):
         from .streaming import run_with_retry
 
-        from ..usage import add_counts
+        from ..data.usage import add_counts
 
         spent: list = []
         recording = await run_with_retry(lambda: _run_once(instance, model, info, policy,

@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE, silence
-from ..instance import Instance
-from ..taxonomy import BACKCHANNEL_MAX_WORDS
-from ..timeline import count_words
+from ..data.audio import SAMPLE_RATE, silence
+from ..data.instance import Instance
+from ..data.taxonomy import BACKCHANNEL_MAX_WORDS
+from ..data.timeline import count_words
 from .direct import CHUNK_S, push_in_chunks
 from .duplex import Duplex, Recording
 from .simulator import SpeechTracker

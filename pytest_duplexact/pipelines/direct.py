@@ -8,9 +8,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..audio import SAMPLE_RATE, silence
-from ..instance import Instance
-from ..taxonomy import OBSERVATION_PERIOD_S
+from ..data.audio import SAMPLE_RATE, silence
+from ..data.instance import Instance
+from ..data.taxonomy import OBSERVATION_PERIOD_S
 from .duplex import Duplex, Recording
 
 # 40 ms pushes: fine enough for online decisions (the simulator sees the model's output with

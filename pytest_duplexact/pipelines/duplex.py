@@ -13,8 +13,8 @@ import abc
 
 import numpy as np
 
-from ..recording import SAMPLE_RATE, Recording
-from ..timeline import Word
+from ..data.recording import SAMPLE_RATE, Recording
+from ..data.timeline import Word
 
 __all__ = ["Duplex", "Recording", "Track"]
 

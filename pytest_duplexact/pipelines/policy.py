@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..taxonomy import Condition
+from ..data.taxonomy import Condition
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..audio import SAMPLE_RATE, silence
-from ..activity import EnergyGate
-from ..instance import Instance
-from ..timeline import Cue
+from ..data.audio import SAMPLE_RATE, silence
+from ..listen.activity import EnergyGate
+from ..data.instance import Instance
+from ..data.timeline import Cue
 from .direct import CHUNK_S, push_in_chunks
 from .duplex import Duplex, Recording
 from .policy import SimulatorPolicy, SimulatorState

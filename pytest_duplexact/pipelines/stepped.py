@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from .. import watchdog
-from ..audio import SAMPLE_RATE
+from . import watchdog
+from ..data.audio import SAMPLE_RATE
 from ..models.base import ModelError, SessionInfo, SteppedModel, StepOutput
-from ..timeline import Word
+from ..data.timeline import Word
 from .duplex import Duplex, Recording, Track
 from .output_check import dtype_problem, level_problem
 

@@ -42,8 +42,8 @@ def main(args) -> int:
     except ReleasedDataError as e:
         print(f"duplexact {args.command}: {spec}: {e}", file=sys.stderr)
         return 1
-    from ..instance import dataset_summary as summary
-    from ..instance import load_dataset
+    from ..data.instance import dataset_summary as summary
+    from ..data.instance import load_dataset
 
     print(summary(load_dataset(out)))
     return 0

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import audio
-from ..instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, MANIFEST,
-                        TEXT_FIELDS, id_problem, required_fields)
+from ..data import audio
+from ..data.instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, MANIFEST,
+                             TEXT_FIELDS, id_problem, required_fields)
 from . import ReleasedDataError
 from .mapping import Mapping, lookup, to_seconds
 from .snapshot import Snapshot, cache_root  # noqa: F401 (cache_root: convert.cache_root)

@@ -18,8 +18,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from .. import taxonomy
-from ..instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS
+from ..data import taxonomy
+from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS
 from . import ReleasedDataError
 
 BUNDLED = "mapping.toml"

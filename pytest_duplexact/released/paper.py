@@ -13,7 +13,7 @@ significant".
 
 from __future__ import annotations
 
-from .. import taxonomy
+from ..data import taxonomy
 from ..report import paper as paper_data
 from ..report.stats import drop_test, holm, rate_of
 

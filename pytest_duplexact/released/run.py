@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .. import options
+from ..pytest_plugin import options
 from . import ReleasedDataError, resolve_data
 from .convert import UNMAPPABLE_FILE
 

@@ -7,10 +7,11 @@ import json
 import time
 from pathlib import Path
 
-from .. import __version__, taxonomy
-from ..aggregate import aggregate
-from ..results import InstanceOutcome
-from ..settings import RunSettings
+from .. import __version__
+from ..data import taxonomy
+from .aggregate import aggregate
+from ..data.results import InstanceOutcome
+from ..run.settings import RunSettings
 
 SCHEMA = "duplexact-report"
 VERSION = 1
@@ -82,7 +83,7 @@ def why_no_rate(c: dict) -> str:
 
 def timing_cell(t: dict | None) -> str:
     """Table 15's "median (IQR, n)" from a report's timing dict (aggregate.format_timing)."""
-    from ..aggregate import Timing, format_timing
+    from .aggregate import Timing, format_timing
 
     return format_timing(Timing.from_dict(t) if t else None)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import taxonomy
-from ..settings import RunSettings, SettingsError
+from ..data import taxonomy
+from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report
 from .stats import drop_test, holm, rate_of
 

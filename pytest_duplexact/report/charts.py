@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import re
 
-from .. import taxonomy
+from ..data import taxonomy
 from . import markdown as md
 from . import paper as paper_data
 from .stats import rate_of

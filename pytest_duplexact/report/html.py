@@ -22,8 +22,8 @@ import json
 import os
 from pathlib import Path
 
-from .. import taxonomy
-from ..rundir import RunDir
+from ..data import taxonomy
+from ..run.rundir import RunDir
 from . import markdown as md
 from . import paper as paper_data
 from .stats import rate_of
@@ -53,7 +53,7 @@ def audio_data_uri(path: Path) -> str:
     WAV where this libsndfile cannot encode Vorbis."""
     import soundfile as sf
 
-    from ..audio import resample
+    from ..data.audio import resample
 
     data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     mono = data.mean(axis=1)

@@ -4,8 +4,8 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 
 from __future__ import annotations
 
-from .. import taxonomy
-from ..aggregate import NA
+from ..data import taxonomy
+from .aggregate import NA
 from . import paper as paper_data
 from .stats import rate_of
 from .rows import (action_rows, condition_rows, failed, failure_reason,  # noqa: F401

@@ -19,9 +19,9 @@ import json
 import sys
 from pathlib import Path
 
-from ..rundir import write_json
-from ..results import InstanceOutcome, outcome_problem
-from ..settings import RunSettings, SettingsError
+from ..run.rundir import write_json
+from ..data.results import InstanceOutcome, outcome_problem
+from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, build_report, read_report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
@@ -118,7 +118,7 @@ def merge(paths: list[str | Path]) -> dict:
     merged["notes"] = notes
     usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
     if usages:  # each shard's total; their sum is the whole run's
-        from ..usage import total
+        from ..data.usage import total
 
         merged["usage"] = total(usages)
         from .cost import estimate, load_prices

@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib.resources import files
 from statistics import mean
 
-from .. import taxonomy
+from ..data import taxonomy
 
 RESOURCE = "paper_results.json"
 DIRECT_ACTIONS = tuple(a for a in taxonomy.ACTIONS

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import taxonomy
-from ..aggregate import NA
+from ..data import taxonomy
+from .aggregate import NA
 from . import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
 from . import why_no_rate
 from .stats import Rate, rate_of

@@ -32,7 +32,7 @@ def entries(store: Path) -> list[tuple[int, Path]]:
 
 def save(report: dict, store: Path) -> Path:
     """Write ``report`` as the store's next entry; returns its path."""
-    from ..harness import write_json_atomic
+    from ..run.harness import write_json_atomic
 
     store.mkdir(parents=True, exist_ok=True)
     number = (entries(store)[-1][0] + 1) if entries(store) else 1

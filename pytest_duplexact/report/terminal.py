@@ -3,8 +3,8 @@ interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one mod
 
 from __future__ import annotations
 
-from .. import taxonomy
-from ..aggregate import NA
+from ..data import taxonomy
+from .aggregate import NA
 from .rows import ConditionRow, action_rows, condition_rows, fmt_rate, fmt_timing
 from .stats import Rate, rate_of
 
@@ -89,7 +89,7 @@ def render(report: dict, gate_results=()) -> list[str]:
         out.append(f"{tot['errors']} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
     if report.get("usage"):
-        from ..usage import describe
+        from ..data.usage import describe
 
         out += ["", "Remote services (models used, calls, cache):"] + describe(report["usage"])
     if report.get("cost"):

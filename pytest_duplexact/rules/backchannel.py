@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..annotations import Annotations, Instance
-from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
-from ..taxonomy import BACKCHANNEL_FUNCTION_ALIASES
-from ..timeline import Segment, Timeline
+from ..data.annotations import Annotations, Instance
+from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
+from ..data.taxonomy import BACKCHANNEL_FUNCTION_ALIASES
+from ..data.timeline import Segment, Timeline
 from .base import Requirements, Rule, Trial
 from .common import fmt_window, inside
 from .speech import segment_text, segments_text, user_text

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..annotations import Annotations, Instance
-from ..results import ImmediateResult, SubsequentResult
-from ..timeline import Segment, Timeline
+from ..data.annotations import Annotations, Instance
+from ..data.results import ImmediateResult, SubsequentResult
+from ..data.timeline import Segment, Timeline
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ Every boundary comparison tolerates ``EPS`` of float rounding (see ``inside``/``
 
 from __future__ import annotations
 
-from ..results import ImmediateResult, failure, success
-from ..timeline import Segment, Span, Timeline
+from ..data.results import ImmediateResult, failure, success
+from ..data.timeline import Segment, Span, Timeline
 
 # A model turn that is still sounding within this much of the recording's end has not ended
 # (the VAD quantises ends to its 32 ms frames).

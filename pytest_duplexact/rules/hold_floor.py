@@ -8,10 +8,10 @@ model speech are EXCLUDED. Subsequent is NOT_APPLICABLE without model speech aft
 
 from __future__ import annotations
 
-from ..annotations import Annotations
-from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
-from ..taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
+from ..data.taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import EPS, exceeds, fmt_window, silence_gaps, speech_overlaps
 from .speech import model_after, model_before

@@ -3,9 +3,9 @@ interval [other_start, other_end] (SPEC §3, paper B.8)."""
 
 from __future__ import annotations
 
-from ..annotations import Annotations
-from ..results import ImmediateResult
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import silent_through
 from .speech import join, model_after, user_text, user_words

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 
-from ..annotations import Annotations
-from ..results import ImmediateResult, failure, success
-from ..taxonomy import INTERRUPT_END_MARGIN_S
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult, failure, success
+from ..data.taxonomy import INTERRUPT_END_MARGIN_S
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import fmt_window, onsets_in, substantive
 from .speech import model_from, user_text, user_words

@@ -5,10 +5,10 @@ Timing: recovery_latency = recovery onset - interruption end."""
 
 from __future__ import annotations
 
-from ..annotations import Annotations
-from ..results import ImmediateResult, failure, success
-from ..taxonomy import RECOVER_WINDOW
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult, failure, success
+from ..data.taxonomy import RECOVER_WINDOW
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import fmt_window, onsets_in, substantive
 from .hold_floor import excluded

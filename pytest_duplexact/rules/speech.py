@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..annotations import Instance
-from ..timeline import MissingTranscript, Segment, Timeline, Word
+from ..data.annotations import Instance
+from ..data.timeline import MissingTranscript, Segment, Timeline, Word
 from .common import EPS
 
 

@@ -10,10 +10,10 @@ Timing: yield_latency = end of the active turn - cue onset.
 
 from __future__ import annotations
 
-from ..annotations import Annotations
-from ..results import ImmediateResult, SubsequentResult, Verdict, failure, success
-from ..taxonomy import STOP_FINAL_GRACE_S
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
+from ..data.taxonomy import STOP_FINAL_GRACE_S
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import EPS, END_TOLERANCE_S, active_at, fmt_window, list_segments, substantive
 

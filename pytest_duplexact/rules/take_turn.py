@@ -4,10 +4,10 @@ relative to the end of user speech (immediate [0, 0.5], delayed [0, 3.0], slight
 
 from __future__ import annotations
 
-from ..annotations import Annotations
-from ..results import ImmediateResult, failure, success
-from ..taxonomy import TAKE_TURN_WINDOWS
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult, failure, success
+from ..data.taxonomy import TAKE_TURN_WINDOWS
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import onsets_in, substantive
 from .speech import model_from, user_text

@@ -7,10 +7,10 @@ contribution and the model's later response; no later response is a failure with
 
 from __future__ import annotations
 
-from ..annotations import Annotations
-from ..results import ImmediateResult, SubsequentResult, Verdict
-from ..taxonomy import WAIT_PAUSE_CONDITIONS
-from ..timeline import Timeline
+from ..data.annotations import Annotations
+from ..data.results import ImmediateResult, SubsequentResult, Verdict
+from ..data.taxonomy import WAIT_PAUSE_CONDITIONS
+from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
 from .common import silent_through
 from .speech import model_from, user_text

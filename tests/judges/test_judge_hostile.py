@@ -11,7 +11,7 @@ import pytest
 from judgekit import FAKE_KEY, FAST
 
 from pytest_duplexact.judges import JudgeClient, RetryPolicy, calls
-from pytest_duplexact.transcribe_openai import OpenAITranscriber, TranscriptionError
+from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
 from tests.fakes import Drip, Hang, Raw, Reply
 
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact import taxonomy
+from pytest_duplexact.data import taxonomy
 from pytest_duplexact.judges import prompts
 from pytest_duplexact.judges.simulator_llm import cue_purpose
 

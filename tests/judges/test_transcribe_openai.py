@@ -10,9 +10,9 @@ import soundfile as sf
 from judgekit import FAST
 
 from pytest_duplexact.judges import RequestCache
-from pytest_duplexact.timeline import Word
-from pytest_duplexact.transcribe import Transcriber
-from pytest_duplexact.transcribe_openai import OpenAITranscriber, TranscriptionError
+from pytest_duplexact.data.timeline import Word
+from pytest_duplexact.listen.transcribe import Transcriber
+from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
 from tests.fakes import Fail, Hang, Transcript
 
 SPEECH = 0.1 * np.sin(np.linspace(0, 2000, 16000)).astype(np.float32)  # 1 s
@@ -76,7 +76,7 @@ def test_cached_by_audio_hash(openai_server, fake_key, tmp_path):
 
 def test_malformed_word_lists_are_unusable_answers():
     from pytest_duplexact.judges.calls import InvalidAnswer
-    from pytest_duplexact.transcribe_openai import parse_words
+    from pytest_duplexact.listen.transcribe_openai import parse_words
 
     assert parse_words({"text": "", "words": None}) == ()
     for bad in ({"text": "hello", "words": None},

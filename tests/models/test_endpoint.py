@@ -6,7 +6,7 @@ import pytest
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.endpoint import REACTION_S, SILENCE_S, response
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.timeline import count_words
+from pytest_duplexact.data.timeline import count_words
 
 from pipelines.helpers import (cat, direct_instance, gap, make_instance, run, simulator_instance,
                                spans, tone)

@@ -10,8 +10,8 @@ import soundfile as sf
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.recording_io import (RECORDING_FILE, RecordingFormatError, load_recording,
-                                           save_recording)
+from pytest_duplexact.data.recording_io import (RECORDING_FILE, RecordingFormatError,
+                                                load_recording, save_recording)
 
 from pipelines.helpers import direct_instance, run, simulator_instance, tone
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from pytest_duplexact import taxonomy
+from pytest_duplexact.data import taxonomy
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.pipelines import run_instance
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_duplexact import audio
-from pytest_duplexact.activity import speech_spans
-from pytest_duplexact.instance import Annotations, Clip, Instance
-from pytest_duplexact.timeline import Word
+from pytest_duplexact.data import audio
+from pytest_duplexact.listen.activity import speech_spans
+from pytest_duplexact.data.instance import Annotations, Clip, Instance
+from pytest_duplexact.data.timeline import Word
 
 SR = audio.SAMPLE_RATE
 
@@ -170,7 +170,7 @@ class ScriptedModel:
 def timeline_of(rec, merge_gap: float = 0.3):
     """A stand-in for segmentation.py: energy speech spans (raw, 0.1 s hangover) merged across
     gaps < ``merge_gap``, each with the native words that start inside it."""
-    from pytest_duplexact.timeline import Segment, Span, Timeline
+    from pytest_duplexact.data.timeline import Segment, Span, Timeline
 
     raw = speech_spans(rec.output, SR, hangover_s=0.1)
     merged: list[list[float]] = []
@@ -190,7 +190,7 @@ def timeline_of(rec, merge_gap: float = 0.3):
 
 def instance_for(tmp: Path, condition) -> Instance:
     """A hand-made instance of any taxonomy condition."""
-    from pytest_duplexact.taxonomy import Pipeline
+    from pytest_duplexact.data.taxonomy import Pipeline
 
     if condition.pipeline is Pipeline.SIMULATOR:
         return simulator_instance(tmp, condition.action, condition.id)

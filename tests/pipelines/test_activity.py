@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pytest_duplexact.activity import EnergyGate, speech_spans, squeeze_pauses
+from pytest_duplexact.listen.activity import EnergyGate, speech_spans, squeeze_pauses
 
 from .helpers import SR, cat, gap, tone
 

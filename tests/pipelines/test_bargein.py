@@ -6,7 +6,7 @@ import pytest
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.bargein import OBSERVATION_S, TAKEOVER_MIN_SPEECH_S, BargeInReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-from pytest_duplexact.timeline import Word
+from pytest_duplexact.data.timeline import Word
 
 from .helpers import SR, ScriptedModel, direct_instance, run
 
@@ -52,14 +52,14 @@ def test_more_than_three_words_is_a_takeover_even_when_short(inst):
 def branched(tmp_path_factory, inst):
     from dataclasses import replace
 
-    from pytest_duplexact.instance import Clip
+    from pytest_duplexact.data.instance import Clip
 
     from .helpers import tone
 
     tmp = tmp_path_factory.mktemp("branches")
     clips = dict(inst.clips)
     for role, freq, secs in (("branch_acknowledged", 330.0, 1.5), ("branch_ignored", 440.0, 2.0)):
-        from pytest_duplexact import audio
+        from pytest_duplexact.data import audio
 
         audio.write(tmp / f"{role}.flac", tone(secs, freq))
         clips[role] = Clip(tmp / f"{role}.flac", secs)

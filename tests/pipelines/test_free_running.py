@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_duplexact.instance import bundled_root, load_dataset
+from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.oracle import OracleModel
 from pytest_duplexact.models.silent import SilentModel

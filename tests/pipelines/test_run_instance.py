@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pytest_duplexact import taxonomy
+from pytest_duplexact.data import taxonomy
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.pipelines import (BargeInReplay, DirectReplay, SimulatorReplay,
                                         pipeline_for, run_instance)

@@ -11,7 +11,7 @@ from pytest_duplexact.pipelines.simulator import (MAX_WAIT_AFTER_SPEECH_S, MAX_W
                                                   OBSERVATION_S, RULE_MIN_SPEECH_S,
                                                   RuleBasedSimulator, SimulatorReplay)
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-from pytest_duplexact.timeline import Word
+from pytest_duplexact.data.timeline import Word
 
 from .helpers import SR, ScriptedModel, run, simulator_instance
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact import taxonomy
+from pytest_duplexact.data import taxonomy
 
 SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cacheprovider"]
 
@@ -44,7 +44,7 @@ def report_of(pytester) -> dict:
 
 
 def test_help_lists_every_option_with_its_ini_key(pytester):
-    from pytest_duplexact.options import OPTIONS
+    from pytest_duplexact.pytest_plugin.options import OPTIONS
 
     res = run(pytester, "--help")
     out = res.stdout.str()

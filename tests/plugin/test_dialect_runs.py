@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_duplexact import audio
-from pytest_duplexact.recording_io import track_file
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.recording_io import track_file
 
 FAKES = Path(__file__).parents[1] / "fakes"
 # The fakes speak the endpoint model's bundled reply (real speech, so the VAD hears it).

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact import taxonomy
+from pytest_duplexact.data import taxonomy
 
 FLAKY = textwrap.dedent('''
     """The oracle, broken on purpose on some instances (chosen by a hash of the id)."""

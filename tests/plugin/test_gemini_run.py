@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pytest_duplexact.recording_io import track_file
+from pytest_duplexact.data.recording_io import track_file
 
 # the [gemini] extra and the test CA maker (both in the dev extra)
 pytest.importorskip("google.genai")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.recording_io import track_file
+from pytest_duplexact.data.recording_io import track_file
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_duplexact.runlock import RunLock
+from pytest_duplexact.run.runlock import RunLock
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
@@ -63,7 +63,7 @@ def test_a_resume_over_tampered_outcomes_reruns_them_and_writes_its_report(pytes
 
 FULL_DISK = '''
 import errno, os
-import pytest_duplexact.atomic as atomic
+import pytest_duplexact.data.atomic as atomic
 
 _replace = os.replace
 

@@ -14,10 +14,10 @@ from typing import Any, Awaitable, Callable, Iterable
 
 import numpy as np
 
-from pytest_duplexact.audio import SAMPLE_RATE
+from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.pipelines.streaming import run_with_retry
-from pytest_duplexact.retry import STREAMING, RetryPolicy
+from pytest_duplexact.data.retry import STREAMING, RetryPolicy
 
 
 def _load_fake_server(file: str = "realtime_server"):

@@ -20,15 +20,16 @@ import pytest
 pytest.importorskip("google.genai")
 pytest.importorskip("trustme")
 
-from pytest_duplexact import audio, models
-from pytest_duplexact.audio import SAMPLE_RATE
+from pytest_duplexact.data import audio
+from pytest_duplexact import models
+from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models import gemini_live
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.gemini_live import ModelConfigError, factory
 from pytest_duplexact.models.streaming import (ItemDone, ResponseDone, SpeechStarted,
                                                TransientModelError)
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from pytest_duplexact.retry import RetryPolicy
+from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.pipelines import run_instance
 
 from realtime_support import run_concurrently, user_clip
@@ -480,10 +481,10 @@ async def test_go_away_is_recorded_and_the_close_after_it_retries_the_instance(a
 async def test_usage_of_a_retried_instance_counts_every_attempt(api_key, tls, monkeypatch):
     """run_instance charges the trial with every session it opened, the dropped one too."""
     from pytest_duplexact import pipelines
-    from pytest_duplexact.instance import bundled_root, load_dataset
+    from pytest_duplexact.data.instance import bundled_root, load_dataset
     from pytest_duplexact.pipelines.direct import DirectReplay
 
-    monkeypatch.setattr("pytest_duplexact.retry.RetryPolicy.delay",
+    monkeypatch.setattr("pytest_duplexact.data.retry.RetryPolicy.delay",
                         lambda self, attempt, retry_after=None: 0.01)
     # a short observation period: this is about accounting, not about the pipeline
     monkeypatch.setattr(pipelines, "pipeline_for", lambda inst, *args: DirectReplay(

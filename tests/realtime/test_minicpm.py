@@ -11,8 +11,9 @@ import logging
 import numpy as np
 import pytest
 
-from pytest_duplexact import audio, models
-from pytest_duplexact.audio import SAMPLE_RATE
+from pytest_duplexact.data import audio
+from pytest_duplexact import models
+from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.minicpm_duplex import MiniCPMOSession, factory
 from pytest_duplexact.models.model_options import ModelConfigError

@@ -11,14 +11,15 @@ import logging
 import numpy as np
 import pytest
 
-from pytest_duplexact import audio, models
-from pytest_duplexact.audio import SAMPLE_RATE
+from pytest_duplexact.data import audio
+from pytest_duplexact import models
+from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.openai_realtime import (ModelConfigError, OpenAIRealtime,
                                                      OpenAIRealtimeSession, factory)
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from pytest_duplexact.retry import RetryPolicy
+from pytest_duplexact.data.retry import RetryPolicy
 
 from realtime_support import fake, run_concurrently, user_clip
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from pytest_duplexact import audio
-from pytest_duplexact.instance import bundled_root, load_dataset
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.instance import bundled_root, load_dataset
 
 RATE = 24_000
 CONFIG_OF = {"wait": "wait", "backchannel": "backchannel", "ignore": "ignore",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact import audio, taxonomy
-from pytest_duplexact.instance import bundled_root, load_dataset
+from pytest_duplexact.data import audio, taxonomy
+from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
 from tests.fakes.hf_hub import COMMIT, FakeHub
 from tests.released.snapshot_builder import CONFIG_OF, RATE, TEST_MAPPING, build

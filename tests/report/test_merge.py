@@ -11,7 +11,7 @@ import pytest
 
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, MergeError, main, merge
-from pytest_duplexact.selection import shard_of
+from pytest_duplexact.run.selection import shard_of
 
 from .helpers import mixed_report, report, settings
 
@@ -25,7 +25,7 @@ def _shards(tmp_path, n=3, full=None):
     paths = []
     for k in range(1, n + 1):
         part = [i for i in full["instances"] if shard_of(i["id"], n) == k]
-        from pytest_duplexact.results import InstanceOutcome
+        from pytest_duplexact.data.results import InstanceOutcome
 
         rep = report([InstanceOutcome.from_dict(d) for d in part], selection=_sel(f"{k}/{n}"))
         rep["notes"] = [f"note of shard {k}", "shared note"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact import taxonomy
+from pytest_duplexact.data import taxonomy
 from pytest_duplexact.report import paper
 
 

@@ -15,7 +15,7 @@ import pytest
 import silero_vad  # noqa: F401
 import torch  # noqa: F401
 
-from pytest_duplexact.instance import bundled_root
+from pytest_duplexact.data.instance import bundled_root
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
 from tests.runs_support import link_audio

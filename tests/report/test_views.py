@@ -188,7 +188,7 @@ def test_embed_choice_spreads_over_conditions():
 def test_heatmap_rows_are_one_minus_S(rep):
     labels, values = html_view.heatmap_rows(rep)
     assert labels[0] == "toy (this run)"
-    stop = __import__("pytest_duplexact.taxonomy", fromlist=["ACTIONS"]).ACTIONS.index("stop")
+    stop = __import__("pytest_duplexact.data.taxonomy", fromlist=["ACTIONS"]).ACTIONS.index("stop")
     assert values[0][stop] == pytest.approx(20.0)  # S = 4 / 5
     moshi = labels.index("Moshi")
     assert values[moshi][stop] == pytest.approx(29.3)

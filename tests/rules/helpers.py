@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from pytest_duplexact.instance import Annotations
-from pytest_duplexact.timeline import Cue, Segment, Span, Timeline
+from pytest_duplexact.data.instance import Annotations
+from pytest_duplexact.data.timeline import Cue, Segment, Span, Timeline
 
 # Each token counts as exactly one word (count_words): fillers and punctuated tokens included.
 VOCAB = ("okay", "uh-huh", "mm-hmm.", "right?", "I'm", "so,", "the", "plan", "U.S.", "works",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from pytest_duplexact import taxonomy
-from pytest_duplexact.results import Verdict
+from pytest_duplexact.data import taxonomy
+from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import backchannel
 from pytest_duplexact.rules.backchannel import Judgement
 from pytest_duplexact.rules.common import fmt_window

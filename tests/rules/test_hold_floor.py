@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact.results import Verdict
+from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import hold_floor
 from pytest_duplexact.rules.common import fmt_window
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact import taxonomy
-from pytest_duplexact.results import Verdict
+from pytest_duplexact.data import taxonomy
+from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import wait
 from pytest_duplexact.rules.common import fmt_window
 

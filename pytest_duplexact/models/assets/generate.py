@@ -62,8 +62,8 @@ def synthesize(text: str) -> tuple[np.ndarray, int, list[tuple[float, int, int]]
 
 
 def main() -> None:
-    from pytest_duplexact import audio
-    from pytest_duplexact.activity import FRAME_S, ON_DB, frame_db
+    from pytest_duplexact.data import audio
+    from pytest_duplexact.listen.activity import FRAME_S, ON_DB, frame_db
 
     samples, rate, marks = synthesize(TEXT)
     samples = audio.resample(samples, rate, audio.SAMPLE_RATE)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .instance import check_dataset
-from .instance import dataset_summary as summary  # noqa: F401 (validate.summary)
+from ..data.instance import check_dataset
+from ..data.instance import dataset_summary as summary  # noqa: F401 (validate.summary)
 
 
 def main(args) -> int:

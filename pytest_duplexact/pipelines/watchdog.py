@@ -25,7 +25,7 @@ import time
 from types import FrameType
 from typing import Any, Awaitable, Callable, TypeVar
 
-from .models.base import ModelError
+from ..models.base import ModelError
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import PART_GLOB, write_text
-from .recording_io import INPUT_FILE, OUTPUT_FILE, RECORDING_FILE
+from ..data.atomic import PART_GLOB, write_text
+from ..data.recording_io import INPUT_FILE, OUTPUT_FILE, RECORDING_FILE
 
 RUN_FILE = "run.json"
 REPORT_FILE = "report.json"
@@ -143,7 +143,7 @@ class RunDir:
     @staticmethod
     def tracks(folder: Path) -> dict[str, Path]:
         """The instance's audio files that exist: ``{"input": ..., "output": ...}``."""
-        from .recording_io import track_file  # input.flac or input.wav
+        from ..data.recording_io import track_file  # input.flac or input.wav
 
         out = {}
         for name in ("input", "output"):

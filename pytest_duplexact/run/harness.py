@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from . import scoring
-from .atomic import write_text
-from .instance import Instance
-from .models.base import SessionInfo
+from ..rules import scoring
+from ..data.atomic import write_text
+from ..data.instance import Instance
+from ..models.base import SessionInfo
 from .rundir import RunDir, write_json
-from .results import InstanceOutcome
-from .timeline import Segment, Timeline
-from .watchdog import DEFAULT_TIMEOUT, run_watched
+from ..data.results import InstanceOutcome
+from ..data.timeline import Segment, Timeline
+from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
 
 
 # Kept for code written against the old names: rundir.write_json / atomic.write_text.
@@ -91,8 +91,8 @@ class Harness:
         streaming trials in flight (a stepped model computes one trial at a time).
         ``timeout``: seconds the model may go without answering (watchdog.py);
         ``judge_timeout``: seconds per judge / transcription question, retries included."""
-        from .judges.cache import RequestCache
-        from .models import is_streaming, resolve_model
+        from ..judges.cache import RequestCache
+        from ..models import is_streaming, resolve_model
         from .wiring import make_panel, make_policy, make_transcriber
 
         run_dir = Path(run_dir)
@@ -136,22 +136,22 @@ class Harness:
                            what=f"instance {instance.id}")
 
     async def record_async(self, instance: Instance):
-        from .pipelines import run_instance
+        from ..pipelines import run_instance
 
         info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
         return await run_instance(instance, self.model, info, policy=self.policy,
                                   branches=self.bargein_branches)
 
     def timeline(self, recording) -> Timeline:
-        from .segmentation import build_timeline
+        from ..listen.segmentation import build_timeline
 
         return build_timeline(recording, transcriber=self.transcriber, vad_cache=self.vad_cache)
 
     def run(self, instance: Instance) -> InstanceOutcome:
         """Record, segment and score; raises on harness/model errors (the caller decides how
         an error is reported), after writing what was measured so far."""
-        from . import usage
-        from .recording_io import save_recording
+        from ..data import usage
+        from ..data.recording_io import save_recording
 
         before = usage.snapshot(self)
         folder = self.dir.reopen(instance.id)

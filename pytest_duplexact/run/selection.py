@@ -6,8 +6,8 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from . import taxonomy
-from .annotations import Instance
+from ..data import taxonomy
+from ..data.annotations import Instance
 
 
 class SelectionError(ValueError):

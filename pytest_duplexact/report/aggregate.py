@@ -19,8 +19,8 @@ from typing import Iterable
 
 import numpy as np
 
-from . import taxonomy
-from .results import InstanceOutcome, Verdict
+from ..data import taxonomy
+from ..data.results import InstanceOutcome, Verdict
 
 _COUNTED = (Verdict.SUCCESS, Verdict.FAILURE)
 # Where a stage's verdict goes when it enters no rate (EXCLUDED is an immediate-only verdict).

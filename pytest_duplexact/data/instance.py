@@ -16,7 +16,7 @@ from pathlib import Path, PureWindowsPath
 
 from . import audio, taxonomy
 from .annotations import Annotations, Clip, Instance
-from .rules import RULES
+from ..rules import RULES
 from .timeline import Word
 
 __all__ = ["ANNOTATION_FIELDS", "Annotations", "CLIP_ROLES", "Clip", "Dataset", "DatasetError",

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import audio, vad_network
-from .timeline import Span
+from ..data import audio
+from . import vad_network
+from ..data.timeline import Span
 
 VAD_SAMPLE_RATE = 16_000
 FRAME = 512  # silero-vad's frame at 16 kHz (32 ms)

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import audio, vad
-from .timeline import Word
+from ..data import audio
+from . import vad
+from ..data.timeline import Word
 
 ENV_MODEL = "DUPLEXACT_TRANSCRIBER_MODEL"
 BUNDLED_MODEL = "tiny.en"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .results import InstanceOutcome
-from .rundir import TIMELINE_FILE, RunDir
+from ..data.results import InstanceOutcome
+from ..run.rundir import TIMELINE_FILE, RunDir
 
 WIDTH = 72
 

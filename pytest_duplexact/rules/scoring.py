@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .annotations import Instance
-from .results import ImmediateResult, SubsequentResult
-from .rules import RULES, Trial
-from .timeline import Segment, Timeline
+from ..data.annotations import Instance
+from ..data.results import ImmediateResult, SubsequentResult
+from . import RULES, Trial
+from ..data.timeline import Segment, Timeline
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def score(instance: Instance, tl: Timeline, panel=None,
     """``panel``: a judges.JudgePanel (default: one without judges, so judged stages are
     NOT_JUDGED); ``audio_of``: a segment's samples, for the backchannel audio judge."""
     if panel is None:
-        from .judges.panel import JudgePanel
+        from ..judges.panel import JudgePanel
 
         panel = JudgePanel()
     rule, trial = RULES[instance.action], Trial(instance, tl, audio_of)

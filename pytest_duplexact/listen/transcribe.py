@@ -10,7 +10,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .timeline import Word
+from ..data.timeline import Word
 
 
 @runtime_checkable
@@ -25,8 +25,8 @@ class Transcriber(Protocol):
 # Backends by name; modules are imported only when named, so a missing optional dependency
 # (faster-whisper, a network client) only matters to its own backend.
 BUILTINS: dict[str, str] = {
-    "offline": "pytest_duplexact.transcribe_offline:OfflineTranscriber",
-    "whisper-1": "pytest_duplexact.transcribe_openai:OpenAITranscriber",
+    "offline": "pytest_duplexact.listen.transcribe_offline:OfflineTranscriber",
+    "whisper-1": "pytest_duplexact.listen.transcribe_openai:OpenAITranscriber",
 }
 OPENAI_PREFIX = "openai:"  # openai:<model>, e.g. openai:whisper-1
 # Context the harness offers every backend; one that has no use for it does not take it.
@@ -88,7 +88,7 @@ def get_transcriber(name: str, **opts) -> Transcriber:
         return takes_any or key in params
 
     if "cache_dir" in opts and takes("cache") and not (params and "cache_dir" in params):
-        from .judges.cache import RequestCache
+        from ..judges.cache import RequestCache
 
         opts["cache"] = RequestCache(opts.pop("cache_dir"))
     for key in _CONTEXT:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from . import taxonomy
+from ..data import taxonomy
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from .results import InstanceOutcome, Verdict, outcome_problem
+from ..data.results import InstanceOutcome, Verdict, outcome_problem
 
 from .rundir import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE,  # noqa: F401
                      TIMELINE_FILE, USAGE_KEY, RunDir, read_json_object)
@@ -40,7 +40,7 @@ def _check_recording(folder: Path, instance_id: str) -> None:
     (headers only: a file renamed into place is whole, this catches foreign or swapped ones)."""
     import soundfile as sf
 
-    from .recording_io import RECORDING_FILE, track_file
+    from ..data.recording_io import RECORDING_FILE, track_file
 
     meta = read_json_object(folder / RECORDING_FILE)
     if meta.get("instance") != instance_id:

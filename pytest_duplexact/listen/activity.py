@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from .audio import SAMPLE_RATE
+from ..data.audio import SAMPLE_RATE
 
 FRAME_S = 0.02
 # Synthesised and recorded speech sits around -15..-30 dBFS per 20 ms frame; distant

@@ -73,7 +73,7 @@ def white(n: int, seed: int) -> np.ndarray:
 @functools.lru_cache(maxsize=1)
 def _talkers() -> tuple[np.ndarray, ...]:
     """The bundled fixtures' user clips, trimmed of leading and trailing silence."""
-    from .instance import bundled_root, load_dataset
+    from ..data.instance import bundled_root, load_dataset
 
     out, seen = [], set()
     for inst in load_dataset(bundled_root()).instances:

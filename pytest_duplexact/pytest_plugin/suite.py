@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from .explain import explain
-from .results import InstanceOutcome, Verdict
+from ..report.explain import explain
+from ..data.results import InstanceOutcome, Verdict
 
 
 def check(outcome: InstanceOutcome, run_dir) -> None:

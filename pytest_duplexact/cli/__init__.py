@@ -70,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         from .validate import main as run
     elif args.command == "models":
-        from .models.listing import main as run
+        from ..models.listing import main as run
     elif args.command in ("inspect", "import"):
-        from .released.cli import main as run
+        from ..released.cli import main as run
     elif args.command == "report":
-        from .report.cli import main as run
+        from ..report.cli import main as run
     else:
-        from .report.merge import main as run
+        from ..report.merge import main as run
     return run(args)
 
 

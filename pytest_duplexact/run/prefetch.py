@@ -13,7 +13,7 @@ import threading
 from concurrent.futures import Future
 from typing import Callable
 
-from .watchdog import DEFAULT_TIMEOUT, watch_async
+from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
 
 
 class Prefetcher:

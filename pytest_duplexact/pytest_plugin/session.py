@@ -21,14 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from . import __version__, gates, options, usage
-from . import journal
-from .harness import Harness
-from .instance import DatasetError, bundled_root, check_dataset
-from .results import InstanceOutcome, Verdict
-from .rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
-from .selection import Selection, SelectionError, parse_shard, select
-from .settings import RunSettings, SettingsError
+from .. import __version__
+from ..report import gates
+from . import options
+from ..data import usage
+from ..run import journal
+from ..run.harness import Harness
+from ..data.instance import DatasetError, bundled_root, check_dataset
+from ..data.results import InstanceOutcome, Verdict
+from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
+from ..run.selection import Selection, SelectionError, parse_shard, select
+from ..run.settings import RunSettings, SettingsError
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
@@ -152,7 +155,7 @@ def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) ->
 
 
 def _holds_files(folder: Path) -> bool:
-    from .runlock import LOCK_FILE
+    from ..run.runlock import LOCK_FILE
 
     try:
         return any(p.name != LOCK_FILE for p in folder.iterdir())
@@ -201,7 +204,7 @@ def _load_resumed(run_dir: Path, settings: RunSettings,
 def _preflight(config, spec: str, settings: RunSettings) -> None:
     """Fail before any instance runs when the model cannot work at all (unknown name, missing
     API key): models may expose ``preflight(**options)`` on their factory."""
-    from .models import preflight
+    from ..models import preflight
 
     try:
         preflight(spec, **settings.options)
@@ -211,7 +214,7 @@ def _preflight(config, spec: str, settings: RunSettings) -> None:
 
 def _check_urls(settings: RunSettings) -> None:
     """Judge / transcriber / simulator base URLs that would carry the key in clear."""
-    from .netsafety import insecure_url_problem
+    from ..data.netsafety import insecure_url_problem
 
     if not (settings.judge or settings.audio_judge
             or settings.transcriber not in (None, "auto", "native", "offline")
@@ -230,7 +233,7 @@ def _check_urls(settings: RunSettings) -> None:
 def _preflight_data(spec: str, instances) -> None:
     """The built-in oracle speaks the model-side clips; without them it cannot run at all."""
     if spec == "oracle":
-        from .models.oracle import missing_clips
+        from ..models.oracle import missing_clips
 
         why = missing_clips(instances)
         if why:
@@ -238,7 +241,7 @@ def _preflight_data(spec: str, instances) -> None:
 
 
 def _check_prices(config) -> None:
-    from .report.cost import PriceError, load_prices
+    from ..report.cost import PriceError, load_prices
 
     try:
         load_prices(options.get(config, "prices"))
@@ -247,7 +250,7 @@ def _check_prices(config) -> None:
 
 
 def _store(config) -> Path:
-    from .report.store import DEFAULT_STORE
+    from ..report.store import DEFAULT_STORE
 
     return Path(config.invocation_params.dir, options.get(config, "storage") or DEFAULT_STORE)
 
@@ -255,8 +258,8 @@ def _store(config) -> Path:
 def _check_baseline(config) -> str | None:
     """The baseline report this run is gated against: --duplexact-baseline, or the stored run
     --duplexact-compare names (resolved now, before this run can be stored itself)."""
-    from .report.baseline import BaselineError, check_option
-    from .report.store import StoreError, find
+    from ..report.baseline import BaselineError, check_option
+    from ..report.store import StoreError, find
 
     path, ref = options.get(config, "baseline"), options.get(config, "compare")
     if path and ref:
@@ -303,7 +306,7 @@ def _selection(config) -> Selection:
 
 
 def _audio_format(config) -> str:
-    from .recording_io import AUDIO_FORMATS
+    from ..data.recording_io import AUDIO_FORMATS
 
     fmt = str(options.get(config, "audio-format") or "flac").strip().lower()
     if fmt not in AUDIO_FORMATS:
@@ -321,7 +324,7 @@ class DuplexactSession:
         data = options.get(config, "data")
         released = None
         if data and str(data).startswith("hf:"):  # the released benchmark (released/)
-            from .released.run import resolve_for_run
+            from ..released.run import resolve_for_run
 
             root, released = resolve_for_run(config, data)
         else:
@@ -379,7 +382,7 @@ class DuplexactSession:
             _preflight_data(spec, self.instances)
             self.baseline = _check_baseline(config)
             _check_prices(config)
-            from .runlock import RunDirLocked, RunLock
+            from ..run.runlock import RunDirLocked, RunLock
 
             try:
                 self.lock = RunLock.acquire(self.run_dir)
@@ -528,7 +531,7 @@ class DuplexactSession:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
         if self.worker or self.report is None:
             return
-        from .report.terminal import render
+        from ..report.terminal import render
 
         for line in render(self.report, self.gate_results):
             terminalreporter.write_line(line)
@@ -546,7 +549,7 @@ class DuplexactSession:
     def finish(self, exitstatus: int) -> int | None:
         """Build and write the report, evaluate gates; returns the new exit status when gates
         decide it."""
-        from .report import build_report, lookup
+        from ..report import build_report, lookup
 
         config = self.config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
@@ -555,7 +558,7 @@ class DuplexactSession:
         report["gates"] = [r.to_dict() for r in results]
         report["notes"] = list(self.notes)
         report["usage"] = usage.total(self.usage.values())
-        from .report.cost import PriceError, estimate, load_prices
+        from ..report.cost import PriceError, estimate, load_prices
 
         try:
             report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
@@ -568,12 +571,12 @@ class DuplexactSession:
                 "(deselected, interrupted, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
         if self.settings.released is not None:  # the paper side by side (released/paper.py)
-            from .released.paper import paper_section
+            from ..released.paper import paper_section
 
             report["paper_comparison"] = paper_section(report)
         baseline = self.baseline
         if baseline:  # regression gate (report/baseline.py): significant drops fail the run
-            from .report.baseline import gate
+            from ..report.baseline import gate
 
             report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
         self.report, self.gate_results = report, results
@@ -611,7 +614,7 @@ class DuplexactSession:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
         Actions job summary. Either failing is said, never fatal: the run dir has the
         report."""
-        from .report import job_summary, store
+        from ..report import job_summary, store
 
         if options.get(self.config, "autosave"):
             try:

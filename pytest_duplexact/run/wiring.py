@@ -12,7 +12,7 @@ from .settings import RunSettings, SettingsError
 
 
 def make_panel(settings: RunSettings, cache_dir: Path, deadline: float | None = None):
-    from .judges import JudgePanel
+    from ..judges import JudgePanel
 
     if not settings.judge and not settings.audio_judge:
         return JudgePanel()  # no judges: judged stages are NOT_JUDGED
@@ -28,13 +28,13 @@ def make_transcriber(settings: RunSettings, cache_dir: Path, deadline: float | N
     name = settings.transcriber or "auto"
     if name == "native":
         return None
-    from .transcribe import get_transcriber
+    from ..listen.transcribe import get_transcriber
 
     if name == "auto":
         return get_transcriber("offline", cache_dir=cache_dir, lazy=True)
     policy = None
     if deadline is not None:
-        from .judges.calls import policy_for
+        from ..judges.calls import policy_for
 
         policy = policy_for(deadline)
     return get_transcriber(name, cache_dir=cache_dir, base_url=settings.judge_base_url,
@@ -44,11 +44,11 @@ def make_transcriber(settings: RunSettings, cache_dir: Path, deadline: float | N
 def make_policy(settings: RunSettings, cache_dir: Path):
     name = settings.simulator or "rule"
     if name == "rule":
-        from .pipelines.simulator import RuleBasedSimulator
+        from ..pipelines.simulator import RuleBasedSimulator
 
         return RuleBasedSimulator()
     if name == "llm":
-        from .judges.simulator_llm import LLMSimulator
+        from ..judges.simulator_llm import LLMSimulator
 
         return LLMSimulator.from_options(model=settings.simulator_model,
                                          base_url=settings.judge_base_url,

@@ -1,0 +1,7 @@
+"""``python -m pytest_duplexact.cli``: the ``duplexact`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
