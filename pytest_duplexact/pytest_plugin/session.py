@@ -284,6 +284,31 @@ class JudgeUnavailable(Exception):
     never a NO and never a YES)."""
 
 
+def _never_rerun_misses(config, items) -> None:
+    """pytest-rerunfailures re-runs a failed test and keeps the last outcome: for a miss that
+    is retry-until-pass, which inflates rates. Each instance gets a ``flaky`` marker that
+    keeps the user's --reruns / --reruns-delay but excepts misses (``DuplexactMiss``), so
+    only errors (a dropped connection, a crashed model) are re-run."""
+    if not config.pluginmanager.hasplugin("rerunfailures"):
+        return
+    from .suite import DuplexactMiss
+
+    reruns = config.getoption("reruns", None)
+    if reruns is None:
+        try:
+            reruns = int(config.getini("reruns") or 0)
+        except (ValueError, TypeError):
+            reruns = 0
+    delay = config.getoption("reruns_delay", None) or 0
+    if config.getoption("reruns_mode", None) == "append":  # the plugin adds the global count
+        reruns = 0
+    for item in items:
+        if "duplexact_instance" in getattr(item, "fixturenames", ()) and \
+                item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=delay,
+                                              rerun_except=[DuplexactMiss]))
+
+
 def param_id(inst) -> str:
     """``delayed-casual-03`` for instance ``take_turn-delayed-casual-03``: the condition leads
     (so ``-k delayed`` selects it) and the instance id follows without repeating it."""
@@ -499,19 +524,28 @@ class DuplexactSession:
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+        _never_rerun_misses(config, items)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem) -> None:
         self._next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.worker:  # the controller aggregates (xdist replays the reports there)
             return
+        from .junit import flat_properties
+
+        kept = []
         for name, value in report.user_properties:
             if name == PROPERTY:
                 self.outcomes[report.nodeid] = value
+                kept += [p for p in flat_properties(value) if p not in kept]
             elif name == USAGE_PROPERTY:
                 self.usage[report.nodeid] = value
+            else:
+                kept.append((name, value))
+        report.user_properties = kept
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -580,6 +614,9 @@ class DuplexactSession:
 
             report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
         self.report, self.gate_results = report, results
+        from .junit import add_suite_properties
+
+        add_suite_properties(config, report)
         unwritten = []
         for path in (RunDir(self.run_dir).report_file, options.get(config, "report")):
             if not path:

@@ -12,18 +12,39 @@ from ..report.explain import explain
 from ..data.results import InstanceOutcome, Verdict
 
 
+class DuplexactMiss(pytest.fail.Exception):
+    """A measured miss: the model did not do what the condition asks. Its own class so that a
+    re-run plugin can tell it from an error (session.py: misses are never re-run)."""
+
+
 def check(outcome: InstanceOutcome, run_dir) -> None:
-    """Turn an outcome into the pytest outcome: miss = failed, excluded = skipped, not judged
-    = passed (the report shows the stage as not judged)."""
+    """Turn an outcome into the pytest outcome (README, "Outcomes"): green only for what was
+    measured and passed.
+
+    ====================================  ==============================================
+    verdict                               pytest outcome
+    ====================================  ==============================================
+    I or S FAILURE                        failed (``DuplexactMiss``), never re-run
+    I EXCLUDED (cue met no model speech)  skipped: "excluded trial: ..."
+    I NOT_JUDGED (I itself needs judges)  skipped: "not judged: ..."
+    I NOT_APPLICABLE                      skipped: "not applicable: ..."
+    I SUCCESS, S SUCCESS or not judged    passed (an unjudged S is reported as such)
+    JUDGE_ERROR, model or harness crash   error (raised before this check)
+    ====================================  ==============================================
+    """
     imm, sub = outcome.immediate, outcome.subsequent
     if imm.verdict is Verdict.EXCLUDED:
         pytest.skip(f"excluded trial: {imm.reason}")
+    if imm.verdict is Verdict.NOT_JUDGED:
+        pytest.skip(f"not judged: {imm.reason}")
+    if imm.verdict is Verdict.NOT_APPLICABLE:
+        pytest.skip(f"not applicable: {imm.reason}")
     if imm.verdict is Verdict.FAILURE:
-        pytest.fail(f"immediate execution failed: {imm.reason}\n{explain(outcome, run_dir)}",
-                    pytrace=False)
+        raise DuplexactMiss(msg=f"immediate execution failed: {imm.reason}\n"
+                                f"{explain(outcome, run_dir)}", pytrace=False)
     if sub is not None and sub.verdict is Verdict.FAILURE:
-        pytest.fail(f"subsequent follow-through failed: {sub.reason}\n"
-                    f"{explain(outcome, run_dir)}", pytrace=False)
+        raise DuplexactMiss(msg=f"subsequent follow-through failed: {sub.reason}\n"
+                                f"{explain(outcome, run_dir)}", pytrace=False)
 
 
 def action_test(action: str):

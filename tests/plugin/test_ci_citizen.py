@@ -84,3 +84,75 @@ def test_a_report_copy_points_at_its_run_directory(pytester):
 
     page = render(copy, report_path=Path(pytester.path, "out/copy.json"))
     assert "recordings not found" not in page
+
+
+MISSES_AND_CRASHES = '''
+from pytest_duplexact.models.oracle import OracleModel
+from pytest_duplexact.models.silent import SilentModel
+
+STARTS = []
+
+
+class Model(SilentModel):
+    """Silent (a miss on take_turn) except on 'delayed', where it crashes on its first try."""
+
+    def start(self, info):
+        STARTS.append(info.instance.id)
+        if info.instance.condition == "delayed" and STARTS.count(info.instance.id) == 1:
+            raise RuntimeError("first attempt crashes")
+        super().start(info)
+
+
+def factory(**options):
+    return Model()
+'''
+
+
+def test_reruns_never_retry_a_miss_and_do_retry_an_error(pytester):
+    """With pytest-rerunfailures a miss retried until it passes would inflate rates."""
+    pytester.makepyfile(flaky_model=MISSES_AND_CRASHES)
+    res = pytester.runpytest_subprocess(
+        "--duplexact-model=flaky_model:factory", "--duplexact-condition=take_turn.immediate,"
+        "take_turn.delayed", "--duplexact-limit=1", "--reruns=2", "-p", "no:cacheprovider",
+        "-v", timeout=300)
+    out = res.stdout.str()
+    outcomes = res.parseoutcomes()
+    # immediate: silent misses it, once, not re-run; delayed: crashes once, re-run, then a miss
+    assert outcomes.get("failed") == 2 and outcomes.get("rerun") == 1, out
+    reruns = [ln for ln in out.splitlines() if "RERUN" in ln]
+    assert len(reruns) == 1 and "test_take_turn[delayed" in reruns[0], reruns
+
+
+def test_an_unmeasured_immediate_stage_is_skipped_not_passed(pytester):
+    """Backchannel's immediate stage needs the judges: without them nothing was measured."""
+    res = pytester.runpytest_subprocess("--duplexact-model=oracle",
+                                        "--duplexact-action=backchannel", "--duplexact-limit=1",
+                                        "-rs", "-p", "no:cacheprovider", timeout=300)
+    res.assert_outcomes(skipped=2)
+    assert "not judged:" in res.stdout.str()
+
+
+def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
+    """What a CI dashboard reads, parsed with the standard library."""
+    import xml.etree.ElementTree as ET
+
+    res = pytester.runpytest_subprocess("--duplexact-model=endpoint",
+                                        "--duplexact-action=take_turn", "--duplexact-limit=1",
+                                        "--junitxml=junit.xml", "-p", "no:cacheprovider",
+                                        timeout=300)
+    assert res.ret in (0, 1)
+    root = ET.parse(Path(pytester.path, "junit.xml")).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    rates = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert rates["duplexact.model"] == "endpoint" and rates["duplexact.instances"] == "3"
+    assert abs(float(rates["duplexact.take_turn.I"]) - 1 / 3) < 1e-3  # endpoint: delayed only
+    assert "duplexact.take_turn.delayed.I" in rates
+    cases = suite.findall("testcase")
+    assert len(cases) == 3
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.find("properties")}
+        assert props["duplexact.action"] == "take_turn"
+        assert props["duplexact.verdict_I"] in ("success", "failure")
+        assert ".." in props["duplexact.window"]
+        assert props["duplexact.recording"].startswith("instances/")
+        assert not any(v.startswith("{") for v in props.values())  # no Python reprs

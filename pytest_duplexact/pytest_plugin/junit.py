@@ -1,0 +1,75 @@
+"""JUnit XML that CI dashboards read: each testcase carries flat, typed properties instead of
+the outcome's Python repr, and the testsuite carries the run's rates.
+
+The outcome travels on ``user_properties`` (that is how pytest-xdist brings it to the
+controller); once the controller has taken it, the blob is replaced by flat properties
+before pytest's junitxml plugin writes the testcase.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+FLAT_PREFIX = "duplexact."
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+
+
+def flat_properties(outcome: dict) -> list[tuple[str, str]]:
+    """``[(name, value)]`` for one instance's outcome dict (InstanceOutcome.to_dict)."""
+    out = [(FLAT_PREFIX + k, str(outcome[k])) for k in ("id", "action", "condition",
+                                                        "scenario", "source", "corpus")
+           if outcome.get(k) is not None]
+    imm, sub = outcome.get("immediate") or {}, outcome.get("subsequent") or {}
+    out.append((FLAT_PREFIX + "verdict_I", imm.get("verdict", "error" if outcome.get("error")
+                                                   else "none")))
+    out.append((FLAT_PREFIX + "verdict_S", sub.get("verdict", "none")))
+    if imm.get("onset") is not None:
+        out.append((FLAT_PREFIX + "onset", _num(imm["onset"])))
+    if imm.get("window") is not None:
+        lo, hi = imm["window"]
+        out.append((FLAT_PREFIX + "window", f"{_num(lo)}..{_num(hi)}"))
+    if outcome.get("timing") is not None:
+        out.append((FLAT_PREFIX + "timing", _num(outcome["timing"])))
+    reason = outcome.get("error") or (sub.get("reason") if sub.get("verdict") == "failure"
+                                      else imm.get("reason"))
+    if reason:
+        out.append((FLAT_PREFIX + "reason", reason[:500]))
+    if outcome.get("recording"):
+        out.append((FLAT_PREFIX + "recording", outcome["recording"]))
+    return out
+
+
+def suite_properties(report: dict) -> list[tuple[str, str]]:
+    """The run's rates: ``duplexact.<action>.I`` and ``duplexact.<action>.<condition>.I`` (and
+    S, T where measured), with totals."""
+    from ..report.stats import rate_of
+
+    out = [(FLAT_PREFIX + "model", str(report.get("model"))),
+           (FLAT_PREFIX + "instances", str(report["totals"]["instances"])),
+           (FLAT_PREFIX + "errors", str(report["totals"]["errors"]))]
+    for action, a in report["summary"]["actions"].items():
+        for name, counts in [(action, a["counts"])] + [
+                (f"{action}.{c}", v) for c, v in a.get("conditions", {}).items()]:
+            for metric in ("I", "S"):
+                r = rate_of(counts, metric)
+                if r.value is not None:
+                    out.append((f"{FLAT_PREFIX}{name}.{metric}", _num(r.value)))
+        if a.get("timing") and a["timing"].get("median") is not None:
+            out.append((f"{FLAT_PREFIX}{action}.T", _num(a["timing"]["median"])))
+    return out
+
+
+def add_suite_properties(config, report: dict) -> None:
+    """Into the JUnit XML's testsuite, when --junitxml is on (pytest's own LogXML)."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # a pytest without it: the testcase properties still carry it all
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for name, value in suite_properties(report):
+        xml.add_global_property(name, value)
