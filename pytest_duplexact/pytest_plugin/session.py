@@ -279,6 +279,10 @@ def _check_baseline(config) -> str | None:
     return path
 
 
+class ModelBuildError(Exception):
+    """The model's factory failed: no instance can run (one error, then the run stops)."""
+
+
 class JudgeUnavailable(Exception):
     """A judge was asked and gave no usable verdict: the measurement is incomplete (an error,
     never a NO and never a YES)."""
@@ -393,7 +397,9 @@ class DuplexactSession:
         self.report: dict | None = None
         self.gate_results: list = []
         self._harness: Harness | None = None
+        self._build_error: str | None = None
         self._next_item = None  # the item pytest runs after the current one (look-ahead)
+        self.expected: set[str] | None = None  # instance ids pytest collected to run
         if options.get(config, "resume"):
             wanted = {i.id for i in self.instances}
             if self.worker:  # the controller checked run.json (and rewrote it)
@@ -439,6 +445,8 @@ class DuplexactSession:
             if not (timeout > 0 and judge_timeout > 0):
                 raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must "
                                         "be > 0")
+            if self._build_error is not None:  # said once, with its traceback, already
+                raise ModelBuildError(self._build_error) from None
             try:
                 self._harness = Harness.from_settings(
                     self.settings, self.run_dir, cache_dir=Path(cache_dir) if cache_dir else None,
@@ -447,6 +455,11 @@ class DuplexactSession:
                     audio_format=_audio_format(self.config))
             except SettingsError as e:
                 raise pytest.UsageError(str(e)) from None
+            except Exception as e:  # the model's factory (or its weights) failed
+                self._build_error = (f"--duplexact-model={self.model_spec}: the model could not "
+                                     f"be built: {type(e).__name__}: {e}")
+                raise ModelBuildError(self._build_error + "; every instance would fail the "
+                                      "same way, so the run stops here") from e
         return self._harness
 
     def outcome(self, item, inst) -> InstanceOutcome:
@@ -458,7 +471,16 @@ class DuplexactSession:
             if done.get("usage") is not None:  # what it cost when it ran (journal.USAGE_KEY)
                 item.user_properties.append((USAGE_PROPERTY, done["usage"]))
         else:
-            harness = self.harness
+            try:
+                harness = self.harness
+            except ModelBuildError as exc:
+                # one error, counted in the report; pytest stops after this test instead of
+                # printing the same factory traceback once per instance
+                out = InstanceOutcome(inst.id, inst.action, inst.condition, inst.scenario,
+                                      inst.source, error=str(exc), corpus=inst.corpus)
+                item.user_properties.append((PROPERTY, out.to_dict()))
+                item.session.shouldstop = "duplexact: the model could not be built"
+                raise
             if harness.prefetcher is not None:  # keep `concurrency` trials in flight
                 harness.prefetcher.submit(
                     [inst] + self._upcoming(item, 2 * harness.prefetcher.concurrency))
@@ -520,11 +542,26 @@ class DuplexactSession:
         metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
 
     def pytest_collection_modifyitems(self, config, items) -> None:
-        drop = [it for it in items if it.get_closest_marker("duplexact_unselected")]
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+        # actions outside the selection: dropped silently, not reported as "deselected" (the
+        # user deselected nothing; -k / -m deselection stays pytest's own)
+        items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
         _never_rerun_misses(config, items)
+
+    def pytest_collection_finish(self, session) -> None:
+        """What pytest will run (after -k / -m / --deselect): the report's 'no outcome'
+        count is about these, not the whole selection."""
+        self.expected = {it.callspec.params["duplexact_instance"].id for it in session.items
+                         if getattr(getattr(it, "callspec", None), "params", {}).get(
+                             "duplexact_instance") is not None}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        """pytest-xdist, controller: it collects nothing itself; its workers say what they
+        run (node ids ``test_<action>.py::test_<action>[<param id>]``)."""
+        by_test = {f"test_{i.action}[{param_id(i)}]": i.id for i in self.instances}
+        self.expected = (self.expected or set()) | {by_test[n.rpartition("::")[2]]
+                                                    for n in ids
+                                                    if n.rpartition("::")[2] in by_test}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem) -> None:
@@ -598,11 +635,13 @@ class DuplexactSession:
             report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
             self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
-        missing = len({i.id for i in self.instances} - {o.id for o in outcomes})
+        expected = self.expected if self.expected is not None else {i.id for i in
+                                                                     self.instances}
+        missing = len(expected - {o.id for o in outcomes})
         if missing:  # the report is incomplete: say so in it, and how to finish it
             report["notes"].append(
-                f"{missing} of {len(self.instances)} selected instance(s) have no outcome "
-                "(deselected, interrupted, or lost with a crashed worker); "
+                f"{missing} of {len(expected)} selected instance(s) have no outcome "
+                "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
         if self.settings.released is not None:  # the paper side by side (released/paper.py)
             from ..released.paper import paper_section

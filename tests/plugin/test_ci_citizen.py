@@ -156,3 +156,39 @@ def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
         assert ".." in props["duplexact.window"]
         assert props["duplexact.recording"].startswith("instances/")
         assert not any(v.startswith("{") for v in props.values())  # no Python reprs
+
+
+FAILING_FACTORY = '''
+def factory(**options):
+    raise RuntimeError("weights not found: /models/ckpt.safetensors")
+'''
+
+
+def test_a_factory_that_raises_is_one_error_with_its_traceback_once(pytester):
+    pytester.makepyfile(broken_model=FAILING_FACTORY)
+    res = pytester.runpytest_subprocess("--duplexact-model=broken_model:factory",
+                                        "--duplexact-action=take_turn", "--duplexact-run-dir=r",
+                                        "-p", "no:cacheprovider", timeout=300)
+    out = res.stdout.str()
+    assert res.ret == 2  # pytest's "interrupted": the run stopped at the first instance
+    assert out.count("weights not found: /models/ckpt.safetensors") <= 3  # once, not 9x
+    assert out.count("Traceback") + out.count("def factory") <= 2
+    assert "the model could not be built" in out
+    report = json.loads(Path(pytester.path, "r", "report.json").read_text())
+    assert report["totals"]["errors"] == 1  # counted, not "0 errors"
+    assert res.parseoutcomes().get("errors") == 1
+
+
+def test_k_counts_only_what_pytest_selected_and_deselects_nothing_itself(pytester):
+    res = pytester.runpytest_subprocess("--duplexact-model=silent", "-k", "delayed",
+                                        "--duplexact-action=take_turn", "--duplexact-run-dir=r",
+                                        "-p", "no:cacheprovider", timeout=300)
+    out = res.stdout.str()
+    outcomes = res.parseoutcomes()
+    assert outcomes.get("failed") == 3 and outcomes.get("deselected") == 6, out
+    report = json.loads(Path(pytester.path, "r", "report.json").read_text())
+    assert not [n for n in report["notes"] if "have no outcome" in n]  # nothing missing
+    res = pytester.runpytest_subprocess("--duplexact-model=silent",
+                                        "--duplexact-action=take_turn", "--duplexact-run-dir=r2",
+                                        "-p", "no:cacheprovider", timeout=300)
+    assert "deselected" not in res.stdout.str()  # the 21 other actions: not the user's doing
