@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib.util
-import ipaddress
 import logging
 import os
 import re
@@ -31,7 +30,9 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from ..data.netsafety import insecure_url_problem
 from .base import ModelError, SessionInfo
+from .model_options import ModelConfigError, coerce  # noqa: F401 (gemini_live.ModelConfigError)
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
 
@@ -53,22 +54,8 @@ _TRANSIENT_WORDS = re.compile(r"RESOURCE_EXHAUSTED|UNAVAILABLE|DEADLINE_EXCEEDED
                               r"rate limit|overloaded|try again", re.IGNORECASE)
 
 
-class ModelConfigError(ModelError):
-    """The model cannot run as configured (missing key or package, bad option): raised at
-    construction, before any instance starts."""
-
-
 def _has_key() -> bool:
     return any(os.environ.get(v) for v in KEY_VARS)
-
-
-def _loopback(host: str | None) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host or "").is_loopback
-    except ValueError:
-        return False
 
 
 def _import_sdk() -> None:
@@ -140,10 +127,10 @@ class GeminiLive:
             if url.scheme not in ("https", "wss", "http", "ws") or not url.hostname:
                 raise ModelConfigError(f"{NAME}: base_url must be an https:// URL, got "
                                        f"{self.base_url!r}")
-            if url.scheme in ("http", "ws") and not _loopback(url.hostname):
-                # the key travels in a header: never offer it to a plain-text endpoint
-                raise ModelConfigError(f"{NAME}: base_url {self.base_url!r} is plain http on a "
-                                       "non-loopback host; use https://")
+            # the key travels in a header: never offer it to a plain-text endpoint elsewhere
+            problem = insecure_url_problem(self.base_url, f"{NAME}: base_url")
+            if problem:
+                raise ModelConfigError(problem)
 
     @property
     def name(self) -> str:
@@ -427,23 +414,8 @@ _FIELDS = {f.name: f for f in dataclasses.fields(GeminiLive)}
 
 def _coerce(name: str, value: Any) -> Any:
     """Options may arrive as strings from the command line or an ini file."""
-    if not isinstance(value, str):
-        return value
-    kind = str(_FIELDS[name].type)
-    if value.lower() in ("none", "null", "") and "None" in kind:
-        return None
-    try:
-        if kind.startswith("bool"):
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                raise ValueError(value)
-            return value.lower() in ("true", "1", "yes", "on")
-        if kind.startswith("int"):
-            return int(value)
-        if kind.startswith("float"):
-            return float(value)
-    except ValueError:
-        raise ModelConfigError(f"{NAME} option {name}: expected {kind}, got {value!r}") from None
-    return value.lower() if name.endswith("_sensitivity") else value
+    value = coerce(NAME, _FIELDS[name], value)
+    return value.lower() if name.endswith("_sensitivity") and isinstance(value, str) else value
 
 
 def factory(**options: Any) -> GeminiLive:

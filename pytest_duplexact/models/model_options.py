@@ -17,7 +17,7 @@ from .base import ModelError
 
 T = TypeVar("T")
 
-_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
 class ModelConfigError(ModelError):

@@ -29,6 +29,7 @@ from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed  # openai[realtime] brings websockets
 
 from .base import ModelError, SessionInfo
+from .model_options import ModelConfigError, coerce  # noqa: F401 (openai_realtime.ModelConfigError)
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
 
@@ -38,11 +39,6 @@ PCM_RATE = 24_000  # the only PCM rate the Realtime API accepts (audio/pcm)
 TURN_DETECTION = ("server_vad", "semantic_vad", "none")
 _TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 CLOSE_TIMEOUT_S = 5.0
-
-
-class ModelConfigError(ModelError):
-    """The model cannot run as configured (missing key, bad option): raised at construction,
-    before any instance starts."""
 
 
 @dataclass(frozen=True)
@@ -141,17 +137,8 @@ class OpenAIRealtime:
         except Exception as e:
             raise _connect_error(e, self.model) from None
         session = OpenAIRealtimeSession(conn, self.interrupt_response)
-        try:
-            await asyncio.wait_for(session.configure(self.session_config()),
-                                   self.connect_timeout)
-        except asyncio.TimeoutError:
-            await session.close()
-            raise TransientModelError(f"{self.model}: no session.updated within "
-                                      f"{self.connect_timeout:.0f}s") from None
-        except BaseException:
-            await session.close()
-            raise
-        return session
+        return await configured(session, self.session_config(), self.connect_timeout,
+                                self.model)
 
 
 # Building an SDK client or a TLS context loads the CA bundle (~40 ms of CPU on the event
@@ -160,6 +147,21 @@ class OpenAIRealtime:
 _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
     weakref.WeakKeyDictionary()
 _TLS: list[ssl.SSLContext] = []
+
+
+async def configured(session, config: dict[str, Any], timeout: float, model: str):
+    """``session`` once the server confirmed ``config`` within ``timeout`` (a transient
+    failure otherwise); a session that fails here is closed, never leaked."""
+    try:
+        await asyncio.wait_for(session.configure(config), timeout)
+    except asyncio.TimeoutError:
+        await session.close()
+        raise TransientModelError(f"{model}: no session.updated within {timeout:.0f}s") \
+            from None
+    except BaseException:
+        await session.close()
+        raise
+    return session
 
 
 def _client(base_url: str | None) -> AsyncOpenAI:
@@ -359,28 +361,6 @@ class OpenAIRealtimeSession:
 _FIELDS = {f.name: f for f in dataclasses.fields(OpenAIRealtime)}
 
 
-def _coerce(name: str, value: Any) -> Any:
-    """Options may arrive as strings from the command line or an ini file."""
-    if not isinstance(value, str):
-        return value
-    kind = str(_FIELDS[name].type)
-    if value.lower() in ("none", "null", "") and "None" in kind:
-        return None
-    try:
-        if kind.startswith("bool"):
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(value)
-            return value.lower() in ("true", "1", "yes")
-        if kind.startswith("int"):
-            return int(value)
-        if kind.startswith("float"):
-            return float(value)
-    except ValueError:
-        raise ModelConfigError(f"gpt-realtime option {name}: expected {kind}, "
-                               f"got {value!r}") from None
-    return value
-
-
 def factory(**options: Any) -> OpenAIRealtime:
     """Build the model from ``--duplexact-model=gpt-realtime`` options (docs/realtime.md)."""
     if "api_key" in options:
@@ -390,7 +370,8 @@ def factory(**options: Any) -> OpenAIRealtime:
     if unknown:
         raise ModelConfigError(f"gpt-realtime: unknown option(s) {', '.join(unknown)}; "
                                f"known: {', '.join(sorted(_FIELDS))}")
-    return OpenAIRealtime(**{k: _coerce(k, v) for k, v in options.items()})
+    return OpenAIRealtime(**{k: coerce("gpt-realtime", _FIELDS[k], v)
+                             for k, v in options.items()})
 
 
 def preflight(**options: Any) -> None:

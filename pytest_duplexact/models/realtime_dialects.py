@@ -35,7 +35,8 @@ from openai import AsyncOpenAI
 
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport
-from .openai_realtime import OpenAIRealtimeSession, _connect_error, _is_transient, _tls_context
+from .openai_realtime import (OpenAIRealtimeSession, _connect_error, _is_transient, _tls_context,
+                              configured)
 from .streaming import DEFAULT_CHUNK_MS, Error, Event, TransientModelError
 
 TURN_DETECTION = ("server_vad", "none")
@@ -111,18 +112,8 @@ class DialectRealtime:
             conn = await asyncio.wait_for(manager.enter(), self.connect_timeout)
         except Exception as e:
             raise _dialect_connect_error(e, self.model, self.KEY_ENV) from None
-        session = DialectSession(conn, self)
-        try:
-            await asyncio.wait_for(session.configure(self.session_config()),
-                                   self.connect_timeout)
-        except asyncio.TimeoutError:
-            await session.close()
-            raise TransientModelError(f"{self.model}: no session.updated within "
-                                      f"{self.connect_timeout:.0f}s") from None
-        except BaseException:
-            await session.close()
-            raise
-        return session
+        return await configured(DialectSession(conn, self), self.session_config(),
+                                self.connect_timeout, self.model)
 
 
 @dataclass(frozen=True)
