@@ -192,5 +192,5 @@ def test_plain_http_proxy_is_refused_before_any_instance(pytester, monkeypatch):
         "--duplexact-model-option=base_url=http://proxy.example.com:8080",
         "--duplexact-run-dir=run", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "plain http on a non-loopback host" in res.stderr.str()
+    assert "is plain http:// to proxy.example.com" in res.stderr.str()
     assert KEY not in res.stderr.str() + res.stdout.str()
