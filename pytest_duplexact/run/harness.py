@@ -20,7 +20,8 @@ from ..data.atomic import write_text
 from ..data.instance import Instance
 from ..models.base import SessionInfo
 from .rundir import RunDir, write_json
-from ..data.results import InstanceOutcome
+from ..data.results import InstanceOutcome, Verdict
+from ..listen.diagnosis import no_speech_diagnosis
 from ..data.timeline import Segment, Timeline
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
 
@@ -168,8 +169,13 @@ class Harness:
             return recording.output[int(seg.start * sr): int(np.ceil(seg.end * sr))]
 
         s = scoring.score(instance, tl, self.panel, audio_of)
+        immediate = s.immediate
+        if immediate is not None and immediate.verdict is Verdict.FAILURE:
+            why = no_speech_diagnosis(recording.output, recording.sample_rate, tl)
+            if why:  # say plainly what the rules could not see (listen/diagnosis.py)
+                immediate = dataclasses.replace(immediate, reason=f"{immediate.reason}; {why}")
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
-                                  instance.scenario, instance.source, s.immediate,
+                                  instance.scenario, instance.source, immediate,
                                   s.subsequent, s.timing, None, rel, corpus=instance.corpus)
         self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
