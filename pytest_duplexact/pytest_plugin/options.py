@@ -113,7 +113,8 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("audio-format", "Recordings in the run directory as 'flac' (lossless, about 1/8 of "
         "the size) or 'wav' (PCM-16); recorded:DIR reads both.", default="flac",
         metavar="flac|wav"),
-    Opt("concurrency", "Instances in flight at once inside one worker (streaming models).",
+    Opt("concurrency", "Instances in flight at once inside one worker (streaming models; "
+        "default 1: one at a time).",
         default=1, kind="int", metavar="N"),
     Opt("timeout", "Seconds the model may go without answering (a stepped frame, a streaming "
         "chunk sent or event received) before its instance is an error naming the call it is "
