@@ -50,10 +50,13 @@ def _rate_bars(ax, x, rates, color, width, label):
     hi = [100 * (r.hi - r.value) if r.value is not None else 0.0 for r in rates]
     bars = ax.bar(x, vals, width, color=color, label=label, yerr=[lo, hi], capsize=2.5,
                   error_kw={"elinewidth": 0.9, "ecolor": "#333333"})
-    for xi, r in zip(x, rates):
+    for xi, r in zip(x, rates):  # a measured 0 % and nothing measured must not look alike
         if r.value is None:
-            ax.text(xi, 1.5, "n/a", ha="center", va="bottom", fontsize=6.5, color="#777777",
-                    rotation=90)
+            ax.text(xi, 1.5, "n/a", ha="center", va="bottom", fontsize=6.5, color="#999999",
+                    rotation=90, style="italic")
+        elif r.value == 0:
+            ax.text(xi, 1.5, "0%", ha="center", va="bottom", fontsize=6.5, color="#222222",
+                    rotation=90, fontweight="bold")
     return bars
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import os
 from pathlib import Path
 
@@ -163,6 +162,28 @@ def _instance_folder(inst: dict, roots: list[Path]) -> Path | None:
     return None
 
 
+def _selection_text(sel: dict) -> str:
+    """The selection in words: ``take_turn, wait; at most 2 per condition (seed 0); shard 1/3``."""
+    parts = []
+    for key, label in (("actions", "actions"), ("conditions", "conditions"),
+                       ("scenarios", "scenarios"), ("sources", "sources"),
+                       ("corpora", "corpora")):
+        if sel.get(key):
+            parts.append(f"{label}: {', '.join(sel[key])}")
+    if sel.get("limit"):
+        parts.append(f"at most {sel['limit']} per condition (seed {sel.get('seed', 0)})")
+    if sel.get("shard"):
+        parts.append(f"shard {sel['shard']}")
+    return "; ".join(parts) or "every instance"
+
+
+def _transcriber(report: dict) -> str:
+    """The setting and, where it chose, the transcriber the run used (from its usage)."""
+    setting = (report.get("settings") or {}).get("transcriber") or "auto"
+    used = ((report.get("usage") or {}).get("transcriber") or {}).get("model")
+    return f"{setting} (used: {used})" if used and used != setting else setting
+
+
 def _summary(report: dict) -> str:
     s = report.get("settings", {})
     tot = report["totals"]
@@ -172,8 +193,10 @@ def _summary(report: dict) -> str:
                         f"{str(s.get('dataset_fingerprint'))[:12]})"],
             ["text judge", s.get("judge") or "none (S not judged except stop)"],
             ["audio judge", s.get("audio_judge") or "none"],
-            ["transcriber", s.get("transcriber")], ["simulator", s.get("simulator")],
-            ["selection", json.dumps(s.get("selection", {}), sort_keys=True)],
+            ["model options", ", ".join(f"{k}={v}" for k, v in
+                                        (s.get("model_options") or {}).items()) or "none"],
+            ["transcriber", _transcriber(report)], ["simulator", s.get("simulator")],
+            ["selection", _selection_text(s.get("selection") or {})],
             ["generator", report.get("generator")], ["created", report.get("created")]]
     if report.get("shards"):
         rows.append(["merged from", ", ".join(f"{x['shard']} ({x['instances']})"

@@ -193,3 +193,21 @@ def test_heatmap_rows_are_one_minus_S(rep):
     moshi = labels.index("Moshi")
     assert values[moshi][stop] == pytest.approx(29.3)
     assert labels[-1] == "Qwen 3.5-Omni" and len(labels) == 1 + 3 + 14
+
+
+def test_the_html_summary_reads_as_words(rep):
+    """Selection in words (not raw JSON), the model options, the transcriber actually used."""
+    import copy
+
+    r = copy.deepcopy(rep)
+    r["settings"]["selection"] = {"actions": ["take_turn", "wait"], "conditions": [],
+                                  "scenarios": [], "sources": [], "limit": 2, "seed": 7,
+                                  "shard": "1/3"}
+    r["settings"]["model_options"] = {"ckpt": "step-4000"}
+    r["settings"]["transcriber"] = "auto"
+    r["usage"] = {"transcriber": {"model": "offline:tiny.en", "calls": 0}}
+    page = html_view.render(r)
+    assert "actions: take_turn, wait; at most 2 per condition (seed 7); shard 1/3" in page
+    assert "ckpt=step-4000" in page
+    assert "auto (used: offline:tiny.en)" in page
+    assert '{"actions"' not in page
