@@ -32,6 +32,7 @@ import numpy as np
 
 from ..data.netsafety import insecure_url_problem
 from .base import ModelError, SessionInfo
+from .pcm import from_pcm16, pcm16
 from .model_options import ModelConfigError, coerce  # noqa: F401 (gemini_live.ModelConfigError)
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
@@ -264,15 +265,6 @@ def _connect_error(e: BaseException, model: str) -> ModelError:
         return TransientModelError(f"{model}: could not connect: {type(e).__name__}: "
                                    f"{_scrub(e)}")
     return ModelError(f"{model}: could not connect: {type(e).__name__}: {_scrub(e)}")
-
-
-def pcm16(samples: np.ndarray) -> bytes:
-    x = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
-    return np.round(x * 32767.0).astype("<i2").tobytes()
-
-
-def from_pcm16(data: bytes) -> np.ndarray:
-    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
 
 def _seconds(duration: str | None) -> str:

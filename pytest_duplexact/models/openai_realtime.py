@@ -29,6 +29,7 @@ from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed  # openai[realtime] brings websockets
 
 from .base import ModelError, SessionInfo
+from .pcm import from_pcm16, pcm16
 from .model_options import ModelConfigError, coerce  # noqa: F401 (openai_realtime.ModelConfigError)
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
@@ -197,15 +198,6 @@ def _connect_error(e: BaseException, model: str) -> ModelError:
     if isinstance(e, (OSError, asyncio.TimeoutError)) or "websockets" in type(e).__module__:
         return TransientModelError(f"{model}: could not connect: {type(e).__name__}: {e}")
     return ModelError(f"{model}: could not connect: {type(e).__name__}: {e}")
-
-
-def pcm16(samples: np.ndarray) -> bytes:
-    x = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
-    return np.round(x * 32767.0).astype("<i2").tobytes()
-
-
-def from_pcm16(data: bytes) -> np.ndarray:
-    return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
 
 def _scrub(text: Any) -> str:
