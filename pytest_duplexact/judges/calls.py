@@ -301,6 +301,7 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
                 counters.cache_hits += 1
                 return Outcome(value, cached=True, key=key)
     notes: list[str] = []
+    made = 0  # HTTP attempts sent for this request
     end = None if policy.deadline is None else clock() + policy.deadline
     for attempt in range(1, policy.max_attempts + 1):
         left = policy.timeout if end is None else min(policy.timeout, end - clock())
@@ -308,6 +309,7 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
             notes.append(f"deadline of {policy.deadline:g} s reached")
             break
         counters.calls += 1
+        made = attempt
         retry_after = None
         try:
             payload = _within(left, send, abandon)
@@ -354,10 +356,5 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
             counters.retries += 1
             sleep(wait)
     counters.errors += 1
-    raise RequestFailed(f"no usable answer after {_attempts(notes)} attempt(s); "
+    raise RequestFailed(f"no usable answer after {made} attempt(s); "
                         f"last: {notes[-1]}")
-
-
-def _attempts(notes: list[str]) -> int:
-    """Attempts made, from the notes (one per attempt, plus a final deadline note)."""
-    return sum(not n.startswith("deadline of ") for n in notes)
