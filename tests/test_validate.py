@@ -469,13 +469,14 @@ def test_validate_decodes_so_a_corrupt_flac_body_is_caught_naming_the_file(capsy
 def test_the_fingerprint_covers_the_audio_not_the_folder(tmp_path):
     """Resume must not reuse outcomes scored on other audio; shards on other machines (other
     paths) must still agree."""
+    from pytest_duplexact.data.instance import load_dataset
     from pytest_duplexact.pytest_plugin.session import dataset_fingerprint
 
     a = make_dataset(tmp_path / "a", TEMPLATES[:3])
     b = make_dataset(tmp_path / "elsewhere" / "b", TEMPLATES[:3])
-    assert dataset_fingerprint(a) == dataset_fingerprint(b)
+    assert dataset_fingerprint(load_dataset(a)) == dataset_fingerprint(load_dataset(b))
     clip = b / TEMPLATES[0]["audio"]["user"]["path"]
     data = clip.read_bytes()
     clip.unlink()  # a hard link: replace the file, never edit the bundled one through it
     clip.write_bytes(data[:-2] + bytes([data[-2] ^ 1, data[-1]]))
-    assert dataset_fingerprint(a) != dataset_fingerprint(b)
+    assert dataset_fingerprint(load_dataset(a)) != dataset_fingerprint(load_dataset(b))

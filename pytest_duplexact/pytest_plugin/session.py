@@ -13,7 +13,6 @@ controller through ``workerinput`` (xdist's public ``pytest_configure_node``).""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import time
@@ -42,51 +41,27 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
 
 
-def dataset_fingerprint(root: Path) -> str:
-    """sha256 of the manifest, the header and the bytes of every clip the manifest names
-    (sorted by relative path): which instances, annotations and audio. Content, not mtimes,
-    so shards cloned on different machines agree; a re-encoded or replaced clip makes stored
-    outcomes stale (resume re-runs them). Cost: one read of the audio per run (the bundled
-    6.6 MB in about 60 ms, 140 files)."""
+def dataset_fingerprint(dataset) -> str:
+    """sha256 of the manifest, the header and the bytes of every clip the loaded dataset's
+    instances name (sorted by path relative to the dataset folder): which instances,
+    annotations and audio. Content, not mtimes, so shards cloned on different machines agree;
+    a re-encoded or replaced clip makes stored outcomes stale (resume re-runs them). Cost:
+    one read of the audio per run (the bundled 6.6 MB in about 60 ms, 140 files)."""
+    root = Path(dataset.root)
     h = hashlib.sha256()
     for name in ("dataset.json", "instances.jsonl"):
         p = root / name
         h.update(name.encode())
         h.update(p.read_bytes() if p.is_file() else b"")
-    real = root.resolve()
-    for p in _audio_files(root):
-        h.update(b"\0" + p.relative_to(real).as_posix().encode("utf-8", "surrogateescape")
-                 + b"\0")
-        with open(p, "rb") as f:
+    # the loader checked that every clip exists and lies inside the folder
+    clips = {Path(c.path).relative_to(root.resolve()).as_posix(): Path(c.path)
+             for inst in dataset.instances for c in inst.clips.values()}
+    for rel in sorted(clips):
+        h.update(b"\0" + rel.encode("utf-8", "surrogateescape") + b"\0")
+        with open(clips[rel], "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()
-
-
-def _audio_files(root: Path) -> list[Path]:
-    """The clip files the manifest names (validation reports the ones that are missing or
-    malformed; they are skipped here)."""
-    names: set[str] = set()
-    manifest = root / "instances.jsonl"
-    text = manifest.read_text("utf-8", errors="replace") if manifest.is_file() else ""
-    for line in text.split("\n"):
-        try:
-            clips = json.loads(line).get("audio") or {}
-        except (ValueError, AttributeError, RecursionError):
-            continue
-        for clip in clips.values() if isinstance(clips, dict) else ():
-            path = clip.get("path") if isinstance(clip, dict) else clip
-            if isinstance(path, str):
-                names.add(path)
-    out = []
-    for name in sorted(names):
-        try:
-            p = (root / name).resolve()
-            if p.is_file() and p.is_relative_to(root.resolve()):
-                out.append(p)
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 def _model_options(config) -> tuple[tuple[str, str], ...]:
@@ -99,7 +74,7 @@ def _model_options(config) -> tuple[tuple[str, str], ...]:
     return tuple(out.items())
 
 
-def settings_of(config, spec: str, root: Path, selection: Selection, *,
+def settings_of(config, spec: str, dataset, selection: Selection, *,
                 released: dict | None = None, bargein_branches: str | None = None
                 ) -> RunSettings:
     """The run's settings, read once from the options."""
@@ -107,8 +82,8 @@ def settings_of(config, spec: str, root: Path, selection: Selection, *,
     return RunSettings(
         model=spec,
         model_options=_model_options(config),
-        dataset=str(root),
-        dataset_fingerprint=dataset_fingerprint(root),
+        dataset=str(dataset.root),
+        dataset_fingerprint=dataset_fingerprint(dataset),
         judge=options.get(config, "judge"),
         judge_base_url=options.get(config, "judge-base-url"),
         audio_judge=options.get(config, "audio-judge"),
@@ -380,7 +355,7 @@ class DuplexactSession:
         # recorded (and fingerprinted) only for data that has branch clips: it changes what
         # those instances hear, and nothing else
         self.settings: RunSettings = settings_of(
-            config, spec, root, sel, released=released,
+            config, spec, dataset, sel, released=released,
             bargein_branches=branches if has_branches else None)
         self.run_dir = _resolve_run_dir(config, spec, sel.shard)
         self.notes: list[str] = []  # into the report
