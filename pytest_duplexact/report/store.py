@@ -32,13 +32,13 @@ def entries(store: Path) -> list[tuple[int, Path]]:
 
 def save(report: dict, store: Path) -> Path:
     """Write ``report`` as the store's next entry; returns its path."""
-    from ..run.harness import write_json_atomic
+    from ..run.rundir import write_json
 
     store.mkdir(parents=True, exist_ok=True)
     number = (entries(store)[-1][0] + 1) if entries(store) else 1
     stamp = re.sub(r"[^0-9T]", "", str(report.get("created", "")))[:15] or "undated"
     path = store / f"{number:04d}_{_slug(str(report.get('model', 'model')))}_{stamp}.json"
-    write_json_atomic(path, report)
+    write_json(path, report)
     return path
 
 

@@ -16,19 +16,13 @@ from typing import Any
 import numpy as np
 
 from ..rules import scoring
-from ..data.atomic import write_text
 from ..data.instance import Instance
 from ..models.base import SessionInfo
-from .rundir import RunDir, write_json
+from .rundir import RunDir
 from ..data.results import InstanceOutcome, Verdict
 from ..listen.diagnosis import no_speech_diagnosis
 from ..data.timeline import Segment, Timeline
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
-
-
-# Kept for code written against the old names: rundir.write_json / atomic.write_text.
-write_text_atomic = write_text
-write_json_atomic = write_json
 
 
 def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:
