@@ -127,7 +127,8 @@ class InstanceOutcome:
 _VERDICTS = {v.value for v in Verdict}
 
 
-def _finite(x) -> bool:
+def finite_number(x) -> bool:
+    """A real int or float (not a bool), neither NaN nor infinite."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -165,11 +166,11 @@ def outcome_problem(d: Any) -> str | None:
     for key in ("error", "recording", "corpus"):
         if d.get(key) is not None and not isinstance(d[key], str):
             return f"'{key}' is {d[key]!r}, not a string"
-    if d.get("timing") is not None and not _finite(d["timing"]):
+    if d.get("timing") is not None and not finite_number(d["timing"]):
         return f"'timing' is {d['timing']!r}, not a finite number"
     window_ok = (lambda w: isinstance(w, (list, tuple)) and len(w) == 2
-                 and all(_finite(v) for v in w))
+                 and all(finite_number(v) for v in w))
     return (_stage_problem(d.get("immediate"), "immediate",
-                           {"window": window_ok, "onset": _finite})
+                           {"window": window_ok, "onset": finite_number})
             or _stage_problem(d.get("subsequent"), "subsequent",
                               {"judge": lambda j: isinstance(j, str)}))

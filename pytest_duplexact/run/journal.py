@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from ..data.results import InstanceOutcome, Verdict, outcome_problem
+from ..data.results import InstanceOutcome, Verdict, finite_number, outcome_problem
 
 from .rundir import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE,  # noqa: F401
                      TIMELINE_FILE, USAGE_KEY, RunDir, read_json_object)
@@ -63,9 +63,7 @@ def _usage_problem(usage) -> str | None:
         return f"'{USAGE_KEY}' is not an object of objects"
     for label, vals in usage.items():
         for k, v in vals.items():
-            if not (isinstance(v, (str, type(None))) or
-                    (isinstance(v, (int, float)) and not isinstance(v, bool)
-                     and v == v and abs(v) != float("inf"))):
+            if not (isinstance(v, (str, type(None))) or finite_number(v)):
                 return f"'{USAGE_KEY}.{label}.{k}' is {v!r}"
     return None
 
