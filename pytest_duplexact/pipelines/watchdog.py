@@ -5,7 +5,9 @@ duplex sessions ``beat()`` whenever the model answers (a stepped frame, a stream
 or event received); when no beat comes for ``timeout`` seconds the trial is an error naming
 the instance and the call the model is stuck in (read off the worker's stack, or the await
 chain when it idles in its event loop). The stuck thread is abandoned (a daemon: it cannot
-keep the process alive) after its task is cancelled, which frees a streaming connection.
+keep the process alive) after its task is cancelled, which frees a streaming connection, and
+an exception is raised in it, so it unwinds if the model's call ever returns. Ctrl-C ends the
+running trial the same way before it propagates.
 
 The deadline is on *progress*, not on the whole trial: a slow model that keeps answering is
 never cut, however long its instance is; a call that never returns always is.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import ctypes
 import os
 import sys
 import threading
@@ -136,6 +139,35 @@ def _idle_in_loop(frames: list[FrameType]) -> bool:
 
 # --- running a trial under the watch -------------------------------------------------------
 
+class _Abandoned(BaseException):
+    """Raised inside a trial's thread that the watcher gave up on, so that, if the model's
+    call ever returns, the thread unwinds instead of running the rest of the trial."""
+
+
+def _stop(worker: threading.Thread, box: dict, done: threading.Event,
+          exc: type[BaseException], wait: bool) -> None:
+    """End a watched trial as far as Python allows (waiting up to _GRACE for it with ``wait``,
+    else only for a cancelled idle task). A trial idle
+    in its event loop gets its task cancelled (a streaming session then closes its connection
+    cleanly); one busy in Python (a stepped loop never yields to its event loop) gets ``exc``
+    raised in its thread at its next instruction. A thread blocked in C stays blocked until
+    that call returns, and then unwinds."""
+    loop, task = box.get("loop"), box.get("task")
+    if loop is not None and task is not None and \
+            _idle_in_loop(_stack(sys._current_frames().get(worker.ident))):
+        try:
+            loop.call_soon_threadsafe(task.cancel)
+        except RuntimeError:  # the loop already closed
+            pass
+        if done.wait(_GRACE):
+            return
+    if worker.ident is not None and not done.is_set():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                   ctypes.py_object(exc))
+        if wait:
+            done.wait(_GRACE)
+
+
 def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
                 poll: float | None = None) -> T:
     """``asyncio.run(trial())`` in a worker thread, watched from this one (see module doc).
@@ -161,24 +193,25 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
     worker.start()
     poll = poll if poll is not None else min(0.25, max(timeout / 10, 0.01))
     last, since = -1, time.monotonic()
-    while not done.wait(poll):
-        if watch.beats != last:
-            last, since = watch.beats, time.monotonic()
-            continue
-        if time.monotonic() - since < timeout:
-            continue
-        frames = _stack(sys._current_frames().get(worker.ident))
-        idle = _idle_in_loop(frames)
-        where = describe(_await_chain(box.get("task")) if idle else frames)
-        loop, task = box.get("loop"), box.get("task")
-        if idle and loop is not None and task is not None:
-            try:  # let a streaming session close its connection (a blocked loop can't)
-                loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:  # the loop already closed
-                pass
-            done.wait(_GRACE)
-        raise ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
-                           f"(--duplexact-timeout); waiting in {where}")
+    try:
+        while not done.wait(poll):
+            if watch.beats != last:
+                last, since = watch.beats, time.monotonic()
+                continue
+            if time.monotonic() - since < timeout:
+                continue
+            frames = _stack(sys._current_frames().get(worker.ident))
+            idle = _idle_in_loop(frames)
+            where = describe(_await_chain(box.get("task")) if idle else frames)
+            _stop(worker, box, done, _Abandoned, wait=False)
+            raise ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
+                               f"(--duplexact-timeout); waiting in {where}")
+    except KeyboardInterrupt:
+        # Ctrl-C: end the trial too, so its thread lets go of what it holds (sockets, soxr's
+        # resamplers) before the interpreter exits, rather than dying with them at exit
+        # (which makes nanobind print a page of "leaked instance" lines).
+        _stop(worker, box, done, KeyboardInterrupt, wait=True)
+        raise
     if "error" in box:
         raise contain(box["error"], what)
     return box["value"]
