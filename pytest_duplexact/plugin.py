@@ -38,7 +38,49 @@ def pytest_configure(config: pytest.Config) -> None:
     # `pytest --duplexact-model=...` runs the suites shipped in the package, from anywhere;
     # explicit paths on the command line are respected.
     if config.args_source != pytest.Config.ArgsSource.ARGS:
+        note = own_tests_note(config, spec)
+        if note and not session.worker:
+            session.notices.append(note)
         config.args[:] = [str(suites_dir())]
+
+
+def own_tests_note(config: pytest.Config, spec: str) -> str | None:
+    """A benchmark run collects the DuplexAct suites only: a project's own tests would make
+    the benchmark's exit status (and its -n schedule) depend on them. Said once, with the
+    command that runs both, when the project has tests pytest would otherwise have run."""
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        where = "testpaths: " + " ".join(config.args)
+    else:
+        found = _a_test_file(Path(config.invocation_params.dir),
+                             config.getini("python_files") or ["test_*.py"])
+        if found is None:
+            return None
+        where = f"e.g. {found}"
+    paths = " ".join(config.args) if config.args_source == pytest.Config.ArgsSource.TESTPATHS \
+        else "."
+    return (f"duplexact: this run collects the DuplexAct suites only; this project's own tests "
+            f"({where}) are not collected. To run both: pytest {paths} --pyargs "
+            f"pytest_duplexact.suites --duplexact-model={spec}")
+
+
+def _a_test_file(root: Path, patterns: list[str], budget: int = 5000) -> str | None:
+    """The first file under ``root`` pytest would collect as a test module, looking at no
+    more than ``budget`` entries and skipping hidden folders, virtualenvs and run folders."""
+    import fnmatch
+    import os
+
+    seen = 0
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")) and d not in
+                         {"node_modules", "venv", "env", "site-packages", "duplexact-runs"}
+                         and not os.path.isfile(os.path.join(here, d, "pyvenv.cfg")))
+        for name in sorted(files):
+            if any(fnmatch.fnmatch(name, p) for p in patterns):
+                return os.path.relpath(os.path.join(here, name), root)
+        seen += len(files) + len(dirs)
+        if seen > budget:
+            return None
+    return None
 
 
 def session_of(config: pytest.Config) -> DuplexactSession | None:

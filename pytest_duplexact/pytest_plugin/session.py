@@ -369,6 +369,7 @@ class DuplexactSession:
         self.usage: dict[str, dict] = {}  # nodeid -> remote-service cost of the instance
         self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
         self.messages: list[str] = []  # terminal only, not in the report (resume)
+        self.notices: list[str] = []  # terminal only, once before the run starts
         self.report: dict | None = None
         self.gate_results: list = []
         self._harness: Harness | None = None
@@ -563,7 +564,7 @@ class DuplexactSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if not self.worker and tr is not None:  # shown before the long run starts
-            for line in self.messages:
+            for line in self.notices + self.messages:
                 tr.write_line(line)
 
     @pytest.hookimpl(tryfirst=True)
