@@ -6,6 +6,7 @@ not only against the manifest, so a generator bug that shifts a phrase cannot hi
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
@@ -270,3 +271,69 @@ def test_source_problems_name_the_entry_and_field(tmp_path):
                in p for p in problems)
     assert any("(stop-direct_interruption-customer_service-01) field 'talk': unknown talk "
                "'modem'" in p for p in problems)
+
+
+# --- a user's own source ---------------------------------------------------------------------
+
+SMALL_SOURCE = '''
+format = "duplexact-fixture-source"
+version = 1
+source = "synthesized"
+
+[voices]
+user = ["en-us"]
+speeds = [170]
+model = "en-us+m8"
+model_speed = 170
+background = ["en-gb-scotland"]
+
+[[instance]]
+condition = "take_turn.delayed"
+scenario = "casual"
+user = ["Let's get pizza tonight.", "Actually, let's cook something healthy."]
+reference = "Sure, let's cook a stir fry."
+'''
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_a_small_custom_source_renders_under_its_own_name(tmp_path, capsys):
+    """A user's one-instance source renders without --only (the three-per-condition coverage
+    is the bundled set's promise, not a user's), is named after its folder, not
+    duplexact-bundled, and says what it covers."""
+    from pytest_duplexact.cli import main as duplexact
+    from pytest_duplexact.fixturegen.__main__ import main
+
+    src = tmp_path / "mine.toml"
+    src.write_text(SMALL_SOURCE)
+    out = tmp_path / "my-set"
+    assert main(["--source", str(src), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "wrote 1 instance(s)" in printed
+    assert "the source covers 1 of 24 conditions (take_turn.delayed)" in printed
+    header = json.loads((out / "dataset.json").read_text())
+    assert header["name"] == "my-set" and "bundled" not in header["description"].lower()
+    assert [i.id for i in load_dataset(out).instances] == ["take_turn-delayed-casual-01"]
+    assert duplexact(["validate", str(out)]) == 0
+
+    # a name in the source, or --name, wins
+    src.write_text(SMALL_SOURCE.replace('source = "synthesized"',
+                                        'source = "synthesized"\nname = "team-smoke"'))
+    assert main(["--source", str(src), "--out", str(out)]) == 0
+    assert json.loads((out / "dataset.json").read_text())["name"] == "team-smoke"
+    assert main(["--source", str(src), "--out", str(out), "--name", "nightly"]) == 0
+    assert json.loads((out / "dataset.json").read_text())["name"] == "nightly"
+
+
+def test_a_custom_source_never_overwrites_the_bundled_set(tmp_path, capsys):
+    from pytest_duplexact.fixturegen import generate, source
+
+    src = tmp_path / "mine.toml"
+    src.write_text(SMALL_SOURCE)
+    with pytest.raises(source.SourceError, match="refusing to write a custom source over the "
+                                                 "bundled fixture set"):
+        generate.generate(bundled_root(), src, log=None)
+    empty = tmp_path / "empty.toml"
+    empty.write_text(SMALL_SOURCE[: SMALL_SOURCE.index("[[instance]]")] + 'name = ""\n')
+    with pytest.raises(source.SourceError) as info:
+        source.load(empty)
+    assert any("field 'instance': no [[instance]] entries" in p for p in info.value.problems)

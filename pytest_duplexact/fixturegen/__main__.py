@@ -1,4 +1,5 @@
-"""``python -m pytest_duplexact.fixturegen [--out DIR] [--source FILE] [--only ID ...]``"""
+"""``python -m pytest_duplexact.fixturegen [--out DIR] [--source FILE] [--only ID ...]
+[--name NAME]``"""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", metavar="ID",
                     help="render just these instance ids; their manifest lines replace the "
                          "ones already in --out, the others are kept")
+    ap.add_argument("--name", default=None,
+                    help="the dataset's name in dataset.json (default: the source's `name`, "
+                         "else duplexact-bundled for the bundled set and the --out folder's "
+                         "name for any other source)")
     args = ap.parse_args(argv)
     from ..data import instance
 
@@ -30,13 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t0 = time.perf_counter()
     try:
-        s = generate.generate(out, args.source, args.only)
+        s = generate.generate(out, args.source, args.only, name=args.name)
     except source.SourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {s.written} instance(s) to {s.out} ({s.total} in the manifest, "
           f"{s.audio_files} audio files, {s.bytes / 1e6:.2f} MB) in "
           f"{time.perf_counter() - t0:.1f} s")
+    if args.source is not None:
+        print(f"the source covers {generate.coverage(source.load(args.source))}")
     return 0
 
 

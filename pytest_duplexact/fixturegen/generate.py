@@ -52,12 +52,26 @@ def check_coverage(src: source.Source, minimum: int = 3) -> list[str]:
     return problems
 
 
+BUNDLED_NAME = "duplexact-bundled"
+
+
+def is_bundled(src: source.Source) -> bool:
+    """The bundled set's own source: only it promises the coverage docs/fixtures.md states."""
+    return src.path.resolve() == default_source().resolve()
+
+
 def generate(out: Path | str, src_path: Path | str | None = None,
-             only: list[str] | None = None, log=print) -> Summary:
+             only: list[str] | None = None, log=print, name: str | None = None) -> Summary:
     src = source.load(src_path or default_source())
     out = Path(out)
+    bundled = is_bundled(src)
+    if not bundled and out.resolve() == instance.bundled_root().resolve():
+        raise source.SourceError([f"{src.path}: refusing to write a custom source over the "
+                                  f"bundled fixture set ({out}); pass --out DIR"])
     entries = select(src, only)
-    problems = [] if only else check_coverage(src)
+    # The bundled set must cover every condition; a user's own source may be as small as
+    # one instance (its coverage is reported, not required).
+    problems = [] if only or not bundled else check_coverage(src)
     talks = {e.talk.id: e.talk for e in entries if e.talk is not None}
     for talk in talks.values():
         problems += build.check_talk(src, talk)
@@ -82,7 +96,7 @@ def generate(out: Path | str, src_path: Path | str | None = None,
         _remove_stale_audio(out, set(files))
     ids = sorted(lines, key=lambda i: (order.get(i, len(order)), i))
     (out / instance.MANIFEST).write_text("".join(lines[i] + "\n" for i in ids), "utf-8")
-    header = _header(src, out, len(ids))
+    header = _header(src, out, len(ids), name)
     (out / instance.HEADER).write_text(json.dumps(header, indent=2) + "\n", "utf-8")
     size = sum(p.stat().st_size for p in out.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts)
@@ -111,17 +125,24 @@ def _remove_stale_audio(out: Path, keep: set[str]) -> None:
             p.unlink()
 
 
-def _header(src: source.Source, out: Path, count: int) -> dict:
+def _header(src: source.Source, out: Path, count: int, name: str | None) -> dict:
     try:
         where = src.path.resolve().relative_to(out.resolve()).as_posix()
     except ValueError:
         where = str(src.path)
+    if is_bundled(src):
+        default_name = BUNDLED_NAME
+        description = ("Small synthesized DuplexAct fixture set: every condition in at least "
+                       "three scenarios; annotations exact by construction (docs/fixtures.md).")
+    else:  # a user's own set is named after itself, never passed off as the bundled one
+        default_name = out.resolve().name
+        description = (f"Synthesized DuplexAct dataset rendered from {src.path.name}; "
+                       "annotations exact by construction (docs/fixtures.md).")
     return {
         "format": instance.FORMAT_NAME,
         "version": instance.FORMAT_VERSION,
-        "name": "duplexact-bundled",
-        "description": "Small synthesized DuplexAct fixture set: every condition in at least "
-                       "three scenarios; annotations exact by construction (docs/fixtures.md).",
+        "name": name or src.name or default_name,
+        "description": src.description or description,
         "source": where,
         "generator": "python -m pytest_duplexact.fixturegen",
         "tts": tts.version(),
@@ -129,3 +150,9 @@ def _header(src: source.Source, out: Path, count: int) -> dict:
         "instances": count,
     }
 
+
+def coverage(src: source.Source) -> str:
+    """One line on what a source covers, e.g. '3 of 24 conditions (take_turn.delayed, ...)'."""
+    covered = [c.key for c in taxonomy.CONDITIONS if any(e.cond == c for e in src.entries)]
+    shown = ", ".join(covered) if len(covered) <= 6 else ", ".join(covered[:6]) + ", ..."
+    return f"{len(covered)} of {len(taxonomy.CONDITIONS)} conditions ({shown})"

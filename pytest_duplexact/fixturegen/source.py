@@ -115,6 +115,8 @@ class Source:
     voices: Voices
     talks: dict[str, Talk]
     entries: tuple[Entry, ...]
+    name: str | None = None  # the dataset's name (header `name`; optional)
+    description: str | None = None  # header `description` (optional)
 
 
 def load(path: Path | str) -> Source:
@@ -141,12 +143,22 @@ def parse(raw: dict, path: Path) -> Source:
     if source not in taxonomy.SOURCES:
         bad("header", "source", f"must be one of {', '.join(taxonomy.SOURCES)}")
 
+    for key in ("name", "description"):
+        if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
+            bad("header", key, "must be a non-empty string")
     voices = _voices(raw.get("voices"), bad)
     talks = _talks(raw.get("talk", []), voices, bad)
     entries = _entries(raw.get("instance", []), voices, talks, bad)
+    if not raw.get("instance"):
+        bad("header", "instance", "no [[instance]] entries: nothing to render")
     if problems:
         raise SourceError(problems)
-    return Source(path, source, voices, talks, tuple(entries))
+    return Source(path, source, voices, talks, tuple(entries),
+                  _text(raw.get("name")), _text(raw.get("description")))
+
+
+def _text(v) -> str | None:
+    return v.strip() if isinstance(v, str) and v.strip() else None
 
 
 def _str_list(v) -> tuple[str, ...] | None:
