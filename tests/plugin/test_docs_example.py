@@ -6,6 +6,7 @@ score like a real model: non-zero take_turn I, and the report page plays its rec
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,30 +15,56 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 
-def example_code() -> str:
+def example_code(heading: str = "### A complete example") -> str:
     text = DOCS.read_text(encoding="utf-8")
-    section = text[text.index("### A complete example"):]
+    section = text[text.index(heading + "\n"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_the_docs_example_scores_from_its_own_folder(tmp_path):
+def documented_run(tmp_path, module: str, code: str, *args: str) -> dict:
+    """Writes ``my_duplex/<module>.py`` and runs the documented plain `pytest` command (its
+    console-script spelling: without `python -m` the working directory is not on sys.path)
+    from the folder that holds it; returns report.json."""
     pkg = tmp_path / "my_duplex"
-    pkg.mkdir()
+    pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "model.py").write_text(example_code())
-    # the documented command, by its console-script spelling (no `python -m`: the working
-    # directory is then not on sys.path)
+    (pkg / f"{module}.py").write_text(code)
     cmd = [sys.executable, "-c", "import sys, pytest; sys.exit(pytest.console_main())",
-           "--duplexact-model=my_duplex.model:factory", "--duplexact-action=take_turn,wait",
+           f"--duplexact-model=my_duplex.{module}:factory", *args,
            "--duplexact-run-dir=run", "-p", "no:cacheprovider", "-q"]
-    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env={**__import__("os").environ, "PYTHONSAFEPATH": "1"})
+    res = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONSAFEPATH": "1"})
     assert "cannot import module" not in res.stdout + res.stderr, res.stdout[-2000:]
-    report = json.loads((tmp_path / "run" / "report.json").read_text())
-    tt = report["summary"]["actions"]["take_turn"]["counts"]
-    assert tt["I"] == 1 / 3, res.stdout[-3000:]  # delayed in time, immediate too late (docs)
-    assert report["summary"]["actions"]["wait"]["counts"]["I"] == 2 / 3
+    assert (tmp_path / "run" / "report.json").is_file(), res.stdout[-3000:] + res.stderr[-2000:]
+    return json.loads((tmp_path / "run" / "report.json").read_text())
+
+
+def assert_playable(report: dict, tmp_path) -> None:
     from pytest_duplexact.report.html import render
 
     page = render(report, report_path=tmp_path / "run" / "report.json")
     assert "<audio" in page and "recordings not found" not in page
+
+
+def test_the_docs_example_scores_from_its_own_folder(tmp_path):
+    report = documented_run(tmp_path, "model", example_code(), "--duplexact-action=take_turn,wait")
+    actions = report["summary"]["actions"]
+    assert actions["take_turn"]["counts"]["I"] == 1 / 3  # delayed in time, immediate too late
+    assert actions["wait"]["counts"]["I"] == 2 / 3  # (docs)
+    assert_playable(report, tmp_path)
+
+
+def test_the_docs_streaming_example_scores_as_documented(tmp_path):
+    """The streaming example runs on the wall clock: three conditions' nine instances side by
+    side (about half a minute)."""
+    report = documented_run(tmp_path, "live", example_code("### A complete streaming example"),
+                            "--duplexact-condition=take_turn.immediate,take_turn.delayed,"
+                            "stop.direct_interruption", "--duplexact-concurrency=9")
+    by = {(o["action"], o["condition"]): [] for o in report["instances"]}
+    for o in report["instances"]:
+        by[o["action"], o["condition"]].append(o["immediate"]["verdict"])
+    assert by["take_turn", "delayed"] == ["success"] * 3, report["instances"]
+    assert by["take_turn", "immediate"] == ["failure"] * 3  # about 0.8 s: too late (docs)
+    assert by["stop", "direct_interruption"] == ["success"] * 3  # the barge-in cuts its reply
+    assert report["usage"], "the session's usage attribute reaches the report"
+    assert_playable(report, tmp_path)
