@@ -190,6 +190,24 @@ def test_loud_but_plausible_output_is_kept(info):
     assert run(go()).output.max() > 1.0  # clipped only when written (docs/models.md)
 
 
+@pytest.mark.parametrize("shape", ["float64", "column", "row"])
+def test_lossless_output_variants_are_accepted_as_documented(info, shape):
+    """float64 samples and (frame_size, 1) / (1, frame_size) frames lose nothing: accepted,
+    converted to the same float32 output (docs/models.md, "Deadlines and broken output")."""
+    class Variant(Emits):
+        def step(self, frame):
+            out = super().step(frame).astype(np.float64)
+            return {"float64": out, "column": out[:, None], "row": out[None, :]}[shape]
+
+    async def go(model):
+        d = SteppedDuplex(model, info)
+        await d.push(np.zeros(SR, np.float32))
+        return await d.close()
+
+    got, want = run(go(Variant(0.5))).output, run(go(Emits(0.5))).output
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
 class EmitsInt16(Emits):
     def step(self, frame):
         return (super().step(frame) * 0).astype(np.int16)

@@ -51,6 +51,8 @@ def test_help_lists_every_option_with_its_ini_key(pytester):
     for o in OPTIONS:
         assert o.flag in out
         assert o.ini in out, f"ini key {o.ini} missing from --help"
+    text = " ".join(out[out.index("--duplexact-concurrency"):].split())
+    assert "default 1: one at a time" in text[:400], text[:400]  # issue 15 item 9
 
 
 def test_collect_ids_and_k_selection(pytester):

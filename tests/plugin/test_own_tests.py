@@ -45,3 +45,4 @@ def test_test_files_without_testpaths_are_found_in_the_folder(pytester):
     res = pytester.runpytest_subprocess(*ARGS, timeout=300)
     assert "(e.g. sub/test_a.py) are not collected. To run both: pytest . --pyargs" in \
         res.stdout.str()
+
