@@ -38,8 +38,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # `pytest --duplexact-model=...` runs the suites shipped in the package, from anywhere;
     # explicit paths on the command line are respected.
     if config.args_source != pytest.Config.ArgsSource.ARGS:
-        note = own_tests_note(config, spec)
-        if note and not session.worker:
+        note = None if session.worker else own_tests_note(config, spec)
+        if note:
             session.notices.append(note)
         config.args[:] = [str(suites_dir())]
 
