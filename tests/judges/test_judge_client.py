@@ -75,7 +75,9 @@ def test_5xx_and_dropped_connections_back_off_exponentially(openai_server, fake_
 
 
 def test_a_hanging_server_times_out_and_is_retried(openai_server, fake_key, sleeps):
-    policy = RetryPolicy(max_attempts=2, backoff_base=0.0, timeout=0.2)
+    # 1 s, not less: the retry rebuilds the client, and a loaded CI machine once took longer
+    # than 0.2 s for that plus a scripted local reply (the hang still lasts 3 s)
+    policy = RetryPolicy(max_attempts=2, backoff_base=0.0, timeout=1.0)
     judge = JudgeClient(base_url=openai_server.url, policy=policy, sleep=sleeps)
     openai_server.script(Hang(3.0), Reply("YES", "fine"))
     ans = judge.ask_yes_no("s", "u")

