@@ -40,7 +40,6 @@ Run standalone (for the end-to-end plugin test, in its own process)::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
@@ -48,14 +47,20 @@ import ssl
 import sys
 from dataclasses import dataclass, field, fields
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
+    sys.path.append(str(Path(__file__).resolve().parent))
+from fake_ws import (OUT_RATE, FakeServer, JsonScript, SpeakingConnection, b64_pcm16, pause,
+                     scripted_reply, serve_until_stdin_closes, standalone_parser)
+from fake_ws import energy_bounds, speech  # noqa: F401  (tests use them from here)
+
 IN_RATE = 16_000
-OUT_RATE = 24_000
 FRAME = IN_RATE // 50  # 20 ms VAD frames
 PATH_PREFIX = "/ws/google.ai.generativelanguage."
 PATH_SUFFIX = ".GenerativeService.BidiGenerateContent"
@@ -63,7 +68,7 @@ AUDIO_TOKENS_PER_S = 32  # the Gemini API's documented audio token rate
 
 
 @dataclass(frozen=True)
-class Script:
+class Script(JsonScript):
     answer_after_ms: float = 400.0   # first audio this long after the user's speech ended
     speak_s: float = 1.0             # audio length of each turn
     text: str = "Sure, here is a short answer for you."
@@ -82,15 +87,6 @@ class Script:
     go_away_after_ms: float | None = None  # send goAway after this much input
     go_away_left_s: float = 1.0
     tag: str | None = None
-
-    @classmethod
-    def from_json(cls, text: str) -> "Script":
-        data = json.loads(text)
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(data) - known)
-        if bad:
-            raise ValueError(f"unknown script field(s): {', '.join(bad)}")
-        return cls(**data)
 
 
 @dataclass
@@ -146,21 +142,6 @@ def _snake(name: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in name)
 
 
-def tone(seconds: float, hz: float, amplitude: float) -> np.ndarray:
-    t = np.arange(int(round(seconds * OUT_RATE))) / OUT_RATE
-    return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-
-
-def speech(path: str, seconds: float) -> np.ndarray:
-    """The first ``seconds`` of a speech recording at the API's 24 kHz output rate."""
-    import soundfile as sf
-    import soxr
-
-    x, sr = sf.read(path, dtype="float32", always_2d=True)
-    return soxr.resample(x[:, 0], sr, OUT_RATE)[: int(round(seconds * OUT_RATE))].astype(
-        np.float32)
-
-
 def heard_at(sends: list[tuple[float, float]], position: float) -> float | None:
     """When a listener hears ``position`` s into a turn's audio, on the server's clock: each
     chunk plays at 1x from when it was sent, behind what is still playing."""
@@ -178,42 +159,11 @@ def b64decode(data: str) -> bytes:
     return base64.b64decode(data.replace("-", "+").replace("_", "/"), validate=True)
 
 
-def b64_pcm16(x: np.ndarray) -> str:
-    return base64.b64encode(np.round(np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
-                            ).decode("ascii")
-
-
-def energy_bounds(y: np.ndarray, sr: int, threshold: float = 0.05,
-                  frame_s: float = 0.005) -> tuple[float, float] | None:
-    """(onset, offset) s of the frames whose RMS exceeds ``threshold``."""
-    f = max(1, int(round(frame_s * sr)))
-    n = len(y) // f
-    if n == 0:
-        return None
-    rms = np.sqrt((np.asarray(y[: n * f], dtype=np.float64).reshape(n, f) ** 2).mean(axis=1))
-    loud = np.flatnonzero(rms > threshold)
-    if len(loud) == 0:
-        return None
-    return loud[0] * f / sr, (loud[-1] + 1) * f / sr
-
-
-class _Connection:
+class _Connection(SpeakingConnection):
     def __init__(self, ws: ServerConnection, rec: Session):
-        self.ws = ws
-        self.rec = rec
-        self.loop = asyncio.get_running_loop()
-        self.t0: float | None = None
-        self.pending = np.zeros(0, dtype=np.float32)
-        self.frames = 0
-        self.speaking = False
-        self.silent_frames = 0
-        self.last_voiced_end_ms = 0
+        super().__init__(ws, rec)
         self.active: TurnTruth | None = None   # the turn still being generated
-        self.tasks: set[asyncio.Task] = set()
         self.went_away = False
-
-    def t(self) -> float:
-        return 0.0 if self.t0 is None else self.loop.time() - self.t0
 
     async def emit(self, message: dict[str, Any]) -> None:
         content = message.get("serverContent") or {}
@@ -262,8 +212,7 @@ class _Connection:
         except (ConnectionClosed, asyncio.TimeoutError):
             pass
         finally:
-            for task in list(self.tasks):
-                task.cancel()
+            self.cancel_tasks()
 
     # -- client messages --
 
@@ -282,9 +231,7 @@ class _Connection:
                 return
             pcm = b64decode(get(audio, "data", default=""))
             self.rec.received.append({"t": self.t(), "audio_ms": len(pcm) / 2 / IN_RATE * 1000})
-            if self.t0 is None:
-                self.t0 = self.loop.time()
-                self.rec.t0_monotonic = self.t0
+            self.start_clock()
             await self.on_audio(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768)
             return
         self.rec.received.append({"t": self.t(), **rt})
@@ -296,9 +243,7 @@ class _Connection:
     async def on_audio(self, samples: np.ndarray) -> None:
         self.rec.input_ms += len(samples) / IN_RATE * 1000
         s = self.rec.script
-        if s.drop_after_ms is not None and self.rec.input_ms >= s.drop_after_ms:
-            self.rec.dropped = True
-            self.ws.transport.abort()  # no close frame: what a crashed server looks like
+        if self.drop_if_due(s.drop_after_ms):
             return
         if s.close_after_ms is not None and self.rec.input_ms >= s.close_after_ms:
             await self.ws.close(s.close_code, s.close_reason)
@@ -309,11 +254,7 @@ class _Connection:
             await self.emit({"goAway": {"timeLeft": f"{s.go_away_left_s:g}s"}})
             task = asyncio.create_task(self.close_later(s.go_away_left_s))
             self.tasks.add(task)
-        self.pending = np.concatenate([self.pending, samples])
-        while len(self.pending) >= FRAME:
-            frame, self.pending = self.pending[:FRAME], self.pending[FRAME:]
-            start_ms = self.frames * 20
-            self.frames += 1
+        for frame, start_ms in self.vad_frames(samples, FRAME):
             if get(self.activity_detection(), "disabled", default=False):
                 continue
             voiced = float(np.sqrt(np.mean(frame ** 2))) >= s.vad_rms
@@ -354,56 +295,30 @@ class _Connection:
             turn = TurnTruth(len(self.rec.turns), self.t())
             self.rec.turns.append(turn)
             self.active = turn
-            task = asyncio.create_task(self.speak(turn, (end_ms + s.answer_after_ms) / 1000))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self.spawn(self.speak(turn, (end_ms + s.answer_after_ms) / 1000))
 
     # -- the model's turn --
 
-    @staticmethod
-    async def pause(turn: TurnTruth, seconds: float) -> bool:
-        """Sleep, waking early on an interruption; True when the turn was interrupted."""
-        if seconds > 0:
-            try:
-                await asyncio.wait_for(turn.stop.wait(), seconds)
-            except asyncio.TimeoutError:
-                pass
-        else:
-            await asyncio.sleep(0)
-        return turn.stop.is_set()
-
     async def speak(self, turn: TurnTruth, start_t: float) -> None:
         s = self.rec.script
-        if await self.pause(turn, start_t - self.t()):
+        if await pause(turn.stop, start_t - self.t()):
             return await self.bill(turn, "interrupted")
-        audio = (speech(s.speech_file, s.speak_s) if s.speech_file
-                 else tone(s.speak_s, s.tone_hz, s.amplitude))
-        step = max(1, int(round(s.chunk_ms / 1000 * OUT_RATE)))
-        chunks = [audio[i:i + step] for i in range(0, len(audio), step)]
-        words = s.text.split(" ")
-        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
-        if s.transcript_first:
-            for p in pieces:
-                await self.emit({"serverContent": {"outputTranscription": {"text": p}}})
-            pieces = []
-        for n, chunk in enumerate(chunks):
-            if turn.audio_start is None:
-                turn.audio_start = self.t()
-            await self.emit({"serverContent": {"modelTurn": {"parts": [{"inlineData": {
-                "mimeType": f"audio/pcm;rate={OUT_RATE}", "data": b64_pcm16(chunk)}}]}}})
-            turn.audio_s += len(chunk) / OUT_RATE
-            turn.sends.append((self.t(), len(chunk) / OUT_RATE))
-            due = int(round(len(pieces) * (n + 1) / len(chunks))) if pieces else 0
-            for p in pieces[:due]:
-                await self.emit({"serverContent": {"outputTranscription": {"text": p}}})
-            pieces = pieces[due:]
-            if await self.pause(turn, len(chunk) / OUT_RATE / s.pace if s.pace > 0 else 0):
-                return await self.bill(turn, "interrupted")
+        if not await self.stream_turn(turn, scripted_reply(s), OUT_RATE, s.chunk_ms, s):
+            return await self.bill(turn, "interrupted")
         turn.generated = self.t()
         if self.active is turn:
             self.active = None
         await self.emit({"serverContent": {"generationComplete": True}})
         await self.bill(turn, "completed", turn_complete=True)
+
+    async def send_audio(self, turn: TurnTruth, chunk: np.ndarray, seconds: float) -> None:
+        await self.emit({"serverContent": {"modelTurn": {"parts": [{"inlineData": {
+            "mimeType": f"audio/pcm;rate={OUT_RATE}", "data": b64_pcm16(chunk)}}]}}})
+        turn.audio_s += seconds
+        turn.sends.append((self.t(), seconds))
+
+    async def send_words(self, turn: TurnTruth, piece: str) -> None:
+        await self.emit({"serverContent": {"outputTranscription": {"text": piece}}})
 
     async def bill(self, turn: TurnTruth, status: str, *, turn_complete: bool = False) -> None:
         """The turn's usage, as the service reports it per turn: the whole input so far is
@@ -428,7 +343,7 @@ class _Connection:
             pass
 
 
-class FakeGeminiServer:
+class FakeGeminiServer(FakeServer):
     """``async with FakeGeminiServer(ssl_context) as server:`` -> ``server.base_url``.
 
     The first ``reject`` handshakes get HTTP 429; ``require_key`` answers a handshake without
@@ -437,20 +352,14 @@ class FakeGeminiServer:
     def __init__(self, ssl_context: ssl.SSLContext, script: Script = Script(), *,
                  script_for: Callable[[int], Script] | None = None, reject: int = 0,
                  require_key: bool = True):
-        self.ssl_context = ssl_context
+        super().__init__()
+        self.ssl_context = ssl_context  # the SDK always connects over wss://
         self.script = script
         self.script_for = script_for
         self.reject = reject
         self.require_key = require_key
-        self.sessions: list[Session] = []
-        self.handshakes = 0
         self.rejected = 0
         self.headers_seen: list[dict[str, str]] = []
-        self._server = None
-
-    @property
-    def port(self) -> int:
-        return self._server.sockets[0].getsockname()[1]
 
     @property
     def base_url(self) -> str:
@@ -477,16 +386,6 @@ class FakeGeminiServer:
         self.sessions.append(rec)
         await _Connection(ws, rec).run()
 
-    async def __aenter__(self) -> "FakeGeminiServer":
-        self._server = await serve(self._handle, "127.0.0.1", 0, ssl=self.ssl_context,
-                                   process_request=self._process_request, max_size=None,
-                                   compression=None)
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self._server.close()
-        await self._server.wait_closed()
-
 
 def make_tls(ca_out: str | None = None) -> tuple[ssl.SSLContext, str]:
     """A server SSL context for 127.0.0.1 signed by a fresh test CA; the CA as PEM text
@@ -505,18 +404,12 @@ def make_tls(ca_out: str | None = None) -> tuple[ssl.SSLContext, str]:
 
 
 async def _main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--script", default="{}", help="Script fields as JSON")
+    parser = standalone_parser(__doc__)
     parser.add_argument("--ca-out", required=True, help="write the test CA (PEM) here")
-    parser.add_argument("--log", help="write every session's ground truth here (JSON) at exit")
     args = parser.parse_args(argv)
     ctx, _ = make_tls(args.ca_out)
-    async with FakeGeminiServer(ctx, Script.from_json(args.script)) as server:
-        print(f"PORT {server.port}", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    if args.log:
-        with open(args.log, "w") as f:
-            json.dump([s.summary() for s in server.sessions], f)
+    await serve_until_stdin_closes(FakeGeminiServer(ctx, Script.from_json(args.script)),
+                                   args.log)
 
 
 if __name__ == "__main__":

@@ -26,22 +26,26 @@ Run standalone (its own process, for the plugin tests)::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
 import sys
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
+    sys.path.append(str(Path(__file__).resolve().parent))
+from fake_ws import (OUT_RATE, FakeServer, JsonScript, serve_until_stdin_closes, speech,
+                     standalone_parser, tone)
+
 IN_RATE = 16_000
-OUT_RATE = 24_000
 DUPLEX_CONFIG = {  # the demo's DuplexConfig fields and defaults
     "generate_audio": True, "ls_mode": "explicit", "force_listen_count": 3,
     "max_new_speak_tokens_per_chunk": 20, "temperature": 0.7, "top_k": 20, "top_p": 0.8,
@@ -50,7 +54,7 @@ DUPLEX_CONFIG = {  # the demo's DuplexConfig fields and defaults
 
 
 @dataclass(frozen=True)
-class Script:
+class Script(JsonScript):
     answer_after_steps: int = 0      # silent steps after the user's speech before answering
     speak_steps: int = 3             # steps per answer
     audio_per_step_s: float = 1.0    # audio in each speak result (a model may run ahead)
@@ -64,14 +68,6 @@ class Script:
     queue_s: float = 0.0             # time spent "queued" before queue_done
     drop_after_steps: int | None = None  # abort the TCP connection at this step
     tag: str | None = None
-
-    @classmethod
-    def from_json(cls, text: str) -> "Script":
-        data = json.loads(text)
-        bad = sorted(set(data) - {f.name for f in fields(cls)})
-        if bad:
-            raise ValueError(f"unknown script field(s): {', '.join(bad)}")
-        return cls(**data)
 
 
 @dataclass
@@ -102,19 +98,6 @@ class Session:
         return {"index": self.index, "tag": self.script.tag, "t0_monotonic": self.t0_monotonic,
                 "steps": len(self.results), "stopped": self.stopped, "dropped": self.dropped,
                 "turns": [t.__dict__ for t in self.turns]}
-
-
-def tone(n: int, hz: float, amplitude: float, offset: int) -> np.ndarray:
-    t = (np.arange(n) + offset) / OUT_RATE
-    return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-
-
-def speech(path: str) -> np.ndarray:
-    import soundfile as sf
-    import soxr
-
-    x, sr = sf.read(path, dtype="float32", always_2d=True)
-    return soxr.resample(x[:, 0], sr, OUT_RATE).astype(np.float32)
 
 
 def b64_float32(x: np.ndarray) -> str:
@@ -297,19 +280,13 @@ class _Connection:
             self.turn = None
 
 
-class FakeMiniCPMServer:
+class FakeMiniCPMServer(FakeServer):
     """``async with FakeMiniCPMServer(script) as server:`` -> ``server.url`` (ws://...)."""
 
     def __init__(self, script: Script = Script(), *, require_key: bool = False):
+        super().__init__()
         self.script = script
         self.require_key = require_key
-        self.sessions: list[Session] = []
-        self.handshakes = 0
-        self._server = None
-
-    @property
-    def port(self) -> int:
-        return self._server.sockets[0].getsockname()[1]
 
     @property
     def url(self) -> str:
@@ -334,28 +311,10 @@ class FakeMiniCPMServer:
         self.sessions.append(rec)
         await _Connection(ws, rec).run()
 
-    async def __aenter__(self) -> "FakeMiniCPMServer":
-        self._server = await serve(self._handle, "127.0.0.1", 0,
-                                   process_request=self._process_request, max_size=None,
-                                   compression=None)
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self._server.close()
-        await self._server.wait_closed()
-
 
 async def _main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--script", default="{}", help="Script fields as JSON")
-    parser.add_argument("--log", help="write every session's ground truth here (JSON) at exit")
-    args = parser.parse_args(argv)
-    async with FakeMiniCPMServer(Script.from_json(args.script)) as server:
-        print(f"PORT {server.port}", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    if args.log:
-        with open(args.log, "w") as f:
-            json.dump([s.summary() for s in server.sessions], f)
+    args = standalone_parser(__doc__).parse_args(argv)
+    await serve_until_stdin_closes(FakeMiniCPMServer(Script.from_json(args.script)), args.log)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ Run standalone (for benchmarks, in its own process)::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import copy
@@ -43,12 +42,19 @@ import json
 import sys
 from dataclasses import dataclass, field, fields
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
+    sys.path.append(str(Path(__file__).resolve().parent))
+from fake_ws import (FakeServer, JsonScript, SpeakingConnection, b64_pcm16, pause,
+                     scripted_reply, serve_until_stdin_closes, standalone_parser)
+from fake_ws import energy_bounds  # noqa: F401  (tests and benchmarks use it from here)
 
 RATE = 24_000
 FRAME = RATE // 50  # 20 ms VAD frames
@@ -94,7 +100,7 @@ DASHSCOPE_FORMATS = {"input": {"pcm16": 16_000, "pcm": 16_000},
 
 
 @dataclass(frozen=True)
-class Script:
+class Script(JsonScript):
     answer_after_ms: float = 400.0   # first response audio this long after the speech ended
     speak_s: float = 1.0             # audio length of each response
     text: str = "Sure, here is a short answer for you."
@@ -108,15 +114,6 @@ class Script:
     vad_rms: float = 0.02            # energy VAD threshold on 20 ms frames
     drop_after_ms: float | None = None  # abort the TCP connection after this much input
     tag: str | None = None           # names the session in the log (benchmarks)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Script":
-        data = json.loads(text)
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(data) - known)
-        if bad:
-            raise ValueError(f"unknown script field(s): {', '.join(bad)}")
-        return cls(**data)
 
 
 @dataclass
@@ -215,67 +212,18 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tone(seconds: float, hz: float, amplitude: float, offset: int = 0,
-         rate: int = RATE) -> np.ndarray:
-    n = int(round(seconds * rate))
-    t = (np.arange(n) + offset) / rate
-    return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
-
-
-def speech(path: str, seconds: float, rate: int = RATE) -> np.ndarray:
-    """The first ``seconds`` of a speech recording, at the API's 24 kHz (or ``rate``)."""
-    import soundfile as sf
-    import soxr
-
-    x, sr = sf.read(path, dtype="float32", always_2d=True)
-    y = soxr.resample(x[:, 0], sr, rate)
-    return y[: int(round(seconds * rate))].astype(np.float32)
-
-
-def b64_pcm16(x: np.ndarray) -> str:
-    return base64.b64encode(np.round(np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
-                            ).decode("ascii")
-
-
-def energy_bounds(y: np.ndarray, sr: int, threshold: float = 0.05,
-                  frame_s: float = 0.005) -> tuple[float, float] | None:
-    """(onset, offset) in seconds of the frames whose RMS exceeds ``threshold``: enough to
-    time the synthetic tone this server speaks."""
-    f = max(1, int(round(frame_s * sr)))
-    n = len(y) // f
-    if n == 0:
-        return None
-    rms = np.sqrt((np.asarray(y[: n * f], dtype=np.float64).reshape(n, f) ** 2).mean(axis=1))
-    loud = np.flatnonzero(rms > threshold)
-    if len(loud) == 0:
-        return None
-    return loud[0] * f / sr, (loud[-1] + 1) * f / sr
-
-
-class _Connection:
+class _Connection(SpeakingConnection):
     """The protocol state machine for one websocket."""
 
     def __init__(self, server: "FakeRealtimeServer", ws: ServerConnection, record: Session):
+        super().__init__(ws, record)
         self.server = server
         self.dialect = DIALECTS[server.dialect]
-        self.ws = ws
-        self.rec = record
-        self.loop = asyncio.get_running_loop()
-        self.t0: float | None = None
         self.n_events = 0
         self.n_items = 0
-        self.pending = np.zeros(0, dtype=np.float32)
-        self.frames = 0              # 20 ms input frames analysed
-        self.speaking = False
-        self.silent_frames = 0
-        self.last_voiced_end_ms = 0
         self.speech_item: str | None = None
         self.active: tuple[ResponseTruth, asyncio.Task] | None = None
         self.items: dict[str, dict[str, Any]] = {}  # assistant items: id -> {audio_ms, ...}
-        self.tasks: set[asyncio.Task] = set()
-
-    def t(self) -> float:
-        return 0.0 if self.t0 is None else self.loop.time() - self.t0
 
     def new_id(self, prefix: str) -> str:
         self.n_items += 1
@@ -348,9 +296,7 @@ class _Connection:
                              "conversation": {"id": f"conv_{self.rec.index}",
                                               "object": "realtime.conversation"}})
         if self.dialect.ping_s:
-            task = asyncio.create_task(self.pings())
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self.spawn(self.pings())
         try:
             async for message in self.ws:
                 event = json.loads(message)
@@ -358,8 +304,7 @@ class _Connection:
         except ConnectionClosed:
             pass
         finally:
-            for task in list(self.tasks):
-                task.cancel()
+            self.cancel_tasks()
 
     async def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -380,9 +325,7 @@ class _Connection:
             self.rec.config = merge(self.rec.config, update)
             await self.emit({"type": "session.updated", "session": self.rec.config})
         elif kind == "input_audio_buffer.append":
-            if self.t0 is None:
-                self.t0 = self.loop.time()  # the loop clock is time.monotonic()
-                self.rec.t0_monotonic = self.t0
+            self.start_clock()
             await self.on_audio(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768)
         elif kind == "conversation.item.truncate" and self.dialect.truncate:
             await self.on_truncate(event)
@@ -404,16 +347,10 @@ class _Connection:
     async def on_audio(self, samples: np.ndarray) -> None:
         self.rec.input_ms += len(samples) / self.in_rate() * 1000
         script = self.rec.script
-        if script.drop_after_ms is not None and self.rec.input_ms >= script.drop_after_ms:
-            self.rec.dropped = True
-            self.ws.transport.abort()  # no close frame: what a crashed server looks like
+        if self.drop_if_due(script.drop_after_ms):
             return
-        self.pending = np.concatenate([self.pending, samples])
         frame_n = FRAME if self.dialect.name == "openai" else self.in_rate() // 50
-        while len(self.pending) >= frame_n:
-            frame, self.pending = self.pending[:frame_n], self.pending[frame_n:]
-            start_ms = self.frames * 20
-            self.frames += 1
+        for frame, start_ms in self.vad_frames(samples, frame_n):
             voiced = float(np.sqrt(np.mean(frame ** 2))) >= script.vad_rms
             await self.on_frame(voiced, start_ms)
 
@@ -467,10 +404,7 @@ class _Connection:
         self.rec.responses.append(truth)
         await self.emit({"type": "response.created", "response": self.response_obj(truth, [])})
         start_t = (speech_end_ms + script.answer_after_ms) / 1000
-        task = asyncio.create_task(self.speak(truth, start_t))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        self.active = (truth, task)
+        self.active = (truth, self.spawn(self.speak(truth, start_t)))
 
     def response_obj(self, truth: ResponseTruth, output: list[dict[str, Any]]) -> dict[str, Any]:
         if self.dialect.name != "openai":
@@ -506,22 +440,14 @@ class _Connection:
                 "content": [{"type": "output_audio", "transcript": transcript}]}
 
     @staticmethod
-    async def pause(truth: ResponseTruth, seconds: float) -> bool:
-        """Sleep, waking early on a barge-in; True when the response was cancelled."""
-        if seconds > 0:
-            try:
-                await asyncio.wait_for(truth.stop.wait(), seconds)
-            except asyncio.TimeoutError:
-                pass
-        else:
-            await asyncio.sleep(0)
-        return truth.stop.is_set()
+    def content_ids(truth: ResponseTruth) -> dict[str, Any]:
+        return {"response_id": truth.id, "item_id": truth.item_id, "output_index": 0}
 
     async def speak(self, truth: ResponseTruth, start_t: float) -> None:
         script = self.rec.script
-        if await self.pause(truth, start_t - self.t()):
+        if await pause(truth.stop, start_t - self.t()):
             return await self.finish(truth, "cancelled")
-        ids = {"response_id": truth.id, "item_id": truth.item_id, "output_index": 0}
+        ids = self.content_ids(truth)
         self.items[truth.item_id] = {"audio_ms": 0.0, "truncated": None}
         await self.emit({"type": "response.output_item.added", "response_id": truth.id,
                          "output_index": 0,
@@ -530,38 +456,24 @@ class _Connection:
                          "item": self.assistant_item(truth, "in_progress", "")})
         await self.emit({"type": "response.content_part.added", **ids, "content_index": 0,
                          "part": {"type": "audio", "transcript": ""}})
-        words = script.text.split(" ")
-        pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
         rate = self.out_rate()
-        audio = (speech(script.speech_file, script.speak_s, rate) if script.speech_file
-                 else tone(script.speak_s, script.tone_hz, script.amplitude, rate=rate))
-        step = max(1, int(round(script.delta_ms / 1000 * rate)))
-        chunks = [audio[i:i + step] for i in range(0, len(audio), step)]
-        if script.transcript_first:
-            for p in pieces:
-                await self.emit({"type": self.dialect.transcript_delta, **ids,
-                                 "content_index": 0, "delta": p})
-            pieces = []
-        for n, chunk in enumerate(chunks):
-            if truth.audio_start is None:
-                truth.audio_start = self.t()
-            await self.emit({"type": self.dialect.audio_delta, **ids, "content_index": 0,
-                             "delta": b64_pcm16(chunk)})
-            truth.audio_s += len(chunk) / rate
-            self.items[truth.item_id]["audio_ms"] = truth.audio_s * 1000
-            # interleaved transcript: the words due by this much audio
-            due = int(round(len(pieces) * (n + 1) / len(chunks))) if pieces else 0
-            for p in pieces[:due]:
-                await self.emit({"type": self.dialect.transcript_delta, **ids,
-                                 "content_index": 0, "delta": p})
-            pieces = pieces[due:] if pieces else pieces
-            if await self.pause(truth, len(chunk) / rate / script.pace if script.pace > 0 else 0):
-                return await self.finish(truth, "cancelled")
-        await self.finish(truth, "completed")
+        sent_all = await self.stream_turn(truth, scripted_reply(script, rate), rate,
+                                          script.delta_ms, script)
+        await self.finish(truth, "completed" if sent_all else "cancelled")
+
+    async def send_audio(self, truth: ResponseTruth, chunk: np.ndarray, seconds: float) -> None:
+        await self.emit({"type": self.dialect.audio_delta, **self.content_ids(truth),
+                         "content_index": 0, "delta": b64_pcm16(chunk)})
+        truth.audio_s += seconds
+        self.items[truth.item_id]["audio_ms"] = truth.audio_s * 1000  # what a truncate may cut
+
+    async def send_words(self, truth: ResponseTruth, piece: str) -> None:
+        await self.emit({"type": self.dialect.transcript_delta, **self.content_ids(truth),
+                         "content_index": 0, "delta": piece})
 
     async def finish(self, truth: ResponseTruth, status: str) -> None:
         truth.status = status
-        ids = {"response_id": truth.id, "item_id": truth.item_id, "output_index": 0}
+        ids = self.content_ids(truth)
         item_status = "completed" if status == "completed" else "incomplete"
         text = self.rec.script.text if status == "completed" else ""
         if truth.item_id in self.items:
@@ -613,7 +525,7 @@ class _Connection:
                              "audio_end_ms": end_ms})
 
 
-class FakeRealtimeServer:
+class FakeRealtimeServer(FakeServer):
     """``async with FakeRealtimeServer(script) as server:`` -> ``server.base_url``.
 
     ``script`` is the default for every session (``script_for(index)`` overrides it per
@@ -625,20 +537,14 @@ class FakeRealtimeServer:
                  require_key: bool = True, deny_keys: bool = False, dialect: str = "openai"):
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
+        super().__init__()
         self.dialect = dialect
         self.script = script
         self.script_for = script_for
         self.reject = reject
         self.require_key = require_key
         self.deny_keys = deny_keys  # answer every handshake 401, as for a revoked key
-        self.sessions: list[Session] = []
-        self.handshakes = 0
         self.rejected = 0
-        self._server = None
-
-    @property
-    def port(self) -> int:
-        return self._server.sockets[0].getsockname()[1]
 
     @property
     def base_url(self) -> str:
@@ -672,31 +578,13 @@ class FakeRealtimeServer:
         self.sessions.append(rec)
         await _Connection(self, ws, rec).run()
 
-    async def __aenter__(self) -> "FakeRealtimeServer":
-        self._server = await serve(self._handle, "127.0.0.1", 0,
-                                   process_request=self._process_request, max_size=None,
-                                   compression=None)
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self._server.close()
-        await self._server.wait_closed()
-
 
 async def _main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--script", default="{}", help="Script fields as JSON")
-    parser.add_argument("--log", help="write every session's ground truth here (JSON) at exit")
+    parser = standalone_parser(__doc__)
     parser.add_argument("--dialect", default="openai", choices=sorted(DIALECTS))
     args = parser.parse_args(argv)
-    async with FakeRealtimeServer(Script.from_json(args.script),
-                                  dialect=args.dialect) as server:
-        print(f"PORT {server.port}", flush=True)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, sys.stdin.read)  # serve until stdin closes
-    if args.log:
-        with open(args.log, "w") as f:
-            json.dump([s.summary() for s in server.sessions], f)
+    await serve_until_stdin_closes(
+        FakeRealtimeServer(Script.from_json(args.script), dialect=args.dialect), args.log)
 
 
 if __name__ == "__main__":

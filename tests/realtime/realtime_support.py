@@ -1,6 +1,6 @@
 """Helpers for the realtime tests (and benchmarks/realtime_concurrency.py): the fake server
-module, synthetic clips, and ``run_concurrently``, many streaming trials at once outside
-pytest.
+modules, synthetic clips, one streamed trial and the checks every adapter's trials share,
+and ``run_concurrently``, many streaming trials at once outside pytest.
 
 (A uniquely named module rather than conftest, so test files can import it by name.)"""
 
@@ -10,17 +10,18 @@ import asyncio
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, NamedTuple
 
 import numpy as np
+import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.pipelines.streaming import run_with_retry
+from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
 from pytest_duplexact.data.retry import STREAMING, RetryPolicy
 
 
-def _load_fake_server(file: str = "realtime_server"):
+def load_fake_server(file: str = "realtime_server"):
     """tests/fakes is not a package: load a fake server by path, once."""
     name = f"duplexact_fake_{file}"
     if name not in sys.modules:
@@ -32,9 +33,8 @@ def _load_fake_server(file: str = "realtime_server"):
     return sys.modules[name]
 
 
-fake = _load_fake_server()
-minicpm_fake = _load_fake_server("minicpm_server")
-
+fake = load_fake_server()
+minicpm_fake = load_fake_server("minicpm_server")
 
 
 def user_clip(spans: list[tuple[float, float]], total: float, hz: float = 300.0,
@@ -47,6 +47,88 @@ def user_clip(spans: list[tuple[float, float]], total: float, hz: float = 300.0,
         t = np.arange(b - a) / SAMPLE_RATE
         x[a:b] = amplitude * np.sin(2 * np.pi * hz * t)
     return x
+
+
+class Trial(NamedTuple):
+    record: Any     # what the duplex recorded: output, transcript, events, usage
+    snapshots: list[tuple[float, list]]  # (duplex time, transcript so far) after each push
+    t0: float       # loop time of the client's t = 0, to put server times on its clock
+    session: Any    # the adapter's session (its usage)
+
+
+async def run_trial(model, clip: np.ndarray, block: float = 0.1) -> Trial:
+    """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each."""
+    d = await StreamingDuplex.open(model, None)
+    snapshots = []
+    step = int(block * SAMPLE_RATE)
+    for i in range(0, len(clip), step):
+        await d.push(clip[i:i + step])
+        snapshots.append((d.now, d.transcript()))
+    session = d.session
+    return Trial(await d.close(), snapshots, d.started_at, session)
+
+
+def on_client_clock(session, server_t: float, client_t0: float) -> float:
+    """A server time (s since its first input audio) on the client's timeline: the fakes run
+    in the test's event loop, so both clocks are the loop's."""
+    return session.t0_monotonic + server_t - client_t0
+
+
+TIMED_TEXT = "one two three four five six"
+TIMING_TRIALS = [  # (user speech end s, answer after ms, speak s): the same for each adapter
+    (0.60, 300, 0.50), (0.60, 450, 0.80), (0.80, 350, 1.00), (0.70, 600, 0.40),
+    (0.50, 700, 0.90), (0.90, 320, 0.60), (0.60, 500, 1.10), (0.80, 400, 0.70),
+    (0.70, 550, 0.80), (0.50, 380, 1.20),
+]
+
+
+async def run_timed_trials(server, trials: list[tuple[float, float, float]],
+                           model_for: Callable, tail_s: float) -> list[tuple[Trial, Any]]:
+    """The timing-accuracy trials, all at once against one fake: in trial i (tagged i) the
+    user speaks from 0.2 s to ``end``, the fake answers ``answer_ms`` later with ``speak`` s
+    of :data:`TIMED_TEXT`, and the clip runs ``tail_s`` past that. Each trial with the
+    fake's record of its session, in trial order."""
+    async def trial(i, end, answer_ms, speak):
+        script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),
+                  "text": TIMED_TEXT, "pace": 4.0}
+        clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + tail_s)
+        return await run_trial(model_for(server, script), clip)
+
+    results = await asyncio.gather(*(trial(i, *t) for i, t in enumerate(trials)))
+    sessions = {s.script.tag: s for s in server.sessions}
+    return [(result, sessions[str(i)]) for i, result in enumerate(results)]
+
+
+def assert_transcript_never_ahead(rec, snapshots, text: str = TIMED_TEXT) -> None:
+    """The native transcript is the spoken text, and no snapshot ever showed a word before it
+    had finished playing, or one that the final transcript does not have."""
+    assert [w.text for w in rec.transcript] == text.split()
+    final = set(rec.transcript)
+    for now, words in snapshots:
+        assert all(w.end <= now and w in final for w in words)
+
+
+def assert_transcript_cut_at(rec, offset: float, text: str) -> None:
+    """After a barge-in: only words that finished playing before the cut (``offset``, +5 ms
+    for the energy frames) are in the transcript, so fewer than the reply had."""
+    assert rec.transcript and all(w.end <= offset + 0.005 for w in rec.transcript)
+    assert len(rec.transcript) < len(text.split())
+
+
+async def assert_dropped_mid_instance(model, error: type[ModelError], match: str,
+                                      total: float = 1.0) -> None:
+    """A connection the fake drops while the user speaks fails that push with ``error``, and
+    the close too: never a trial that quietly ends early."""
+    d = await StreamingDuplex.open(model, None)
+    with pytest.raises(error, match=match):
+        await d.push(user_clip([(0.1, 0.4)], total=total))
+    with pytest.raises(ModelError):
+        await d.close()
+
+
+def event_kinds(rec) -> list[str]:
+    """The first word of each recorded event (``speech_started``, ``truncate``, ...)."""
+    return [what.split()[0] for _, what in rec.events]
 
 
 async def run_concurrently(jobs: Iterable[Callable[[], Awaitable[Any]]], concurrency: int,

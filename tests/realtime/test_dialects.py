@@ -4,6 +4,7 @@ realtime server speaking the xAI and DashScope dialects (tests/fakes/realtime_se
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import secrets
@@ -19,7 +20,9 @@ from pytest_duplexact.models.model_options import ModelConfigError, check_transp
 from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
-from realtime_support import fake, user_clip
+from realtime_support import (assert_dropped_mid_instance, assert_transcript_cut_at,
+                              assert_transcript_never_ahead, event_kinds, fake, on_client_clock,
+                              run_timed_trials, run_trial, user_clip)
 
 CHUNK = 0.020
 TOLERANCE = 0.040
@@ -52,21 +55,6 @@ def model_for(dialect, server, script=None, **options):
     return factory(base_url=server.base_url, silence_duration_ms=str(SILENCE_MS), **options)
 
 
-async def run_trial(model, clip, block=0.1):
-    d = await StreamingDuplex.open(model, None)
-    snapshots = []
-    step = int(block * SAMPLE_RATE)
-    for i in range(0, len(clip), step):
-        await d.push(clip[i:i + step])
-        snapshots.append((d.now, d.transcript()))
-    session = d.session
-    return await d.close(), snapshots, d.started_at, session
-
-
-def on_client_clock(session, server_t, client_t0):
-    return session.t0_monotonic + server_t - client_t0
-
-
 TRIALS = [(0.60, 300, 0.50), (0.80, 450, 0.80), (0.50, 600, 1.00), (0.70, 350, 0.60),
           (0.60, 500, 0.90), (0.90, 400, 0.70)]
 
@@ -75,27 +63,17 @@ TRIALS = [(0.60, 300, 0.50), (0.80, 450, 0.80), (0.50, 600, 1.00), (0.70, 350, 0
 async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(dialect):
     name, kind, _, _ = dialect
     async with fake.FakeRealtimeServer(dialect=kind) as server:
-        async def trial(i, end, answer_ms, speak):
-            script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),
-                      "text": "one two three four five six", "pace": 4.0}
-            clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + 0.3)
-            return await run_trial(model_for(dialect, server, script), clip)
-
-        results = await asyncio.gather(*(trial(i, *t) for i, t in enumerate(TRIALS)))
-        sessions = {s.script.tag: s for s in server.sessions}
+        results = await run_timed_trials(server, TRIALS, functools.partial(model_for, dialect),
+                                         tail_s=0.3)
 
     errors = []
-    for i, ((end, answer_ms, speak), (rec, snapshots, t0, _)) in enumerate(zip(TRIALS, results)):
-        session = sessions[str(i)]
+    for (end, answer_ms, speak), ((rec, snapshots, t0, _), session) in zip(TRIALS, results):
         [response] = session.responses
         assert response.status == "completed"
         sent = on_client_clock(session, response.audio_start, t0)
         onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
         errors += [onset - sent, offset - (sent + speak)]
-        assert [w.text for w in rec.transcript] == "one two three four five six".split()
-        final = set(rec.transcript)
-        for now, words in snapshots:
-            assert all(w.end <= now and w in final for w in words)
+        assert_transcript_never_ahead(rec, snapshots)
     errors = np.abs(errors)
     print(f"{name}: onset/offset |error| over {len(TRIALS)} trials: median "
           f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms")
@@ -124,9 +102,8 @@ async def test_barge_in_cuts_playback_locally_without_a_truncate(dialect, pace):
     # no truncate call went out (the provider has none), and the server saw no bad event
     assert not session.of_type("conversation.item.truncate")
     assert not session.of_type("error", sent=True)
-    assert rec.transcript and all(w.end <= offset + 0.005 for w in rec.transcript)
-    assert len(rec.transcript) < len(script["text"].split())
-    kinds = [what.split()[0] for _, what in rec.events]
+    assert_transcript_cut_at(rec, offset, script["text"])
+    kinds = event_kinds(rec)
     assert kinds.count("speech_started") == 2 and "truncate" in kinds
 
 
@@ -299,8 +276,4 @@ async def test_a_session_the_provider_refuses_is_a_named_final_error(monkeypatch
 async def test_a_dropped_connection_is_a_model_error(dialect):
     _, kind, _, _ = dialect
     async with fake.FakeRealtimeServer(fake.Script(drop_after_ms=300), dialect=kind) as server:
-        d = await StreamingDuplex.open(model_for(dialect, server), None)
-        with pytest.raises(ModelError, match="mid-instance"):
-            await d.push(user_clip([(0.1, 0.4)], total=1.0))
-        with pytest.raises(ModelError):
-            await d.close()
+        await assert_dropped_mid_instance(model_for(dialect, server), ModelError, "mid-instance")

@@ -10,8 +10,6 @@ import importlib.util
 import json
 import logging
 import secrets
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,24 +30,17 @@ from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.pipelines import run_instance
 
-from realtime_support import run_concurrently, user_clip
+from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
+                              assert_transcript_cut_at, assert_transcript_never_ahead,
+                              event_kinds, load_fake_server, on_client_clock, run_concurrently,
+                              run_timed_trials, run_trial, user_clip)
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # onsets and offsets within +-40 ms of the server's send times
 SILENCE_MS = 200    # the fake's end-of-speech silence, set through the adapter's option
 
 
-def _load(name: str, file: str):
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "fakes" / file
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fake = _load("duplexact_fake_gemini_server", "gemini_server.py")
+fake = load_fake_server("gemini_server")
 
 
 @pytest.fixture(scope="module")
@@ -81,18 +72,6 @@ def model_for(srv, script=None, **options):
     return factory(base_url=srv.base_url, silence_duration_ms=str(SILENCE_MS), **options)
 
 
-async def run_trial(model, clip, block=0.1):
-    """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each;
-    also returns the loop time of the client's t = 0 and the session's usage."""
-    d = await StreamingDuplex.open(model, None)
-    snapshots = []
-    step = int(block * SAMPLE_RATE)
-    for i in range(0, len(clip), step):
-        await d.push(clip[i:i + step])
-        snapshots.append((d.now, d.transcript()))
-    return await d.close(), snapshots, d.started_at
-
-
 def played_until(session) -> float:
     """When a listener would stop hearing the session's audio, on the server's clock: each
     chunk plays at 1x from when it was sent, behind what is still playing. (At pace 4 this
@@ -110,38 +89,17 @@ def stall(rec) -> float:
                 if what.startswith("input_lag max")] or [0.0])
 
 
-def on_client_clock(session, server_t: float, client_t0: float) -> float:
-    """A server time (s since its first input audio) on the client's timeline: the server
-    runs in this event loop, so both clocks are the loop's."""
-    return session.t0_monotonic + server_t - client_t0
-
-
 # --- timing accuracy ---------------------------------------------------------------------
-
-TRIALS = [  # (user speech end s, answer after ms, speak s)
-    (0.60, 300, 0.50), (0.60, 450, 0.80), (0.80, 350, 1.00), (0.70, 600, 0.40),
-    (0.50, 700, 0.90), (0.90, 320, 0.60), (0.60, 500, 1.10), (0.80, 400, 0.70),
-    (0.70, 550, 0.80), (0.50, 380, 1.20),
-]
-
 
 @pytest.mark.asyncio
 async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api_key, tls):
     """The truth is when the fake sent the turn's first audio (on this machine's shared
     clock) and that plus its length: what a listener would hear."""
     async with server(tls) as srv:
-        async def trial(i, end, answer_ms, speak):
-            script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),
-                      "text": "one two three four five six", "pace": 4.0}
-            clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + 1.0)
-            return await run_trial(model_for(srv, script), clip)
-
-        results = await asyncio.gather(*(trial(i, *t) for i, t in enumerate(TRIALS)))
-        sessions = {s.script.tag: s for s in srv.sessions}
+        results = await run_timed_trials(srv, TRIALS, model_for, tail_s=1.0)
 
     errors = []
-    for i, ((end, answer_ms, speak), (rec, snapshots, t0)) in enumerate(zip(TRIALS, results)):
-        session = sessions[str(i)]
+    for (end, answer_ms, speak), ((rec, snapshots, t0, _), session) in zip(TRIALS, results):
         [turn] = session.turns
         assert turn.status == "completed" and turn.audio_s == pytest.approx(speak)
         sent = on_client_clock(session, turn.audio_start, t0)
@@ -152,11 +110,8 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api
         # that arrived during it: on a loaded host the bound holds up to that stall
         assert max(abs(onset - sent), abs(offset - heard_end)) <= TOLERANCE + stall(rec)
         # the output transcription is the native transcript, on the heard audio, never ahead
-        assert [w.text for w in rec.transcript] == "one two three four five six".split()
+        assert_transcript_never_ahead(rec, snapshots)
         assert rec.transcript[0].start >= onset - 0.01 and rec.transcript[-1].end <= offset + 0.01
-        final = set(rec.transcript)
-        for now, words in snapshots:
-            assert all(w.end <= now and w in final for w in words)
         # the session's usage is what the service reported, plus the audio both ways
         assert rec.usage["prompt_tokens"] == session.usage_sent["promptTokenCount"]
         assert rec.usage["response_tokens"] == session.usage_sent["responseTokenCount"]
@@ -167,7 +122,7 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api
     errors = np.abs(errors)
     print(f"gemini-live onset/offset |error| over {len(TRIALS)} trials: median "
           f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms "
-          f"(largest loop stall {max(stall(r) for r, _, _ in results) * 1000:.0f} ms)")
+          f"(largest loop stall {max(stall(t.record) for t, _ in results) * 1000:.0f} ms)")
 
 
 # --- barge-in ----------------------------------------------------------------------------
@@ -181,7 +136,7 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
     async with server(tls) as srv:
         # user: 0.2-0.6 s; model: from ~1.1 s for 1.5 s; the user barges in at 1.6 s
         clip = user_clip([(0.2, 0.6), (1.6, 2.0)], total=2.6)
-        rec, _, t0 = await run_trial(model_for(srv, script), clip)
+        rec, _, t0, _ = await run_trial(model_for(srv, script), clip)
         session = srv.sessions[0]
 
     [turn] = session.turns
@@ -200,10 +155,9 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
     assert not np.any(np.abs(rec.output[int((cut + CHUNK) * SAMPLE_RATE):]) > 1e-4)
     # only the client's messages the protocol has: setup and audio (truncate is a no-op)
     assert all(set(m) <= {"t", "audio_ms"} for m in session.received)
-    kinds = [what.split()[0] for _, what in rec.events]
+    kinds = event_kinds(rec)
     assert kinds.count("speech_started") == 1 and "truncate" in kinds
-    assert rec.transcript and all(w.end <= offset + 0.005 for w in rec.transcript)
-    assert len(rec.transcript) < len(script["text"].split())
+    assert_transcript_cut_at(rec, offset, script["text"])
 
 
 @pytest.mark.asyncio
@@ -214,7 +168,7 @@ async def test_speech_after_generation_completed_is_not_an_interruption(api_key,
     script = {"answer_after_ms": 300, "speak_s": 1.2, "pace": 0, "max_turns": 1}
     async with server(tls) as srv:
         clip = user_clip([(0.2, 0.6), (1.4, 1.6)], total=2.6)
-        rec, _, t0 = await run_trial(model_for(srv, script), clip)
+        rec, _, t0, _ = await run_trial(model_for(srv, script), clip)
         session = srv.sessions[0]
     [turn] = session.turns
     assert turn.status == "completed" and turn.interrupted_at is None
@@ -232,7 +186,8 @@ async def test_no_interruption_keeps_the_reply_playing(api_key, tls):
     async with server(tls) as srv:
         # the user speaks again at 1.6 s, while the reply (from ~1.1 s) is still generated
         clip = user_clip([(0.2, 0.6), (1.6, 2.0)], total=3.2)
-        rec, _, t0 = await run_trial(model_for(srv, script, interrupt_response="false"), clip)
+        rec, _, t0, _ = await run_trial(model_for(srv, script, interrupt_response="false"),
+                                        clip)
         session = srv.sessions[0]
     [turn] = session.turns
     assert turn.status == "completed" and turn.interrupted_at is None
@@ -390,7 +345,7 @@ async def test_the_key_is_never_written_anywhere(api_key, tls, tmp_path, caplog)
     caplog.set_level(logging.DEBUG, logger="google_genai")
     async with server(tls) as srv:
         model = model_for(srv, {"answer_after_ms": 300, "speak_s": 0.3})
-        rec, _, _ = await run_trial(model, user_clip([(0.1, 0.3)], total=1.2))
+        rec, _, _, _ = await run_trial(model, user_clip([(0.1, 0.3)], total=1.2))
         assert srv.headers_seen[0]["x-goog-api-key"] == api_key  # it was used
     async with server(tls, fake.Script(
             close_after_ms=0, close_code=1008,
@@ -413,11 +368,8 @@ async def test_the_key_is_never_written_anywhere(api_key, tls, tmp_path, caplog)
 @pytest.mark.asyncio
 async def test_a_dropped_connection_is_a_transient_model_error(api_key, tls):
     async with server(tls, fake.Script(drop_after_ms=300)) as srv:
-        d = await StreamingDuplex.open(model_for(srv), None)
-        with pytest.raises(TransientModelError, match=r"closed the session \(1006"):
-            await d.push(user_clip([(0.1, 0.4)], total=1.0))
-        with pytest.raises(ModelError):
-            await d.close()
+        await assert_dropped_mid_instance(model_for(srv), TransientModelError,
+                                          r"closed the session \(1006")
         assert srv.sessions[0].dropped
 
 

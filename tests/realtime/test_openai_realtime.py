@@ -4,7 +4,6 @@ These run on the wall clock, so clips are short and trials run concurrently."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
@@ -21,7 +20,10 @@ from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.data.retry import RetryPolicy
 
-from realtime_support import fake, run_concurrently, user_clip
+from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
+                              assert_transcript_cut_at, assert_transcript_never_ahead,
+                              event_kinds, fake, on_client_clock, run_concurrently,
+                              run_timed_trials, run_trial, user_clip)
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth
@@ -35,32 +37,7 @@ def model_for(server, script=None, **options) -> OpenAIRealtime:
     return factory(base_url=server.base_url, silence_duration_ms=str(SILENCE_MS), **options)
 
 
-async def run_trial(model, clip, block=0.1):
-    """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each.
-    Also returns the loop time of the client's t = 0, to put server times on its clock."""
-    d = await StreamingDuplex.open(model, None)
-    snapshots = []
-    step = int(block * SAMPLE_RATE)
-    for i in range(0, len(clip), step):
-        await d.push(clip[i:i + step])
-        snapshots.append((d.now, d.transcript()))
-    return await d.close(), snapshots, d.started_at
-
-
-def on_client_clock(session, server_t: float, client_t0: float) -> float:
-    """A server time (s since its first input audio) on the client's timeline: the server
-    runs in this event loop, so both clocks are the loop's."""
-    return session.t0_monotonic + server_t - client_t0
-
-
 # --- timing accuracy ---------------------------------------------------------------------
-
-TRIALS = [  # (user speech end s, answer after ms, speak s)
-    (0.60, 300, 0.50), (0.60, 450, 0.80), (0.80, 350, 1.00), (0.70, 600, 0.40),
-    (0.50, 700, 0.90), (0.90, 320, 0.60), (0.60, 500, 1.10), (0.80, 400, 0.70),
-    (0.70, 550, 0.80), (0.50, 380, 1.20),
-]
-
 
 @pytest.mark.asyncio
 async def test_onsets_and_offsets_land_within_40ms_of_the_truth(api_key):
@@ -69,18 +46,10 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_truth(api_key):
     scripted time (speech end + answer delay) is reported too; the difference is the fake
     server's own scheduling lateness under load, not the harness's."""
     async with fake.FakeRealtimeServer() as server:
-        async def trial(i, end, answer_ms, speak):
-            script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),
-                      "text": "one two three four five six", "pace": 4.0}
-            clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + 0.3)
-            return await run_trial(model_for(server, script), clip)
-
-        results = await asyncio.gather(*(trial(i, *t) for i, t in enumerate(TRIALS)))
-        sessions = {s.script.tag: s for s in server.sessions}
+        results = await run_timed_trials(server, TRIALS, model_for, tail_s=0.3)
 
     errors, server_late = [], []
-    for i, ((end, answer_ms, speak), (rec, snapshots, t0)) in enumerate(zip(TRIALS, results)):
-        session = sessions[str(i)]
+    for (end, answer_ms, speak), ((rec, snapshots, t0, _), session) in zip(TRIALS, results):
         [response] = session.responses
         assert response.status == "completed" and response.audio_s == pytest.approx(speak)
         sent = on_client_clock(session, response.audio_start, t0)
@@ -90,18 +59,15 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_truth(api_key):
         onset, offset = bounds
         errors += [onset - sent, offset - (sent + speak)]
         # the native transcript sits on the heard audio and was never shown ahead of it
-        assert [w.text for w in rec.transcript] == "one two three four five six".split()
+        assert_transcript_never_ahead(rec, snapshots)
         assert rec.transcript[0].start >= onset - 0.01 and rec.transcript[-1].end <= offset + 0.01
-        final = set(rec.transcript)
-        for now, words in snapshots:
-            assert all(w.end <= now and w in final for w in words)
     errors = np.abs(errors)
     print(f"onset/offset |error| over {len(TRIALS)} trials: median "
           f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms; fake server "
           f"sent {np.median(server_late) * 1000:.1f} ms (median) after its script")
     assert errors.max() <= TOLERANCE, f"timing errors (s): {np.round(errors, 3)}"
     # every trial's transcript became visible while its speech was still playing
-    assert all(any(words for _, words in snaps) for _, snaps, _ in results)
+    assert all(any(words for _, words in trial.snapshots) for trial, _ in results)
 
 
 # --- barge-in ----------------------------------------------------------------------------
@@ -114,7 +80,7 @@ async def test_barge_in_stops_playback_and_truncates_what_was_played(api_key, pa
     async with fake.FakeRealtimeServer() as server:
         # user: 0.2-0.6 s; model: from 0.9 s for 1.5 s; user barges in at 1.4 s
         clip = user_clip([(0.2, 0.6), (1.4, 1.8)], total=2.4)
-        rec, _, t0 = await run_trial(model_for(server, script), clip)
+        rec, _, t0, _ = await run_trial(model_for(server, script), clip)
         session = server.sessions[0]
 
     barge_in = [t for kind, t, _ in session.speech if kind == "started"][1]
@@ -135,10 +101,8 @@ async def test_barge_in_stops_playback_and_truncates_what_was_played(api_key, pa
     assert truncate["audio_end_ms"] / 1000 == pytest.approx(offset - onset, abs=0.015)
     assert session.of_type("conversation.item.truncated", sent=True)
     assert not session.of_type("error", sent=True)
-    # only words that finished playing before the cut are in the transcript
-    assert rec.transcript and all(w.end <= offset + 0.005 for w in rec.transcript)
-    assert len(rec.transcript) < len(script["text"].split())
-    kinds = [what.split()[0] for _, what in rec.events]
+    assert_transcript_cut_at(rec, offset, script["text"])
+    kinds = event_kinds(rec)
     assert kinds.count("speech_started") == 2 and "truncate" in kinds
 
 
@@ -212,7 +176,7 @@ async def test_the_key_is_never_written_anywhere(api_key, tmp_path, caplog):
     caplog.set_level(logging.DEBUG, logger="pytest_duplexact")
     async with fake.FakeRealtimeServer() as server:
         model = model_for(server, {"answer_after_ms": 300, "speak_s": 0.3})
-        rec, _, _ = await run_trial(model, user_clip([(0.1, 0.3)], total=1.0))
+        rec, _, _, _ = await run_trial(model, user_clip([(0.1, 0.3)], total=1.0))
         assert server.sessions[0].authorization == f"Bearer {api_key}"  # it was used
     async with fake.FakeRealtimeServer(deny_keys=True) as server:
         with pytest.raises(ModelConfigError) as rejected:
@@ -241,11 +205,7 @@ async def test_the_key_is_never_written_anywhere(api_key, tmp_path, caplog):
 @pytest.mark.asyncio
 async def test_a_connection_dropped_mid_instance_is_a_model_error(api_key):
     async with fake.FakeRealtimeServer(fake.Script(drop_after_ms=300)) as server:
-        d = await StreamingDuplex.open(model_for(server), None)
-        with pytest.raises(ModelError, match="mid-instance"):
-            await d.push(user_clip([(0.1, 0.4)], total=1.0))
-        with pytest.raises(ModelError):
-            await d.close()
+        await assert_dropped_mid_instance(model_for(server), ModelError, "mid-instance")
         assert server.sessions[0].dropped
 
 
