@@ -34,4 +34,7 @@ def test_a_users_project_gets_no_warning_from_the_plugin(pytester):
                                         "-p", "no:cacheprovider", "-W", "default", timeout=300)
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == 0, out
-    assert "warnings summary" not in out and "Warning" not in out, out
+    # Other plugins installed beside ours may warn for their own reasons (pytest-benchmark
+    # does under an outer xdist run); none may come from us or the pytest-asyncio we pulled in.
+    warned = [line for line in out.splitlines() if "Warning" in line]
+    assert not [w for w in warned if "duplexact" in w or "asyncio" in w], out
