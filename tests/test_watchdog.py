@@ -67,6 +67,50 @@ def test_a_step_that_never_returns_is_an_error_naming_the_call(inst):
     assert "Stepped.step (" in msg and "SteppedDuplex._step" in msg
 
 
+class Late(Stepped):
+    """Its first trial's step 30 returns only after ``late_s`` (well past the deadline); every
+    call is logged with the trial it belongs to, so a call from the abandoned trial's thread
+    into the next trial's model state shows."""
+
+    def __init__(self, late_s: float):
+        super().__init__()
+        self.late_s, self.trials, self.calls = late_s, 0, []
+        self.returned = threading.Event()
+
+    def start(self, info):
+        super().start(info)
+        self.trials += 1
+        self.calls.append(("start", self.trials))
+
+    def step(self, frame):
+        mine = self.trials
+        if mine == 1 and self.k == 29:
+            time.sleep(self.late_s)
+            self.returned.set()
+        self.calls.append(("step", mine))
+        return super().step(frame)
+
+    def finish(self):
+        self.calls.append(("finish", self.trials))
+
+
+def test_an_abandoned_trial_never_calls_the_model_again(inst):
+    """The deadline gives up on trial 1 while its step still runs; trial 2 starts on the same
+    model. When the late step returns, trial 1's thread unwinds without another step and
+    without finish(), which would reset trial 2's state."""
+    model = Late(late_s=1.0)
+    with pytest.raises(ModelTimeout):
+        trial(model, inst, timeout=0.3)
+    done = len(model.calls)
+    rec = trial(model, inst, timeout=5)  # runs while trial 1's step is still asleep
+    assert model.returned.wait(5)
+    time.sleep(0.2)  # room for trial 1's thread to have done anything it would do
+    assert len(rec.output) == len(rec.input)
+    late = [c for c in model.calls[done:] if c[0] != "start" and c[1] == 1]
+    assert late == [("step", 1)], late  # only the step that was in flight, nothing after it
+    assert model.calls.count(("finish", 2)) == 1
+
+
 def test_a_slow_model_that_keeps_answering_is_never_cut(inst):
     t0 = time.monotonic()
     rec = trial(Stepped(delay=0.001), inst, timeout=0.05)  # every frame well inside it

@@ -100,7 +100,7 @@ class SteppedDuplex(Duplex):
         self._watch = watchdog.current()  # each answer from the model is a sign of progress
         self._step_many = _step_many_of(model)
         self._guard("start", lambda: model.start(info))
-        self._watch.beats += 1
+        self._answered()
 
     # --- clock -------------------------------------------------------------------------------
     @property
@@ -134,7 +134,7 @@ class SteppedDuplex(Duplex):
             raise ModelError(f"model {self._name} failed in step on instance "
                              f"{self.info.instance.id} at {t0:.2f} s: {type(e).__name__}: "
                              f"{e}") from e
-        self._watch.beats += 1
+        self._answered()
         audio, words = (out.audio, out.transcript) if isinstance(out, StepOutput) else (out, ())
         raw = np.asarray(audio)
         if raw.dtype is not _F32 and (problem := dtype_problem(raw)) is not None:
@@ -168,7 +168,7 @@ class SteppedDuplex(Duplex):
             raise ModelError(f"model {self._name} failed in step_many on instance "
                              f"{self.info.instance.id} at {t0:.2f} s: {type(e).__name__}: "
                              f"{e}") from e
-        self._watch.beats += 1
+        self._answered()
         raw = np.asarray(out)
         if raw.dtype is not _F32 and (problem := dtype_problem(raw)) is not None:
             raise ModelError(f"model {self._name} returned {problem}, from step_many at "
@@ -220,7 +220,20 @@ class SteppedDuplex(Duplex):
             self._closed = True
             self._finish_quietly()
 
+    def _answered(self) -> None:
+        """The model returned control: a beat for the watchdog, unless the watcher has given
+        up on this trial (deadline, Ctrl-C); then unwind without calling the model again."""
+        self._unless_abandoned()
+        self._watch.beats += 1
+
+    def _unless_abandoned(self) -> None:
+        if self._watch.abandoned:
+            raise watchdog.TrialAbandoned(f"instance {self.info.instance.id}: abandoned by "
+                                          "the watchdog")
+
     def _finish_quietly(self) -> None:
+        if self._watch.abandoned:  # the next instance may be using the model already
+            return
         try:
             self.model.finish()
         except Exception:  # the error being raised already says what went wrong
@@ -240,6 +253,7 @@ class SteppedDuplex(Duplex):
         except BaseException:
             self._finish_quietly()
             raise
+        self._unless_abandoned()
         self._guard("finish", self.model.finish, self.now)
         n = self._input.size
         out = self._output.view()[:n]

@@ -6,8 +6,9 @@ or event received); when no beat comes for ``timeout`` seconds the trial is an e
 the instance and the call the model is stuck in (read off the worker's stack, or the await
 chain when it idles in its event loop). The stuck thread is abandoned (a daemon: it cannot
 keep the process alive) after its task is cancelled, which frees a streaming connection, and
-an exception is raised in it, so it unwinds if the model's call ever returns. Ctrl-C ends the
-running trial the same way before it propagates.
+it is flagged: if the model's call ever returns, the session raises TrialAbandoned and the
+thread unwinds without calling the model again. Ctrl-C ends the running trial the same way
+before it propagates.
 
 The deadline is on *progress*, not on the whole trial: a slow model that keeps answering is
 never cut, however long its instance is; a call that never returns always is.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import ctypes
 import os
 import sys
 import threading
@@ -43,12 +43,21 @@ class ModelTimeout(ModelError):
 
 
 class Watch:
-    """Progress of one trial: ``beats`` grows whenever the model answers."""
+    """Progress of one trial: ``beats`` grows whenever the model answers. ``abandoned`` is set
+    when the watcher gives up on the trial (deadline, Ctrl-C): the session then raises
+    TrialAbandoned the next time the model returns control, never calling into it again."""
 
-    __slots__ = ("beats",)
+    __slots__ = ("beats", "abandoned")
 
     def __init__(self) -> None:
         self.beats = 0
+        self.abandoned = False
+
+
+class TrialAbandoned(BaseException):
+    """Raised inside a trial the watcher gave up on, so its thread unwinds (freeing what it
+    holds: sockets, soxr's resamplers) without touching the model, which the next instance
+    may already be using. A BaseException: no ``except Exception`` turns it into a result."""
 
 
 _WATCH: contextvars.ContextVar[Watch | None] = contextvars.ContextVar("duplexact_watch",
@@ -139,33 +148,20 @@ def _idle_in_loop(frames: list[FrameType]) -> bool:
 
 # --- running a trial under the watch -------------------------------------------------------
 
-class _Abandoned(BaseException):
-    """Raised inside a trial's thread that the watcher gave up on, so that, if the model's
-    call ever returns, the thread unwinds instead of running the rest of the trial."""
-
-
-def _stop(worker: threading.Thread, box: dict, done: threading.Event,
-          exc: type[BaseException], wait: bool) -> None:
-    """End a watched trial as far as Python allows (waiting up to _GRACE for it with ``wait``,
-    else only for a cancelled idle task). A trial idle
-    in its event loop gets its task cancelled (a streaming session then closes its connection
-    cleanly); one busy in Python (a stepped loop never yields to its event loop) gets ``exc``
-    raised in its thread at its next instruction. A thread blocked in C stays blocked until
-    that call returns, and then unwinds."""
+def _stop(watch: Watch, box: dict, done: threading.Event, *, wait: bool) -> None:
+    """Give up on a trial: flag it (a stepped session raises TrialAbandoned when the model's
+    call returns) and cancel its task (a streaming session closes its connection; cancelling
+    is safe whether its loop is idle or busy). With ``wait``, give it up to _GRACE to unwind.
+    A thread blocked in C stays blocked until that call returns, and then unwinds."""
+    watch.abandoned = True
     loop, task = box.get("loop"), box.get("task")
-    if loop is not None and task is not None and \
-            _idle_in_loop(_stack(sys._current_frames().get(worker.ident))):
+    if loop is not None and task is not None:
         try:
             loop.call_soon_threadsafe(task.cancel)
         except RuntimeError:  # the loop already closed
             pass
-        if done.wait(_GRACE):
-            return
-    if worker.ident is not None and not done.is_set():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
-                                                   ctypes.py_object(exc))
-        if wait:
-            done.wait(_GRACE)
+    if wait:
+        done.wait(_GRACE)
 
 
 def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
@@ -203,14 +199,15 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
             frames = _stack(sys._current_frames().get(worker.ident))
             idle = _idle_in_loop(frames)
             where = describe(_await_chain(box.get("task")) if idle else frames)
-            _stop(worker, box, done, _Abandoned, wait=False)
+            # an idle loop gets the grace to close its connection; a blocked call, none
+            _stop(watch, box, done, wait=idle)
             raise ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
                                f"(--duplexact-timeout); waiting in {where}")
     except KeyboardInterrupt:
         # Ctrl-C: end the trial too, so its thread lets go of what it holds (sockets, soxr's
         # resamplers) before the interpreter exits, rather than dying with them at exit
         # (which makes nanobind print a page of "leaked instance" lines).
-        _stop(worker, box, done, KeyboardInterrupt, wait=True)
+        _stop(watch, box, done, wait=True)
         raise
     if "error" in box:
         raise contain(box["error"], what)

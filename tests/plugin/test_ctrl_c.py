@@ -10,8 +10,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 MODEL = textwrap.dedent('''
     import os, time
@@ -47,12 +50,18 @@ def test_ctrl_c_mid_instance_exits_interrupted_without_a_leak_dump(tmp_path):
     (tmp_path / "slow_model.py").write_text(MODEL)
     marker = tmp_path / "marker"
     log = tmp_path / "log.txt"
-    env = {**os.environ, "MARKER": str(marker), "PYTHONPATH": str(tmp_path)}
+    # prepended, so the child imports this checkout's package, not an installed one
+    path = os.pathsep.join(p for p in (str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH"))
+                           if p)
+    env = {**os.environ, "MARKER": str(marker), "PYTHONPATH": path}
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "--duplexact-model=slow_model:factory",
              "--duplexact-run-dir=run", "-p", "no:cacheprovider", "-q"],
-            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+            # a runner started without job control ignores SIGINT, and its children inherit
+            # that: restore the default so the interrupt lands
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
     try:
         end = time.monotonic() + 120
         while not marker.exists():
