@@ -48,38 +48,61 @@ def own_tests_note(config: pytest.Config, spec: str) -> str | None:
     """A benchmark run collects the DuplexAct suites only: a project's own tests would make
     the benchmark's exit status (and its -n schedule) depend on them. Said once, with the
     command that runs both, when the project has tests pytest would otherwise have run."""
+    import shlex
+
     if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
-        where = "testpaths: " + " ".join(config.args)
+        where, paths = "testpaths: " + " ".join(config.args), list(config.args)
     else:
-        found = _a_test_file(Path(config.invocation_params.dir),
-                             config.getini("python_files") or ["test_*.py"])
+        root = Path(config.invocation_params.dir)
+        found = _a_test_file(root, config.getini("python_files") or ["test_*.py"],
+                             config.getini("norecursedirs") or [],
+                             anywhere=config.inipath is not None)
         if found is None:
             return None
-        where = f"e.g. {found}"
-    paths = " ".join(config.args) if config.args_source == pytest.Config.ArgsSource.TESTPATHS \
-        else "."
+        where, paths = f"e.g. {found}", ["."]
+    # ./tests, not tests: under --pyargs an importable `tests` package would win
+    shown = " ".join(shlex.quote(p if Path(p).is_absolute() or p.startswith(".") else f"./{p}")
+                     for p in paths)
     return (f"duplexact: this run collects the DuplexAct suites only; this project's own tests "
-            f"({where}) are not collected. To run both: pytest {paths} --pyargs "
-            f"pytest_duplexact.suites --duplexact-model={spec}")
+            f"({where}) are not collected. To run both: pytest {shown} --pyargs "
+            f"pytest_duplexact.suites --duplexact-model={shlex.quote(spec)}")
 
 
-def _a_test_file(root: Path, patterns: list[str], budget: int = 5000) -> str | None:
-    """The first file under ``root`` pytest would collect as a test module, looking at no
-    more than ``budget`` entries and skipping hidden folders, virtualenvs and run folders."""
+def _a_test_file(root: Path, patterns: list[str], norecurse: list[str], *, anywhere: bool,
+                 budget: int = 5000) -> str | None:
+    """A file under ``root`` pytest would collect as a test module, looked for breadth-first
+    (tests/ and test/ first) in the folders pytest recurses into, over at most ``budget``
+    folders and .py files. Without a pytest configuration (``anywhere`` false: ``root`` may
+    be a home folder, not a project) only tests/ and test/ are looked in."""
     import fnmatch
     import os
+    from collections import deque
 
-    seen = 0
-    for here, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")) and d not in
-                         {"node_modules", "venv", "env", "site-packages", "duplexact-runs"}
-                         and not os.path.isfile(os.path.join(here, d, "pyvenv.cfg")))
-        for name in sorted(files):
-            if any(fnmatch.fnmatch(name, p) for p in patterns):
-                return os.path.relpath(os.path.join(here, name), root)
-        seen += len(files) + len(dirs)
-        if seen > budget:
-            return None
+    def skipped(d: str, path: str) -> bool:
+        return any(fnmatch.fnmatch(d, p) for p in norecurse) or \
+            os.path.isfile(os.path.join(path, "pyvenv.cfg"))  # pytest skips virtualenvs too
+
+    conventional = [root / d for d in ("tests", "test") if (root / d).is_dir()]
+    queue = deque(conventional + ([root] if anywhere else []))
+    seen, visited = 0, set()
+    while queue and seen <= budget:
+        here = queue.popleft()
+        if here in visited:
+            continue
+        visited.add(here)
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if not skipped(e.name, e.path):
+                    queue.append(Path(e.path))
+                    seen += 1
+            elif e.name.endswith(".py"):
+                seen += 1
+                if any(fnmatch.fnmatch(e.name, p) for p in patterns):
+                    return os.path.relpath(e.path, root)
     return None
 
 

@@ -21,12 +21,12 @@ def test_the_projects_tests_are_named_once_and_the_named_command_runs_both(pytes
     out = res.stdout.str()
     assert res.ret == 0, out
     assert out.count(NOTE) == 1, out
-    assert ("(testpaths: tests) are not collected. To run both: pytest tests --pyargs "
+    assert ("(testpaths: tests) are not collected. To run both: pytest ./tests --pyargs "
             "pytest_duplexact.suites --duplexact-model=silent") in out
     assert "test_mine" not in out
     res.assert_outcomes(passed=3)  # the condition's three instances, nothing else
 
-    both = pytester.runpytest_subprocess("tests", "--pyargs", "pytest_duplexact.suites", *ARGS,
+    both = pytester.runpytest_subprocess("./tests", "--pyargs", "pytest_duplexact.suites", *ARGS,
                                          "-v", timeout=300)
     assert both.ret == 0, both.stdout.str()
     both.assert_outcomes(passed=4)
@@ -38,11 +38,42 @@ def test_a_folder_without_tests_gets_no_note(pytester):
     assert res.ret == 0 and NOTE not in res.stdout.str()
 
 
-def test_test_files_without_testpaths_are_found_in_the_folder(pytester):
-    pytester.mkdir("sub")
-    (pytester.path / "sub" / "test_a.py").write_text("def test_a():\n    pass\n")
-    pytester.mkdir(".venv")
+def test_test_files_are_found_where_pytest_would_collect_them(pytester):
+    """With a pytest configuration, the whole folder is looked at, breadth-first, skipping
+    what pytest skips (norecursedirs: build/, dot folders; virtualenvs), past thousands of
+    data files; without one (a home folder, say) only tests/ and test/ are."""
+    (pytester.path / "pytest.ini").write_text("[pytest]\n")
+    data = pytester.mkdir("data")
+    for k in range(6000):  # a voice project's clips: not .py, not counted
+        (data / f"clip{k:04d}.flac").write_bytes(b"")
+    for skipped in ("build/lib/pkg/tests", ".venv/lib", "env2"):
+        (pytester.path / skipped).mkdir(parents=True)
+        (pytester.path / skipped / "test_old.py").write_text("def test_old():\n    pass\n")
+    (pytester.path / "env2" / "pyvenv.cfg").write_text("")
+    # deeper than every skipped file: found first only because those folders are skipped
+    deep = pytester.path / "src" / "pkg" / "tests" / "unit"
+    deep.mkdir(parents=True)
+    (deep / "test_a.py").write_text("def test_a():\n    pass\n")
     res = pytester.runpytest_subprocess(*ARGS, timeout=300)
-    assert "(e.g. sub/test_a.py) are not collected. To run both: pytest . --pyargs" in \
-        res.stdout.str()
+    assert "(e.g. src/pkg/tests/unit/test_a.py) are not collected. To run both: pytest . " \
+        "--pyargs" in res.stdout.str(), res.stdout.str()
 
+    (pytester.path / "pytest.ini").unlink()  # no configuration: src/ is not looked in
+    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    assert NOTE not in res.stdout.str()
+    pytester.mkdir("tests")
+    (pytester.path / "tests" / "test_b.py").write_text("def test_b():\n    pass\n")
+    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    assert "(e.g. tests/test_b.py) are not collected" in res.stdout.str()
+
+
+def test_the_command_quotes_what_a_shell_would_split():
+    from types import SimpleNamespace
+
+    from pytest_duplexact.plugin import own_tests_note
+
+    config = SimpleNamespace(args_source=__import__("pytest").Config.ArgsSource.TESTPATHS,
+                             args=["tests/unit", "it tests"])
+    note = own_tests_note(config, "recorded:/runs/my run")
+    assert note.endswith("pytest ./tests/unit './it tests' --pyargs pytest_duplexact.suites "
+                         "--duplexact-model='recorded:/runs/my run'"), note
