@@ -322,18 +322,43 @@ def test_a_small_custom_source_renders_under_its_own_name(tmp_path, capsys):
     assert json.loads((out / "dataset.json").read_text())["name"] == "team-smoke"
     assert main(["--source", str(src), "--out", str(out), "--name", "nightly"]) == 0
     assert json.loads((out / "dataset.json").read_text())["name"] == "nightly"
+    # refreshing one instance keeps the set's name
+    assert main(["--source", str(src), "--out", str(out), "--only",
+                 "take_turn-delayed-casual-01"]) == 0
+    assert json.loads((out / "dataset.json").read_text())["name"] == "nightly"
 
 
-def test_a_custom_source_never_overwrites_the_bundled_set(tmp_path, capsys):
+def test_a_custom_source_never_overwrites_the_bundled_set(tmp_path):
+    """Refused for a folder whose dataset.json is the bundled set (a checkout's, whatever
+    is installed) and for the bundled name; checked on a copy of the header, never on the
+    repository's own folder."""
     from pytest_duplexact.fixturegen import generate, source
 
     src = tmp_path / "mine.toml"
     src.write_text(SMALL_SOURCE)
-    with pytest.raises(source.SourceError, match="refusing to write a custom source over the "
+    checkout = tmp_path / "fixtures"
+    checkout.mkdir()
+    header = (bundled_root() / "dataset.json").read_text()
+    (checkout / "dataset.json").write_text(header)
+    with pytest.raises(source.SourceError, match="refusing to write a custom source as the "
                                                  "bundled fixture set"):
-        generate.generate(bundled_root(), src, log=None)
+        generate.generate(checkout, src, log=None)
+    assert sorted(p.name for p in checkout.iterdir()) == ["dataset.json"]
+    assert (checkout / "dataset.json").read_text() == header
+    with pytest.raises(source.SourceError, match="another --name"):
+        generate.generate(tmp_path / "elsewhere", src, log=None, name="duplexact-bundled")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_source_header_problems_name_the_field(tmp_path):
+    from pytest_duplexact.fixturegen import source
+
     empty = tmp_path / "empty.toml"
-    empty.write_text(SMALL_SOURCE[: SMALL_SOURCE.index("[[instance]]")] + 'name = ""\n')
+    head = SMALL_SOURCE[: SMALL_SOURCE.index("[voices]")]
+    empty.write_text(head + 'name = ""\n' + SMALL_SOURCE[len(head): SMALL_SOURCE.index(
+        "[[instance]]")])
     with pytest.raises(source.SourceError) as info:
         source.load(empty)
-    assert any("field 'instance': no [[instance]] entries" in p for p in info.value.problems)
+    problems = info.value.problems
+    assert any("header field 'name': must be a non-empty string" in p for p in problems)
+    assert any("field 'instance': no [[instance]] entries" in p for p in problems)

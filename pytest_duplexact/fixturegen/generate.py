@@ -65,9 +65,15 @@ def generate(out: Path | str, src_path: Path | str | None = None,
     src = source.load(src_path or default_source())
     out = Path(out)
     bundled = is_bundled(src)
-    if not bundled and out.resolve() == instance.bundled_root().resolve():
-        raise source.SourceError([f"{src.path}: refusing to write a custom source over the "
-                                  f"bundled fixture set ({out}); pass --out DIR"])
+    previous = _existing_header(out)
+    if not bundled and (out.resolve() == instance.bundled_root().resolve()
+                        or previous.get("name") == BUNDLED_NAME or name == BUNDLED_NAME):
+        # the installed bundled folder, or a checkout's (a non-editable install's is another)
+        raise source.SourceError([f"{src.path}: refusing to write a custom source as the "
+                                  f"bundled fixture set ({out}, {BUNDLED_NAME}); pass --out "
+                                  "DIR and another --name"])
+    if only and name is None:  # refreshing some instances keeps the set's name
+        name = previous.get("name")
     entries = select(src, only)
     # The bundled set must cover every condition; a user's own source may be as small as
     # one instance (its coverage is reported, not required).
@@ -106,6 +112,14 @@ def generate(out: Path | str, src_path: Path | str | None = None,
 def _taxonomy_order(entries) -> list[source.Entry]:
     rank = {c.key: k for k, c in enumerate(taxonomy.CONDITIONS)}
     return sorted(entries, key=lambda e: (rank[e.cond.key], e.index))
+
+
+def _existing_header(out: Path) -> dict:
+    try:
+        header = json.loads((out / instance.HEADER).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return header if isinstance(header, dict) else {}
 
 
 def _existing_lines(out: Path) -> dict[str, str]:
