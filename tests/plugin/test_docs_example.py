@@ -66,5 +66,6 @@ def test_the_docs_streaming_example_scores_as_documented(tmp_path):
     assert by["take_turn", "delayed"] == ["success"] * 3, report["instances"]
     assert by["take_turn", "immediate"] == ["failure"] * 3  # about 0.8 s: too late (docs)
     assert by["stop", "direct_interruption"] == ["success"] * 3  # the barge-in cuts its reply
-    assert report["usage"], "the session's usage attribute reaches the report"
+    model = report["usage"]["model"]  # the session's usage attribute, summed over sessions
+    assert model["sessions"] == 9 and model["input_audio_s"] > 9 * 5, model
     assert_playable(report, tmp_path)
