@@ -236,6 +236,7 @@ async def watch_async(trial: Callable[[], Awaitable[T]], *, timeout: float, what
             last, since = watch.beats, loop.time()
         elif loop.time() - since >= timeout:
             where = describe(_await_chain(task))
+            watch.abandoned = True
             task.cancel()
             await asyncio.wait({task}, timeout=_GRACE)
             raise ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
