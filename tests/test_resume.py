@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -82,6 +83,10 @@ def test_sigkill_of_an_xdist_worker_then_resume_equals_an_uninterrupted_run(runs
     proc = runs.start(log, SILENT, "-n", "2", f"--duplexact-run-dir={run_dir}",
                       DUPLEXACT_TEST_DELAY=XDIST_DELAY)
     wait_until(lambda: finished(run_dir) >= 1 and len(child_pids(proc.pid)) == 2, proc, log)
+    # The first outcome file is written just before its worker reports the test: a kill at
+    # that instant lost the report but not the outcome (seen once in four runs). A moment
+    # later both workers are inside their next instance's 1.5 s.
+    time.sleep(0.3)
     victim = child_pids(proc.pid)[0]
     os.kill(victim, signal.SIGKILL)
     proc.wait(timeout=120)
