@@ -33,7 +33,8 @@ import numpy as np
 from ..data.netsafety import insecure_url_problem
 from .base import ModelError, SessionInfo
 from .pcm import from_pcm16, pcm16
-from .model_options import ModelConfigError, coerce  # noqa: F401 (gemini_live.ModelConfigError)
+from .model_options import (ModelConfigError, TRANSIENT_HTTP, coerce,  # noqa: F401
+                            connect_error, scrub)  # (gemini_live.ModelConfigError)
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
 
@@ -50,7 +51,6 @@ SEND_TIMEOUT_S = 10.0
 # Websocket close codes the service uses for a passing condition: going away / abnormal
 # closure / internal error (incl. RESOURCE_EXHAUSTED) / service restart / try again later.
 _TRANSIENT_CLOSE = {1001, 1006, 1011, 1012, 1013, 1014}
-_TRANSIENT_HTTP = {408, 425, 429, 500, 502, 503, 504}
 _TRANSIENT_WORDS = re.compile(r"RESOURCE_EXHAUSTED|UNAVAILABLE|DEADLINE_EXCEEDED|quota|"
                               r"rate limit|overloaded|try again", re.IGNORECASE)
 
@@ -207,16 +207,6 @@ def _client(base_url: str | None, api_version: str):
     return _CLIENTS[key]
 
 
-def _scrub(text: Any) -> str:
-    """A provider message, minus the API key should anything ever echo it back."""
-    text = str(text)
-    for var in KEY_VARS:
-        key = os.environ.get(var)
-        if key:
-            text = text.replace(key, f"<{var}>")
-    return text
-
-
 def _api_error(e: BaseException, model: str) -> ModelError | None:
     """A google-genai APIError (raised for a close frame or an error payload), or the
     websockets close that a send runs into, as a ModelError; None when ``e`` is neither."""
@@ -224,11 +214,11 @@ def _api_error(e: BaseException, model: str) -> ModelError | None:
     from websockets.exceptions import ConnectionClosed
 
     if isinstance(e, ConnectionClosed) and e.rcvd is not None:
-        return _classify(e.rcvd.code, _scrub(e.rcvd.reason), model)
+        return _classify(e.rcvd.code, scrub(e.rcvd.reason, *KEY_VARS), model)
     if not isinstance(e, errors.APIError):
         return None
     details = e.details if isinstance(e.details, str) else ""  # a close frame's reason
-    return _classify(e.code, _scrub(e.message or e.status or details), model)
+    return _classify(e.code, scrub(e.message or e.status or details, *KEY_VARS), model)
 
 
 def _classify(code: int | None, why: str, model: str) -> ModelError:
@@ -237,7 +227,7 @@ def _classify(code: int | None, why: str, model: str) -> ModelError:
     if code in (401, 403) or re.search(r"API key", why, re.IGNORECASE):
         return ModelConfigError(f"{model}: the service rejected the API key ({code}: {why}); "
                                 f"check {' / '.join(KEY_VARS)}")
-    if code in _TRANSIENT_CLOSE or code in _TRANSIENT_HTTP or _TRANSIENT_WORDS.search(why):
+    if code in _TRANSIENT_CLOSE or code in TRANSIENT_HTTP or _TRANSIENT_WORDS.search(why):
         return TransientModelError(f"{model}: the service closed the session ({code}: {why})")
     if code == 1000:
         return TransientModelError(f"{model}: the service ended the session mid-instance")
@@ -245,26 +235,10 @@ def _classify(code: int | None, why: str, model: str) -> ModelError:
 
 
 def _connect_error(e: BaseException, model: str) -> ModelError:
-    """A handshake failure as a ModelError that says what to do (and never echoes headers)."""
-    from_api = _api_error(e, model)
-    if from_api is not None:
-        return from_api
-    status = getattr(getattr(e, "response", None), "status_code", None)
-    if status in (401, 403):
-        return ModelConfigError(f"{model}: the server rejected the API key (HTTP {status}); "
-                                f"check {' / '.join(KEY_VARS)}")
-    if status == 404:
-        return ModelError(f"{model}: HTTP 404 from the Live API endpoint: unknown model, API "
-                          "version or base URL")
-    if status in _TRANSIENT_HTTP:
-        return TransientModelError(f"{model}: HTTP {status} on connect (rate limit or "
-                                   "server busy)")
-    if status is not None:
-        return ModelError(f"{model}: HTTP {status} on connect")
-    if isinstance(e, OSError) or "websockets" in type(e).__module__:
-        return TransientModelError(f"{model}: could not connect: {type(e).__name__}: "
-                                   f"{_scrub(e)}")
-    return ModelError(f"{model}: could not connect: {type(e).__name__}: {_scrub(e)}")
+    """A google-genai or websockets failure at the handshake, as a ModelError."""
+    return _api_error(e, model) or connect_error(
+        e, model, KEY_VARS,
+        not_found="the Live API endpoint: unknown model, API version or base URL")
 
 
 def _seconds(duration: str | None) -> str:
@@ -327,7 +301,7 @@ class GeminiLiveSession:
         if "websockets" in type(e).__module__ or isinstance(e, OSError):
             return TransientModelError(f"{self._model}: the Live API connection closed "
                                        f"mid-instance ({type(e).__name__})")
-        return ModelError(f"{self._model}: {type(e).__name__}: {_scrub(e)}")
+        return ModelError(f"{self._model}: {type(e).__name__}: {scrub(e, *KEY_VARS)}")
 
     async def events(self) -> AsyncIterator[Event]:
         while not self._closed:

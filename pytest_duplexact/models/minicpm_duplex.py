@@ -50,7 +50,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 from .base import ModelError, SessionInfo
-from .model_options import ModelConfigError, build, check_transport
+from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
 from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Error, Event, ItemDone, SpeechStarted,
                         TranscriptDelta, TransientModelError)
 
@@ -161,23 +161,13 @@ def _tls_context() -> ssl.SSLContext:
 
 
 def _connect_error(e: BaseException) -> ModelError:
-    status = getattr(getattr(e, "response", None), "status_code", None)
-    if status in (401, 403):
-        return ModelConfigError(f"{LABEL}: the server refused the connection (HTTP {status}); "
-                                f"check {KEY_ENV}")
-    if status in (429, 502, 503, 504):
-        return TransientModelError(f"{LABEL}: HTTP {status} on connect (server busy)")
-    if status is not None:
-        return ModelError(f"{LABEL}: HTTP {status} on connect: wrong server_url?")
-    if isinstance(e, (OSError, asyncio.TimeoutError)) or "websockets" in type(e).__module__:
-        return TransientModelError(f"{LABEL}: could not connect: {type(e).__name__}: {e}")
-    return ModelError(f"{LABEL}: could not connect: {type(e).__name__}: {e}")
+    return connect_error(e, LABEL, (KEY_ENV,), rejected="the server refused the connection",
+                         transient=frozenset({429, 502, 503, 504}), busy="server busy",
+                         other=": wrong server_url?")
 
 
 def _error_text(msg: dict[str, Any]) -> str:
-    text = str(msg.get("error") or msg.get("message") or "unknown error")
-    key = os.environ.get(KEY_ENV)
-    return text.replace(key, f"<{KEY_ENV}>") if key else text
+    return scrub(msg.get("error") or msg.get("message") or "unknown error", KEY_ENV)
 
 
 def _b64_float32(data: str) -> np.ndarray:

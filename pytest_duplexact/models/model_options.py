@@ -5,19 +5,24 @@ rule for where a key may travel.
 the names against the adapter's dataclass, converts each value to its field's type and names
 the option when it does not fit. ``check_transport`` refuses to send a key in clear text to
 another machine (plain ``http``/``ws`` to a non-loopback host) unless the user opted in.
+``scrub`` keeps keys out of provider messages; ``connect_error`` turns a failed handshake into
+the error every network adapter raises (retried when transient).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .base import ModelError
+from .streaming import TransientModelError
 
 T = TypeVar("T")
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})  # rate limits, server busy
 
 
 class ModelConfigError(ModelError):
@@ -79,3 +84,37 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
             f"{label}: refusing to send {key_env} over unencrypted {scheme}:// to {host}. Use "
             f"https:// or wss://, or set the model option allow_insecure=true (or "
             f"{ENV_ALLOW}=1) if that network is trusted")
+
+
+def scrub(text: Any, *key_vars: str) -> str:
+    """A provider message minus the keys in these environment variables, should a server
+    ever echo one back."""
+    text = str(text)
+    for var in key_vars:
+        key = os.environ.get(var)
+        if key:
+            text = text.replace(key, f"<{var}>")
+    return text
+
+
+def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
+                  rejected: str = "the server rejected the API key",
+                  not_found: str | None = None, transient: frozenset[int] = TRANSIENT_HTTP,
+                  busy: str = "rate limit or server busy", other: str = "") -> ModelError:
+    """A failed handshake as the error that says what to do, never echoing a key: HTTP
+    401/403 -> check ``key_vars``; 404 -> ``not_found`` (what it means for this provider);
+    ``transient`` statuses and socket failures (refused, reset, timed out) are retried."""
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    if status in (401, 403):
+        return ModelConfigError(f"{label}: {rejected} (HTTP {status}); check "
+                                f"{' / '.join(key_vars)}")
+    if status == 404 and not_found:
+        return ModelError(f"{label}: HTTP 404 from {not_found}")
+    if status in transient:
+        return TransientModelError(f"{label}: HTTP {status} on connect ({busy})")
+    if status is not None:
+        return ModelError(f"{label}: HTTP {status} on connect{other}")
+    why = f"{label}: could not connect: {type(e).__name__}: {scrub(e, *key_vars)}"
+    if isinstance(e, OSError) or "websockets" in type(e).__module__:  # TimeoutError is an OSError
+        return TransientModelError(why)
+    return ModelError(why)

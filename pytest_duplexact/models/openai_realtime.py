@@ -30,7 +30,8 @@ from websockets.exceptions import ConnectionClosed  # openai[realtime] brings we
 
 from .base import ModelError, SessionInfo
 from .pcm import from_pcm16, pcm16
-from .model_options import ModelConfigError, coerce  # noqa: F401 (openai_realtime.ModelConfigError)
+from .model_options import (ModelConfigError, coerce, connect_error,  # noqa: F401
+                            scrub)  # (openai_realtime.ModelConfigError)
 from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
 
@@ -38,8 +39,8 @@ log = logging.getLogger(__name__)
 
 PCM_RATE = 24_000  # the only PCM rate the Realtime API accepts (audio/pcm)
 TURN_DETECTION = ("server_vad", "semantic_vad", "none")
-_TRANSIENT_STATUS = {408, 425, 429, 500, 502, 503, 504}
 CLOSE_TIMEOUT_S = 5.0
+KEY_ENV = "OPENAI_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -181,29 +182,9 @@ def _tls_context() -> ssl.SSLContext:
     return _TLS[0]
 
 
-def _connect_error(e: BaseException, model: str) -> ModelError:
-    """A handshake failure as a ModelError that says what to do (and never echoes headers)."""
-    status = getattr(getattr(e, "response", None), "status_code", None)
-    if status in (401, 403):
-        return ModelConfigError(f"{model}: the server rejected the API key (HTTP {status}); "
-                                "check OPENAI_API_KEY")
-    if status == 404:
-        return ModelError(f"{model}: HTTP 404 from the realtime endpoint: unknown model or "
-                          "wrong base URL")
-    if status in _TRANSIENT_STATUS:
-        return TransientModelError(f"{model}: HTTP {status} on connect (rate limit or "
-                                   "server busy)")
-    if status is not None:
-        return ModelError(f"{model}: HTTP {status} on connect")
-    if isinstance(e, (OSError, asyncio.TimeoutError)) or "websockets" in type(e).__module__:
-        return TransientModelError(f"{model}: could not connect: {type(e).__name__}: {e}")
-    return ModelError(f"{model}: could not connect: {type(e).__name__}: {e}")
-
-
-def _scrub(text: Any) -> str:
-    """A provider message, minus the API key should the provider ever echo it back."""
-    text, key = str(text), os.environ.get("OPENAI_API_KEY")
-    return text.replace(key, "<OPENAI_API_KEY>") if key else text
+def _connect_error(e: BaseException, model: str, key_env: str = KEY_ENV) -> ModelError:
+    return connect_error(e, model, (key_env,),
+                         not_found="the realtime endpoint: unknown model or wrong base URL")
 
 
 def add_usage(total: dict[str, float], usage: Any, prefix: str = "") -> None:
@@ -273,7 +254,7 @@ class OpenAIRealtimeSession:
             elif kind == "error":
                 err = ev.get("error") or {}
                 msg = f"session setup failed: {err.get('code') or err.get('type')}: " \
-                      f"{_scrub(err.get('message'))}"
+                      f"{scrub(err.get('message'), KEY_ENV)}"
                 if _is_transient(str(err.get("type") or ""), str(err.get("code") or "")):
                     raise TransientModelError(msg)
                 raise ModelError(msg)
@@ -319,7 +300,7 @@ class OpenAIRealtimeSession:
             status = response.get("status") or "completed"
             if status == "failed":
                 err = ((response.get("status_details") or {}).get("error") or {})
-                why = _scrub(err.get("message") or err.get("type"))
+                why = scrub(err.get("message") or err.get("type"), KEY_ENV)
                 return Error(f"response failed: {why}", code=err.get("code"), fatal=True,
                              transient=True)
             return ResponseDone(status)
@@ -327,7 +308,7 @@ class OpenAIRealtimeSession:
             err = ev.get("error") or {}
             kind_, code = str(err.get("type") or ""), str(err.get("code") or "")
             transient = _is_transient(kind_, code)
-            return Error(_scrub(err.get("message") or kind_), code=code or kind_ or None,
+            return Error(scrub(err.get("message") or kind_, KEY_ENV), code=code or kind_ or None,
                          fatal=transient, transient=transient)
         return None
 

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from openai import AsyncOpenAI
 
 from .base import ModelError, SessionInfo
-from .model_options import ModelConfigError, build, check_transport
+from .model_options import ModelConfigError, build, check_transport, scrub
 from .openai_realtime import (OpenAIRealtimeSession, _connect_error, _is_transient, _tls_context,
                               configured)
 from .streaming import DEFAULT_CHUNK_MS, Error, Event, TransientModelError
@@ -111,7 +111,7 @@ class DialectRealtime:
         try:
             conn = await asyncio.wait_for(manager.enter(), self.connect_timeout)
         except Exception as e:
-            raise _dialect_connect_error(e, self.model, self.KEY_ENV) from None
+            raise _connect_error(e, self.model, self.KEY_ENV) from None
         return await configured(DialectSession(conn, self), self.session_config(),
                                 self.connect_timeout, self.model)
 
@@ -218,19 +218,6 @@ def _client(base_url: str, key_env: str) -> AsyncOpenAI:
     return per_loop[slot]
 
 
-def _dialect_connect_error(e: BaseException, model: str, key_env: str) -> ModelError:
-    status = getattr(getattr(e, "response", None), "status_code", None)
-    if status in (401, 403):
-        return ModelConfigError(f"{model}: the server rejected the API key (HTTP {status}); "
-                                f"check {key_env}")
-    return _connect_error(e, model)
-
-
-def _scrub(text: Any, key_env: str) -> str:
-    text, key = str(text), os.environ.get(key_env)
-    return text.replace(key, f"<{key_env}>") if key else text
-
-
 class DialectSession(OpenAIRealtimeSession):
     """The GA session with the dialect's event names, no truncate, and usage kept."""
 
@@ -256,7 +243,7 @@ class DialectSession(OpenAIRealtimeSession):
             if kind == "error":
                 err = ev.get("error") or {}
                 msg = f"session setup failed: {err.get('code') or err.get('type')}: " \
-                      f"{_scrub(err.get('message'), self._key_env)}"
+                      f"{scrub(err.get('message'), self._key_env)}"
                 if _is_transient(str(err.get("type") or ""), str(err.get("code") or "")):
                     raise TransientModelError(msg)
                 raise ModelError(msg)
@@ -268,7 +255,7 @@ class DialectSession(OpenAIRealtimeSession):
             kind = ev["type"]
         out = super()._translate(ev)
         if isinstance(out, Error):
-            out = Error(_scrub(out.message, self._key_env), out.code, out.fatal, out.transient)
+            out = Error(scrub(out.message, self._key_env), out.code, out.fatal, out.transient)
         return out
 
     async def truncate(self, item_id: str, audio_end_ms: int) -> None:
