@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{s.audio_files} audio files, {s.bytes / 1e6:.2f} MB) in "
           f"{time.perf_counter() - t0:.1f} s")
     if args.source is not None and not args.only:
-        print(f"the source covers {generate.coverage(source.load(args.source))}")
+        print(f"the source covers {s.coverage}")
     return 0
 
 

@@ -23,6 +23,7 @@ class Summary:
     total: int  # instances in the folder's manifest afterwards
     audio_files: int
     bytes: int  # size of the whole folder (audio + manifest + header)
+    coverage: str  # what the source covers (coverage())
 
 
 def default_source() -> Path:
@@ -106,7 +107,8 @@ def generate(out: Path | str, src_path: Path | str | None = None,
     (out / instance.HEADER).write_text(json.dumps(header, indent=2) + "\n", "utf-8")
     size = sum(p.stat().st_size for p in out.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts)
-    return Summary(out, len(built), len(ids), len(list((out / "audio").glob("*.flac"))), size)
+    return Summary(out, len(built), len(ids), len(list((out / "audio").glob("*.flac"))), size,
+                   coverage(src))
 
 
 def _taxonomy_order(entries) -> list[source.Entry]:
