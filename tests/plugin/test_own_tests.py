@@ -70,10 +70,10 @@ def test_test_files_are_found_where_pytest_would_collect_them(pytester):
 def test_the_command_quotes_what_a_shell_would_split():
     from types import SimpleNamespace
 
-    from pytest_duplexact.plugin import own_tests_note
+    from pytest_duplexact.pytest_plugin.own_tests import note
 
     config = SimpleNamespace(args_source=__import__("pytest").Config.ArgsSource.TESTPATHS,
                              args=["tests/unit", "it tests"])
-    note = own_tests_note(config, "recorded:/runs/my run")
-    assert note.endswith("pytest ./tests/unit './it tests' --pyargs pytest_duplexact.suites "
-                         "--duplexact-model='recorded:/runs/my run'"), note
+    text = note(config, "recorded:/runs/my run")
+    assert text.endswith("pytest ./tests/unit './it tests' --pyargs pytest_duplexact.suites "
+                         "--duplexact-model='recorded:/runs/my run'"), text
