@@ -164,6 +164,28 @@ def _stop(watch: Watch, box: dict, done: threading.Event, *, wait: bool) -> None
         done.wait(_GRACE)
 
 
+class _Progress:
+    """How long the model has been silent, read off its Watch's beats at each poll (both
+    watchers poll; only the clock differs)."""
+
+    def __init__(self, watch: Watch, now: float) -> None:
+        self.watch, self.last, self.since = watch, -1, now
+
+    def silent_for(self, now: float) -> float:
+        if self.watch.beats != self.last:
+            self.last, self.since = self.watch.beats, now
+        return now - self.since
+
+
+def _poll(timeout: float, poll: float | None) -> float:
+    return poll if poll is not None else min(0.25, max(timeout / 10, 0.01))
+
+
+def _timed_out(what: str, timeout: float, where: str) -> ModelTimeout:
+    return ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
+                        f"(--duplexact-timeout); waiting in {where}")
+
+
 def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
                 poll: float | None = None) -> T:
     """``asyncio.run(trial())`` in a worker thread, watched from this one (see module doc).
@@ -187,22 +209,17 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
 
     worker = threading.Thread(target=work, name=f"duplexact-trial {what}", daemon=True)
     worker.start()
-    poll = poll if poll is not None else min(0.25, max(timeout / 10, 0.01))
-    last, since = -1, time.monotonic()
+    poll, progress = _poll(timeout, poll), _Progress(watch, time.monotonic())
     try:
         while not done.wait(poll):
-            if watch.beats != last:
-                last, since = watch.beats, time.monotonic()
-                continue
-            if time.monotonic() - since < timeout:
+            if progress.silent_for(time.monotonic()) < timeout:
                 continue
             frames = _stack(sys._current_frames().get(worker.ident))
             idle = _idle_in_loop(frames)
             where = describe(_await_chain(box.get("task")) if idle else frames)
             # an idle loop gets the grace to close its connection; a blocked call, none
             _stop(watch, box, done, wait=idle)
-            raise ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
-                               f"(--duplexact-timeout); waiting in {where}")
+            raise _timed_out(what, timeout, where)
     except KeyboardInterrupt:
         # Ctrl-C: end the trial too, so its thread lets go of what it holds (sockets, soxr's
         # resamplers) before the interpreter exits, rather than dying with them at exit
@@ -225,22 +242,18 @@ async def watch_async(trial: Callable[[], Awaitable[T]], *, timeout: float, what
         return await trial()
 
     task = asyncio.ensure_future(watched())
-    poll = poll if poll is not None else min(0.25, max(timeout / 10, 0.01))
     loop = asyncio.get_running_loop()
-    last, since = -1, loop.time()
+    poll, progress = _poll(timeout, poll), _Progress(watch, loop.time())
     while True:
         finished, _ = await asyncio.wait({task}, timeout=poll)
         if finished:
             break
-        if watch.beats != last:
-            last, since = watch.beats, loop.time()
-        elif loop.time() - since >= timeout:
+        if progress.silent_for(loop.time()) >= timeout:
             where = describe(_await_chain(task))
             watch.abandoned = True
             task.cancel()
             await asyncio.wait({task}, timeout=_GRACE)
-            raise ModelTimeout(f"{what}: the model did not answer for {timeout:g} s "
-                               f"(--duplexact-timeout); waiting in {where}")
+            raise _timed_out(what, timeout, where)
     try:
         return task.result()
     except BaseException as e:
