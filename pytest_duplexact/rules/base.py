@@ -36,6 +36,13 @@ class Requirements:
     within_user: tuple[tuple[str, str, str], ...] = ()
 
 
+# What every Simulator Replay instance carries (stop, hold_floor, recover): the lead-in that
+# elicits the model's answer, the cue played into it, and the texts the simulator and judges
+# read.
+SIMULATOR_REPLAY = Requirements(clips=("lead_in", "cue"), annotations=("cue_start", "cue_end"),
+                                texts=("cue", "reference"))
+
+
 @dataclass(frozen=True)
 class Trial:
     """One scored trial: the instance, the model timeline, and access to the model's audio

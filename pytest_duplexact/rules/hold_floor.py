@@ -12,7 +12,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..data.taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .base import SIMULATOR_REPLAY, Rule, Trial
 from .common import EPS, exceeds, fmt_window, silence_gaps, speech_overlaps
 from .speech import model_after, model_before
 
@@ -56,8 +56,7 @@ def has_speech_after_cue(tl: Timeline) -> bool:
 
 class HoldFloor(Rule):
     action = "hold_floor"
-    _requirements = Requirements(clips=("lead_in", "cue"),
-                                 annotations=("cue_start", "cue_end"), texts=("cue", "reference"))
+    _requirements = SIMULATOR_REPLAY
 
     def immediate(self, trial: Trial, judges) -> ImmediateResult:
         return immediate(trial.annotations, trial.timeline)

@@ -9,7 +9,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import RECOVER_WINDOW
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .base import SIMULATOR_REPLAY, Rule, Trial
 from .common import fmt_window, onsets_in, substantive
 from .hold_floor import excluded
 from .speech import model_before, segments_text
@@ -40,8 +40,7 @@ def recovery_latency(tl: Timeline, imm: ImmediateResult) -> float | None:
 
 class Recover(Rule):
     action = "recover"
-    _requirements = Requirements(clips=("lead_in", "cue"),
-                                 annotations=("cue_start", "cue_end"), texts=("cue", "reference"))
+    _requirements = SIMULATOR_REPLAY
 
     def immediate(self, trial: Trial, judges) -> ImmediateResult:
         return immediate(trial.annotations, trial.timeline)

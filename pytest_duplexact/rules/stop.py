@@ -14,7 +14,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..data.taxonomy import STOP_FINAL_GRACE_S
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .base import SIMULATOR_REPLAY, Rule, Trial
 from .common import EPS, END_TOLERANCE_S, active_at, fmt_window, list_segments, substantive
 
 
@@ -77,8 +77,7 @@ def subsequent(tl: Timeline, imm: ImmediateResult) -> SubsequentResult:
 
 class Stop(Rule):
     action = "stop"
-    _requirements = Requirements(clips=("lead_in", "cue"),
-                                 annotations=("cue_start", "cue_end"), texts=("cue", "reference"))
+    _requirements = SIMULATOR_REPLAY
 
     def immediate(self, trial: Trial, judges) -> ImmediateResult:
         return immediate(trial.annotations, trial.timeline)
