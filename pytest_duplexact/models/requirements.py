@@ -45,6 +45,9 @@ class Requirements:
     packages: tuple[Package, ...] = ()
     env: tuple[str, ...] = ()  # environment variables that must be set (keys: never printed)
     files: tuple[FileOption, ...] = ()
+    # a hosted service that bills its use (the run's estimate and --duplexact-max-cost:
+    # report/estimate.py); a model on the user's own machine or server bills nothing
+    billed: bool = False
 
     def missing_packages(self) -> list[Package]:
         return [p for p in self.packages if not _importable(p.module)]
@@ -102,17 +105,18 @@ REQUIREMENTS: dict[str, Requirements] = {
     "endpoint": Requirements("cascade baseline: energy endpointing, then one fixed spoken "
                              "reply", "stepped"),
     "gpt-realtime": Requirements("OpenAI Realtime API (hosted)", "streaming", packages=_OPENAI,
-                                 env=("OPENAI_API_KEY",)),
+                                 env=("OPENAI_API_KEY",), billed=True),
     # the key may be GEMINI_API_KEY or GOOGLE_API_KEY: the adapter's preflight checks either
     "gemini-live": Requirements("Google Gemini Live API (hosted; GEMINI_API_KEY or "
                                 "GOOGLE_API_KEY)", "streaming",
                                 packages=(Package("google.genai",
-                                                  "pip install 'pytest-duplexact[gemini]'"),)),
+                                                  "pip install 'pytest-duplexact[gemini]'"),),
+                                billed=True),
     "grok-voice": Requirements("xAI Grok Voice Agent API (hosted, OpenAI Realtime dialect)",
-                               "streaming", packages=_OPENAI, env=("XAI_API_KEY",)),
+                               "streaming", packages=_OPENAI, env=("XAI_API_KEY",), billed=True),
     "qwen-omni-realtime": Requirements("Alibaba DashScope Qwen-Omni Realtime (hosted, OpenAI "
                                        "Realtime dialect)", "streaming", packages=_OPENAI,
-                                       env=("DASHSCOPE_API_KEY",)),
+                                       env=("DASHSCOPE_API_KEY",), billed=True),
     # the server URL is an option, checked by the adapter's own preflight; its key is optional
     "minicpm-o": Requirements("MiniCPM-o behind its duplex demo server (server_url option)",
                               "streaming", packages=(Package("websockets",

@@ -91,6 +91,15 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("prices", "TOML price table for the report's estimated cost; its entries replace the "
         "bundled ones by model name (pytest_duplexact/report/prices.toml shows the layout).",
         metavar="FILE"),
+    Opt("estimate", "Print the run's estimate (instances, audio to stream, ideal wall time, "
+        "expected cost where prices are known) and exit without calling the model "
+        "(docs/runs.md).", kind="flag"),
+    Opt("max-cost", "Budget in the price table's currency: once the spend measured so far plus "
+        "the trials in flight reaches it, no new trial starts; the run ends incomplete and "
+        "resumable (docs/runs.md). Refused for a model or judge without a price.",
+        kind="float", metavar="USD"),
+    Opt("max-wall", "Wall-time budget (90s, 45m, 2h, 1h30m): once reached, no new trial "
+        "starts; trials in flight finish (docs/runs.md).", metavar="DURATION"),
     Opt("storage", "Store folder of --duplexact-autosave / --duplexact-compare; default "
         ".duplexact under the invocation directory.", metavar="DIR"),
     Opt("baseline-alpha", "Significance level of the baseline gate (family-wise, "

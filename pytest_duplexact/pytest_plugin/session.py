@@ -31,6 +31,7 @@ from ..data.results import InstanceOutcome, Verdict
 from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
 from ..run.selection import Selection, SelectionError, parse_shard, select
 from ..run.settings import RunSettings, SettingsError
+from ..report.budget import STOP_FILE
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
@@ -215,15 +216,6 @@ def _preflight_data(spec: str, instances) -> None:
             raise pytest.UsageError(f"--duplexact-model=oracle: {why}")
 
 
-def _check_prices(config) -> None:
-    from ..report.cost import PriceError, load_prices
-
-    try:
-        load_prices(options.get(config, "prices"))
-    except PriceError as e:
-        raise pytest.UsageError(f"--duplexact-prices: {e}") from None
-
-
 def _store(config) -> Path:
     from ..report.store import DEFAULT_STORE
 
@@ -383,12 +375,18 @@ class DuplexactSession:
                                             self.settings.fingerprint()).finished
             else:
                 self.resumed, self.messages = _load_resumed(self.run_dir, self.settings, wanted)
+        self.estimate: dict | None = None  # report/estimate.py (controller)
+        self.budget = None  # run/budget.Budget (controller), with --duplexact-max-cost/-wall
+        self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
+        self._pytest_session: pytest.Session | None = None
+        self._started = time.monotonic()
+        if not self.worker:
+            self._plan(config)
         if not self.worker:
             _check_urls(self.settings)
             _preflight(config, spec, self.settings)
             _preflight_data(spec, self.instances)
             self.baseline = _check_baseline(config)
-            _check_prices(config)
             from ..run.runlock import RunDirLocked, RunLock
 
             try:
@@ -404,6 +402,35 @@ class DuplexactSession:
                                         f"{e}") from None
             # A resumed folder keeps its earlier report until this session's replaces it (on
             # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
+
+    def _plan(self, config) -> None:
+        """The estimate (always: the header line, report.json) and the budget; with
+        --duplexact-estimate, print the estimate and end before anything is created."""
+        from ..report.cost import PriceError, load_prices
+        from ..report.estimate import describe
+        from .spend import budget_for, estimate_for
+
+        try:
+            prices = load_prices(options.get(config, "prices"))
+        except PriceError as e:
+            raise pytest.UsageError(f"--duplexact-prices: {e}") from None
+        self.estimate = estimate_for(config, self.settings, self.instances, prices,
+                                     _store(config))
+        lines = describe(self.estimate)
+        if self.resumed:
+            lines[0] += f" ({len(self.resumed)} already finished: not run again)"
+        if options.get(config, "estimate"):
+            print("\n".join(lines), flush=True)
+            pytest.exit("duplexact: estimate only: no model was called, nothing was written",
+                        returncode=0)
+        self.notices += lines
+        self.budget = budget_for(config, self.estimate, prices)
+        try:  # a stop left by an earlier, budgeted invocation of this run
+            self._stop_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass  # a run directory we cannot write is refused just below
 
     # --- the harness and one instance -------------------------------------------------------
 
@@ -458,8 +485,10 @@ class DuplexactSession:
                 item.session.shouldstop = "duplexact: the model could not be built"
                 raise
             if harness.prefetcher is not None:  # keep `concurrency` trials in flight
+                harness.prefetcher.submit([inst])
                 harness.prefetcher.submit(
-                    [inst] + self._upcoming(item, 2 * harness.prefetcher.concurrency))
+                    self._upcoming(item, 2 * harness.prefetcher.concurrency),
+                    admit=self._may_start)
             before = usage.snapshot(harness)
             try:
                 outcome = harness.run(inst)
@@ -546,6 +575,9 @@ class DuplexactSession:
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.worker:  # the controller aggregates (xdist replays the reports there)
+            if report.when == "teardown" and self._pytest_session is not None \
+                    and self._stop_file.exists():  # the controller's budget stopped the run
+                self._pytest_session.shouldstop = "duplexact: budget reached"
             return
         from .junit import flat_properties
 
@@ -559,9 +591,66 @@ class DuplexactSession:
             else:
                 kept.append((name, value))
         report.user_properties = kept
+        if self.budget is not None and report.when == "teardown":
+            self._check_budget()
+
+    # --- the budget (report/budget.py) ---------------------------------------------------------
+
+    def _fresh_usage(self) -> list[dict]:
+        """What this invocation's own trials billed (outcomes a resume reused cost nothing
+        now)."""
+        return [self.usage[n] for n, o in self.outcomes.items()
+                if n in self.usage and o.get("id") not in self.resumed]
+
+    def _in_flight(self) -> int:
+        """Trials running while the controller decides: under xdist every worker's (at most
+        ``concurrency`` each), serially the prefetcher's."""
+        from .spend import workers
+
+        if is_worker(self.config) or self._pytest_session is None:
+            return 0
+        n = workers(self.config)
+        if n > 1:
+            return n * max(1, options.get(self.config, "concurrency") or 1)
+        pre = self._harness.prefetcher if self._harness is not None else None
+        return pre.in_flight() if pre is not None else 0
+
+    def _may_start(self) -> bool:
+        """May another trial start now (the prefetcher asks before it starts one)?"""
+        if self.worker:
+            return not self._stop_file.exists()
+        return self.budget is None or self.budget.admits(self._in_flight())
+
+    def _check_budget(self) -> None:
+        """After each test: once the budget says no new trial may start, stop pytest before
+        the next test, unless that test's trial is already in flight (it finishes and is
+        scored first); under xdist, tell the workers and xdist's scheduler."""
+        fresh = self._fresh_usage()
+        self.budget.record(usage.total(fresh), len(fresh))
+        if self.budget.admits(self._in_flight()) or self._pytest_session is None:
+            return
+        from .spend import workers
+
+        reason = f"duplexact: {self.budget.stopped}"
+        if workers(self.config) > 1:
+            try:
+                write_json(self._stop_file, {"reason": self.budget.stopped})
+            except OSError:
+                pass  # the workers then stop when xdist shuts them down
+            dsession = self.config.pluginmanager.getplugin("dsession")
+            if dsession is not None and not dsession.shouldstop:
+                dsession.shouldstop = reason
+            return
+        nxt = self._next_item
+        inst = getattr(getattr(nxt, "callspec", None), "params", {}).get("duplexact_instance")
+        pre = self._harness.prefetcher if self._harness is not None else None
+        if inst is not None and pre is not None and pre.started(inst.id):
+            return  # in flight: it finishes and is scored; the next test decides again
+        self._pytest_session.shouldstop = reason
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self._pytest_session = session
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if not self.worker and tr is not None:  # shown before the long run starts
             for line in self.notices + self.messages:
@@ -619,6 +708,22 @@ class DuplexactSession:
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
+        if self.estimate is not None:  # beside what was measured: how far to trust it
+            report["estimate"] = self.estimate
+            report["measured"] = {"wall_s": round(time.monotonic() - self._started, 1),
+                                  "cost": (report.get("cost") or {}).get("total"),
+                                  "instances": len(self._fresh_usage())}
+        if self.budget is not None:
+            report["budget"] = self.budget.to_dict()
+            if self.budget.stopped:
+                line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
+                        f"instances; resume with pytest --duplexact-resume={self.run_dir}")
+                report["notes"].append(line)
+                self.messages.append(f"duplexact: {line}")
+            try:
+                self._stop_file.unlink()
+            except OSError:
+                pass
         if self.settings.released is not None:  # the paper side by side (released/paper.py)
             from ..released.paper import paper_section
 

@@ -15,9 +15,10 @@ from ..run.settings import RunSettings
 
 SCHEMA = "duplexact-report"
 VERSION = 1
-# differ between otherwise identical runs: the time, and where a copy of the report sits
-# relative to its run directory (session.finish)
-VOLATILE_KEYS = ("created", "run_dir")
+# differ between otherwise identical runs: the time, where a copy of the report sits relative
+# to its run directory, and the invocation's plan and wall time (its estimate depends on -n,
+# the concurrency, the shard and the store: session.finish)
+VOLATILE_KEYS = ("created", "run_dir", "estimate", "measured")
 
 
 class ReportFileError(ValueError):

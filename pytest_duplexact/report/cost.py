@@ -41,11 +41,23 @@ def load_prices(path: str | Path | None = None) -> dict:
                 raise PriceError(f"{p}: field 'models.{name}': each price must be a number "
                                  ">= 0 per unit of a usage counter")
         table["models"] = {**table["models"], **models}
+        rates = extra.get("audio_rates", {})
+        if not isinstance(rates, dict):
+            raise PriceError(f"{p}: field 'audio_rates' must be a table of models")
+        for name, entry in rates.items():
+            for counter, rate in (entry.items() if isinstance(entry, dict) else [(None, None)]):
+                if not (isinstance(rate, dict) and rate.get("audio") in ("in", "out")
+                        and isinstance(rate.get("per_s"), (int, float))
+                        and not isinstance(rate.get("per_s"), bool) and rate["per_s"] >= 0):
+                    raise PriceError(f"{p}: field 'audio_rates.{name}"
+                                     + (f".{counter}" if counter else "") + "': expected "
+                                     "{ audio = \"in\" or \"out\", per_s = a number >= 0 }")
+        table["audio_rates"] = {**table.get("audio_rates", {}), **rates}
         table["source"] = str(p)
     return table
 
 
-def _model_key(name: str) -> str:
+def model_key(name: str) -> str:
     return name.split(":", 1)[1] if name.startswith("openai:") else name
 
 
@@ -56,7 +68,7 @@ def estimate(usage: dict, prices: dict) -> dict:
         model = str(vals.get("model", ""))
         billed = {k: v for k, v in vals.items() if k not in _NOT_BILLED and k != "model"
                   and isinstance(v, (int, float)) and not isinstance(v, bool) and v}
-        entry = prices["models"].get(_model_key(model))
+        entry = prices["models"].get(model_key(model))
         if not billed:
             services[label] = {"model": model, "cost": 0.0, "note": "nothing billed"}
             continue

@@ -132,6 +132,10 @@ def render(report: dict, failures: bool = True) -> str:
 
         head, *lines = describe_cost(report["cost"])
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
+    from .estimate import versus
+
+    if versus(report):
+        out += ["", _esc(versus(report))]
 
     out += ["", "### The paper's 14 models (Table 4)", ""] + _paper_table(report)
 

@@ -124,6 +124,11 @@ def merge(paths: list[str | Path]) -> dict:
         from .cost import estimate, load_prices
 
         merged["cost"] = estimate(merged["usage"], load_prices())
+    estimates = [rep["estimate"] for _, rep in loaded if rep.get("estimate")]
+    if estimates and len(estimates) == len(loaded):  # shards run in parallel: walls overlap
+        from .estimate import combine
+
+        merged["estimate"] = combine(estimates)
     merged["shards"] = [
         {"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
          "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}

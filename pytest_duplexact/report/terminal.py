@@ -96,6 +96,10 @@ def render(report: dict, gate_results=()) -> list[str]:
         from .cost import describe as describe_cost
 
         out += describe_cost(report["cost"])
+    from .estimate import versus
+
+    if versus(report):
+        out.append(versus(report))
     for note in report.get("notes", []):
         out.append(note)
     if gate_results:

@@ -35,12 +35,19 @@ class Prefetcher:
             return await watch_async(lambda: self._run(instance), timeout=self.timeout,
                                      what=f"instance {instance.id}")
 
-    def submit(self, instances) -> None:
-        """Start trials for these instances (in order) unless already started."""
+    def submit(self, instances, admit: Callable[[], bool] | None = None) -> None:
+        """Start trials for these instances (in order) unless already started; ``admit()``,
+        when given, is asked before each new one (a budget: report/budget.py) and a no ends
+        the submission."""
         for inst in instances:
             if inst.id not in self._futures:
+                if admit is not None and not admit():
+                    return
                 self._futures[inst.id] = asyncio.run_coroutine_threadsafe(
                     self._guarded(inst), self._loop)
+
+    def started(self, instance_id: str) -> bool:
+        return instance_id in self._futures
 
     def in_flight(self) -> int:
         return sum(not f.done() for f in self._futures.values())

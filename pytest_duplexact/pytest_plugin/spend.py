@@ -1,0 +1,98 @@
+"""The run's estimate and budget, from the options (report/estimate.py, report/budget.py hold the
+logic; this module only reads the options, the store and the pytest-xdist layout)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from . import options
+
+
+def model_kind(spec: str) -> tuple[str, bool]:
+    """("stepped" | "streaming" | "replay" | "unknown", billed) for a model name, without
+    building it (an import path is only known once built: "unknown", not billed unless the
+    price table knows its name)."""
+    from ..models import RECORDED_PREFIX
+    from ..models.requirements import REQUIREMENTS
+
+    if spec.startswith(RECORDED_PREFIX):
+        return "replay", False
+    req = REQUIREMENTS.get(spec)
+    return (req.kind, req.billed) if req is not None else ("unknown", False)
+
+
+def workers(config) -> int:
+    """pytest-xdist worker processes (1 without -n)."""
+    n = getattr(config.option, "numprocesses", None)
+    try:
+        return max(1, int(n)) if n else 1
+    except (TypeError, ValueError):
+        return 1
+
+
+def previous_report(store: Path, settings) -> dict | None:
+    """The newest stored report of the same model with the same options (report/store.py),
+    or None; unreadable entries are passed over."""
+    from ..report.store import entries
+
+    for _, path in reversed(entries(store)):
+        try:
+            rep = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        stored = rep.get("settings") if isinstance(rep, dict) else None
+        if not isinstance(stored, dict) or rep.get("model") != settings.model:
+            continue
+        if [list(p) for p in settings.model_options] != stored.get("model_options", []):
+            continue
+        return {**rep, "_name": f"stored run {path.name}"}
+    return None
+
+
+def estimate_for(config, settings, instances, prices: dict, store: Path) -> dict:
+    from ..report.estimate import plan
+
+    kind, billed = model_kind(settings.model)
+    if not billed and kind == "unknown":  # an import path with a price entry bills
+        from ..report.estimate import price_entry
+
+        name = dict(settings.model_options).get("model") or settings.model
+        billed = price_entry(prices, name) is not None
+    return plan(instances, settings, prices=prices, kind=kind, billed_model=billed,
+                concurrency=max(1, options.get(config, "concurrency") or 1),
+                workers=workers(config), previous=previous_report(store, settings),
+                branches=settings.bargein_branches != "off")
+
+
+def budget_for(config, estimate: dict, prices: dict):
+    """The run's Budget, or None without --duplexact-max-cost / --duplexact-max-wall; refused
+    (UsageError) where a service the run uses has no price."""
+    from ..report.budget import Budget, BudgetError, parse_duration
+
+    max_cost = options.get(config, "max-cost")
+    wall = options.get(config, "max-wall")
+    if max_cost is None and not wall:
+        return None
+    try:
+        max_wall = parse_duration(wall) if wall else None
+    except BudgetError as e:
+        raise pytest.UsageError(f"--duplexact-max-wall: {e}") from None
+    try:
+        if max_cost is not None:
+            unpriced = [(label, s["model"]) for label, s in estimate["cost"]["services"].items()
+                        if s["cost"] is None and s["note"].startswith("no price")]
+            if unpriced:
+                label, model = unpriced[0]
+                raise BudgetError(f"no price for {model!r} ({label.replace('_', ' ')}), so "
+                                  "its spend cannot be counted; add it with "
+                                  "--duplexact-prices=FILE (report/prices.toml shows the "
+                                  "layout)")
+        n = estimate["instances"] or 1
+        return Budget(max_cost, max_wall, prices,
+                      trial_estimate=estimate["cost"]["total"][1] / n,
+                      currency=estimate["cost"]["currency"])
+    except BudgetError as e:
+        raise pytest.UsageError(f"--duplexact-max-cost: {e}") from None

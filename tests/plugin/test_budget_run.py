@@ -1,0 +1,195 @@
+"""The estimate and the budget through `pytest` (docs/runs.md, "Before a run"):
+``--duplexact-estimate`` calls no model; ``--duplexact-max-cost`` stops a run within one
+trial's cost, every started trial scored, and a resume finishes it to the report an
+unbudgeted run gives, serially and under -n 2.
+
+The judged runs are stepped (the oracle) with the fake OpenAI judge on 127.0.0.1 billing
+tokens, so they run below the wall clock; one short run streams against the fake realtime
+server, which bills audio seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.report import VOLATILE_KEYS
+from pytest_duplexact.report.estimate import stream_bounds
+from tests.fakes import FakeOpenAI
+from tests.plugin.test_realtime_run import KEY, realtime_server  # noqa: F401 (a fixture)
+
+# the fake judge bills 10 input and 5 output tokens a call: 0.2 USD at these prices
+PRICES = '[models."gpt-5.4"]\ninput_tokens = 0.01\noutput_tokens = 0.02\n'
+JUDGED = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "--duplexact-limit=2",
+          "--duplexact-judge=gpt-5.4", "--duplexact-prices=prices.toml", "-p",
+          "no:cacheprovider")
+# what differs between a budgeted-then-resumed run and an unbudgeted one by design
+NOT_COMPARED = set(VOLATILE_KEYS) | {"measured", "budget", "estimate", "settings"}
+
+
+def _report(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _comparable(rep: dict) -> dict:
+    out = {k: v for k, v in rep.items() if k not in NOT_COMPARED}
+    out["instances"] = [{k: v for k, v in i.items() if k != "recording"}
+                        for i in rep["instances"]]
+    return out
+
+
+@pytest.fixture(scope="module")
+def judge_server():
+    with FakeOpenAI() as server:  # one URL for every run: it is part of the run's settings
+        yield server
+
+
+@pytest.fixture
+def judge(monkeypatch, pytester, judge_server):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    pytester.path.joinpath("prices.toml").write_text(PRICES)
+    return judge_server
+
+
+def _run(pytester, server, *args):
+    return pytester.runpytest_subprocess(*JUDGED, f"--duplexact-judge-base-url={server.url}",
+                                         *args, timeout=300)
+
+
+def _started(run: Path) -> set[str]:
+    """Instances whose trial began: each has a folder in the run directory."""
+    return {p.name for p in (run / "instances").iterdir() if p.is_dir()}
+
+
+@pytest.fixture(scope="module")
+def unbudgeted(tmp_path_factory, judge_server):
+    """The same selection without a budget, once for the module (a plain subprocess: pytester
+    is per test)."""
+    where = tmp_path_factory.mktemp("unbudgeted")
+    where.joinpath("prices.toml").write_text(PRICES)
+    res = subprocess.run([sys.executable, "-m", "pytest", *JUDGED,
+                          f"--duplexact-judge-base-url={judge_server.url}",
+                          "--duplexact-run-dir=full"], cwd=where, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": KEY})
+    assert res.returncode == 0, res.stdout + res.stderr
+    return _report(where / "full" / "report.json")
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbudgeted, xdist):
+    assert unbudgeted["totals"]["instances"] == 6
+    per_trial = unbudgeted["cost"]["total"] / 6
+    assert per_trial == pytest.approx(0.2)  # one judge call per immediate success
+    res = _run(pytester, judge, "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist)
+    out = res.stdout.str()
+    rep = _report(pytester.path / "run" / "report.json")
+    assert res.ret == pytest.ExitCode.INTERRUPTED, out
+    done = rep["totals"]["instances"]
+    assert 0 < done < 6, out
+    assert rep["budget"]["stopped"].startswith("budget of 0.50 USD reached"), rep["budget"]
+    # measured spend: within one trial's cost of the budget (xdist: each worker's first
+    # trial starts before the controller has measured any)
+    lanes = 2 if xdist else 1
+    assert rep["cost"]["total"] <= 0.5 + lanes * per_trial + 1e-9
+    assert rep["budget"]["spent"] == pytest.approx(rep["cost"]["total"])
+    # every trial that started was finished and scored: none lost
+    assert _started(pytester.path / "run") == {i["id"] for i in rep["instances"]}
+    line = next(n for n in rep["notes"] if n.startswith("budget of"))
+    assert f"after {done} of 6 instances; resume with pytest --duplexact-resume=" in line
+    assert line in out
+    assert any("have no outcome" in n for n in rep["notes"])  # marked incomplete
+    assert not (pytester.path / "run" / "budget-stop.json").exists()
+    again = _run(pytester, judge, f"--duplexact-resume={pytester.path / 'run'}", *xdist)
+    assert again.ret == 0, again.stdout.str()
+    resumed = _report(pytester.path / "run" / "report.json")
+    assert "budget" not in resumed
+    assert _comparable(resumed) == _comparable(unbudgeted)
+
+
+def test_estimate_only_calls_no_model(pytester, monkeypatch):
+    """gpt-realtime pointed at a listener that counts connections: none arrives, nothing is
+    written, and the estimate is printed (with -n 2 and a shard too)."""
+    accepted = []
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            accepted.append(conn)
+
+    t = threading.Thread(target=count, daemon=True)
+    t.start()
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{srv.getsockname()[1]}/v1")
+    try:
+        res = pytester.runpytest_subprocess(
+            "--duplexact-model=gpt-realtime", "--duplexact-estimate", "-n", "2",
+            "--duplexact-shard=1/2", "--duplexact-concurrency=16", "-p", "no:cacheprovider",
+            timeout=120)
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+    out = res.stdout.str()
+    assert res.ret == 0, out + res.stderr.str()
+    assert accepted == []
+    assert "duplexact: estimate: " in out and "model gpt-realtime: " in out
+    assert "as of 2025-08" in out
+    assert not (pytester.path / "duplexact-runs").exists()
+
+
+def test_a_budget_needs_prices_for_what_the_run_bills(pytester, monkeypatch):
+    monkeypatch.setenv("XAI_API_KEY", KEY)
+    res = pytester.runpytest_subprocess("--duplexact-model=grok-voice", "--duplexact-max-cost=5",
+                                        "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--duplexact-max-cost: no price for 'grok-voice' (model)" in res.stderr.str()
+    bad = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-max-wall=soon",
+                                        "-p", "no:cacheprovider")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--duplexact-max-wall: expected a duration such as 90s" in bad.stderr.str()
+    assert not (pytester.path / "duplexact-runs").exists()
+
+
+def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeypatch,
+                                                               realtime_server):  # noqa: F811
+    """Two trials in flight at once (concurrency 2), priced per second of audio sent: the
+    second is admitted while the first runs, the third never starts."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", realtime_server)
+    pytester.path.joinpath("prices.toml").write_text(
+        '[models."gpt-realtime"]\naudio_in_s = 0.01\n')
+    res = pytester.runpytest_subprocess(
+        "--duplexact-model=gpt-realtime", "--duplexact-action=take_turn", "--duplexact-limit=1",
+        "--duplexact-concurrency=2", "--duplexact-run-dir=run", "--duplexact-prices=prices.toml",
+        "--duplexact-max-cost=0.3", "-p", "no:cacheprovider", timeout=240)
+    out = res.stdout.str()
+    rep = _report(pytester.path / "run" / "report.json")
+    assert res.ret == pytest.ExitCode.INTERRUPTED, out
+    assert rep["totals"] == {"instances": 2, "errors": 0}, out
+    assert _started(pytester.path / "run") == {i["id"] for i in rep["instances"]}
+    spent = rep["cost"]["total"]
+    seconds = rep["usage"]["model"]["audio_in_s"]
+    assert spent == pytest.approx(seconds * 0.01, abs=1e-4)
+    assert spent <= 0.3 + spent / 2 + 1e-9  # within one trial's cost
+    est = rep["estimate"]
+    assert est["instances"] == 3 and est["concurrency"] == 2
+    # Direct Replay streams exactly what the estimate counts (the adapter meters what it sent)
+    ran = {i["id"] for i in rep["instances"]}
+    expected = sum(stream_bounds(i)[0] for i in load_dataset(bundled_root()).instances
+                   if i.id in ran)
+    assert seconds == pytest.approx(expected, rel=0.05)
+    assert rep["measured"]["cost"] == spent and rep["measured"]["instances"] == 2
+    assert "duplexact: estimate: 3 instances" in out
