@@ -31,7 +31,7 @@ from ..data import audio
 from ..data.instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, MANIFEST,
                              TEXT_FIELDS, id_problem, required_fields)
 from . import ReleasedDataError
-from .mapping import Mapping, lookup, to_seconds
+from .mapping import COLUMNS, Mapping, lookup, to_seconds
 from .snapshot import Snapshot, cache_root  # noqa: F401 (cache_root: convert.cache_root)
 
 CONVERTER_VERSION = 1
@@ -211,7 +211,6 @@ def map_texts(m: Mapping, r: _Row, action: str) -> tuple[dict[str, str], dict[st
     return texts, problems
 
 
-_SMALL_COLUMNS = ("condition", "corpus", "metadata")
 
 
 def _columns_of(pf, names) -> list[str]:
@@ -229,7 +228,7 @@ def plan(snap: Snapshot, m: Mapping) -> tuple[int, Unmappable]:
         row = 0
         for p in paths:
             pf = pq.ParquetFile(p)
-            cols = _columns_of(pf, [m.column(c) for c in _SMALL_COLUMNS])
+            cols = _columns_of(pf, [m.column(c) for c in COLUMNS])
             for rg in range(pf.num_row_groups):
                 t = pf.read_row_group(rg, columns=cols).to_pydict()
                 for k in range(len(t[cols[0]]) if cols else pf.metadata.row_group(rg).num_rows):
@@ -319,7 +318,7 @@ def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset()
                 # pre-buffering of whole column chunks: the peak stays near one page
                 pf = pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
                 audio_cols = _columns_of(pf, sorted({c for cs in roles.values() for c in cs}))
-                cols = _columns_of(pf, [m.column(c) for c in _SMALL_COLUMNS]) + audio_cols
+                cols = _columns_of(pf, [m.column(c) for c in COLUMNS]) + audio_cols
                 rel_file = str(p.relative_to(snap.root)).replace(os.sep, "/")
                 for t in pf.iter_batches(batch_size=BATCH_ROWS, columns=cols,
                                          use_threads=False):

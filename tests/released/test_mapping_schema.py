@@ -71,7 +71,7 @@ def test_schema_errors_name_file_table_and_key(tmp_path, case):
 def test_a_file_that_is_not_utf8_is_refused_naming_it(tmp_path):
     f = tmp_path / "latin1.toml"
     f.write_bytes('[conditions.wait]\n"pause café" = "inter_sentential_pause"\n'.encode("latin-1"))
-    with pytest.raises(MappingError, match=rf"^{f}: not UTF-8 text \(byte 28\)"):
+    with pytest.raises(MappingError, match=rf"^{f}: not UTF-8 text \(byte 28: "):
         load_mapping(f)
 
 
