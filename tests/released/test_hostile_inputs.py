@@ -76,7 +76,7 @@ def test_audio_column_of_another_type_names_file_and_column(tmp_path, mapping, c
     f = write_rows(snap, [{**wait_row(), "input": value}], input_type=arrow_type)
     msg = _refused(snap, mapping)
     assert str(f) in msg and "column 'input'" in msg
-    assert f"is {arrow_type}" in msg and "struct<bytes: binary, path: string>" in msg
+    assert f"is {kind.split('<')[0]}" in msg and "struct<bytes: binary, path: string>" in msg
     assert "[audio.wait]" in msg
     assert not _entries(cache)
 
@@ -242,8 +242,8 @@ def test_missing_config_folders_name_the_absent_actions(pytester, tmp_path, mapp
     err = res.stderr.str()
     assert "the snapshot has no parquet file for config(s) hold_floor (action hold_floor), " \
         "stop (action stop)" in err
-    assert "--duplexact-action=wait,backchannel,ignore,take_turn,interrupt,recover" in err
-    others = "wait,backchannel,ignore,take_turn,interrupt,recover"
+    others = "wait,ignore,take_turn,backchannel,interrupt,recover"
+    assert f"--duplexact-action={others}" in err
     res = pytester.runpytest(*base, f"--duplexact-action={others}")
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
     assert len([ln for ln in res.stdout.lines if "::" in ln]) == 6
