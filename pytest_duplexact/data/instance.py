@@ -22,7 +22,7 @@ from .timeline import Word
 __all__ = ["ANNOTATION_FIELDS", "Annotations", "CLIP_ROLES", "Clip", "Dataset", "DatasetError",
            "FORMAT_NAME", "FORMAT_VERSION", "HEADER", "Instance", "MANIFEST", "Problem",
            "TEXT_FIELDS", "bundled_root", "check_dataset", "id_problem", "instance_problems",
-           "load_dataset", "parse_instance", "read_header"]
+           "load_dataset", "parse_instance", "read_header", "show_value"]
 
 FORMAT_NAME = "duplexact-dataset"
 FORMAT_VERSION = 1
@@ -115,7 +115,12 @@ def _show(v, limit: int = 60) -> str:
         text = repr(v)
     except ValueError:  # an integer with more digits than Python will print
         return "<a number too large to print>"
+    except RecursionError:  # a list nested thousands deep
+        return f"<a {type(v).__name__} nested too deeply to print>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+show_value = _show  # the same short, safe repr for other modules' messages
 
 
 # Each instance is stored in <run dir>/instances/<id>/, so an id must be one folder name.

@@ -31,7 +31,7 @@ import numpy as np
 from ..data import audio
 from ..data.instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, MANIFEST,
                              MAX_CLIP_S, TEXT_FIELDS, id_problem, instance_problems,
-                             required_fields)
+                             required_fields, show_value)
 from . import ReleasedDataError
 from .mapping import COLUMNS, Mapping, lookup, to_seconds
 from .snapshot import Snapshot, cache_root  # noqa: F401 (cache_root: convert.cache_root)
@@ -88,7 +88,9 @@ def format_unmappable(rows: list[dict], total: int, mapping_sources, skipped: bo
                                          if len(g["ids"]) > 5 else "")
         why = "; ".join(f"{w} ({n})" for w, n in g["why"])
         lines.append(f"  config {g['config']}, {g['field']}: {g['rows']} row(s) [{ids}]: {why}")
-        lines.append(f"      metadata keys present: {', '.join(g['keys']) or '(none)'}")
+        keys = ", ".join(g["keys"][:30]) + (f", ... ({len(g['keys']) - 30} more)"
+                                             if len(g["keys"]) > 30 else "")
+        lines.append(f"      metadata keys present: {keys or '(none)'}")
     if skipped:
         lines.append(f"{len(rows)} unmappable row(s) skipped (--duplexact-skip-unmappable).")
     else:
@@ -181,12 +183,12 @@ def map_fields(m: Mapping, config: str, row: int, values: dict) -> _Row:
     raw_cond = values.get(m.column("condition"))
     cond = m.condition(action, raw_cond)
     if cond is None:
-        problems["condition"] = f"spelling {raw_cond!r} not in [conditions.{action}]"
+        problems["condition"] = f"spelling {show_value(raw_cond)} not in [conditions.{action}]"
     raw_corpus = values.get(m.column("corpus"))
     corpus = m.corpus(raw_corpus)
     source = m.source_of(corpus) if corpus else None
     if corpus is None:
-        problems["corpus"] = f"value {raw_corpus!r} not in [corpus.values]"
+        problems["corpus"] = f"value {show_value(raw_corpus)} not in [corpus.values]"
     elif source is None:
         problems["source"] = f"corpus {corpus!r} not in [corpus.source]"
     _, scen_raw = _first(meta, m.scenario_keys)
@@ -559,17 +561,33 @@ def import_snapshot(snap: Snapshot, m: Mapping, out: Path, skip_unmappable: bool
     return out
 
 
+def _stored_unmappable(out: Path) -> dict | None:
+    """The cached conversion's unmappable.json, or None when it is absent or damaged."""
+    try:
+        if not (out / HEADER).is_file():
+            return None
+        stored = json.loads((out / UNMAPPABLE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    ok = isinstance(stored, dict) and isinstance(stored.get("rows"), int) and \
+        isinstance(stored.get("unmappable"), list) and \
+        all(isinstance(r, dict) for r in stored["unmappable"])
+    return stored if ok else None
+
+
 def convert_cached(snap: Snapshot, m: Mapping, skip_unmappable: bool, log=None) -> Path:
     """The converted folder for (snapshot, mapping): reused when present, built otherwise.
     The same unmappable rows refuse a cached conversion as they refused the first one."""
     root = cache_root() / "released"
     out = root / cache_key(snap, m)
-    if (out / HEADER).is_file() and (out / UNMAPPABLE_FILE).is_file():
-        stored = json.loads((out / UNMAPPABLE_FILE).read_text(encoding="utf-8"))
+    stored = _stored_unmappable(out)
+    if stored is not None:
         if stored["unmappable"] and not skip_unmappable:
             raise ReleasedDataError(format_unmappable(stored["unmappable"], stored["rows"],
                                                       m.sources, False))
         return out
+    if out.exists():  # damaged by hand or by the disk: a cache miss, built again
+        shutil.rmtree(out, ignore_errors=True)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     try:

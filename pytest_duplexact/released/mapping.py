@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data import taxonomy
-from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS
+from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS, show_value
 from . import ReleasedDataError
 
 BUNDLED = "mapping.toml"
@@ -59,20 +59,20 @@ def to_seconds(value: Any, unit: str, rate: float | None = None) -> float:
     """A metadata time value in ``unit`` -> seconds. Raises ValueError with the reason.
     Accepts JSON numbers and numeric strings; never booleans, NaN or infinities."""
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"not a number: {value!r}")
+        raise ValueError(f"not a number: {show_value(value)}")
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise ValueError(f"not a number: {value!r}") from None
+            raise ValueError(f"not a number: {show_value(value)}") from None
     if not isinstance(value, (int, float)):
-        raise ValueError(f"not a number: {value!r}")
+        raise ValueError(f"not a number: {show_value(value)}")
     try:
         v = float(value)
     except OverflowError:
         raise ValueError("a number too large for seconds") from None
     if not math.isfinite(v):
-        raise ValueError(f"not a finite number: {value!r}")
+        raise ValueError(f"not a finite number: {show_value(value)}")
     if unit == "s":
         return v
     if unit == "ms":
