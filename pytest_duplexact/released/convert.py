@@ -1,12 +1,14 @@
 """Released parquet snapshot -> a DuplexAct-format dataset folder (docs/released-data.md).
 
 Streamed with pyarrow in batches of BATCH_ROWS rows inside each row group, so peak memory is
-bounded by about one column chunk's pages plus one clip, whatever the dataset's size. Audio (``{path, bytes}`` structs) is decoded with
-soundfile, downmixed to mono, resampled to 16 kHz with soxr and written as FLAC once per
+bounded by about one column chunk's pages plus one clip, whatever the dataset's size. Audio
+(``{path, bytes}`` structs) is decoded with soundfile (its length checked from the header
+first), downmixed to mono, resampled to 16 kHz with soxr and written as FLAC once per
 distinct source clip (clips shared between rows, such as lead-ins, are stored once); the
 source rate is recorded per instance. Every field comes from the mapping; a row whose
-required fields it cannot place is *unmappable*: all of them are reported together, grouped
-by config and missing field, and the conversion is refused unless asked to skip them.
+required fields it cannot place, or that the loader would refuse once converted, is
+*unmappable*: all of them are reported together, grouped by config and missing field, each
+with its parquet file and row, and the conversion is refused unless asked to skip them.
 
 The result is cached under ``<cache>/released/<key>``, the key hashing the snapshot's file
 hashes, the mapping and CONVERTER_VERSION, and is written to a temporary folder first, so a

@@ -3,8 +3,9 @@
 ``load_mapping(user_file)`` reads the bundled table and merges the user's file over it key by
 key (a table in the user's file extends the bundled one; any other value replaces it). Each
 file is validated against the schema (``_Schema``: every table, key and type; unknown keys
-refused with a did-you-mean) before the merge, so a mistake names its file and field. Nothing in this module guesses an
-unknown: every key, unit, clock and spelling comes from the table.
+refused with a did-you-mean) before the merge, so a mistake names its file and field.
+Nothing in this module guesses an unknown: every key, unit, clock and spelling comes from the
+table.
 """
 
 from __future__ import annotations
