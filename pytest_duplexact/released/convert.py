@@ -96,9 +96,10 @@ def format_unmappable(rows: list[dict], total: int, mapping_sources, skipped: bo
     if skipped:
         lines.append(f"{len(rows)} unmappable row(s) skipped (--duplexact-skip-unmappable).")
     else:
-        lines.append("Complete the mapping (`duplexact inspect SOURCE` shows the keys; "
-                     "docs/released-data.md) and pass it with --duplexact-data-mapping=FILE, or "
-                     "run without these rows: --duplexact-skip-unmappable.")
+        lines.append("Complete or correct the mapping (`duplexact inspect SOURCE` shows the "
+                     "keys; docs/released-data.md) and pass it with --duplexact-data-mapping="
+                     "FILE, or run without these rows (values no mapping can place, such as a "
+                     "time outside its clip, included): --duplexact-skip-unmappable.")
     return "\n".join(lines)
 
 
@@ -152,7 +153,9 @@ class _Row:
     problems: dict[str, str]
 
 
-def _meta_of(raw) -> tuple[dict, str | None]:
+def parse_metadata(raw) -> tuple[dict, str | None]:
+    """A row's metadata cell (a JSON string, or a struct read as a dict) -> (object, None),
+    or ({}, why it is not one)."""
     if isinstance(raw, dict):
         return raw, None
     if not isinstance(raw, str):
@@ -179,7 +182,7 @@ def map_fields(m: Mapping, config: str, row: int, values: dict) -> _Row:
     """Condition, corpus, source, scenario, id of a row (``values``: column -> Python value)."""
     action = m.configs[config]
     problems: dict[str, str] = {}
-    meta, bad = _meta_of(values.get(m.column("metadata")))
+    meta, bad = parse_metadata(values.get(m.column("metadata")))
     if bad:
         problems["metadata"] = bad
     raw_cond = values.get(m.column("condition"))
@@ -590,8 +593,9 @@ def convert_cached(snap: Snapshot, m: Mapping, skip_unmappable: bool, log=None) 
         return out
     if out.exists():  # damaged by hand or by the disk: a cache miss, built again
         shutil.rmtree(out, ignore_errors=True)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    with _writing(root):  # a read-only cache folder: a message, not a traceback
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     try:
         import_snapshot(snap, m, tmp, skip_unmappable=skip_unmappable, log=log)
         try:

@@ -10,7 +10,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .convert import _meta_of, batches, open_parquet
+from .convert import batches, open_parquet, parse_metadata
 from .mapping import Mapping
 from .snapshot import Snapshot
 
@@ -92,7 +92,7 @@ def inspect(snap: Snapshot, m: Mapping, examples: int = 1) -> list[ConfigInfo]:
                     info.corpora.update(map(str, t.column(dc).to_pylist()))
                 if mc in names:
                     for raw in t.column(mc).to_pylist():
-                        meta, bad = _meta_of(raw)
+                        meta, bad = parse_metadata(raw)
                         if bad:
                             info.bad_metadata += 1
                             continue

@@ -49,7 +49,7 @@ def _entries(cache: Path) -> list[Path]:
 
 # --- bug 6: crashes become messages naming the file, row and column ---------------------------
 
-def test_deeply_nested_metadata_is_an_unmappable_row(tmp_path, mapping, cache):
+def test_deeply_nested_metadata_is_an_unmappable_row(tmp_path, mapping, cache, capsys):
     deep = '{"a": ' * 100_000 + "1" + "}" * 100_000
     snap = tmp_path / "snap"
     write_rows(snap, [wait_row("ok"), {**wait_row("deep"), "metadata": deep}])
@@ -59,6 +59,10 @@ def test_deeply_nested_metadata_is_an_unmappable_row(tmp_path, mapping, cache):
     assert "nested too deeply" in msg
     root = resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
     assert [i.id for i in load_dataset(root).instances] == ["wait-ok"]
+    from pytest_duplexact.cli import main
+
+    assert main(["inspect", f"hf:{snap}"]) == 0
+    assert "1 rows without a JSON object" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("kind", ["binary", "string", "list<int>", "struct<bytes: string>"])
@@ -257,3 +261,7 @@ def test_missing_config_folders_name_the_absent_actions(pytester, tmp_path, mapp
     assert main(["inspect", f"hf:{snap}"]) == 0
     assert "no parquet file for config(s) hold_floor (action hold_floor), stop (action " \
         "stop)" in capsys.readouterr().err
+    assert main(["import", str(snap), "--out", str(tmp_path / "out"), "--mapping",
+                 str(mapping)]) == 0
+    assert "duplexact import: warning: the snapshot has no parquet file for config(s) " \
+        "hold_floor" in capsys.readouterr().err
