@@ -196,6 +196,9 @@ def map_fields(m: Mapping, config: str, row: int, values: dict) -> _Row:
         problems["corpus"] = f"value {show_value(raw_corpus)} not in [corpus.values]"
     elif source is None:
         problems["source"] = f"corpus {corpus!r} not in [corpus.source]"
+    for name in COLUMNS:  # a column the file lacks (the mapping's [columns] names it)
+        if m.column(name) not in values:
+            problems[name] = f"the file has no column {m.column(name)!r} ([columns] {name})"
     _, scen_raw = _first(meta, m.scenario_keys)
     scenario = m.scenario(scen_raw) or "unspecified"
     _, id_raw = _first(meta, m.id_keys)

@@ -85,6 +85,17 @@ def test_audio_column_of_another_type_names_file_and_column(tmp_path, mapping, c
     assert not _entries(cache)
 
 
+def test_a_file_without_the_mapped_columns_names_them(tmp_path, mapping, cache):
+    import pyarrow.parquet as pq
+
+    f = write_rows(tmp_path / "snap", [wait_row("a")])
+    pq.write_table(pq.read_table(f).drop_columns(["condition", "metadata"]), f)
+    msg = _refused(tmp_path / "snap", mapping)
+    assert f"config wait, condition: 1 row(s) [wait-00000 ({WAIT_FILE} row 0)]: the file has " \
+        "no column 'condition' ([columns] condition)" in msg
+    assert "no column 'metadata' ([columns] metadata)" in msg
+
+
 def test_float_wav_with_nan_samples_is_an_unmappable_row(tmp_path, mapping, cache):
     x = np.zeros(audio.SAMPLE_RATE, dtype=np.float32)
     x[100:200] = np.nan
