@@ -569,17 +569,29 @@ def import_snapshot(snap: Snapshot, m: Mapping, out: Path, skip_unmappable: bool
     return out
 
 
+# what released/run.py's describe() reads of a cached conversion's header
+_HEADER_KEYS = ("snapshot", "revision", "mapping", "mapping_sha256", "rows", "instances",
+                "source_sample_rates")
+
+
+def _row_ok(r) -> bool:
+    return isinstance(r, dict) and isinstance(r.get("id"), str) and \
+        isinstance(r.get("config"), str) and isinstance(r.get("fields"), dict) and \
+        isinstance(r.get("metadata_keys"), list)
+
+
 def _stored_unmappable(out: Path) -> dict | None:
-    """The cached conversion's unmappable.json, or None when it is absent or damaged."""
+    """The cached conversion's unmappable.json, or None when the conversion is absent or its
+    two files (read by every later run) are damaged."""
     try:
-        if not (out / HEADER).is_file():
-            return None
+        header = json.loads((out / HEADER).read_text(encoding="utf-8"))
         stored = json.loads((out / UNMAPPABLE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    ok = isinstance(stored, dict) and isinstance(stored.get("rows"), int) and \
-        isinstance(stored.get("unmappable"), list) and \
-        all(isinstance(r, dict) for r in stored["unmappable"])
+    ok = isinstance(header, dict) and isinstance(header.get("released"), dict) and \
+        all(k in header["released"] for k in _HEADER_KEYS) and \
+        isinstance(stored, dict) and isinstance(stored.get("rows"), int) and \
+        isinstance(stored.get("unmappable"), list) and all(map(_row_ok, stored["unmappable"]))
     return stored if ok else None
 
 

@@ -163,6 +163,28 @@ def test_a_corrupt_hash_memo_is_a_cache_miss_and_rebuilt(tmp_path, mapping, cach
     assert resolve_data(f"hf:{snap}", mapping) == root  # and the next run reads it
 
 
+@pytest.mark.parametrize("damage", ["header not JSON", "header without released",
+                                    "unmappable rows not objects", "unmappable missing"])
+def test_a_damaged_cached_conversion_is_rebuilt(tmp_path, mapping, cache, damage):
+    snap = tmp_path / "snap"
+    write_rows(snap, [wait_row("a")])
+    root = resolve_data(f"hf:{snap}", mapping)
+    header, unmappable = root / "dataset.json", root / "unmappable.json"
+    if damage == "header not JSON":
+        header.write_text("{")
+    elif damage == "header without released":
+        header.write_text('{"format": "duplexact-dataset", "version": 1, "released": {}}')
+    elif damage == "unmappable rows not objects":
+        unmappable.write_text('{"rows": 1, "unmappable": [1]}')
+    else:
+        unmappable.unlink()
+    assert resolve_data(f"hf:{snap}", mapping) == root
+    from pytest_duplexact.released.run import describe
+
+    assert describe(root, f"hf:{snap}")["instances"] == 1
+    assert [i.id for i in load_dataset(root).instances] == ["wait-a"]
+
+
 # --- bug 7: each row's values are checked at conversion ---------------------------------------
 
 def _one_hz_wav() -> bytes:  # 2000 frames at 1 Hz: 2000 s from a 4 kB file
