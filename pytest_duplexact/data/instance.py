@@ -21,8 +21,8 @@ from .timeline import Word
 
 __all__ = ["ANNOTATION_FIELDS", "Annotations", "CLIP_ROLES", "Clip", "Dataset", "DatasetError",
            "FORMAT_NAME", "FORMAT_VERSION", "HEADER", "Instance", "MANIFEST", "Problem",
-           "TEXT_FIELDS", "bundled_root", "check_dataset", "id_problem", "load_dataset",
-           "parse_instance", "read_header"]
+           "TEXT_FIELDS", "bundled_root", "check_dataset", "id_problem", "instance_problems",
+           "load_dataset", "parse_instance", "read_header", "show_value"]
 
 FORMAT_NAME = "duplexact-dataset"
 FORMAT_VERSION = 1
@@ -115,7 +115,12 @@ def _show(v, limit: int = 60) -> str:
         text = repr(v)
     except ValueError:  # an integer with more digits than Python will print
         return "<a number too large to print>"
+    except RecursionError:  # a list nested thousands deep
+        return f"<a {type(v).__name__} nested too deeply to print>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+show_value = _show  # the same short, safe repr for other modules' messages
 
 
 # Each instance is stored in <run dir>/instances/<id>/, so an id must be one folder name.
@@ -355,8 +360,9 @@ def _check_windows(ann: Annotations, clips, chk: _Checker, iid, within_user) -> 
         if v is None or clip is None or math.isnan(clip.duration):
             return
         if v < 0 or v > clip.duration + 1e-3:
+            shown = f"{v:.3f}" if abs(v) < 1e9 else f"{v:.4g}"  # 1e300: not 300 digits
             chk.add(iid, f"annotations.{name}",
-                    f"{v:.3f} s is outside the {role} audio (0 to {clip.duration:.3f} s)")
+                    f"{shown} s is outside the {role} audio (0 to {clip.duration:.3f} s)")
 
     order("user_start", "user_end")
     order("pause_start", "pause_end")
@@ -400,6 +406,15 @@ def read_header(root: Path, chk: _Checker) -> dict:
     if not isinstance(header.get("name", ""), str):
         chk.problems.append(Problem(str(hp), None, "name", "must be a string"))
     return header
+
+
+def instance_problems(obj, root: Path | str, line_no: int = 1) -> list[Problem]:
+    """What the loader would refuse in one manifest line of the dataset at ``root`` (its audio
+    files read); the released-data converter checks each row with it as it writes the row."""
+    root = Path(root).resolve()
+    chk = _Checker(root / MANIFEST)
+    parse_instance(obj, root, chk, line_no)
+    return chk.problems
 
 
 def check_dataset(root: Path | str, check_audio: bool = True,

@@ -18,7 +18,7 @@ def _log(msg: str) -> None:
 
 
 def main(args) -> int:
-    from .convert import import_snapshot
+    from .convert import absent_configs, describe_absent, import_snapshot
     from .inspect import inspect, render
     from .mapping import load_mapping
     from .snapshot import resolve_snapshot
@@ -27,6 +27,10 @@ def main(args) -> int:
     try:
         m = load_mapping(args.mapping)
         snap = resolve_snapshot(spec[len(HF_PREFIX):], m, log=_log)
+        absent = absent_configs(snap, m)
+        if absent:  # said first: the rest of the output covers the other actions only
+            _log(f"duplexact {args.command}: warning: {describe_absent(absent)}; these "
+                 "actions are absent (patterns tried: [source].files of the mapping)")
         if args.command == "inspect":
             print(render(snap, inspect(snap, m, max(1, args.examples))))
             return 0

@@ -10,7 +10,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .convert import BATCH_ROWS
+from .convert import batches, open_parquet, parse_metadata
 from .mapping import Mapping
 from .snapshot import Snapshot
 
@@ -29,13 +29,17 @@ class ConfigInfo:
     bad_metadata: int = 0
 
 
-def _flatten(obj, prefix: str = ""):
-    for k, v in obj.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            yield from _flatten(v, key + ".")
-        else:
-            yield key, v
+def _flatten(obj: dict):
+    """(dotted key, leaf value) pairs; a loop, not recursion: metadata may nest deeply."""
+    stack = [(obj, "")]
+    while stack:
+        d, prefix = stack.pop()
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            if isinstance(v, dict) and v:
+                stack.append((v, key + "."))
+            else:
+                yield key, v
 
 
 def _audio_stats(col, values) -> dict:
@@ -62,18 +66,17 @@ def _audio_stats(col, values) -> dict:
 
 def inspect(snap: Snapshot, m: Mapping, examples: int = 1) -> list[ConfigInfo]:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     out = []
     for cfg, paths in snap.files.items():
         info = ConfigInfo(cfg, m.configs[cfg], [str(p.relative_to(snap.root)) for p in paths])
         for p in paths:
-            pf = pq.ParquetFile(p, pre_buffer=False, buffer_size=1 << 20)
+            pf = open_parquet(p)
             for f in pf.schema_arrow:
                 info.columns.setdefault(f.name, str(f.type))
             audio_cols = [f.name for f in pf.schema_arrow if pa.types.is_struct(f.type)
                           and f.type.get_field_index("bytes") >= 0]
-            for t in pf.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
+            for t in batches(pf, p):
                 info.rows += t.num_rows
                 for c in audio_cols:
                     col = info.audio.setdefault(c, {"rates": Counter(), "channels": Counter(),
@@ -89,11 +92,8 @@ def inspect(snap: Snapshot, m: Mapping, examples: int = 1) -> list[ConfigInfo]:
                     info.corpora.update(map(str, t.column(dc).to_pylist()))
                 if mc in names:
                     for raw in t.column(mc).to_pylist():
-                        try:
-                            meta = json.loads(raw) if isinstance(raw, str) else raw
-                        except ValueError:
-                            meta = None
-                        if not isinstance(meta, dict):
+                        meta, bad = parse_metadata(raw)
+                        if bad:
                             info.bad_metadata += 1
                             continue
                         for k, v in _flatten(meta):
@@ -107,7 +107,10 @@ def inspect(snap: Snapshot, m: Mapping, examples: int = 1) -> list[ConfigInfo]:
 
 
 def _short(v, limit: int = 60) -> str:
-    text = json.dumps(v, ensure_ascii=False)
+    try:
+        text = json.dumps(v, ensure_ascii=False)
+    except (RecursionError, ValueError):  # a list nested thousands deep, a huge integer
+        text = f"<a {type(v).__name__} too deep or large to print>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -1,17 +1,21 @@
 """The mapping table: released parquet -> DuplexAct format, as data (mapping.toml).
 
 ``load_mapping(user_file)`` reads the bundled table and merges the user's file over it key by
-key (a table in the user's file extends the bundled one; any other value replaces it), then
-checks its shape so a mistake names the file and the field. Nothing in this module guesses an
-unknown: every key, unit, clock and spelling comes from the table.
+key (a table in the user's file extends the bundled one; any other value replaces it). Each
+file is validated against the schema (``_Schema``: every table, key and type; unknown keys
+refused with a did-you-mean) before the merge, so a mistake names its file and field.
+Nothing in this module guesses an unknown: every key, unit, clock and spelling comes from the
+table.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
 import re
+import string
 import tomllib
 from dataclasses import dataclass
 from importlib.resources import files
@@ -19,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from ..data import taxonomy
-from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS
+from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS, show_value
 from . import ReleasedDataError
 
 BUNDLED = "mapping.toml"
 UNITS = ("s", "ms", "samples")
 CORPORA = taxonomy.CORPORA
+COLUMNS = ("condition", "corpus", "metadata")  # [columns]: the non-audio ones
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -55,20 +60,20 @@ def to_seconds(value: Any, unit: str, rate: float | None = None) -> float:
     """A metadata time value in ``unit`` -> seconds. Raises ValueError with the reason.
     Accepts JSON numbers and numeric strings; never booleans, NaN or infinities."""
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"not a number: {value!r}")
+        raise ValueError(f"not a number: {show_value(value)}")
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
-            raise ValueError(f"not a number: {value!r}") from None
+            raise ValueError(f"not a number: {show_value(value)}") from None
     if not isinstance(value, (int, float)):
-        raise ValueError(f"not a number: {value!r}")
+        raise ValueError(f"not a number: {show_value(value)}")
     try:
         v = float(value)
     except OverflowError:
         raise ValueError("a number too large for seconds") from None
     if not math.isfinite(v):
-        raise ValueError(f"not a finite number: {value!r}")
+        raise ValueError(f"not a finite number: {show_value(value)}")
     if unit == "s":
         return v
     if unit == "ms":
@@ -177,71 +182,193 @@ class Mapping:
         return hashlib.sha256(blob).hexdigest()
 
 
-def _check(raw: dict, where: str) -> None:
-    def fail(field_: str, message: str):
-        raise MappingError(f"{where}: field '{field_}': {message}")
+# --- the schema: every table, key and type a mapping file may hold ---------------------------
+TABLES = ("version", "source", "configs", "columns", "audio", "conditions", "annotations",
+          "text", "id", "scenario", "corpus")
+REQUIRED = ("source", "configs", "columns", "audio", "annotations", "text")  # of the merge
+CANDIDATE_KEYS = ("key", "unit", "origin", "rate")
+PLACEHOLDERS = ("config", "split")
 
-    for table in ("source", "configs", "columns", "audio", "annotations", "text"):
-        if not isinstance(raw.get(table), dict):
-            fail(table, "missing table")
-    src = raw["source"]
-    for k in ("repo", "split"):
-        if not isinstance(src.get(k), str) or not src.get(k):
-            fail(f"source.{k}", "must be a non-empty string")
-    if not isinstance(src.get("files"), list) or not all(isinstance(p, str) and "{config}" in p
-                                                         for p in src["files"]):
-        fail("source.files", "must be a list of patterns, each containing {config}")
-    for cfg, action in raw["configs"].items():
-        if action not in taxonomy.ACTIONS:
-            fail(f"configs.{cfg}", f"unknown action {action!r}; known: "
-                 f"{', '.join(taxonomy.ACTIONS)}")
-    for k in ("condition", "corpus", "metadata"):
-        if not isinstance(raw["columns"].get(k), str):
-            fail(f"columns.{k}", "must be a column name")
-    for action, roles in raw["audio"].items():
-        if action not in taxonomy.ACTIONS:
-            fail(f"audio.{action}", "unknown action")
-        for role, cols in roles.items():
-            if role not in CLIP_ROLES:
-                fail(f"audio.{action}.{role}", f"unknown clip role; known: {', '.join(CLIP_ROLES)}")
-            if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
-                fail(f"audio.{action}.{role}", "must be a list of column names")
-    for action, syn in raw.get("conditions", {}).items():
-        ours = {c.id for c in taxonomy.conditions_of(action)} if action in taxonomy.ACTIONS \
-            else fail(f"conditions.{action}", "unknown action")
-        for k, v in syn.items():
-            if v not in ours:
-                fail(f"conditions.{action}.{k}", f"unknown condition {v!r} for {action}")
-    for name, cands in raw["annotations"].items():
-        if name not in ANNOTATION_FIELDS:
-            fail(f"annotations.{name}", "unknown annotation")
-        if not isinstance(cands, list):
-            fail(f"annotations.{name}", "must be a list of {key, unit} tables")
-        for k, c in enumerate(cands):
-            f = f"annotations.{name}[{k}]"
-            if not isinstance(c, dict) or not isinstance(c.get("key"), str):
-                fail(f, "must be a table with a string 'key'")
-            if c.get("unit", "s") not in UNITS:
-                fail(f"{f}.unit", f"unknown unit {c.get('unit')!r}; known: {', '.join(UNITS)}")
-            rate = c.get("rate", "source")
-            if rate != "source" and not (isinstance(rate, (int, float)) and rate > 0):
-                fail(f"{f}.rate", "must be 'source' or a positive number of Hz")
-            if "origin" in c and not isinstance(c["origin"], str):
-                fail(f"{f}.origin", "must be a metadata key")
-    for name, keys in raw["text"].items():
-        if name not in TEXT_FIELDS:
-            fail(f"text.{name}", "unknown text field")
-        if not isinstance(keys, list):
-            fail(f"text.{name}", "must be a list of metadata keys")
-    for k, v in raw.get("scenario", {}).get("values", {}).items():
-        if v not in taxonomy.SCENARIOS:
-            fail(f"scenario.values.{k}", f"unknown scenario {v!r}")
-    for k, v in raw.get("corpus", {}).get("values", {}).items():
-        if v not in CORPORA:
-            fail(f"corpus.values.{k}", f"unknown corpus {v!r}; known: {', '.join(CORPORA)}")
-    for k, v in raw.get("corpus", {}).get("source", {}).items():
-        if v not in taxonomy.SOURCES:
-            fail(f"corpus.source.{k}", f"unknown source {v!r}")
+
+def _kind(v) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(v), type(v).__name__)
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _Schema:
+    """Checks one file's tables (or the merged result, ``complete``) and raises MappingError
+    naming the file and the field (``table.key``) at the first mistake."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def fail(self, path: str, message: str):
+        raise MappingError(f"{self.where}: field '{path}': {message}")
+
+    def table(self, v, path: str) -> dict:
+        if not isinstance(v, dict):
+            self.fail(path, f"must be a table, got {_kind(v)}")
+        return v
+
+    def keys(self, d: dict, path: str, known, what: str = "key") -> None:
+        for k in d:
+            if k not in known:
+                self.fail(f"{path}.{k}" if path else k,
+                          f"unknown {what}{_did_you_mean(k, known)} (known: "
+                          f"{', '.join(map(str, known))})")
+
+    def string(self, v, path: str, choices=None, what: str = "value") -> str:
+        if not isinstance(v, str) or not v.strip():
+            self.fail(path, f"must be a string, got {_kind(v)}" if not isinstance(v, str)
+                      else "must be a non-empty string")
+        if choices is not None and v not in choices:
+            self.fail(path, f"unknown {what} {v!r}{_did_you_mean(v, choices)} (known: "
+                      f"{', '.join(choices)})")
+        return v
+
+    def strings(self, v, path: str) -> list[str]:
+        if not isinstance(v, list):  # a string would be iterated as its characters
+            hint = f' (write [{json.dumps(v)}])' if isinstance(v, str) else ""
+            self.fail(path, f"must be a list of strings, got {_kind(v)}{hint}")
+        for k, x in enumerate(v):
+            self.string(x, f"{path}[{k}]")
+        return v
+
+    def synonyms(self, v, path: str, choices, what: str) -> None:
+        """A table spelling -> one of ``choices``."""
+        for k, t in self.table(v, path).items():
+            self.string(t, f"{path}.{k}", choices, what)
+
+    def pattern(self, v, path: str) -> None:
+        self.string(v, path)
+        try:
+            parts = list(string.Formatter().parse(v))
+        except ValueError as e:
+            self.fail(path, f"not a valid pattern ({e}; write a literal brace as {{{{ or }}}})")
+        names = set()
+        for _, name, spec, conv in parts:
+            if name is None:
+                continue
+            if name not in PLACEHOLDERS:
+                self.fail(path, f"unknown placeholder {{{name}}}; only {{config}} and {{split}}")
+            if spec or conv:
+                self.fail(path, "only {config} and {split}, without format specs or conversions")
+            names.add(name)
+        if "config" not in names:
+            self.fail(path, "must contain {config}")
+
+    def check(self, raw: dict, complete: bool) -> None:
+        self.keys(raw, "", TABLES, "table")
+        if complete:
+            for t in REQUIRED:
+                if t not in raw:
+                    self.fail(t, "missing table")
+        if "version" in raw and (type(raw["version"]) is not int or raw["version"] != 1):
+            self.fail("version", f"must be 1 (this release reads version 1), got "
+                      f"{raw['version']!r}")
+        checks = {"source": self._source, "configs": self._configs, "columns": self._columns,
+                  "audio": self._audio, "conditions": self._conditions,
+                  "annotations": self._annotations, "text": self._text, "id": self._id,
+                  "scenario": self._scenario, "corpus": self._corpus}
+        for name, fn in checks.items():
+            if name in raw:
+                fn(self.table(raw[name], name), complete)
+
+    def _source(self, src: dict, complete: bool) -> None:
+        self.keys(src, "source", ("repo", "split", "files"))
+        for k in ("repo", "split", "files"):
+            if complete and k not in src:
+                self.fail(f"source.{k}", "missing")
+        for k in ("repo", "split"):
+            if k in src:
+                self.string(src[k], f"source.{k}")
+        if "files" in src:
+            self.strings(src["files"], "source.files")
+            if not src["files"]:
+                self.fail("source.files", "needs at least one pattern")
+            for k, p in enumerate(src["files"]):
+                self.pattern(p, f"source.files[{k}]")
+
+    def _configs(self, cfgs: dict, complete: bool) -> None:
+        for cfg, action in cfgs.items():
+            self.string(action, f"configs.{cfg}", taxonomy.ACTIONS, "action")
+
+    def _columns(self, cols: dict, complete: bool) -> None:
+        self.keys(cols, "columns", COLUMNS)
+        for k in COLUMNS:
+            if complete and k not in cols:
+                self.fail(f"columns.{k}", "missing")
+            if k in cols:
+                self.string(cols[k], f"columns.{k}")
+
+    def _audio(self, audio: dict, complete: bool) -> None:
+        self.keys(audio, "audio", taxonomy.ACTIONS, "action")
+        for action, roles in audio.items():
+            self.keys(self.table(roles, f"audio.{action}"), f"audio.{action}", CLIP_ROLES,
+                      "clip role")
+            for role, cols in roles.items():
+                self.strings(cols, f"audio.{action}.{role}")
+
+    def _conditions(self, conds: dict, complete: bool) -> None:
+        self.keys(conds, "conditions", taxonomy.ACTIONS, "action")
+        for action, syn in conds.items():
+            self.synonyms(syn, f"conditions.{action}",
+                          tuple(c.id for c in taxonomy.conditions_of(action)), "condition")
+
+    def _annotations(self, anns: dict, complete: bool) -> None:
+        self.keys(anns, "annotations", ANNOTATION_FIELDS, "annotation")
+        for name, cands in anns.items():
+            path = f"annotations.{name}"
+            if not isinstance(cands, list):
+                self.fail(path, f"must be a list of {{key, unit}} tables, got {_kind(cands)}")
+            for k, c in enumerate(cands):
+                f = f"{path}[{k}]"
+                if not isinstance(c, dict):
+                    self.fail(f, f"must be a table {{ key = ..., unit = ... }}, got {_kind(c)}")
+                self.keys(c, f, CANDIDATE_KEYS)
+                if "key" not in c:
+                    self.fail(f"{f}.key", "missing (the metadata key to read)")
+                self.string(c["key"], f"{f}.key")
+                self.string(c.get("unit", "s"), f"{f}.unit", UNITS, "unit")
+                rate = c.get("rate", "source")
+                if rate != "source" and (isinstance(rate, bool) or not isinstance(
+                        rate, (int, float)) or not math.isfinite(rate) or rate <= 0):
+                    self.fail(f"{f}.rate", f"must be 'source' or a positive number of Hz, got "
+                              f"{rate!r}")
+                if "origin" in c:
+                    self.string(c["origin"], f"{f}.origin")
+
+    def _text(self, text: dict, complete: bool) -> None:
+        self.keys(text, "text", TEXT_FIELDS, "text field")
+        for name, keys in text.items():
+            self.strings(keys, f"text.{name}")
+
+    def _id(self, id_: dict, complete: bool) -> None:
+        self.keys(id_, "id", ("keys",))
+        if "keys" in id_:
+            self.strings(id_["keys"], "id.keys")
+
+    def _scenario(self, scen: dict, complete: bool) -> None:
+        self.keys(scen, "scenario", ("keys", "values"))
+        if "keys" in scen:
+            self.strings(scen["keys"], "scenario.keys")
+        if "values" in scen:
+            self.synonyms(scen["values"], "scenario.values", taxonomy.SCENARIOS, "scenario")
+
+    def _corpus(self, corpus: dict, complete: bool) -> None:
+        self.keys(corpus, "corpus", ("values", "source"))
+        if "values" in corpus:
+            self.synonyms(corpus["values"], "corpus.values", CORPORA, "corpus")
+        if "source" in corpus:
+            src = self.table(corpus["source"], "corpus.source")
+            self.keys(src, "corpus.source", CORPORA, "corpus")
+            for k, v in src.items():
+                self.string(v, f"corpus.source.{k}", taxonomy.SOURCES, "source")
 
 
 def _read(path_or_text, where: str) -> dict:
@@ -249,6 +376,8 @@ def _read(path_or_text, where: str) -> dict:
         return tomllib.loads(path_or_text)
     except tomllib.TOMLDecodeError as e:
         raise MappingError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise MappingError(f"{where}: not valid TOML: nested too deeply") from None
 
 
 def load_mapping(user_file: Path | str | None = None) -> Mapping:
@@ -258,10 +387,17 @@ def load_mapping(user_file: Path | str | None = None) -> Mapping:
     if user_file:
         p = Path(user_file)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
         except OSError as e:
             raise MappingError(f"--duplexact-data-mapping={p}: cannot be read: {e}") from None
-        raw = _merge(raw, _read(text, str(p)))
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MappingError(f"{p}: not UTF-8 text (byte {e.start}: {e.reason}); save the "
+                               "mapping as UTF-8") from None
+        user = _read(text, str(p))
+        _Schema(str(p)).check(user, complete=False)  # the user's mistakes name the user's file
+        raw = _merge(raw, user)
         sources.append(str(p))
-    _check(raw, " + ".join(sources))
+    _Schema(" + ".join(sources)).check(raw, complete=True)
     return Mapping(raw, tuple(sources))

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from ..data import taxonomy
 from ..pytest_plugin import options
 from . import ReleasedDataError, resolve_data
-from .convert import UNMAPPABLE_FILE
+from .convert import UNMAPPABLE_FILE, describe_absent
 
 
 def resolve_for_run(config, data: str) -> tuple[Path, dict]:
@@ -26,7 +27,34 @@ def resolve_for_run(config, data: str) -> tuple[Path, dict]:
         root = resolve_data(data, Path(mapping) if mapping else None, skip, log=log)
     except ReleasedDataError as e:
         raise pytest.UsageError(f"--duplexact-data={data}: refusing to start: {e}") from None
-    return root, describe(root, data)
+    released = describe(root, data)
+    _refuse_absent_actions(config, data, released["absent_configs"])
+    return root, released
+
+
+def _selected_actions(config) -> set[str]:
+    actions = set(options.get(config, "action")) or set(taxonomy.ACTIONS)
+    conditions = set(options.get(config, "condition"))
+    if conditions:
+        actions &= {c.action for c in taxonomy.CONDITIONS
+                    if c.id in conditions or f"{c.action}.{c.id}" in conditions}
+    return actions
+
+
+def _refuse_absent_actions(config, data: str, absent: dict[str, str]) -> None:
+    """A snapshot without some configs' parquet (a renamed folder, a partial copy) would run
+    the other actions under a report that reads as the whole benchmark: refused, as
+    unmappable rows are, unless the selection leaves those actions out."""
+    wanted = _selected_actions(config)
+    missing = {c: a for c, a in absent.items() if a in wanted}
+    if not missing:
+        return
+    have = [a for a in taxonomy.ACTIONS if a not in absent.values()]
+    raise pytest.UsageError(
+        f"--duplexact-data={data}: refusing to start: {describe_absent(missing)}, so the run "
+        f"would cover {len(have)} of the {len(taxonomy.ACTIONS)} actions. Complete the "
+        "snapshot or the mapping's [source].files / [configs] (`duplexact inspect` lists what "
+        f"the snapshot holds), or run the actions it has: --duplexact-action={','.join(have)}")
 
 
 def describe(root: Path, data: str) -> dict:
@@ -37,4 +65,5 @@ def describe(root: Path, data: str) -> dict:
             "mapping": header["mapping"], "mapping_sha256": header["mapping_sha256"],
             "rows": header["rows"], "instances": header["instances"],
             "source_sample_rates": header["source_sample_rates"],
-            "unmappable": len(rows), "unmappable_ids": [r["id"] for r in rows]}
+            "unmappable": len(rows), "unmappable_ids": [r["id"] for r in rows],
+            "absent_configs": header.get("absent_configs", {})}

@@ -116,8 +116,10 @@ def _hashes(root: Path, files: dict[str, tuple[Path, ...]]) -> dict[str, str]:
     memo_file = cache_root() / "released" / "file-hashes.json"
     try:
         memo = json.loads(memo_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         memo = {}
+    if not isinstance(memo, dict) or not all(isinstance(v, str) for v in memo.values()):
+        memo = {}  # damaged: a cache miss (every file hashed again), rewritten below
     before = dict(memo)
     out = {str(p.relative_to(root)).replace(os.sep, "/"): _content_id(p, memo)
            for ps in files.values() for p in ps}

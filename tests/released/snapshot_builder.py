@@ -141,3 +141,46 @@ def noise_struct(seconds: float, rate: int, rng: np.random.Generator) -> dict:
     buf = io.BytesIO()
     sf.write(buf, x, rate, format="WAV", subtype="PCM_16")
     return {"path": "noise.wav", "bytes": buf.getvalue()}
+
+
+# --- one-config snapshots for the hostile-input tests -------------------------------------------
+# Rows of the ``wait`` config, condition "continuous speech": it needs the user clip,
+# user_start / user_end (times.user_onset_ms / times.user_offset_ms in TEST_MAPPING) and the
+# user text (transcript). Each test changes one value of a valid row.
+WAIT_FILE = "wait/test-00000-of-00001.parquet"
+
+
+def wav_bytes(samples, rate: int, subtype: str = "PCM_16", fmt: str = "WAV") -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.asarray(samples), rate, format=fmt, subtype=subtype)
+    return buf.getvalue()
+
+
+def wait_row(sample_id: str = "r", user_onset_ms=100, user_offset_ms=900,
+             audio_bytes: bytes | None = None, **meta) -> dict:
+    """A valid row (1 s of noise at 16 kHz, speech from 0.1 to 0.9 s); ``meta`` adds or
+    replaces top-level metadata keys."""
+    if audio_bytes is None:
+        x = np.random.default_rng(0).standard_normal(audio.SAMPLE_RATE) * 0.05
+        audio_bytes = wav_bytes(x, audio.SAMPLE_RATE)
+    md = {"sample_id": sample_id, "transcript": "hello there",
+          "times": {"user_onset_ms": user_onset_ms, "user_offset_ms": user_offset_ms}}
+    md.update(meta)
+    return {"condition": "Continuous Speech", "dataset": "AMI", "metadata": json.dumps(md),
+            "input": {"bytes": audio_bytes, "path": f"{sample_id}.wav"}}
+
+
+def write_rows(folder: Path, rows: list[dict], config: str = "wait", input_type=None) -> Path:
+    """One parquet file of ``rows`` for ``config``; ``input_type`` overrides the arrow type of
+    the ``input`` column (default: the datasets Audio struct). Returns the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    struct_t = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    schema = pa.schema([("condition", pa.string()), ("dataset", pa.string()),
+                        ("metadata", pa.string()), ("input", input_type or struct_t)])
+    cols = {n: [r.get(n) for r in rows] for n in schema.names}
+    out = folder / config / "test-00000-of-00001.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(cols, schema=schema), out)
+    return out

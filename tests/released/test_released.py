@@ -252,7 +252,7 @@ def test_unreadable_audio_is_an_unmappable_row(snapshot, tmp_path, cache):
         resolve_data(f"hf:{bad}", mapping, skip_unmappable=False)
     msg = str(e.value)
     assert "cannot place 1 of 15 row(s)" in msg
-    assert f"config wait, audio.user: 1 row(s) [wait-{held['wait'][1]}]: column input: " \
-        "unreadable audio (LibsndfileError" in msg
+    assert f"config wait, audio.user: 1 row(s) [wait-{held['wait'][1]} (wait/test-00000-of-" \
+        "00001.parquet row 1)]: column input: unreadable audio (LibsndfileError" in msg
     root = resolve_data(f"hf:{bad}", mapping, skip_unmappable=True)
     assert len(load_dataset(root).instances) == 14
