@@ -294,29 +294,65 @@ def _paper_section(report: dict) -> str:
     return "".join(out)
 
 
-def _baseline_section(b: dict) -> str:
-    out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>']
+def _baseline_section(b: dict, in_report: bool = True) -> str:
+    """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
+    which shows the verdict, warnings and flips itself) leaves those out."""
+    from .baseline import against, change_text
+
+    out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>'] \
+        if in_report else []
     if b.get("path"):
-        out.append(f"<p>Baseline <code>{_esc(b['path'])}</code>: model "
-                   f"{_esc(b.get('model'))}, {_esc(b.get('created'))}.</p>")
+        out.append(f"<p>Baseline <code>{_esc(b['path'])}</code>: {_esc(against(b))}.</p>")
+    if b.get("pairing_note"):
+        out.append(f"<p><b>{_esc(b['pairing'])}</b>: {_esc(b['pairing_note'])}.</p>")
     out.append(f'<p class="muted">{_esc(b.get("method", ""))}; alpha {b["alpha"]:g}.</p>')
-    for w in b.get("warnings", []):
+    for w in b.get("warnings", []) if in_report else ():
         out.append(f'<p class="warn">{_esc(w)}</p>')
     rows, classes = [], []
     for r in b["comparisons"]:
         rows.append([r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                      f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
-                     f"{100 * r['delta']:+.1f}", f"{r['p_value']:.2g}",
+                     change_text(r), f"{r['p_value']:.2g}",
                      f"{r['p_adjusted']:.2g}", r["test"],
                      "DROPPED" if r["dropped"] else ("lower, within chance"
                                                      if r["delta"] < 0 else "")])
         classes.append("mine" if r["dropped"] else "")
     if rows:
-        out.append(_table(["Comparison", "baseline % (n)", "this run % (n)", "\u0394 points",
-                           "p", "p (Holm)", "test", "verdict"], rows, classes))
+        out.append(_table(["Comparison", "baseline % (n)", "this run % (n)",
+                           "\u0394 points (paired: 95% CI; pairs)", "p", "p (Holm)", "test",
+                           "verdict"], rows, classes))
     for s in b.get("not_compared", []):
         out.append(f'<p class="muted">{_esc(s["target"])}: {_esc(s["why"])}</p>')
+    if b.get("flips") and in_report:
+        out.append(f"<p>{len(b['flips'])} instance(s) flipped; <code>duplexact compare "
+                   "BASELINE.json THIS.json --html</code> shows each with both runs' lanes and "
+                   "audio.</p>")
     return "".join(out)
+
+
+def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
+                   out_dir: Path) -> list[str]:
+    """One instance's audio players (embedded, linked or none) and its timeline lanes."""
+    parts, players = [], []
+    for name, wav in RunDir.tracks(folder).items():
+        if embedded:
+            src = audio_data_uri(wav)
+        elif audio == "link":
+            src = Path(os.path.relpath(wav, out_dir)).as_posix()
+        else:
+            continue
+        preload = "metadata" if embedded else "none"
+        players.append(f'<label>{name} <audio controls preload="{preload}" '
+                       f'src="{_esc(src)}"></audio></label>')
+    if players:
+        parts.append("<div>" + "".join(players) + "</div>")
+    elif audio == "embed":
+        parts.append('<p class="muted">audio not embedded (limit reached)</p>')
+    try:
+        parts.append(lanes_svg(RunDir.read_timeline(folder), inst))
+    except FileNotFoundError:
+        pass
+    return parts
 
 
 def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path,
@@ -353,25 +389,7 @@ def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path
             parts.append('<p class="muted">recordings not found (looked next to the report '
                          "and in the shards' run directories)</p>")
         else:
-            players = []
-            for name, wav in RunDir.tracks(folder).items():
-                if inst["id"] in embed:
-                    src = audio_data_uri(wav)
-                elif audio == "link":
-                    src = Path(os.path.relpath(wav, out_dir)).as_posix()
-                else:
-                    continue
-                preload = "metadata" if inst["id"] in embed else "none"
-                players.append(f'<label>{name} <audio controls preload="{preload}" '
-                               f'src="{_esc(src)}"></audio></label>')
-            if players:
-                parts.append("<div>" + "".join(players) + "</div>")
-            elif audio == "embed":
-                parts.append('<p class="muted">audio not embedded (limit reached)</p>')
-            try:
-                parts.append(lanes_svg(RunDir.read_timeline(folder), inst))
-            except FileNotFoundError:
-                pass
+            parts += instance_media(inst, folder, audio, inst["id"] in embed, out_dir)
         parts.append("</div>")
         out.append("".join(parts))
     if missing:

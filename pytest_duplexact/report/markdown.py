@@ -141,10 +141,13 @@ def render(report: dict, failures: bool = True) -> str:
 
 
 def _baseline(b: dict) -> list[str]:
+    from .baseline import against, change_text, flip_line
+
     out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
     if b.get("path"):
-        out.append(f"Baseline: `{b['path']}` (model {_esc(b.get('model'))}, "
-                   f"{b.get('created')}).")
+        out.append(f"Baseline: `{b['path']}` ({_esc(against(b))}).")
+    if b.get("pairing_note"):
+        out.append(f"Comparison: {_esc(b['pairing_note'])}.")
     out.append(f"Method: {b.get('method', '')}.")
     out += [f"- warning: {w}" for w in b.get("warnings", [])]
     lower = [r for r in b["comparisons"] if r["delta"] < 0]
@@ -153,12 +156,19 @@ def _baseline(b: dict) -> list[str]:
                 f"{len(b['comparisons'])}):", ""]
         rows = [[r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                  f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
-                 f"{100 * r['delta']:+.1f}", f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}",
+                 change_text(r), f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}",
                  r["test"], "**dropped**" if r["dropped"] else "within chance"] for r in lower]
         out += _table(["Comparison", "baseline % (n)", "this run % (n)", "\u0394 points", "p",
                        "p (Holm)", "test", "verdict"], rows, "lrrrrrll")
     else:
         out += ["", "No comparison is lower than the baseline."]
+    flips = b.get("flips") or []
+    if flips:
+        out += ["", "<details>", f"<summary>{len(flips)} flipped instance(s)</summary>", ""]
+        out += [f"- {_esc(flip_line(f))}" for f in flips[:MAX_LISTED_FAILURES]]
+        if len(flips) > MAX_LISTED_FAILURES:
+            out.append(f"- ... and {len(flips) - MAX_LISTED_FAILURES} more (report.json)")
+        out += ["", "</details>"]
     return out
 
 
