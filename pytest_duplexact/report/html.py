@@ -192,6 +192,10 @@ def _summary(report: dict) -> str:
             ["dataset", f"{s.get('dataset')} (fingerprint "
                         f"{str(s.get('dataset_fingerprint'))[:12]})"],
             ["text judge", s.get("judge") or "none (S not judged except stop)"],
+            *([["judges' server", ", ".join(
+                f"{k.replace('_', ' ')}: {j['endpoint']} ({j['url']})"
+                for k, j in report["judges"].items() if isinstance(j, dict))]]
+              if report.get("judges") else []),
             ["audio judge", s.get("audio_judge") or "none"],
             ["model options", ", ".join(f"{k}={v}" for k, v in
                                         (s.get("model_options") or {}).items()) or "none"],
@@ -215,11 +219,20 @@ def _summary(report: dict) -> str:
                    '(<a href="#baseline">details</a>)</p>')
     for note in report.get("notes") or []:
         out.append(f'<p class="note">{_esc(note)}</p>')
+    out.append(_s_mark(report))
     out.append('<p class="note">Every rate carries its n and a 95% Wilson interval '
                '[lo\u2013hi]; <b>~</b> marks an interval wider than \u00b110 points: too few '
                'instances to read the rate closely. Whiskers on the charts are the same '
                'intervals.</p>')
     return "".join(out)
+
+
+def _s_mark(report: dict) -> str:
+    """Under every table and chart of S: the self-hosted judge's mark (report/judging.py)."""
+    from .judging import s_note
+
+    note = s_note(report)
+    return f'<p class="warn"><b>S</b>: {_esc(note)}</p>' if note else ""
 
 
 def _action_table(report: dict) -> str:
@@ -416,14 +429,16 @@ def render(report: dict, *, report_path: str | Path | None = None,
         f'<section id="summary"><h2>Summary</h2>{_summary(report)}</section>',
         '<section id="actions"><h2>Actions: immediate (I) and follow-through (S)</h2>'
         + _chart(actions_chart(report), "no actions ran") + _action_table(report)
-        + "</section>",
+        + _s_mark(report) + "</section>",
         '<section id="conditions"><h2>Conditions (the paper\'s Figure 3 and Table 16)</h2>'
         + _chart(conditions_chart(report) if md.condition_rows(report) else None,
-                 "no conditions ran") + _condition_table(report) + "</section>",
+                 "no conditions ran") + _condition_table(report) + _s_mark(report)
+        + "</section>",
         '<section id="heatmap"><h2>Follow-through failure (1 \u2212 S), Figure 4 style</h2>'
         '<p class="muted">This run pooled and per scenario (top rows), then the paper\'s '
         'models per action (Table 4; full benchmark). Gray: no S measured (no immediate '
-        'success, or no judge).</p>' + _chart(heatmap_chart(report), "") + "</section>",
+        'success, or no judge).</p>' + _chart(heatmap_chart(report), "") + _s_mark(report)
+        + "</section>",
         '<section id="scenarios"><h2>Scenarios, Figure 5 style</h2><p class="muted">'
         'C: casual conversation, M: meeting, I: interview, S: customer service'
         + (', U: unspecified (the data does not say)' if any(
@@ -447,7 +462,8 @@ def render(report: dict, *, report_path: str | Path | None = None,
     if report.get("paper_comparison"):
         nav += '<a href="#paper-comparison">paper comparison</a>'
         body.append('<section id="paper-comparison"><h2>The paper side by side, per '
-                    f'condition</h2>{_paper_comparison_section(report["paper_comparison"])}'
+                    f'condition</h2>{_s_mark(report)}'
+                    f'{_paper_comparison_section(report["paper_comparison"])}'
                     "</section>")
     if report.get("baseline"):
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..data import taxonomy
 from .aggregate import NA
 from . import paper as paper_data
+from .judging import s_note
 from .stats import rate_of
 from .rows import (action_rows, condition_rows, failed, failure_reason,  # noqa: F401
                    fmt_rate, fmt_rate_value, fmt_timing)
@@ -43,10 +44,11 @@ def paper_note(report: dict) -> str:
     """The caveat printed wherever the paper's numbers stand beside a run."""
     p = paper_data.load()
     n = report["totals"]["instances"]
+    judged = f" Its S: {note}." if (note := s_note(report)) else ""
     if n == p.instances:
-        return f"{p.note} This run also measured {n} instances."
+        return f"{p.note} This run also measured {n} instances.{judged}"
     return (f"{p.note} This run measured {n} instance(s): different data, so the paper's rows "
-            "are context, not a comparison.")
+            f"are context, not a comparison.{judged}")
 
 
 def dataset_line(report: dict) -> str:
@@ -91,12 +93,16 @@ def render(report: dict, failures: bool = True) -> str:
             for r in action_rows(report)]
     out += _table(["Action", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S",
                    "T median (IQR, n)", "n", "not in a rate"], rows, "lrrrrrrl")
+    note = s_note(report)
+    mark = ["", f"> **S: {_esc(note)}**"] if note else []
+    out += mark
 
     out += ["", "### Conditions (paper Table 16 cells)", ""]
     rows = [[r.action_label, r.label, fmt_rate(r.I), str(r.I.n), fmt_rate(r.S),
              str(r.S.n), str(r.n), r.notes] for r in condition_rows(report)]
     out += _table(["Action", "Condition", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S", "n",
                    "not in a rate"], rows, "llrrrrrl")
+    out += mark
 
     if report["summary"].get("corpora"):  # data that names corpora (the released set)
         acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]

@@ -121,6 +121,10 @@ def merge(paths: list[str | Path]) -> dict:
         from ..data.usage import total
 
         merged["usage"] = total(usages)
+        from .judging import section as judges_section
+
+        if (judged := judges_section(merged["usage"])) is not None:
+            merged["judges"] = judged
         from .cost import estimate, load_prices
 
         merged["cost"] = estimate(merged["usage"], load_prices())
