@@ -74,6 +74,13 @@ def _warnings(current: dict, baseline: dict) -> list[str]:
             f"{key}: {getattr(bs, key)!r} -> {getattr(cs, key)!r}"
         out.append(f"settings differ from the baseline ({what}); the rates may not be "
                    "comparable")
+    from .judging import section as judges_of
+
+    kinds = [{k: j.get("endpoint") for k, j in (judges_of(r.get("usage")) or {}).items()
+              if isinstance(j, dict)} for r in (baseline, current)]
+    if all(kinds) and kinds[0] != kinds[1]:  # (a judge on one side only: 'judge' differs)
+        out.append(f"the judges were served by other kinds of server (baseline {kinds[0]}, "
+                   f"this run {kinds[1]}); the S rates may not be comparable")
     if cs.unsharded().selection != bs.unsharded().selection:
         out.append("the instance selection differs from the baseline's; only groups measured "
                    "in both runs are compared")
