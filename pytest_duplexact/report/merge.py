@@ -123,8 +123,9 @@ def merge(paths: list[str | Path]) -> dict:
         merged["usage"] = total(usages)
         from .judging import section as judges_section
 
-        if (judged := judges_section(merged["usage"])) is not None:
-            merged["judges"] = judged
+        judged = judges_section(merged["usage"])
+        if judged is not None and any("judges" in rep for _, rep in loaded):
+            merged["judges"] = judged  # as each shard's run wrote it, over the whole run
         from .cost import estimate, load_prices
 
         merged["cost"] = estimate(merged["usage"], load_prices())
