@@ -17,6 +17,13 @@ import argparse
 import sys
 
 
+def _page_audio(p, whose: str, unit: str) -> None:
+    """The HTML page's audio options (report/html.py AUDIO_MODES)."""
+    p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
+                   help=f"{whose}' audio in the HTML page: embedded, linked, or none")
+    p.add_argument("--embed-limit", type=int, help=f"embed audio for at most N {unit}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="duplexact", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -49,9 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", metavar="PATH", help="compare with a stored report")
     p.add_argument("--baseline-alpha", type=float, default=0.05,
                    help="significance level of the regression comparison")
-    p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
-                   help="failed instances' audio in the HTML page: embedded, linked, or none")
-    p.add_argument("--embed-limit", type=int, help="embed audio for at most N failures")
+    _page_audio(p, "failed instances", "failures")
     p.add_argument("--recordings", action="append", metavar="RUN_DIR",
                    help="run directory holding the recordings (repeatable, for merged shards)")
 
@@ -62,9 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html", metavar="PATH", help="write the comparison page")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance level (Holm) of a drop")
-    p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
-                   help="the flips' audio in the HTML page: embedded, linked, or none")
-    p.add_argument("--embed-limit", type=int, help="embed audio for at most N flips")
+    _page_audio(p, "the flips", "flips")
 
     p = sub.add_parser("merge", help="combine shard reports into one")
     p.add_argument("reports", nargs="+",
