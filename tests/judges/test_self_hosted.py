@@ -12,9 +12,7 @@ import wave
 
 import numpy as np
 import pytest
-from judgekit import FAST
-
-from pytest_duplexact.judges import AudioJudge, JudgeClient
+from pytest_duplexact.judges import AudioJudge, JudgeClient, RetryPolicy
 from pytest_duplexact.judges.calls import effective_base_url, endpoint_kind
 from pytest_duplexact.judges.client import YES_NO_SCHEMA, check_object
 from tests.fakes import Content, FakeOpenAI
@@ -22,6 +20,9 @@ from tests.fakes import Content, FakeOpenAI
 FENCED = '\n```json\n{"answer": "NO", "reason": "ignores the revision"}\n```\n'
 PADDED = '  \n{"answer":"YES" ,\n "reason": "addresses the request"}\n\n'
 AUDIO = ('```\n{"function": "uncertainty", "reason": "rising, hesitant"}\n```')
+# One attempt with room to spare: these tests count calls, and a loaded machine must not turn
+# a slow first answer into a retry.
+ONE = RetryPolicy(max_attempts=1, timeout=60.0)
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def local_server():
 @pytest.mark.parametrize("text, answer", [(FENCED, "NO"), (PADDED, "YES")])
 def test_fenced_and_padded_answers_are_read_and_nothing_is_billed(local_server, fake_key,
                                                                   sleeps, text, answer):
-    judge = JudgeClient("qwen2.5-7b-instruct", base_url=local_server.url, policy=FAST,
+    judge = JudgeClient("qwen2.5-7b-instruct", base_url=local_server.url, policy=ONE,
                         sleep=sleeps)
     local_server.script(Content(text))
     ans = judge.ask_yes_no("system", "user")
@@ -62,7 +63,7 @@ def test_anything_but_one_fence_around_the_whole_answer_stays_invalid(text):
 
 def test_the_audio_judge_sends_a_wav_input_audio_part_and_reads_a_fenced_answer(
         local_server, fake_key, sleeps):
-    judge = AudioJudge("qwen2-audio-7b-instruct", base_url=local_server.url, policy=FAST,
+    judge = AudioJudge("qwen2-audio-7b-instruct", base_url=local_server.url, policy=ONE,
                        sleep=sleeps)
     local_server.script(Content(AUDIO))
     tone = (0.1 * np.sin(2 * np.pi * 200 * np.arange(8000) / 16000)).astype(np.float32)
