@@ -25,6 +25,7 @@ from ..data import taxonomy
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report
 from . import paired
+from .judging import section as judges_of
 from .stats import drop_test, holm, rate_of
 
 DEFAULT_ALPHA = 0.05
@@ -74,8 +75,6 @@ def _warnings(current: dict, baseline: dict) -> list[str]:
             f"{key}: {getattr(bs, key)!r} -> {getattr(cs, key)!r}"
         out.append(f"settings differ from the baseline ({what}); the rates may not be "
                    "comparable")
-    from .judging import section as judges_of
-
     kinds = [{k: j.get("endpoint") for k, j in (judges_of(r.get("usage")) or {}).items()
               if isinstance(j, dict)} for r in (baseline, current)]
     if all(kinds) and kinds[0] != kinds[1]:  # (a judge on one side only: 'judge' differs)
