@@ -5,6 +5,7 @@
     duplexact import hf:REPO|hf:/DIR --out DIR   convert the released data to the format
     duplexact report RUN.json [--html F] [--markdown F]
     duplexact merge A.json B.json ... -o merged.json
+    duplexact compare A.json B.json [--html F]   run B against run A, instance by instance
     duplexact models [NAME -o KEY=VALUE ...] built-in models, what they need, what is here
 
 Each subcommand lives in its own module; this file only dispatches.
@@ -14,6 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+
+def _page_audio(p, whose: str, unit: str) -> None:
+    """The HTML page's audio options (report/html.py AUDIO_MODES)."""
+    p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
+                   help=f"{whose}' audio in the HTML page: embedded, linked, or none")
+    p.add_argument("--embed-limit", type=int, help=f"embed audio for at most N {unit}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,11 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", metavar="PATH", help="compare with a stored report")
     p.add_argument("--baseline-alpha", type=float, default=0.05,
                    help="significance level of the regression comparison")
-    p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
-                   help="failed instances' audio in the HTML page: embedded, linked, or none")
-    p.add_argument("--embed-limit", type=int, help="embed audio for at most N failures")
+    _page_audio(p, "failed instances", "failures")
     p.add_argument("--recordings", action="append", metavar="RUN_DIR",
                    help="run directory holding the recordings (repeatable, for merged shards)")
+
+    p = sub.add_parser("compare", help="compare run B with run A: paired per instance when "
+                                       "both ran the same instances (McNemar, flips)")
+    p.add_argument("a", metavar="A", help="report.json of the baseline run")
+    p.add_argument("b", metavar="B", help="report.json of the run compared with it")
+    p.add_argument("--html", metavar="PATH", help="write the comparison page")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise significance level (Holm) of a drop")
+    _page_audio(p, "the flips", "flips")
 
     p = sub.add_parser("merge", help="combine shard reports into one")
     p.add_argument("reports", nargs="+",
@@ -75,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..released.cli import main as run
     elif args.command == "report":
         from ..report.cli import main as run
+    elif args.command == "compare":
+        from ..report.compare import main as run
     else:
         from ..report.merge import main as run
     return run(args)

@@ -77,6 +77,10 @@ def snapshot(harness) -> dict:
         counters = getattr(obj, "counters", None)
         name = getattr(obj, "model", None) or getattr(obj, "name", None) or type(obj).__name__
         out[label] = {"model": str(name), **(counters.as_dict() if counters is not None else {})}
+        for key in ("endpoint", "endpoint_url"):  # whose server answered (remote clients)
+            value = getattr(obj, key, None)
+            if isinstance(value, str):
+                out[label][key] = value
     return out
 
 

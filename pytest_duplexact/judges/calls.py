@@ -161,6 +161,35 @@ def make_openai(base_url: str | None, api_key: Secret, timeout: float) -> openai
                          timeout=timeout, max_retries=0)
 
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"  # where the SDK goes when nothing says otherwise
+ENV_SDK_BASE_URL = "OPENAI_BASE_URL"  # the SDK's own fallback, read when base_url is None
+OPENAI_HOSTS = ("api.openai.com",)
+ENDPOINT_KINDS = ("openai", "self-hosted")
+
+
+def effective_base_url(base_url: str | None) -> str:
+    """Where the SDK really sends a client's requests: its base URL, else the SDK's
+    OPENAI_BASE_URL environment variable, else OpenAI's API. Credentials and query dropped
+    (it goes into reports)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = base_url or os.environ.get(ENV_SDK_BASE_URL) or OPENAI_BASE_URL
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def endpoint_kind(base_url: str | None) -> str:
+    """``openai`` for OpenAI's own API, ``self-hosted`` for any other OpenAI-compatible
+    server (vLLM, llama.cpp, Ollama, a proxy): there, a model name does not make it the
+    paper's judge."""
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(effective_base_url(base_url)).hostname or "").lower()
+    return "openai" if host in OPENAI_HOSTS else "self-hosted"
+
+
 class Remote:
     """The SDK client of one remote service, built on first use (most runs never need some
     of the judges) and rebuilt after an attempt was abandoned at its deadline (closing the
@@ -182,6 +211,15 @@ class Remote:
 
     def __repr__(self) -> str:
         return f"Remote(base_url={self.base_url!r})"
+
+    @property
+    def endpoint(self) -> str:
+        """``openai`` or ``self-hosted`` (endpoint_kind), for the report."""
+        return endpoint_kind(self.base_url)
+
+    @property
+    def endpoint_url(self) -> str:
+        return effective_base_url(self.base_url)
 
     def client(self) -> Any:
         if self._sdk is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -40,11 +41,23 @@ def json_schema_format(name: str, schema: dict) -> dict:
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
 
 
+# One Markdown code fence around the whole answer (```json ... ``` or ``` ... ```): what a
+# local model that does not enforce response_format writes; nothing else may surround it.
+_FENCE = re.compile(r"^\s*```(?:json|JSON)?[ \t]*\n(?P<body>.*?)\n?[ \t]*```\s*$", re.S)
+
+
+def unfence(content: str) -> str:
+    """``content`` without one Markdown code fence wrapping all of it; else unchanged."""
+    m = _FENCE.match(content)
+    return m["body"] if m else content
+
+
 def check_object(content: Any, schema: dict) -> dict:
     """``content`` (the message text) parsed and checked against a flat object schema of
     string properties with optional enums: exactly the keys asked for. Raises InvalidAnswer."""
     if not isinstance(content, str) or not content.strip():
         raise calls.InvalidAnswer("empty message content")
+    content = unfence(content)
     try:
         obj = json.loads(content)
     except json.JSONDecodeError as e:
@@ -98,6 +111,16 @@ class ChatJSON:
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def endpoint(self) -> str:
+        """``openai`` or ``self-hosted``: whose server answers (the report marks S rates
+        judged elsewhere than OpenAI's API as not comparable with the paper)."""
+        return self._remote.endpoint
+
+    @property
+    def endpoint_url(self) -> str:
+        return self._remote.endpoint_url
 
     def ask(self, messages: list[dict], schema_name: str, schema: dict) -> calls.Outcome:
         """Raises calls.RequestFailed when no usable answer arrives."""

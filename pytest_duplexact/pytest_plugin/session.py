@@ -694,6 +694,10 @@ class DuplexactSession:
         report["gates"] = [r.to_dict() for r in results]
         report["notes"] = list(self.notes)
         report["usage"] = usage.total(self.usage.values())
+        from ..report.judging import section as judges_section
+
+        if (judged := judges_section(report["usage"])) is not None:
+            report["judges"] = judged  # which judges, and whether S is the paper's kind
         from ..report.cost import PriceError, estimate, load_prices
 
         try:

@@ -1,11 +1,18 @@
 """Regression gate: compare a run with a stored report, per action and per condition, I and S.
 
-A comparison "dropped" when the current rate is lower and the drop is statistically
-significant: one-sided test of H1 "current rate < baseline rate" (Fisher's exact test when an
-expected count is below 5, the pooled two-proportion z-test otherwise; stats.drop_test), with
-Holm's correction over every comparison made, so ``alpha`` bounds the chance that an unchanged
-model fails the gate at all (a run makes ~60 comparisons; uncorrected, a few would come out
-"significant" by chance on most re-runs of a stochastic model).
+Two ways, chosen by the data (the section's ``pairing`` says which was used):
+
+- **paired**, when both reports hold the same instances (paired.py): per instance, McNemar's
+  exact test on the discordant pairs, the paired difference with Newcombe's interval, and
+  the flips (instances that went from success to failure and back) with both runs' reasons;
+- **unpaired**, the fallback when the instance sets differ: one-sided test of H1 "current
+  rate < baseline rate" (Fisher's exact test when an expected count is below 5, the pooled
+  two-proportion z-test otherwise; stats.drop_test).
+
+Either way the p-values are Holm-corrected over every comparison made, so ``alpha`` bounds the
+chance that an unchanged model fails the gate at all (a run makes ~60 comparisons;
+uncorrected, a few would come out "significant" by chance on most re-runs of a stochastic
+model). A comparison dropped when the current rate is lower and its adjusted p is below alpha.
 
 The result is plain data (the report's ``baseline`` section, docs/reports.md).
 """
@@ -17,13 +24,14 @@ from pathlib import Path
 from ..data import taxonomy
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report
+from . import paired
+from .judging import section as judges_of
 from .stats import drop_test, holm, rate_of
 
 DEFAULT_ALPHA = 0.05
-METHOD = ("one-sided test of a drop per action and condition (I and S): Fisher's exact test "
-          "when an expected count is below 5, else the pooled two-proportion z-test; "
-          "p-values Holm-adjusted over all comparisons")
-# Settings whose difference makes the two runs measure different things.
+METHOD = ("unpaired one-sided test of a drop per action and condition (I and S): Fisher's "
+          "exact test when an expected count is below 5, else the pooled two-proportion "
+          "z-test; p-values Holm-adjusted over all comparisons")
 
 
 class BaselineError(ReportFileError):
@@ -39,14 +47,6 @@ def load(path: str | Path) -> dict:
     if not isinstance(d["summary"].get("actions"), dict):
         raise BaselineError(f"baseline {path}: field 'summary.actions' is missing")
     return d
-
-
-def _targets():
-    """(action, condition or None) in taxonomy order, each action before its conditions."""
-    for action in taxonomy.ACTIONS:
-        yield action, None
-        for c in taxonomy.conditions_of(action):
-            yield action, c.id
 
 
 def _counts(report: dict, action: str, condition: str | None) -> dict | None:
@@ -66,25 +66,35 @@ def _settings(report: dict, which: str) -> RunSettings:
 def _warnings(current: dict, baseline: dict) -> list[str]:
     out = []
     cs, bs = _settings(current, "current"), _settings(baseline, "baseline")
+    if current.get("model") != baseline.get("model") or cs.options != bs.options:
+        out.append(f"the models differ (baseline {_model_text(baseline, bs)}, this run "
+                   f"{_model_text(current, cs)}): a comparison of two models, not of one "
+                   "model with itself")
     for key in cs.comparable_changes(bs):
         what = "the dataset differs" if key == "dataset_fingerprint" else \
             f"{key}: {getattr(bs, key)!r} -> {getattr(cs, key)!r}"
         out.append(f"settings differ from the baseline ({what}); the rates may not be "
                    "comparable")
+    kinds = [{k: j.get("endpoint") for k, j in (judges_of(r.get("usage")) or {}).items()
+              if isinstance(j, dict)} for r in (baseline, current)]
+    if all(kinds) and kinds[0] != kinds[1]:  # (a judge on one side only: 'judge' differs)
+        out.append(f"the judges were served by other kinds of server (baseline {kinds[0]}, "
+                   f"this run {kinds[1]}); the S rates may not be comparable")
     if cs.unsharded().selection != bs.unsharded().selection:
         out.append("the instance selection differs from the baseline's; only groups measured "
                    "in both runs are compared")
     return out
 
 
-def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
-            path: str | None = None) -> dict:
-    """The report's ``baseline`` section: every comparison with its p-values, which dropped,
-    and whether the run passes (no significant drop)."""
-    if not 0.0 < alpha < 1.0:
-        raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
+def _model_text(report: dict, s: RunSettings) -> str:
+    opts = ", ".join(f"{k}={v}" for k, v in s.model_options)
+    return f"{report.get('model')}" + (f" [{opts}]" if opts else "")
+
+
+def _unpaired(current: dict, baseline: dict) -> tuple[list[dict], list[dict]]:
+    """Each rate tested as if the two runs had measured different instances."""
     rows, skipped = [], []
-    for action, cond in _targets():
+    for action, cond in paired.targets():
         where = action if cond is None else f"{action}.{cond}"
         cur_c, base_c = _counts(current, action, cond), _counts(baseline, action, cond)
         for metric in taxonomy.RATE_KINDS:
@@ -104,17 +114,62 @@ def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
                          "metric": metric, "baseline": base.to_dict(),
                          "current": cur.to_dict(), "delta": cur.value - base.value,
                          "test": test, "p_value": p})
+    return rows, skipped
+
+
+def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
+            path: str | None = None) -> dict:
+    """The report's ``baseline`` section: every comparison with its p-values, which dropped,
+    whether the run passes (no significant drop), and, paired, the flips."""
+    if not 0.0 < alpha < 1.0:
+        raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
+    why = paired.unpairable(current, baseline)
+    flips: list[dict] = []
+    if why is None:
+        try:
+            rows, skipped, flips = paired.compare(current, baseline)
+        except paired.PairingError as e:
+            raise BaselineError(str(e)) from None
+        pairing, method = "paired", paired.METHOD
+        note = f"paired on the {len(current['instances'])} instance(s) both runs share"
+    else:
+        rows, skipped = _unpaired(current, baseline)
+        pairing, method = "unpaired", METHOD
+        note = f"unpaired: {why}, so each rate is tested as if the runs measured different " \
+               "instances"
     for row, adj in zip(rows, holm([r["p_value"] for r in rows])):
         row["p_adjusted"] = adj
         row["dropped"] = row["delta"] < 0 and adj < alpha
     drops = [r["target"] for r in rows if r["dropped"]]
     section = {
         "path": path, "model": baseline.get("model"), "created": baseline.get("created"),
-        "alpha": alpha, "method": METHOD, "comparisons": rows, "not_compared": skipped,
-        "drops": drops, "warnings": _warnings(current, baseline), "passed": not drops,
+        "dataset_fingerprint": (baseline.get("settings") or {}).get("dataset_fingerprint"),
+        "alpha": alpha, "pairing": pairing, "pairing_note": note, "method": method,
+        "comparisons": rows, "not_compared": skipped, "flips": flips, "drops": drops,
+        "warnings": _warnings(current, baseline), "passed": not drops,
     }
     section["message"] = summary_line(section)
     return section
+
+
+def against(section: dict) -> str:
+    """What the run was compared with: ``oracle (2026-12-01T15:29:32Z, dataset
+    48d078362caa)``."""
+    fp = section.get("dataset_fingerprint")
+    return (f"{section.get('model')} ({section.get('created')}, dataset "
+            f"{str(fp)[:12] if fp else 'unknown'})")
+
+
+def change_text(row: dict) -> str:
+    """``-100.0 points [95% CI -100.0, -61.0]; 6 pairs: 6 worse, 0 better`` (paired) or
+    ``-100.0 points; n 9 -> 9`` (unpaired)."""
+    b, c = row["baseline"], row["current"]
+    if "ci" not in row:
+        return f"{100 * row['delta']:+.1f} points; n {b['n']} -> {c['n']}"
+    lo, hi = row["ci"]
+    d = row["discordant"]
+    return (f"{100 * row['delta']:+.1f} points [95% CI {100 * lo:+.1f}, {100 * hi:+.1f}]; "
+            f"{row['pairs']} pairs: {d['worse']} worse, {d['better']} better")
 
 
 def describe(row: dict) -> str:
@@ -122,25 +177,46 @@ def describe(row: dict) -> str:
     (Holm 4.1e-05, fisher)``."""
     b, c = row["baseline"], row["current"]
     return (f"{row['target']}: {100 * b['rate']:.1f}% -> {100 * c['rate']:.1f}% "
-            f"({100 * row['delta']:+.1f} points; n {b['n']} -> {c['n']}), "
+            f"({change_text(row)}), "
             f"p = {row['p_value']:.2g} (Holm {row['p_adjusted']:.2g}, {row['test']})")
 
 
 def summary_line(section: dict) -> str:
     n = len(section["comparisons"])
+    how = (f"{section.get('pairing', 'unpaired')}; alpha {section['alpha']:g}, "
+           "Holm-adjusted")
     if section["drops"]:
         return (f"FAILED baseline: {len(section['drops'])} of {n} comparison(s) dropped "
-                f"significantly (alpha {section['alpha']:g}, Holm-adjusted): "
+                f"significantly against {against(section)} ({how}): "
                 + ", ".join(section["drops"]))
     lower = sum(r["delta"] < 0 for r in section["comparisons"])
-    return (f"passed baseline: no significant drop in {n} comparison(s) (alpha "
-            f"{section['alpha']:g}, Holm-adjusted; {lower} lower but within chance)")
+    return (f"passed baseline: no significant drop in {n} comparison(s) against "
+            f"{against(section)} ({how}; {lower} lower but within chance)")
+
+
+def flip_line(f: dict) -> str:
+    """``take_turn.delayed-casual-01 I success->failure: <baseline reason> -> <this run's>``."""
+    return (f"{f['id']} {f['metric']} {f['direction']}: was \"{f['baseline_reason']}\"; now "
+            f"\"{f['current_reason']}\"")
+
+
+MAX_FLIP_LINES = 20  # the terminal lists this many flips; report.json and the HTML page all
 
 
 def render_lines(section: dict) -> list[str]:
-    """Terminal lines: the verdict, every significant drop, warnings."""
-    out = [section["message"]]
+    """Terminal lines: the verdict, how it compared, every significant drop, the flips,
+    warnings."""
+    out = [section["message"], f"  {section.get('pairing_note') or section.get('method', '')}"]
     out += ["  dropped " + describe(r) for r in section["comparisons"] if r["dropped"]]
+    fl = section.get("flips") or []
+    if fl:
+        worse = sum(f["direction"] == paired.WORSE for f in fl)
+        out.append(f"  {len(fl)} flip(s): {worse} success->failure, {len(fl) - worse} "
+                   "failure->success")
+        out += [f"    {flip_line(f)}" for f in fl[:MAX_FLIP_LINES]]
+        if len(fl) > MAX_FLIP_LINES:
+            out.append(f"    ... and {len(fl) - MAX_FLIP_LINES} more (report.json, "
+                       "duplexact compare --html)")
     out += [f"  warning: {w}" for w in section["warnings"]]
     return out
 
@@ -159,6 +235,7 @@ def gate(report: dict, path: str, alpha: float = DEFAULT_ALPHA) -> dict:
     try:
         return compare(report, load(path), alpha, str(path))
     except BaselineError as e:
-        return {"path": str(path), "alpha": alpha, "method": METHOD, "comparisons": [],
-                "not_compared": [], "drops": [], "warnings": [], "passed": False,
+        return {"path": str(path), "alpha": alpha, "method": METHOD, "pairing": None,
+                "comparisons": [], "not_compared": [], "flips": [], "drops": [],
+                "warnings": [], "passed": False,
                 "message": f"FAILED baseline: {e}"}

@@ -265,3 +265,30 @@ def timings_chart(report: dict) -> str | None:
     fig.legend(fontsize=7.5, frameon=False, loc="lower center", ncols=2,
                bbox_to_anchor=(0.5, 1.0))
     return _svg(fig)
+
+
+def paired_deltas_chart(section: dict) -> str | None:
+    """The paired comparison as a forest plot: per action and condition, this run's rate
+    minus the baseline's in points with its 95% Newcombe interval; red where it dropped
+    significantly. None when the comparison was not paired (no intervals)."""
+    rows = [r for r in section.get("comparisons") or [] if r.get("ci")]
+    if not rows:
+        return None
+    fig = _figure(7.5, 0.22 * len(rows) + 1.0)
+    ax = fig.add_subplot()
+    y = list(range(len(rows)))[::-1]
+    for yi, r in zip(y, rows):
+        color = "#c0392b" if r["dropped"] else ACTION_COLOR[r["action"]]
+        lo, hi = (100 * v for v in r["ci"])
+        ax.plot([lo, hi], [yi, yi], color=color, linewidth=1.4)
+        ax.plot([100 * r["delta"]], [yi], marker="o" if r["condition"] is None else "s",
+                markersize=4.5 if r["condition"] is None else 3.5, color=color)
+    ax.axvline(0, color="#444444", linewidth=0.8)
+    ax.set_xlim(-105, 105)
+    ax.set_yticks(y, [r["target"] if r["condition"] is None else f"  {r['target']}"
+                      for r in rows], fontsize=7)
+    ax.set_xlabel("this run \u2212 baseline (points), 95% Newcombe interval", fontsize=8)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+    ax.set_axisbelow(True)
+    return _svg(fig)

@@ -192,6 +192,10 @@ def _summary(report: dict) -> str:
             ["dataset", f"{s.get('dataset')} (fingerprint "
                         f"{str(s.get('dataset_fingerprint'))[:12]})"],
             ["text judge", s.get("judge") or "none (S not judged except stop)"],
+            *([["judges' server", ", ".join(
+                f"{k.replace('_', ' ')}: {j['endpoint']} ({j['url']})"
+                for k, j in report["judges"].items() if isinstance(j, dict))]]
+              if report.get("judges") else []),
             ["audio judge", s.get("audio_judge") or "none"],
             ["model options", ", ".join(f"{k}={v}" for k, v in
                                         (s.get("model_options") or {}).items()) or "none"],
@@ -215,11 +219,20 @@ def _summary(report: dict) -> str:
                    '(<a href="#baseline">details</a>)</p>')
     for note in report.get("notes") or []:
         out.append(f'<p class="note">{_esc(note)}</p>')
+    out.append(_s_mark(report))
     out.append('<p class="note">Every rate carries its n and a 95% Wilson interval '
                '[lo\u2013hi]; <b>~</b> marks an interval wider than \u00b110 points: too few '
                'instances to read the rate closely. Whiskers on the charts are the same '
                'intervals.</p>')
     return "".join(out)
+
+
+def _s_mark(report: dict) -> str:
+    """Under every table and chart of S: the self-hosted judge's mark (report/judging.py)."""
+    from .judging import s_note
+
+    note = s_note(report)
+    return f'<p class="warn"><b>S</b>: {_esc(note)}</p>' if note else ""
 
 
 def _action_table(report: dict) -> str:
@@ -294,29 +307,65 @@ def _paper_section(report: dict) -> str:
     return "".join(out)
 
 
-def _baseline_section(b: dict) -> str:
-    out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>']
+def _baseline_section(b: dict, in_report: bool = True) -> str:
+    """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
+    which shows the verdict, warnings and flips itself) leaves those out."""
+    from .baseline import against, change_text
+
+    out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>'] \
+        if in_report else []
     if b.get("path"):
-        out.append(f"<p>Baseline <code>{_esc(b['path'])}</code>: model "
-                   f"{_esc(b.get('model'))}, {_esc(b.get('created'))}.</p>")
+        out.append(f"<p>Baseline <code>{_esc(b['path'])}</code>: {_esc(against(b))}.</p>")
+    if b.get("pairing_note"):
+        out.append(f"<p><b>{_esc(b['pairing'])}</b>: {_esc(b['pairing_note'])}.</p>")
     out.append(f'<p class="muted">{_esc(b.get("method", ""))}; alpha {b["alpha"]:g}.</p>')
-    for w in b.get("warnings", []):
+    for w in b.get("warnings", []) if in_report else ():
         out.append(f'<p class="warn">{_esc(w)}</p>')
     rows, classes = [], []
     for r in b["comparisons"]:
         rows.append([r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                      f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
-                     f"{100 * r['delta']:+.1f}", f"{r['p_value']:.2g}",
+                     change_text(r), f"{r['p_value']:.2g}",
                      f"{r['p_adjusted']:.2g}", r["test"],
                      "DROPPED" if r["dropped"] else ("lower, within chance"
                                                      if r["delta"] < 0 else "")])
         classes.append("mine" if r["dropped"] else "")
     if rows:
-        out.append(_table(["Comparison", "baseline % (n)", "this run % (n)", "\u0394 points",
-                           "p", "p (Holm)", "test", "verdict"], rows, classes))
+        out.append(_table(["Comparison", "baseline % (n)", "this run % (n)",
+                           "\u0394 points (paired: 95% CI; pairs)", "p", "p (Holm)", "test",
+                           "verdict"], rows, classes))
     for s in b.get("not_compared", []):
         out.append(f'<p class="muted">{_esc(s["target"])}: {_esc(s["why"])}</p>')
+    if b.get("flips") and in_report:
+        out.append(f"<p>{len(b['flips'])} instance(s) flipped; <code>duplexact compare "
+                   "BASELINE.json THIS.json --html</code> shows each with both runs' lanes and "
+                   "audio.</p>")
     return "".join(out)
+
+
+def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
+                   out_dir: Path) -> list[str]:
+    """One instance's audio players (embedded, linked or none) and its timeline lanes."""
+    parts, players = [], []
+    for name, wav in RunDir.tracks(folder).items():
+        if embedded:
+            src = audio_data_uri(wav)
+        elif audio == "link":
+            src = Path(os.path.relpath(wav, out_dir)).as_posix()
+        else:
+            continue
+        preload = "metadata" if embedded else "none"
+        players.append(f'<label>{name} <audio controls preload="{preload}" '
+                       f'src="{_esc(src)}"></audio></label>')
+    if players:
+        parts.append("<div>" + "".join(players) + "</div>")
+    elif audio == "embed":
+        parts.append('<p class="muted">audio not embedded (limit reached)</p>')
+    try:
+        parts.append(lanes_svg(RunDir.read_timeline(folder), inst))
+    except FileNotFoundError:
+        pass
+    return parts
 
 
 def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path,
@@ -353,25 +402,7 @@ def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path
             parts.append('<p class="muted">recordings not found (looked next to the report '
                          "and in the shards' run directories)</p>")
         else:
-            players = []
-            for name, wav in RunDir.tracks(folder).items():
-                if inst["id"] in embed:
-                    src = audio_data_uri(wav)
-                elif audio == "link":
-                    src = Path(os.path.relpath(wav, out_dir)).as_posix()
-                else:
-                    continue
-                preload = "metadata" if inst["id"] in embed else "none"
-                players.append(f'<label>{name} <audio controls preload="{preload}" '
-                               f'src="{_esc(src)}"></audio></label>')
-            if players:
-                parts.append("<div>" + "".join(players) + "</div>")
-            elif audio == "embed":
-                parts.append('<p class="muted">audio not embedded (limit reached)</p>')
-            try:
-                parts.append(lanes_svg(RunDir.read_timeline(folder), inst))
-            except FileNotFoundError:
-                pass
+            parts += instance_media(inst, folder, audio, inst["id"] in embed, out_dir)
         parts.append("</div>")
         out.append("".join(parts))
     if missing:
@@ -398,14 +429,16 @@ def render(report: dict, *, report_path: str | Path | None = None,
         f'<section id="summary"><h2>Summary</h2>{_summary(report)}</section>',
         '<section id="actions"><h2>Actions: immediate (I) and follow-through (S)</h2>'
         + _chart(actions_chart(report), "no actions ran") + _action_table(report)
-        + "</section>",
+        + _s_mark(report) + "</section>",
         '<section id="conditions"><h2>Conditions (the paper\'s Figure 3 and Table 16)</h2>'
         + _chart(conditions_chart(report) if md.condition_rows(report) else None,
-                 "no conditions ran") + _condition_table(report) + "</section>",
+                 "no conditions ran") + _condition_table(report) + _s_mark(report)
+        + "</section>",
         '<section id="heatmap"><h2>Follow-through failure (1 \u2212 S), Figure 4 style</h2>'
         '<p class="muted">This run pooled and per scenario (top rows), then the paper\'s '
         'models per action (Table 4; full benchmark). Gray: no S measured (no immediate '
-        'success, or no judge).</p>' + _chart(heatmap_chart(report), "") + "</section>",
+        'success, or no judge).</p>' + _chart(heatmap_chart(report), "") + _s_mark(report)
+        + "</section>",
         '<section id="scenarios"><h2>Scenarios, Figure 5 style</h2><p class="muted">'
         'C: casual conversation, M: meeting, I: interview, S: customer service'
         + (', U: unspecified (the data does not say)' if any(
@@ -429,7 +462,8 @@ def render(report: dict, *, report_path: str | Path | None = None,
     if report.get("paper_comparison"):
         nav += '<a href="#paper-comparison">paper comparison</a>'
         body.append('<section id="paper-comparison"><h2>The paper side by side, per '
-                    f'condition</h2>{_paper_comparison_section(report["paper_comparison"])}'
+                    f'condition</h2>{_s_mark(report)}'
+                    f'{_paper_comparison_section(report["paper_comparison"])}'
                     "</section>")
     if report.get("baseline"):
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'

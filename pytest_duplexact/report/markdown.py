@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..data import taxonomy
 from .aggregate import NA
 from . import paper as paper_data
+from .judging import s_note
 from .stats import rate_of
 from .rows import (action_rows, condition_rows, failed, failure_reason,  # noqa: F401
                    fmt_rate, fmt_rate_value, fmt_timing)
@@ -43,10 +44,11 @@ def paper_note(report: dict) -> str:
     """The caveat printed wherever the paper's numbers stand beside a run."""
     p = paper_data.load()
     n = report["totals"]["instances"]
+    judged = f" Its S: {note}." if (note := s_note(report)) else ""
     if n == p.instances:
-        return f"{p.note} This run also measured {n} instances."
+        return f"{p.note} This run also measured {n} instances.{judged}"
     return (f"{p.note} This run measured {n} instance(s): different data, so the paper's rows "
-            "are context, not a comparison.")
+            f"are context, not a comparison.{judged}")
 
 
 def dataset_line(report: dict) -> str:
@@ -91,12 +93,16 @@ def render(report: dict, failures: bool = True) -> str:
             for r in action_rows(report)]
     out += _table(["Action", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S",
                    "T median (IQR, n)", "n", "not in a rate"], rows, "lrrrrrrl")
+    note = s_note(report)
+    mark = ["", f"> **S: {_esc(note)}**"] if note else []
+    out += mark
 
     out += ["", "### Conditions (paper Table 16 cells)", ""]
     rows = [[r.action_label, r.label, fmt_rate(r.I), str(r.I.n), fmt_rate(r.S),
              str(r.S.n), str(r.n), r.notes] for r in condition_rows(report)]
     out += _table(["Action", "Condition", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S", "n",
                    "not in a rate"], rows, "llrrrrrl")
+    out += mark
 
     if report["summary"].get("corpora"):  # data that names corpora (the released set)
         acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
@@ -145,10 +151,13 @@ def render(report: dict, failures: bool = True) -> str:
 
 
 def _baseline(b: dict) -> list[str]:
+    from .baseline import against, change_text, flip_line
+
     out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
     if b.get("path"):
-        out.append(f"Baseline: `{b['path']}` (model {_esc(b.get('model'))}, "
-                   f"{b.get('created')}).")
+        out.append(f"Baseline: `{b['path']}` ({_esc(against(b))}).")
+    if b.get("pairing_note"):
+        out.append(f"Comparison: {_esc(b['pairing_note'])}.")
     out.append(f"Method: {b.get('method', '')}.")
     out += [f"- warning: {w}" for w in b.get("warnings", [])]
     lower = [r for r in b["comparisons"] if r["delta"] < 0]
@@ -157,12 +166,19 @@ def _baseline(b: dict) -> list[str]:
                 f"{len(b['comparisons'])}):", ""]
         rows = [[r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                  f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
-                 f"{100 * r['delta']:+.1f}", f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}",
+                 change_text(r), f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}",
                  r["test"], "**dropped**" if r["dropped"] else "within chance"] for r in lower]
         out += _table(["Comparison", "baseline % (n)", "this run % (n)", "\u0394 points", "p",
                        "p (Holm)", "test", "verdict"], rows, "lrrrrrll")
     else:
         out += ["", "No comparison is lower than the baseline."]
+    flips = b.get("flips") or []
+    if flips:
+        out += ["", "<details>", f"<summary>{len(flips)} flipped instance(s)</summary>", ""]
+        out += [f"- {_esc(flip_line(f))}" for f in flips[:MAX_LISTED_FAILURES]]
+        if len(flips) > MAX_LISTED_FAILURES:
+            out.append(f"- ... and {len(flips) - MAX_LISTED_FAILURES} more (report.json)")
+        out += ["", "</details>"]
     return out
 
 

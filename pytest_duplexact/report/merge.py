@@ -121,6 +121,11 @@ def merge(paths: list[str | Path]) -> dict:
         from ..data.usage import total
 
         merged["usage"] = total(usages)
+        from .judging import section as judges_section
+
+        judged = judges_section(merged["usage"])
+        if judged is not None and any("judges" in rep for _, rep in loaded):
+            merged["judges"] = judged  # as each shard's run wrote it, over the whole run
         from .cost import estimate, load_prices
 
         merged["cost"] = estimate(merged["usage"], load_prices())

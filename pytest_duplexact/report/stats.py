@@ -1,5 +1,7 @@
-"""Uncertainty of the report's rates, pure: Wilson score intervals and one-sided tests for a
-drop between two runs. No I/O, no numpy; every function takes counts and returns numbers.
+"""Uncertainty of the report's rates, pure: Wilson score intervals, one-sided tests for a
+drop between two runs, and the paired statistics of two runs on the same instances (McNemar's
+exact test, Newcombe's interval for a paired difference). No I/O, no numpy; every function
+takes counts and returns numbers.
 
 Why Wilson: the benchmark's rates sit near 0 and 1 and many cells have small n (the bundled
 fixtures have 3 instances a condition); the Wald interval collapses to zero width there, the
@@ -155,3 +157,51 @@ def holm(p_values: list[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p_values[i]))
         adjusted[i] = running
     return adjusted
+
+
+# --- Two runs on the same instances (paired) ---------------------------------------------------
+
+def mcnemar_exact(worse: int, better: int) -> float:
+    """McNemar's exact test: the two-sided p-value of the discordant pairs under H0 "either
+    direction is as likely" (``worse`` success -> failure, ``better`` failure -> success), the
+    conditional binomial test with p = 1/2. Exact integer arithmetic; 1.0 when nothing
+    flipped."""
+    if worse < 0 or better < 0:
+        raise ValueError(f"mcnemar_exact: counts must be >= 0, got {worse}, {better}")
+    n = worse + better
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(worse, better) + 1))
+    return min(1.0, 2 * tail / 2 ** n)
+
+
+def paired_difference(both: int, worse: int, better: int, neither: int,
+                      z: float = Z95) -> tuple[float, float] | None:
+    """95% interval of (current rate - baseline rate) on paired trials: Newcombe's hybrid
+    score interval (Newcombe 1998, Stat Med 17:2635, method 10; "square-and-add"): each
+    run's Wilson interval, combined with the correlation of the pairs. ``both`` / ``neither``
+    succeeded / failed in both runs; ``worse`` succeeded in the baseline only, ``better`` in
+    the current run only. ``None`` when there is no pair."""
+    for k in (both, worse, better, neither):
+        if k < 0:
+            raise ValueError(f"paired_difference: counts must be >= 0, got "
+                             f"{(both, worse, better, neither)}")
+    n = both + worse + better + neither
+    if n == 0:
+        return None
+    p_cur, p_base = (both + better) / n, (both + worse) / n
+    l_cur, u_cur = wilson(both + better, n, z)
+    l_base, u_base = wilson(both + worse, n, z)
+    margins = (both + better) * (worse + neither) * (both + worse) * (better + neither)
+    phi = 0.0
+    if margins:  # the phi coefficient, its positive part shrunk by n/2 (Newcombe's correction)
+        a = both * neither - better * worse
+        phi = (a - n / 2 if a > n / 2 else 0.0 if a >= 0 else a) / math.sqrt(margins)
+    d = p_cur - p_base
+
+    def half(x: float, y: float) -> float:
+        return math.sqrt(max(0.0, x * x + y * y - 2 * phi * x * y))
+
+    lo = d - half(p_cur - l_cur, u_base - p_base)
+    hi = d + half(p_base - l_base, u_cur - p_cur)
+    return max(-1.0, lo), min(1.0, hi)

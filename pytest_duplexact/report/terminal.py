@@ -71,11 +71,15 @@ def corpus_table(report: dict) -> list[str]:
 
 
 def render(report: dict, gate_results=()) -> list[str]:
+    from .judging import s_note
+
     model = report.get("model", "?")
+    note = s_note(report)
+    mark = [f"S: {note}"] if note else []
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
-    out += action_table(report)
+    out += action_table(report) + mark
     out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
-    out += condition_table(report)
+    out += condition_table(report) + mark
     if report["summary"].get("corpora"):
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
     if report.get("paper_comparison"):

@@ -266,7 +266,11 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class FakeOpenAI:
-    def __init__(self):
+    """``usage=False`` answers chat requests without a ``usage`` object, as some local
+    OpenAI-compatible servers and proxies do."""
+
+    def __init__(self, usage: bool = True):
+        self.usage = usage
         self.requests: list[Recorded] = []
         self.responder: Callable[[Recorded], Any] = schema_default
         self._script: deque = deque()
@@ -387,7 +391,8 @@ class FakeOpenAI:
                     self.wfile.write(action.body)
                     return
                 if isinstance(action, Drip):
-                    body = json.dumps(_chat_body(rec.json["model"], Reply()) if chat else
+                    body = json.dumps(_chat_body(rec.json["model"], Reply(), server.usage)
+                                      if chat else
                                       _transcription_body(Transcript(), duration)).encode()
                     rec.status = 200
                     self.send_response(200)
@@ -409,7 +414,7 @@ class FakeOpenAI:
                     self._error(rec, action.status, action.message, None, kind, headers)
                     return
                 if chat:
-                    self._send(rec, 200, _chat_body(rec.json["model"], action))
+                    self._send(rec, 200, _chat_body(rec.json["model"], action, server.usage))
                 else:
                     self._send(rec, 200, _transcription_body(action, duration))
 
@@ -432,7 +437,7 @@ class FakeOpenAI:
         return Handler
 
 
-def _chat_body(model: str, action: Any) -> dict:
+def _chat_body(model: str, action: Any, usage: bool = True) -> dict:
     content, refusal = None, None
     if isinstance(action, Reply):
         content = json.dumps({"answer": action.answer, "reason": action.reason})
@@ -444,14 +449,16 @@ def _chat_body(model: str, action: Any) -> dict:
         refusal = action.text
     else:
         raise TypeError(f"not a chat action: {action!r}")
-    return {
+    body = {
         "id": f"chatcmpl-fake-{time.monotonic_ns()}", "object": "chat.completion",
         "created": int(time.time()), "model": model, "system_fingerprint": "fp_fake",
         "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                      "message": {"role": "assistant", "content": content,
                                  "refusal": refusal}}],
-        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
     }
+    if usage:
+        body["usage"] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    return body
 
 
 def _transcription_body(action: Any, duration: float) -> dict:

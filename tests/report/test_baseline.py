@@ -1,4 +1,6 @@
-"""The regression gate's decisions on synthetic reports (report/baseline.py)."""
+"""The regression gate's decisions on synthetic reports (report/baseline.py). Runs built with
+``start=`` other ids than their baseline are compared unpaired (the fallback); the paired
+comparison has its own tests (test_paired.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,13 @@ from pytest_duplexact.report.terminal import render
 from .helpers import outcomes_for, report
 
 
-def _run(delayed_ok: int, immediate_ok: int = 20, n: int = 20, **settings):
-    return report(outcomes_for("take_turn.delayed", n, delayed_ok)
-                  + outcomes_for("take_turn.immediate", n, immediate_ok), **settings)
+def _run(delayed_ok: int, immediate_ok: int = 20, n: int = 20, start: int = 0, **settings):
+    return report(outcomes_for("take_turn.delayed", n, delayed_ok, start=start)
+                  + outcomes_for("take_turn.immediate", n, immediate_ok, start=start),
+                  **settings)
+
+
+OTHER_IDS = 100  # ``start`` of a run on other instances than the baseline: unpaired
 
 
 def test_identical_runs_do_not_fire():
@@ -29,7 +35,8 @@ def test_identical_runs_do_not_fire():
 
 
 def test_significant_drop_on_one_condition_fires_and_says_where():
-    sec = baseline.compare(_run(2), _run(18))
+    sec = baseline.compare(_run(2, start=OTHER_IDS), _run(18))
+    assert sec["pairing"] == "unpaired" and "instance sets differ" in sec["pairing_note"]
     assert not sec["passed"]
     assert sec["drops"] == ["take_turn.I", "take_turn.delayed.I"]
     row = next(r for r in sec["comparisons"] if r["target"] == "take_turn.delayed.I")
@@ -44,7 +51,7 @@ def test_significant_drop_on_one_condition_fires_and_says_where():
 
 
 def test_small_drop_within_chance_does_not_fire():
-    sec = baseline.compare(_run(15), _run(17))
+    sec = baseline.compare(_run(15, start=OTHER_IDS), _run(17))
     assert sec["passed"]
     row = next(r for r in sec["comparisons"] if r["target"] == "take_turn.delayed.I")
     assert row["delta"] < 0 and not row["dropped"] and row["test"] == "fisher"
@@ -53,8 +60,8 @@ def test_small_drop_within_chance_does_not_fire():
 def test_holm_correction_keeps_a_borderline_drop_from_firing():
     # one-sided Fisher p for 10/10 -> 5/10 is 0.016: significant alone, not after Holm
     # over 3 comparisons where the action-level p is larger
-    cur = report(outcomes_for("take_turn.delayed", 10, 5)
-                 + outcomes_for("take_turn.immediate", 10, 10))
+    cur = report(outcomes_for("take_turn.delayed", 10, 5, start=OTHER_IDS)
+                 + outcomes_for("take_turn.immediate", 10, 10, start=OTHER_IDS))
     base = report(outcomes_for("take_turn.delayed", 10, 10)
                   + outcomes_for("take_turn.immediate", 10, 10))
     sec = baseline.compare(cur, base)
@@ -108,7 +115,7 @@ def test_gate_turns_an_unreadable_baseline_into_a_failure(tmp_path):
 
 
 def test_terminal_shows_the_baseline_and_the_wide_marks():
-    rep = _run(2)
+    rep = _run(2, start=OTHER_IDS)
     rep["baseline"] = baseline.compare(rep, _run(18))
     text = "\n".join(render(rep))
     assert "Baseline:" in text and "FAILED baseline" in text

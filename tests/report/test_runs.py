@@ -76,7 +76,8 @@ def test_three_shards_merge_to_the_unsharded_report(pytester):
 @pytest.fixture
 def replicated_data(tmp_path) -> Path:
     """The bundled take_turn.delayed instances, each twice (new ids, same audio): 6 trials
-    of one condition, enough for a drop from 6/6 to 0/6 to be significant (p = 1/924)."""
+    of one condition, enough for a drop from 6/6 to 0/6 to be significant at 0.1 (paired,
+    McNemar's exact p = 1/32)."""
     src = bundled_root()
     out = tmp_path / "data"
     out.mkdir()
@@ -110,22 +111,30 @@ def test_baseline_gate_quiet_on_replay_fires_on_worse_model(pytester, replicated
     assert all(r["delta"] == 0 for r in rep["baseline"]["comparisons"])
     res.stdout.fnmatch_lines(["*passed baseline: no significant drop in 2 comparison(s)*"])
 
-    # silent on take_turn.delayed: 6/6 -> 0/6, one-sided Fisher p = 1 / C(12, 6)
+    # silent on take_turn.delayed: 6/6 -> 0/6 on the same instances, so paired: 6 discordant
+    # pairs all one way, McNemar's exact p = 2 / 2**6 (Holm over the 2 comparisons: 1/16)
     pytester.makepyfile(worse=WORSE)
     pytester.syspathinsert()
     res = _run(pytester, "--duplexact-model=worse:factory", data, baseline,
-               "--duplexact-baseline-alpha=0.01", "--duplexact-run-dir=worse")
+               "--duplexact-baseline-alpha=0.1", "--duplexact-run-dir=worse")
     assert res.ret == 1
     rep = json.loads((pytester.path / "worse" / "report.json").read_text())
     b = rep["baseline"]
-    assert not b["passed"] and b["alpha"] == 0.01
+    assert not b["passed"] and b["alpha"] == 0.1 and b["pairing"] == "paired"
     assert b["drops"] == ["take_turn.I", "take_turn.delayed.I"]
     row = next(r for r in b["comparisons"] if r["target"] == "take_turn.delayed.I")
-    assert row["delta"] == -1.0 and row["test"] == "fisher"
-    assert row["p_value"] == pytest.approx(1 / 924)
+    assert row["delta"] == -1.0 and row["test"] == "mcnemar-exact"
+    assert row["discordant"] == {"worse": 6, "better": 0}
+    assert row["p_value"] == pytest.approx(1 / 32) and row["p_adjusted"] == pytest.approx(1 / 16)
+    assert row["ci"][0] == -1.0 and row["ci"][1] < 0
+    assert len(b["flips"]) == 6 and {f["direction"] for f in b["flips"]} == {
+        "success->failure"}
     res.stdout.fnmatch_lines([
-        "*FAILED baseline: 2 of 2 comparison(s) dropped significantly*",
-        "*dropped take_turn.delayed.I: 100.0% -> 0.0% (-100.0 points; n 6 -> 6), p = 0.0011*",
+        "*FAILED baseline: 2 of 2 comparison(s) dropped significantly against oracle (*paired*",
+        "*paired on the 6 instance(s) both runs share*",
+        "*dropped take_turn.delayed.I: 100.0% -> 0.0% (-100.0 points *95% CI -100.0, *; "
+        "6 pairs: 6 worse, 0 better), p = 0.031*",
+        "*6 flip(s): 6 success->failure, 0 failure->success*",
     ])
 
 

@@ -1,0 +1,78 @@
+"""``duplexact compare A.json B.json [--html out.html]``: run B compared with run A.
+
+The baseline gate's comparison (baseline.compare: paired on the same instances, McNemar's
+exact test, Newcombe intervals and the flips; unpaired when the instance sets differ) between
+two stored reports, printed in full: every comparison with its change and p-values, and every
+flip with both runs' reasons. ``--html`` writes the comparison page (compare_html.py): the
+per-condition deltas with their intervals, the flip list, and each flip's lanes and audio
+from both runs side by side.
+
+Exit 0: no significant drop; 1: a significant drop (so the command is a CI gate on stored
+reports too); 2: a report cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import ReportFileError, read_report
+from . import baseline as baseline_mod
+from .terminal import _table
+
+REQUIRED = ("model", "settings", "summary", "instances")
+
+
+def table_lines(section: dict) -> list[str]:
+    """Every comparison: baseline and this run's rates, the change, p, Holm's p, verdict."""
+    rows = [["comparison", "A % (n)", "B % (n)", "change", "p", "p (Holm)", "verdict"]]
+    for r in section["comparisons"]:
+        rows.append([r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
+                     f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
+                     baseline_mod.change_text(r), f"{r['p_value']:.3g}",
+                     f"{r['p_adjusted']:.3g}",
+                     "DROPPED" if r["dropped"] else "lower, within chance"
+                     if r["delta"] < 0 else ""])
+    return _table(rows) if len(rows) > 1 else ["(nothing measured in both runs)"]
+
+
+def render_lines(section: dict, a: dict, b: dict, a_path: str, b_path: str) -> list[str]:
+    out = [f"B: {b_path}: {b.get('model')} ({b.get('created')})",
+           f"A: {a_path}: {baseline_mod.against(section)}", ""]
+    out += [section["message"], f"  {section['pairing_note']}",
+            f"  method: {section['method']}"]
+    out += [f"  warning: {w}" for w in section["warnings"]]
+    out += ["", "Per action and condition (A = baseline, B = this run):"] + table_lines(section)
+    out += [f"  not compared: {s['target']}: {s['why']}" for s in section["not_compared"]]
+    flips = section["flips"]
+    if section["pairing"] == "paired":
+        out += ["", f"Flips ({len(flips)}):"]
+        out += [f"  {baseline_mod.flip_line(f)}" for f in flips] or ["  none"]
+    return out
+
+
+def main(args) -> int:
+    """``args.a``, ``args.b`` (report paths), optional ``html``, ``alpha``, ``audio``,
+    ``embed_limit``."""
+    alpha = getattr(args, "alpha", None) or baseline_mod.DEFAULT_ALPHA
+    try:
+        a = read_report(args.a, REQUIRED, label="A: ")
+        b = read_report(args.b, REQUIRED, label="B: ")
+        section = baseline_mod.compare(b, a, alpha, str(args.a))
+    except ReportFileError as e:  # BaselineError is one
+        print(f"duplexact compare: {e}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, AttributeError) as e:  # a hand-edited report
+        print(f"duplexact compare: malformed report ({type(e).__name__}: {e}); re-create it "
+              "from its run directory (docs/report-format.md)", file=sys.stderr)
+        return 2
+    for line in render_lines(section, a, b, str(args.a), str(args.b)):
+        print(line)
+    if getattr(args, "html", None):
+        from .compare_html import write
+        from .html import DEFAULT_EMBED_LIMIT
+
+        out = write(section, a, b, args.html, a_path=args.a, b_path=args.b,
+                    audio=getattr(args, "audio", None) or "embed",
+                    embed_limit=getattr(args, "embed_limit", None) or DEFAULT_EMBED_LIMIT)
+        print(f"HTML: {out} ({out.stat().st_size // 1024} kB)")
+    return 0 if section["passed"] else 1

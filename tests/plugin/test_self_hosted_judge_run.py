@@ -1,0 +1,67 @@
+"""User level: a run judged by a self-hosted judge (the fake OpenAI-compatible server on
+127.0.0.1, answering as local servers do: no ``usage``, padded and fenced JSON). S is
+measured from those answers; report.json records the judge's model and the kind of server;
+the terminal, the Markdown, the HTML page and report.json all mark the S rates as not
+comparable with the paper's GPT-5.4."""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+
+# The VAD's native modules, imported once (in-process pytester runs; see
+# tests/report/test_runs.py).
+import silero_vad  # noqa: F401
+import torch  # noqa: F401
+
+from pytest_duplexact.cli import main as duplexact
+from pytest_duplexact.report.judging import SELF_HOSTED_NOTE
+from tests.fakes import Content, FakeOpenAI
+
+MODEL = "qwen2.5-7b-instruct"
+
+
+def _local_style(request):
+    """A YES, as a local server without enforced JSON writes it."""
+    return Content('\n```json\n{"answer": "YES", "reason": "keeps to the request"}\n```  \n')
+
+
+def test_a_self_hosted_judge_is_recorded_and_marks_every_view(pytester, monkeypatch, capsys):
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    monkeypatch.setenv("OPENAI_API_KEY", "local")  # any non-empty key, as for vLLM
+    for var in ("OPENAI_BASE_URL", "DUPLEXACT_JUDGE_BASE_URL",
+                "DUPLEXACT_AUDIO_JUDGE_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    with FakeOpenAI(usage=False) as server:
+        server.responder = _local_style
+        res = pytester.runpytest("--duplexact-model=oracle",
+                                 "--duplexact-condition=take_turn.delayed",
+                                 "--duplexact-limit=1", f"--duplexact-judge={MODEL}",
+                                 "--duplexact-audio-judge=off",
+                                 f"--duplexact-judge-base-url={server.url}",
+                                 "--duplexact-run-dir=run", "-p", "no:cacheprovider")
+        url = server.url
+        assert len(server.chat_requests) == 1
+    res.assert_outcomes(passed=1)
+    path = pytester.path / "run" / "report.json"
+    rep = json.loads(path.read_text())
+    counts = rep["summary"]["actions"]["take_turn"]["counts"]
+    assert (counts["n_S"], counts["S"]) == (1, 1.0)  # the fenced YES was read
+    assert rep["judges"] == {"text_judge": {"model": MODEL, "endpoint": "self-hosted",
+                                            "url": url},
+                             "self_hosted": True, "S_rates": SELF_HOSTED_NOTE}
+    assert "input_tokens" not in rep["usage"]["text_judge"]  # the server reported none
+    mark = f"S: {SELF_HOSTED_NOTE} (text judge {MODEL} at {url})"
+    assert res.stdout.str().count(mark) == 2  # under the action and the condition tables
+
+    md, page = pytester.path / "r.md", pytester.path / "r.html"
+    capsys.readouterr()
+    assert duplexact(["report", str(path), "--markdown", str(md), "--html", str(page),
+                      "--audio", "none"]) == 0
+    assert mark in capsys.readouterr().out
+    assert md.read_text().count(f"> **S: {SELF_HOSTED_NOTE}") == 2
+    html, note = page.read_text(), html_lib.escape(SELF_HOSTED_NOTE)
+    # summary, actions, conditions, heat map; the paper's 14 models; the judges' server
+    assert html.count(f"<b>S</b>: {note}") == 4
+    assert f"Its S: {note}" in html
+    assert f"text judge: self-hosted ({url})" in html
