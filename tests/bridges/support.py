@@ -1,0 +1,51 @@
+"""Serving a bridge model from a test: the real kit server on 127.0.0.1 in a thread of its own
+(its own event loop), so a test may talk to it with a blocking client."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from pytest_duplexact.bridges import BridgeServer
+
+
+@contextmanager
+def served(model: Any, **server_options: Any) -> Iterator[BridgeServer]:
+    """``model`` behind a ``BridgeServer`` on a free loopback port; yields the server (its
+    ``url``); stops it on exit."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            box["server"] = BridgeServer(model, **server_options)
+            await box["server"].start("127.0.0.1", 0)
+
+        try:
+            loop.run_until_complete(start())
+        except BaseException as e:  # surfaced in the test thread
+            box["error"] = e
+            started.set()
+            return
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="bridge-server", daemon=True)
+    thread.start()
+    if not started.wait(30):
+        raise RuntimeError("the bridge server did not start within 30 s")
+    if "error" in box:
+        raise box["error"]
+    server = box["server"]
+    try:
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
