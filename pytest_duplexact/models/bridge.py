@@ -247,7 +247,10 @@ class BridgeStepped:
             except wire.ProtocolError as e:
                 raise ModelError(f"{c.label}: {e}, waiting for {what}") from None
             if kind == wire.PING:
-                self._ws.send(wire.frame(wire.PONG, payload))
+                try:
+                    self._ws.send(wire.frame(wire.PONG, payload))
+                except ConnectionClosed:  # what the server sent before closing still counts
+                    pass
                 continue
             if kind == wire.PONG:
                 continue
@@ -420,7 +423,10 @@ class BridgeStreamingSession:
                 if self._model.ready.transcript:
                     self._texts.append(wire.utf8(payload))
             elif kind == wire.PING:
-                await self._ws.send(wire.frame(wire.PONG, payload))
+                try:
+                    await self._ws.send(wire.frame(wire.PONG, payload))
+                except ConnectionClosed:  # what the server sent before closing still counts
+                    pass
             elif kind == wire.ERROR:
                 cls = TransientModelError if self._model._transient else ModelError
                 raise cls(f"{c.label}: the server reported an error: {c.scrubbed(payload)}")
