@@ -522,4 +522,12 @@ def preflight(**options: Any) -> None:
     client_from(options)
 
 
+def reach(**options: Any) -> str:
+    """``duplexact models bridge -o url=...``: what answers at the URL now."""
+    r = probe(client_from(options))
+    return (f"{r.model or 'a bridge'}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
+            f"transcript {'yes' if r.transcript else 'no'}")
+
+
 factory.preflight = preflight  # type: ignore[attr-defined]
+factory.reach = reach  # type: ignore[attr-defined]
