@@ -201,3 +201,18 @@ def test_a_server_answering_the_wrong_frame_size_is_a_clear_error():
             model.step(np.zeros(1920, np.float32))
         model.finish()
         server.shutdown()
+
+
+def test_streaming_simulator_injects_the_cue_while_the_model_speaks(tmp_path):
+    from pipelines.helpers import reference
+    from pytest_duplexact.pipelines.simulator import SimulatorReplay
+
+    instance = make_instance(tmp_path, "stop", "direct_interruption", {
+        "lead_in": cat(gap(0.1), tone(0.4), gap(0.1)), "reference": reference(1.0),
+        "cue": cat(gap(0.05), tone(0.4, 262.0), gap(0.05))}, {"cue_start": 0.05, "cue_end": 0.45})
+    with scripted_server({"model": "at", "mode": "streaming", "speak_at_s": 0.6}) as url:
+        rec = streamed(bridge(url), instance, SimulatorReplay(observation_s=0.3))
+    # the rule policy injects after 1.5 s of heard model speech: not forced, mid-reply
+    assert rec.cue is not None and not rec.cue.forced
+    assert 0.6 + 1.5 <= rec.cue.start < 0.6 + 1.5 + 0.6, rec.cue
+    assert [w.text for w in rec.transcript][:2] == ["Okay", "thanks"]
