@@ -49,7 +49,6 @@ log = logging.getLogger("pytest_duplexact.bridges")
 
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"  # when set on the server, clients must send it (Bearer)
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
-MAX_MESSAGE = 1 << 24  # 16 MiB: minutes of float32 audio; a frame is a few KiB
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,7 @@ class BridgeServer:
 
     async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> str:
         self._server = await serve(self._handle, host, port, ssl=self._ssl,
-                                   process_request=self._authorize, max_size=MAX_MESSAGE,
+                                   process_request=self._authorize, max_size=wire.MAX_MESSAGE,
                                    compression=None)
         bound = self._server.sockets[0].getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]

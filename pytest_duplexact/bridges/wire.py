@@ -21,6 +21,7 @@ READY, AUDIO, TEXT, ERROR, CLOSE, PING, PONG = 0, 1, 2, 5, 6, 7, 8
 KIND_NAMES = {READY: "READY", AUDIO: "AUDIO", TEXT: "TEXT", 3: "SEQ_TRACE", 4: "SEQ_DELTA",
               ERROR: "ERROR", CLOSE: "CLOSE", PING: "PING", PONG: "PONG"}
 MODES = ("stepped", "streaming")
+MAX_MESSAGE = 1 << 24  # 16 MiB: minutes of float32 audio; a frame is a few KiB
 
 # Query parameters the client adds to every connection; never handed to a model as options.
 TRIAL_PARAM = "trial_id"  # the benchmark instance, for the server's log line

@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 
 LABEL = "bridge"
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"
-MAX_MESSAGE = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -96,10 +95,6 @@ class BridgeClient:
             if not getattr(self, name) > 0:
                 raise ModelConfigError(f"{self.label}: {name} must be positive")
 
-    @property
-    def name(self) -> str:
-        return self.label
-
     def trial_url(self, info: SessionInfo | None) -> str:
         """The URL of one trial: the server's options plus who the trial is."""
         query = dict(self.server_options)
@@ -111,8 +106,9 @@ class BridgeClient:
         return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", joined, ""))
 
     def connect_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"max_size": MAX_MESSAGE, "compression": None,
-                                   "open_timeout": self.connect_timeout}
+        options: dict[str, Any] = {"max_size": wire.MAX_MESSAGE, "compression": None,
+                                   "open_timeout": self.connect_timeout,
+                                   "close_timeout": self.close_timeout}
         if self.url.startswith("wss"):
             options["ssl"] = _tls_context(self.ca_file)
         return options
@@ -177,6 +173,8 @@ def probe(client: BridgeClient) -> wire.Ready:
             client.key()), **client.connect_options())
     except Exception as e:
         err = client.connect_failed(e)
+        if isinstance(err, ModelConfigError):  # a refused key: the message says what to do
+            raise err from None
         raise ModelConfigError(f"{err}; is the bridge running at {client.url}?") from None
     try:
         try:
@@ -273,8 +271,9 @@ class BridgeStepped:
                 raise ModelError(f"{c.label}: the server reported an error at {at}: "
                                  f"{c.scrubbed(payload)}")
             elif kind == wire.CLOSE:
+                reason = f": {c.scrubbed(payload)}" if payload else ""
                 raise ModelError(f"{c.label}: the server ended the trial at {at}, before its "
-                                 "end (CLOSE)")
+                                 f"end (CLOSE){reason}")
             elif kind == wire.READY:
                 raise ModelError(f"{c.label}: a second READY at {at}")
             # other kinds (traces) are ignored

@@ -63,7 +63,8 @@ def test_stepped_bridge_hears_what_the_model_in_process_says(endpoint_url, tmp_p
 @pytest.mark.parametrize("fault, says, cls", [
     ({"error_at_step": 5}, "error at step 5 (0.40 s): model scripted-at failed in step 5 at "
                            "0.40 s: RuntimeError: scripted failure", ModelError),
-    ({"end_at_step": 5}, "ended the trial at step 5 (0.40 s), before its end", ModelError),
+    ({"end_at_step": 5}, "ended the trial at step 5 (0.40 s), before its end (CLOSE): "
+                         "scripted end of session", ModelError),
     ({"short_at_step": 3}, "returned 1919 samples in step 3; a stepped model returns exactly "
                            "1920", ModelError),
 ])
