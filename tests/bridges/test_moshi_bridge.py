@@ -1,22 +1,21 @@
-"""The moshi bridge (``python -m pytest_duplexact.bridges.moshi``, its own process) on the tiny
-random checkpoint the moshi tests write: through the bridge client, a trial is the in-process
-adapter's trial for the same seed, sample for sample and word for word (so are its scores)."""
+"""The moshi bridge (bridges/moshi.py) on the tiny random checkpoint the moshi tests write,
+built by its own command line (``add_arguments`` + ``build``) and served by the real kit on
+127.0.0.1: through the bridge client a trial is the in-process adapter's trial for the same
+seed, sample for sample and word for word (so are its scores). The same loaded model serves
+both routes, one after the other (loading costs more than the trials)."""
 
 from __future__ import annotations
-
-import re
-import subprocess
-import sys
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
 
+from pytest_duplexact.bridges import parser
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 
+from bridges.support import served
 from pipelines.helpers import cat, gap, make_instance, run, tone
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
@@ -30,28 +29,6 @@ def checkpoints(tmp_path_factory):
     return write_checkpoints(tmp_path_factory.mktemp("moshi-tiny"))
 
 
-@contextmanager
-def moshi_bridge(checkpoints: dict):
-    args = [a for k, v in checkpoints.items() for a in ("--" + k.replace("_", "-"), str(v))]
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_duplexact.bridges.moshi", *args,
-                             "--device", "cpu", "--threads", "1", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    def started() -> str:
-        line = proc.stdout.readline()
-        m = re.search(r"listening on (ws://\S+)", line)
-        assert m, (line, proc.communicate(timeout=30)[1][-3000:] if not line else "")
-        assert "model moshi: stepped, 24000 Hz, 1920-sample frames, transcript yes" in line
-        return m.group(1)
-
-    try:
-        yield started
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        proc.stdout.close()
-        proc.stderr.close()
-
-
 def trial(model, instance, seed: int):
     async def go():
         return await DirectReplay(observation_s=0.3).run(
@@ -61,13 +38,20 @@ def trial(model, instance, seed: int):
 
 
 def test_the_moshi_bridge_reports_what_the_in_process_adapter_does(checkpoints, tmp_path):
+    from pytest_duplexact.bridges.moshi import PROG, add_arguments, build
+
+    p = parser(PROG)
+    add_arguments(p)
+    args = p.parse_args([a for k, v in checkpoints.items()
+                         for a in ("--" + k.replace("_", "-"), str(v))] +
+                        ["--device", "cpu", "--threads", "1"])
+    bridge = build(args)  # the checkpoint loaded once, as `python -m ...` does
     # 1.5 s in all: the tiny model steps at ~0.1 s a frame on a loaded CPU
     instance = make_instance(tmp_path, "take_turn", "immediate",
                              {"user": cat(gap(0.2), tone(1.0))}, {"user_start": 0.2})
-    with moshi_bridge(checkpoints) as started:  # loads in its process while this one runs
-        local = trial(resolve_model("moshi", **checkpoints, device="cpu", threads="1"),
-                      instance, seed=7)
-        model = resolve_model("bridge", url=started())
+    local = trial(bridge.model, instance, seed=7)  # the in-process adapter's MoshiModel
+    with served(bridge) as server:
+        model = resolve_model("bridge", url=server.url)
         assert (model.sample_rate, model.frame_size, model.name) == (24_000, 1_920, "moshi")
         through = trial(model, instance, seed=7)
     assert np.abs(local.output).max() > 0 and local.transcript
