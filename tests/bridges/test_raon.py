@@ -95,3 +95,17 @@ def test_options():
         resolve_model("raon-speechchat")
     with pytest.raises(ModelConfigError, match="unknown option.s. temp;"):
         resolve_model("raon-speechchat", url="wss://gpu:8082", temp="1")
+
+
+@pytest.mark.asyncio
+async def test_duplexact_models_says_whether_the_gateway_answers(capsys):
+    import asyncio
+
+    from pytest_duplexact.cli import main
+
+    async with FakeRaonGateway(Script()) as gw:
+        rc = await asyncio.to_thread(main, ["models", "raon-speechchat", "-o", f"url={gw.url}"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "reachable: an empty READY (Raon's gateway)" in out
+    assert len(gw.sessions) == 1 and gw.sessions[0].closed_by_client  # one session, ended
