@@ -401,6 +401,8 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
     args = p.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_level != "debug":  # our line per trial says it; not two more per connection
+        logging.getLogger("websockets").setLevel(logging.WARNING)
     context = None
     if args.certfile:
         context = ssl_module.SSLContext(ssl_module.PROTOCOL_TLS_SERVER)
