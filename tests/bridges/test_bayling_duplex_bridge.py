@@ -1,0 +1,123 @@
+"""The BayLing-Duplex bridge (bridges/bayling_duplex.py) against a fake of BayLing-Duplex's API
+(model_stubs/bayling.py): the real kit server, a real WebSocket client, the bridge's command
+line in a subprocess; and its input tokenization below the wire."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pytest_duplexact.bridges import bayling_duplex
+from pytest_duplexact.bridges.bayling_duplex import BlockTokens
+from pytest_duplexact.bridges.modelkit import ModelMissing
+
+from .model_stubs import SCALE, bayling
+from .model_stubs.tokenizer import write_vocab
+from .model_support import bridge_process, constant_frames, run_steps
+from .support import served
+
+FRAME = 1764  # one speech token (80 ms) at 22,050 Hz
+PIECES = {1: "[PAD]", 2: "<|endoftext|>", 4: "<|assistant|>", 5: "[EPAD]", 6: "[SILENCE]",
+          20: "▁Hi", 21: "▁there", 22: "▁again"}
+# text tokens in order, 5 per 800 ms block: two replies, each closed by [EPAD]
+SCRIPT = [6, 4, 20, 21, 5, 6, 4, 22, 5, 6]
+VALUES = [(100 + k) / SCALE for k in range(30)]  # three blocks
+
+
+def folders(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"script": SCRIPT}))
+    write_vocab(model, PIECES)
+    tok = tmp_path / "speech_tokenizer"
+    tok.mkdir()
+    for name in ("config.json", "preprocessor_config.json"):
+        (tok / name).write_text("{}")
+    dec = tmp_path / "speech_decoder"
+    dec.mkdir()
+    for name in ("config.yaml", "flow.pt", "hift.pt"):
+        (dec / name).write_text("")
+    return model, tok, dec
+
+
+def bridge(tmp_path) -> bayling_duplex.BayLingBridge:
+    model, tok, dec = folders(tmp_path)
+    return bayling_duplex.BayLingBridge(torch, bayling.BayLingDuplex(model, tok, dec),
+                                        dict(bayling_duplex.DEFAULTS))
+
+
+def check_trial(got, blocks_heard=2):
+    assert (got.ready.sample_rate, got.ready.frame, got.ready.model) == \
+        (22_050, FRAME, "bayling-duplex")
+    heard = np.array([float(a[0]) for a in got.audio])
+    # block b's speech (the fake echoes its user tokens) plays from block b + 1 on
+    assert np.all(heard[:10] == 0)
+    np.testing.assert_allclose(heard[10:10 + 10 * blocks_heard],
+                               VALUES[:10 * blocks_heard], atol=1e-6)
+    assert np.all(heard[10 + 10 * blocks_heard:] == 0)
+
+
+def test_blocks_replies_and_text_times(tmp_path):
+    model = bridge(tmp_path)
+    frames = constant_frames(VALUES, FRAME)
+    with served(model) as server:
+        got = run_steps(server.url, frames)
+        check_trial(got)
+        # text token t is heard at (x + t * x / y) tokens: step 10 + 2 t (duplex.py's times)
+        assert got.texts == [(14, " Hi"), (16, " there"), (24, " again")]
+        assert model.model.tokenize_calls == [10, 20, 30]  # the 30 s window, re-tokenized
+        assert model.model.decoder.mel_overlap_dict == {}  # the trial's caches dropped
+
+        # BayLing's own default, max_epad_count=1, ends decoding at the first [EPAD]
+        once = run_steps(server.url, frames, "max_epad_count=1&tokenize=block")
+        check_trial(once, blocks_heard=1)
+        assert once.texts == [(14, " Hi"), (16, " there")]
+        assert model.model.tokenize_calls[3:] == [10]  # the block alone; then stopped
+
+        bad = run_steps(server.url, frames, "tokenize=whole")
+    assert "option tokenize: one of window, block, got 'whole'" in bad.error
+
+
+def test_window_tokens_straddle_a_window_edge():
+    calls = []
+
+    def tokenize(samples):  # a token per 2 samples: the first sample of each pair
+        calls.append(samples.size)
+        return [int(v) for v in samples[::2]]
+
+    tokens = BlockTokens(tokenize, samples_per_token=2, window_tokens=3)
+    tokens.add(np.arange(8, dtype=np.float32))
+    assert tokens.take(2) == [0, 2]
+    assert tokens.take(2) == [4, 6]  # token 2 from window 0 (6 samples), token 3 from window 1
+    assert calls == [4, 6, 2]
+    with pytest.raises(ValueError, match="need 12 samples; have 8"):
+        tokens.take(2)
+
+
+def test_command_line_serves_the_checkpoint(tmp_path):
+    model, tok, dec = folders(tmp_path)
+    with bridge_process("bayling_duplex", "--model-path", str(model), "--speech-tokenizer-path",
+                        str(tok), "--decoder-path", str(dec), "--device", "cpu",
+                        "--option", "tokenize=block") as proc:
+        got = run_steps(proc.url, constant_frames(VALUES, FRAME), "trial_id=b1")
+        check_trial(got)
+        assert got.texts == [(14, " Hi"), (16, " there"), (24, " again")]
+        assert "trial b1: 3 blocks, model running, 0 audio underruns" in proc.log()
+
+
+def test_missing_package_and_files_are_clear(tmp_path):
+    model, tok, dec = folders(tmp_path)
+    args = argparse.Namespace(model_path=str(model), speech_tokenizer_path=str(tok),
+                              decoder_path=str(tmp_path), interleave_ratio="10:5:10",
+                              device="cpu", torch_dtype="auto", bayling_repo=None, option=[])
+    with pytest.raises(SystemExit, match="--decoder-path .* lacks config.yaml, flow.pt, hift.pt"):
+        bayling_duplex.build(args)
+    args.decoder_path = str(dec)
+    with pytest.raises(SystemExit, match="--option: option max_epad_count must be >= 1"):
+        bayling_duplex.build(argparse.Namespace(**{**vars(args), "option": ["max_epad_count=0"]}))
+    with pytest.raises(ModelMissing, match="cannot import 'bayling_duplex.duplex'"):
+        bayling_duplex.build(args)
