@@ -28,7 +28,10 @@ theirs and what is ours:
   next block on, and text token t (counted over the trial) is heard at
   ``t * x / y / 12.5 + x / 12.5`` seconds, the times ``duplex.py``'s ``_build_segment``
   gives its segments: so each step is one speech token, and a text piece is sent in the step
-  of its token's time (160 ms apart at 10:5:10). The audio of each block is whatever
+  of its token's time (160 ms apart at 10:5:10); a piece that continues a word (no leading
+  space) is sent in the step after the word's previous piece instead, since the plugin's
+  client ends a word at a step without text (models/words.py): a word starts at its first
+  token's time and lasts one step per piece. The audio of each block is whatever
   ``stream_tokens_to_audio`` returns for it (not finalized), played in order; when a block
   yields less than 800 ms (our reading of ``flow_inference.py``: a non-final call holds back
   a mel overlap for the next one) the gap is silence, counted as underruns in the log line.
@@ -130,6 +133,7 @@ class BayLingSession:
         self.timed: list[tuple[int, str]] = []  # (step it is heard in, piece)
         self.k = 0  # step = speech token index
         self.n_text = 0  # text tokens so far
+        self._last_at = -1  # the step of the last piece
 
     def step(self, frame: np.ndarray) -> tuple[np.ndarray, list[str]]:
         out = self.audio.pop()  # before this step's block: its speech plays from the next
@@ -156,11 +160,20 @@ class BayLingSession:
                     self.n_text += 1
                     piece = self._piece(ev)
                     if piece:
-                        self.timed.append((heard, piece))
+                        self._add(heard, piece)
                 elif ev.kind == "audio" and ev.audio_tokens:
                     pcm = m.stream_tokens_to_audio(ev.audio_tokens, self.stream_id,
                                                    finalize=False)
                     self.audio.push(pcm.reshape(-1).float().cpu().numpy())
+
+    def _add(self, heard: int, piece: str) -> None:
+        """A piece that continues a word goes out in the step after the word's previous
+        piece (if that is not past), not two steps later: the plugin's client ends a word
+        at a step without text, which would split it (module doc)."""
+        if not piece[:1].isspace() and self._last_at >= 0:
+            heard = max(self.k, min(heard, self._last_at + 1))
+        self._last_at = heard
+        self.timed.append((heard, piece))
 
     def _piece(self, ev: Any) -> str:
         if ev.assistant_started or ev.assistant_finished:

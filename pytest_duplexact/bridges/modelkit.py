@@ -116,8 +116,9 @@ class TextDeltas:
         return self._take(text)
 
     def end(self) -> str:
-        """Close the segment; returns what was held back (its undecodable tail too)."""
-        rest = self._take(self._decode(self._ids)) if self._ids else ""
+        """Close the segment; returns what was held back (an unfinished character is
+        dropped: it never became text)."""
+        rest = self._take(self._decode(self._ids).rstrip("\ufffd")) if self._ids else ""
         self._ids, self._sent = [], ""
         return rest
 

@@ -349,6 +349,14 @@ def build(args: argparse.Namespace) -> VoilaBridge:
     codec = voila_tokenizer.VoilaTokenizer(model_path=str(tok_dir), device=args.device)
     wav, sr = torchaudio.load(str(ref_audio))
     ref_embs = spkr.SpeakerEmbedding(model_path=args.speaker_model, device=args.device)(wav, sr)
+    return assemble(torch, fmt, model, tokenizer, codec, device=device, ref_embs=ref_embs,
+                    defaults=defaults, step_timeout=args.step_timeout)
+
+
+def assemble(torch: Any, fmt: Any, model: Any, tokenizer: Any, codec: Any, *, device: Any,
+             ref_embs: Any, defaults: dict[str, Any], step_timeout: float) -> VoilaBridge:
+    """The bridge around loaded parts; ``fmt`` is Voila's ``tokenize_func`` (its token names
+    and ``voila_input_format``)."""
     n_audio = model.config.num_codebooks * model.config.codebook_size
     ids = {"audio_min": tokenizer.convert_tokens_to_ids(fmt.AUDIO_TOKEN_FORMAT.format(0)),
            "audio_max": tokenizer.convert_tokens_to_ids(fmt.AUDIO_TOKEN_FORMAT.format(
@@ -372,7 +380,7 @@ def build(args: argparse.Namespace) -> VoilaBridge:
 
     return VoilaBridge(torch, model, tokenizer, codec, device=device, prompt=prompt,
                        ref_embs=ref_embs, ref_embs_mask=torch.tensor([1], device=device),
-                       ids=ids, defaults=defaults, step_timeout=args.step_timeout)
+                       ids=ids, defaults=defaults, step_timeout=step_timeout)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,10 @@ from .support import served
 
 FRAME = 1764  # one speech token (80 ms) at 22,050 Hz
 PIECES = {1: "[PAD]", 2: "<|endoftext|>", 4: "<|assistant|>", 5: "[EPAD]", 6: "[SILENCE]",
-          20: "▁Hi", 21: "▁there", 22: "▁again"}
-# text tokens in order, 5 per 800 ms block: two replies, each closed by [EPAD]
-SCRIPT = [6, 4, 20, 21, 5, 6, 4, 22, 5, 6]
+          20: "▁Hi", 21: "▁there", 22: "▁aga", 23: "in"}
+# text tokens in order, 5 per 800 ms block: two replies, each closed by [EPAD]; the second's
+# word spans two blocks
+SCRIPT = [6, 4, 20, 21, 5, 6, 6, 6, 4, 22, 23, 5]
 VALUES = [(100 + k) / SCALE for k in range(30)]  # three blocks
 
 
@@ -68,7 +69,8 @@ def test_blocks_replies_and_text_times(tmp_path):
         got = run_steps(server.url, frames)
         check_trial(got)
         # text token t is heard at (x + t * x / y) tokens: step 10 + 2 t (duplex.py's times)
-        assert got.texts == [(14, " Hi"), (16, " there"), (24, " again")]
+        # ... the rest of a word in the next step (its second piece's own time is step 30)
+        assert got.texts == [(14, " Hi"), (16, " there"), (28, " aga"), (29, "in")]
         assert model.model.tokenize_calls == [10, 20, 30]  # the 30 s window, re-tokenized
         assert model.model.decoder.mel_overlap_dict == {}  # the trial's caches dropped
 
@@ -105,7 +107,7 @@ def test_command_line_serves_the_checkpoint(tmp_path):
                         "--option", "tokenize=block") as proc:
         got = run_steps(proc.url, constant_frames(VALUES, FRAME), "trial_id=b1")
         check_trial(got)
-        assert got.texts == [(14, " Hi"), (16, " there"), (24, " again")]
+        assert got.texts == [(14, " Hi"), (16, " there"), (28, " aga"), (29, "in")]
         assert "trial b1: 3 blocks, model running, 0 audio underruns" in proc.log()
 
 
