@@ -40,7 +40,9 @@ theirs and what is ours:
   ``tokenize_audio`` uses, so the Whisper tokenizer sees the context it sees offline (that
   the result equals offline tokens is unverified); ``tokenize=block`` tokenizes each 800 ms
   block alone (cheaper; whether the model was trained on such tokens is unverified too).
-* Text: a reply's text ids between ``<|assistant|>`` and ``[EPAD]`` decoded with the model's
+* Text (sent by default: the paper scored BayLing-Duplex by its native streaming transcript,
+  its Appendix D.1; ``--no-transcript`` turns it off): a reply's text ids between
+  ``<|assistant|>`` and ``[EPAD]`` decoded with the model's
   tokenizer as a whole (``modelkit.TextDeltas``), as ``_decode_text`` does; ids whose own
   text is empty (``[SILENCE]``, ``[PAD]`` and the other specials ``_decode_one_text_token``
   blanks) are left out.
@@ -158,7 +160,7 @@ class BayLingSession:
                 if ev.kind == "text":
                     heard = b.x + (self.n_text * b.x) // b.y  # _build_segment's start_time
                     self.n_text += 1
-                    piece = self._piece(ev)
+                    piece = self._piece(ev) if b.transcript else ""
                     if piece:
                         self._add(heard, piece)
                 elif ev.kind == "audio" and ev.audio_tokens:
@@ -194,10 +196,11 @@ class BayLingBridge:
 
     name = NAME
     mode = "stepped"
-    transcript = True
 
-    def __init__(self, torch: Any, model: Any, defaults: dict[str, Any]):
+    def __init__(self, torch: Any, model: Any, defaults: dict[str, Any],
+                 transcript: bool = True):
         self.torch, self.model = torch, model
+        self.transcript = transcript
         self.defaults = defaults
         self.sample_rate = int(model.output_sample_rate)
         spt = self.sample_rate / TOKEN_RATE
@@ -243,6 +246,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                   "available)")
     p.add_argument("--torch-dtype", default="auto",
                    choices=("auto", "float16", "fp16", "bfloat16", "bf16", "float32", "fp32"))
+    p.add_argument("--no-transcript", action="store_true",
+                   help="do not send the text stream (default: sent; the paper scored "
+                        "BayLing-Duplex by its native streaming transcript)")
     p.add_argument("--bayling-repo", metavar="DIR",
                    help="a BayLing-Duplex checkout, when bayling_duplex is not installed")
     add_option_flag(p, tuple(DEFAULTS))
@@ -266,7 +272,7 @@ def build(args: argparse.Namespace) -> BayLingBridge:
                                  decoder_path=str(dec_dir),
                                  interleave_ratio=args.interleave_ratio, device=args.device,
                                  torch_dtype=args.torch_dtype)
-    return BayLingBridge(torch, model, defaults)
+    return BayLingBridge(torch, model, defaults, transcript=not args.no_transcript)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ loop), ``flmaudio/models/streaming_flmaudio.py`` (``LMGen``), ``flmaudio/models/
   ``AsyncTextIteratorStreamer``, which holds text back to word ends; each piece is timed at
   the step whose audio it was decoded with. Sampling is seeded per trial from the run's seed
   and the ``seed`` option (the server seeds once with 42).
+* Ours: the text is sent only with ``--transcript``. The paper transcribed FLM-Audio's speech
+  with whisper-1 (its Appendix D.1), and the text stream is the model's "natural monologue"
+  (its paper's title), which we read as not timed word by word to the speech; without
+  ``--transcript`` the plugin transcribes the audio, as for any model without words.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ class FlmAudioSession:
         return audio, self._texts(text_id)
 
     def _texts(self, text_id: int | None) -> list[str]:
-        if text_id is None or text_id in SKIPPED_TEXT_IDS:
+        if not self.b.transcript or text_id is None or text_id in SKIPPED_TEXT_IDS:
             return []
         if text_id == self.b.text_wait_token_id:
             return [self._text.end()]
@@ -86,11 +90,11 @@ class FlmAudioBridge:
 
     name = NAME
     mode = "stepped"
-    transcript = True
 
     def __init__(self, torch: Any, mimi: Any, lm_gen: Any, tokenizer: Any, *, device: Any,
-                 text_wait_token_id: int, defaults: dict[str, Any]):
+                 text_wait_token_id: int, defaults: dict[str, Any], transcript: bool = False):
         self.torch, self.mimi, self.lm_gen, self.tokenizer = torch, mimi, lm_gen, tokenizer
+        self.transcript = transcript
         self.device = device
         self.text_wait_token_id = int(text_wait_token_id)
         self.sample_rate = int(mimi.sample_rate)
@@ -151,6 +155,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"),
                    help="the LM's dtype (default bfloat16, as the server); Mimi stays float32")
     p.add_argument("--no-warmup", action="store_true", help="skip the four warm-up frames")
+    p.add_argument("--transcript", action="store_true",
+                   help="send the text stream as the model's words (default off: the paper "
+                        "transcribed FLM-Audio's speech with whisper-1; its text is a "
+                        "monologue, not timed to the speech)")
     add_option_flag(p, ("seed",) + SAMPLING)
 
 
@@ -172,7 +180,7 @@ def build(args: argparse.Namespace) -> FlmAudioBridge:
     defaults = server_defaults(args.option, defaults, model=NAME)
     bridge = FlmAudioBridge(torch, mimi, lm_gen, tokenizer, device=device,
                             text_wait_token_id=lm.config.mm_token_info.text_wait_token_id,
-                            defaults=defaults)
+                            defaults=defaults, transcript=args.transcript)
     if not args.no_warmup:
         bridge.warmup()
     return bridge

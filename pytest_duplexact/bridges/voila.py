@@ -43,7 +43,9 @@ What is ours (a reading of ``run_generate``; each a guess until run on the weigh
 * **Length.** ``max_new_tokens`` (rows: text and audio) caps a session; eval_model's 512 is
   about 20 s, so it defaults to 8192 here. When the model's run ends before the trial does, the
   trial ends with an error that says so.
-* Text: a segment runs from the assistant token (``<|VOILA|>``, which ``run_generate`` inserts
+* Text, sent only with ``--transcript`` (the paper transcribed Voila's speech with whisper-1,
+  its Appendix D.1; without it the plugin transcribes the audio): a segment runs from the
+  assistant token (``<|VOILA|>``, which ``run_generate`` inserts
   when its voila head says to start speaking) to end-of-sequence, decoded whole with
   ``skip_special_tokens``.
 """
@@ -207,6 +209,8 @@ class VoilaSession:
         return self.codec.decode(b.audio_codes(rows[cut])), texts
 
     def _texts(self, rows: list[list[int]]) -> list[str]:
+        if not self.b.transcript:
+            return []
         out = []
         for row in rows:
             tok = row[0]
@@ -227,11 +231,12 @@ class VoilaBridge:
 
     name = NAME
     mode = "stepped"
-    transcript = True
 
     def __init__(self, torch: Any, model: Any, tokenizer: Any, codec: Any, *, device: Any,
                  prompt: Callable[[str], Any], ref_embs: Any, ref_embs_mask: Any,
-                 ids: dict[str, int], defaults: dict[str, Any], step_timeout: float = 120.0):
+                 ids: dict[str, int], defaults: dict[str, Any], step_timeout: float = 120.0,
+                 transcript: bool = False):
+        self.transcript = transcript
         self.torch, self.model, self.tokenizer, self.codec = torch, model, tokenizer, codec
         self.device, self.prompt = device, prompt
         self.ref_embs, self.ref_embs_mask = ref_embs, ref_embs_mask
@@ -314,6 +319,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"pyannote speaker model for --ref-audio (default {SPEAKER_MODEL}, "
                         "spkr.py's)")
     p.add_argument("--device", default="cuda", help="torch device (default cuda, as infer.py)")
+    p.add_argument("--transcript", action="store_true",
+                   help="send the text rows as the model's words (default off: the paper "
+                        "transcribed Voila's speech with whisper-1)")
     p.add_argument("--step-timeout", type=float, default=120.0,
                    help="seconds run_generate may take to ask for the next frame")
     add_option_flag(p, tuple(DEFAULTS))
@@ -350,11 +358,13 @@ def build(args: argparse.Namespace) -> VoilaBridge:
     wav, sr = torchaudio.load(str(ref_audio))
     ref_embs = spkr.SpeakerEmbedding(model_path=args.speaker_model, device=args.device)(wav, sr)
     return assemble(torch, fmt, model, tokenizer, codec, device=device, ref_embs=ref_embs,
-                    defaults=defaults, step_timeout=args.step_timeout)
+                    defaults=defaults, step_timeout=args.step_timeout,
+                    transcript=args.transcript)
 
 
 def assemble(torch: Any, fmt: Any, model: Any, tokenizer: Any, codec: Any, *, device: Any,
-             ref_embs: Any, defaults: dict[str, Any], step_timeout: float) -> VoilaBridge:
+             ref_embs: Any, defaults: dict[str, Any], step_timeout: float,
+             transcript: bool = False) -> VoilaBridge:
     """The bridge around loaded parts; ``fmt`` is Voila's ``tokenize_func`` (its token names
     and ``voila_input_format``)."""
     n_audio = model.config.num_codebooks * model.config.codebook_size
@@ -380,7 +390,8 @@ def assemble(torch: Any, fmt: Any, model: Any, tokenizer: Any, codec: Any, *, de
 
     return VoilaBridge(torch, model, tokenizer, codec, device=device, prompt=prompt,
                        ref_embs=ref_embs, ref_embs_mask=torch.tensor([1], device=device),
-                       ids=ids, defaults=defaults, step_timeout=step_timeout)
+                       ids=ids, defaults=defaults, step_timeout=step_timeout,
+                       transcript=transcript)
 
 
 if __name__ == "__main__":

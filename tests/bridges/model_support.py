@@ -34,7 +34,8 @@ class Steps:
 
 def run_steps(url: str, frames: Sequence[np.ndarray], query: str = "",
               timeout: float = 30.0) -> Steps:
-    """One trial, stepped: each frame in, its TEXTs and one AUDIO out; then CLOSE."""
+    """One trial, stepped: each frame in, its TEXTs and one AUDIO out; then CLOSE both
+    ways."""
     with connect(f"{url}/?{query}", max_size=None) as ws:
         kind, payload = wire.split(ws.recv(timeout=timeout))
         if kind == wire.ERROR:
@@ -56,6 +57,8 @@ def run_steps(url: str, frames: Sequence[np.ndarray], query: str = "",
                 else:
                     raise AssertionError(f"unexpected {wire.kind_name(kind)} in step {k}")
         ws.send(wire.frame(wire.CLOSE))
+        # the server's CLOSE comes after the session's close(): the trial is over on its side
+        assert wire.split(ws.recv(timeout=timeout))[0] == wire.CLOSE
     return out
 
 

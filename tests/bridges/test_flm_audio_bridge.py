@@ -40,7 +40,8 @@ def bridge(tmp_path) -> flm_audio.FlmAudioBridge:
     defaults = {"seed": 0, **{k: getattr(lm_gen, k) for k in flm_audio.SAMPLING}}
     return flm_audio.FlmAudioBridge(torch, flm.get_mimi(str(folder)), lm_gen,
                                     FakeTokenizer(folder), device=torch.device("cpu"),
-                                    text_wait_token_id=WAIT, defaults=defaults)
+                                    text_wait_token_id=WAIT, defaults=defaults,
+                                    transcript=True)
 
 
 VALUES = [(20 + k) / SCALE for k in range(10)]
@@ -74,7 +75,7 @@ def test_frames_and_text_on_the_bridge_clock(tmp_path):
 def test_command_line_serves_the_checkpoint(tmp_path):
     folder = checkpoint(tmp_path)
     with bridge_process("flm_audio", "--checkpoint", str(folder), "--device", "cpu",
-                        "--option", "temp_text=0.25") as proc:
+                        "--transcript", "--option", "temp_text=0.25") as proc:
         check_trial(run_steps(proc.url, constant_frames(VALUES, 1920), "trial_id=t7"))
         bad = run_steps(proc.url, [], "top_p_text=x")
         assert "option top_p_text: expected float, got 'x'" in bad.error

@@ -46,17 +46,19 @@ def bridge(tmp_path) -> voila_bridge.VoilaBridge:
     return voila_bridge.assemble(torch, voila, voila.VoilaAutonomousModel(ckpt),
                                  FakeTokenizer(ckpt), voila.VoilaTokenizer(tok),
                                  device=torch.device("cpu"), ref_embs=torch.zeros(256),
-                                 defaults=dict(voila_bridge.DEFAULTS), step_timeout=30)
+                                 defaults=dict(voila_bridge.DEFAULTS), step_timeout=30,
+                                 transcript=True)
 
 
-def check_trial(got):
-    assert (got.ready.sample_rate, got.ready.frame, got.ready.model) == (16_000, FRAME, "voila")
+def check_trial(got, texts=((0, " Hi"), (2, " Hey"), (3, " you"))):
+    assert (got.ready.sample_rate, got.ready.frame, got.ready.model, got.ready.transcript) == \
+        (16_000, FRAME, "voila", bool(texts))
     heard = [float(a[0]) for a in got.audio]
     # audio row k is generated before user frame k is pulled: the fake echoes frame k - 1
     assert heard[0] == 0.0
     np.testing.assert_allclose(heard[1:], VALUES[:-1], atol=1e-6)
     # text rows before audio row k are sent with step k
-    assert got.texts == [(0, " Hi"), (2, " Hey"), (3, " you")]
+    assert got.texts == list(texts)
 
 
 def test_rows_to_steps_and_text(tmp_path):
@@ -78,7 +80,8 @@ def test_command_line_serves_the_checkpoint(tmp_path):
     with bridge_process("voila", "--voila-repo", str(VOILA_CHECKOUT), "--checkpoint", str(ckpt),
                         "--audio-tokenizer", str(tok), "--device", "cpu",
                         "--option", "context=3") as proc:
-        check_trial(run_steps(proc.url, constant_frames(VALUES, FRAME)))
+        # without --transcript (the paper transcribed Voila's speech): audio only
+        check_trial(run_steps(proc.url, constant_frames(VALUES, FRAME)), texts=())
 
 
 def test_missing_checkout_and_package_are_clear(tmp_path, monkeypatch):
