@@ -46,7 +46,9 @@ frame-exact and deterministic. ``streaming``: the client sends audio on the wall
 whatever it returns at once (any length, also empty: nothing to say yet).
 
 Errors. An exception from ``open``/``step`` ends the trial with ERROR (the plugin scores the
-instance as a model error, never as a miss) and a traceback in the server log.
+instance as a model error, never as a miss) and a traceback in the server log. A model that
+cannot go on (a token budget ran out) raises ``SessionEnded(reason)`` from ``step``: the kit
+sends CLOSE with the reason, which the plugin also scores as a model error (cut short).
 
 Serving. ``main(build, prog=...)`` is the command line (``--host --port --certfile --keyfile
 --log-level`` plus yours through ``add_arguments``); ``python -m pytest_duplexact.bridges.X``
@@ -54,9 +56,9 @@ calls it from ``X``'s ``if __name__ == "__main__"``. ``BridgeServer(model).start
 serves from your own asyncio code. docs/models.md has a complete ~30-line example.
 """
 
-from .kit import (KEY_ENV, BridgeServer, OptionError, Stepper, Trial, answer, main, parser,
-                  typed_options)
+from .kit import (KEY_ENV, BridgeServer, OptionError, SessionEnded, Stepper, Trial, answer,
+                  main, parser, typed_options)
 from .wire import ProtocolError, Ready
 
-__all__ = ["BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready", "Stepper",
-           "Trial", "answer", "main", "parser", "typed_options"]
+__all__ = ["BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready", "SessionEnded",
+           "Stepper", "Trial", "answer", "main", "parser", "typed_options"]

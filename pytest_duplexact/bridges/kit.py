@@ -28,11 +28,12 @@ import asyncio
 import hmac
 import logging
 import os
+import queue
 import signal
 import ssl as ssl_module
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, Callable, Sequence
@@ -59,6 +60,12 @@ class Trial:
     id: str = ""
     seed: int = 0
     peer: str = ""
+
+
+class SessionEnded(Exception):
+    """Raised by ``session.step`` when the model cannot go on (a token or context budget ran
+    out): the kit sends CLOSE with this reason before the client's, which the plugin scores
+    as a model error of the instance (the trial was cut short), never as a miss."""
 
 
 class OptionError(ValueError):
@@ -107,24 +114,71 @@ def answer(out: Any) -> tuple[np.ndarray, list[str]]:
 
 
 class Stepper:
-    """Runs the model's calls off the event loop, one at a time, in one worker thread. The
-    seam for batched stepping (module doc)."""
+    """Runs the model's calls off the event loop, one at a time, in one worker thread (a
+    daemon: a model stuck in a call cannot keep the server process alive at Ctrl-C). The seam
+    for batched stepping (module doc)."""
 
     def __init__(self):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bridge-model")
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting: set[asyncio.Future] = set()
+        self._thread = threading.Thread(target=self._work, name="bridge-model", daemon=True)
+        self._thread.start()
 
     async def call(self, fn: Callable, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._waiting.add(done)
+        done.add_done_callback(self._waiting.discard)
+        self._jobs.put((fn, args, loop, done))
+        return await done
+
+    def submit(self, fn: Callable, *args: Any) -> None:
+        """Queue a call nobody waits for (a session's close while the server shuts down)."""
+        self._jobs.put((fn, args, None, None))
 
     async def step(self, session: Any, frame: np.ndarray) -> Any:
         return await self.call(session.step, frame)
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop taking calls; whoever waits for one gets CancelledError (a stuck model's
+        trial is abandoned, not waited for)."""
+        for done in list(self._waiting):
+            done.cancel()
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, args, loop, done = job
+            try:
+                result, error = fn(*args), None
+            except BaseException as e:  # handed to the awaiting connection
+                result, error = None, e
+                if done is None:
+                    log.warning("%s failed: %s: %s", getattr(fn, "__qualname__", fn),
+                                type(e).__name__, e)
+            if done is None:
+                continue
+            try:
+                loop.call_soon_threadsafe(_settle, done, result, error)
+            except RuntimeError:  # that connection's loop is gone
+                pass
+
+
+def _settle(done: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if done.cancelled():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)
 
 
 class _TrialEnd(Exception):
-    """The trial ends with ERROR ``message`` sent to the client."""
+    """The trial ends early with ERROR (or CLOSE) ``message`` sent to the client."""
+
+    def __init__(self, message: str, kind: int = wire.ERROR):
+        super().__init__(message)
+        self.kind = kind
 
 
 class BridgeServer:
@@ -156,10 +210,14 @@ class BridgeServer:
         return self.url
 
     async def close(self) -> None:
+        """Stop: trials still stepping are abandoned (a stuck model cannot hold the server)."""
+        self.stepper.shutdown()
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
-        self.stepper.shutdown()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+            except asyncio.TimeoutError:
+                log.warning("some connections did not close within 5 s")
 
     def _authorize(self, connection: ServerConnection, request: Any):
         """With a key set, the handshake needs ``Authorization: Bearer <key>`` (401 if not)."""
@@ -182,8 +240,8 @@ class BridgeServer:
             async with self._slots:
                 ending = await self._run(ws, trial, options, stats)
         except _TrialEnd as e:
-            ending = f"error: {e}"
-            await _send_quietly(ws, wire.error(str(e)))
+            ending = f"{'error' if e.kind == wire.ERROR else 'ended by the model'}: {e}"
+            await _send_quietly(ws, wire.frame(e.kind, str(e).encode("utf-8", "replace")))
         except ConnectionClosed:
             ending = "client left mid-trial"
         finally:
@@ -204,15 +262,25 @@ class BridgeServer:
         try:
             await ws.send(self.ready.message())
             ending = await self._loop(ws, session, stats)
-        finally:
+        except asyncio.CancelledError:  # shutting down: close it, but wait for nothing
             del self.sessions[ws]
-            try:
-                await self.stepper.call(session.close)
-            except Exception:
-                log.exception("trial %s: session.close failed", trial.id or "-")
+            self.stepper.submit(session.close)
+            raise
+        except BaseException:
+            del self.sessions[ws]
+            await self._close(session, trial)
+            raise
+        del self.sessions[ws]
+        await self._close(session, trial)
         if ending == "ok":
             await _send_quietly(ws, wire.frame(wire.CLOSE))
         return ending
+
+    async def _close(self, session: Any, trial: Trial) -> None:
+        try:
+            await self.stepper.call(session.close)
+        except Exception:
+            log.exception("trial %s: session.close failed", trial.id or "-")
 
     async def _loop(self, ws: ServerConnection, session: Any, stats: dict[str, int]) -> str:
         stepped = self.ready.mode == "stepped"
@@ -250,6 +318,8 @@ class BridgeServer:
         at = k * self.ready.frame_s
         try:
             audio, texts = answer(await self.stepper.step(session, frame))
+        except SessionEnded as e:
+            raise _TrialEnd(str(e) or "the model ended the session", kind=wire.CLOSE) from None
         except Exception as e:
             log.exception("step %d failed", k)
             raise _TrialEnd(f"model {self.ready.model} failed in step {k} at {at:.2f} s: "

@@ -9,7 +9,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from pytest_duplexact.bridges import Trial, typed_options, wire, OptionError
-from tests.bridges.support import served
+from bridges.support import served
 
 RATE, FRAME = 16_000, 320
 
