@@ -3,6 +3,7 @@ server in a subprocess with the fakes of ``model_stubs`` importable in it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -117,3 +118,41 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0) -> Iterator[S
         if proc.stdout is not None:
             proc.stdout.close()
         log.close()
+
+
+def client_trial(url: str, instance, **options):
+    """One trial of ``instance`` through the plugin's bridge client
+    (``--duplexact-model=bridge --duplexact-model-option=url=URL``) and its pipeline: the
+    Recording."""
+    from pytest_duplexact.models import resolve_model
+    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.pipelines import run_instance
+
+    model = resolve_model("bridge", url=url, **options)
+    return asyncio.run(run_instance(instance, model, SessionInfo(instance, seed=0)))
+
+
+def dc_instance(tmp: Path, level: float = 0.1):
+    """take_turn.immediate with a user "clip" that is a constant ``level`` from 1 s to 2 s: the
+    fakes read a frame's code from its mean, so their echo of it is visible in the output."""
+    from pipelines.helpers import cat, gap, make_instance
+
+    user = cat(gap(1.0), np.full(16_000, level, dtype=np.float32), gap(0.5))
+    return make_instance(tmp, "take_turn", "immediate", {"user": user},
+                         {"user_start": 1.0, "user_end": 2.0})
+
+
+def frame_means(samples: np.ndarray, frame: int) -> np.ndarray:
+    n = samples.size // frame
+    return samples[:n * frame].reshape(n, frame).mean(axis=1)
+
+
+def assert_echo(rec, frame_s: float, delay: int, atol: float = 0.005) -> None:
+    """The recording's output frame j (16 kHz) carries the mean of its input frame
+    j - ``delay``, as the fakes' echo does through the bridge at its own rate and frame."""
+    n = round(frame_s * 16_000)
+    heard, said = frame_means(rec.output, n), frame_means(rec.input, n)
+    m = min(heard.size, said.size + delay)
+    assert said.max() > 0.05, "the user clip did not reach the model"
+    np.testing.assert_allclose(heard[delay:m], said[:m - delay], atol=atol)
+    np.testing.assert_allclose(heard[:delay], 0.0, atol=atol)

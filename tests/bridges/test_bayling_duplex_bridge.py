@@ -17,7 +17,8 @@ from pytest_duplexact.bridges.modelkit import ModelMissing
 
 from .model_stubs import SCALE, bayling
 from .model_stubs.tokenizer import write_vocab
-from .model_support import bridge_process, constant_frames, run_steps
+from .model_support import (assert_echo, bridge_process, client_trial, constant_frames,
+                            dc_instance, run_steps)
 from .support import served
 
 FRAME = 1764  # one speech token (80 ms) at 22,050 Hz
@@ -100,7 +101,7 @@ def test_window_tokens_straddle_a_window_edge():
         tokens.take(2)
 
 
-def test_command_line_serves_the_checkpoint(tmp_path):
+def test_command_line_serves_the_plugin_client(tmp_path):
     model, tok, dec = folders(tmp_path)
     with bridge_process("bayling_duplex", "--model-path", str(model), "--speech-tokenizer-path",
                         str(tok), "--decoder-path", str(dec), "--device", "cpu",
@@ -109,6 +110,12 @@ def test_command_line_serves_the_checkpoint(tmp_path):
         check_trial(got)
         assert got.texts == [(14, " Hi"), (16, " there"), (28, " aga"), (29, "in")]
         assert "trial b1: 3 blocks, model running, 0 audio underruns" in proc.log()
+        # the plugin's client and pipeline: the native words on the recording's clock, one
+        # word from the pieces of two blocks
+        rec = client_trial(proc.url, dc_instance(tmp_path))
+    assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \
+        [("Hi", 1.12, 1.2), ("there", 1.28, 1.36), ("again", 2.24, 2.4)]
+    assert_echo(rec, 0.08, delay=10)  # a block's speech plays from the next block on
 
 
 def test_missing_package_and_files_are_clear(tmp_path):

@@ -16,17 +16,19 @@ from pytest_duplexact.bridges.modelkit import ModelMissing
 
 from .model_stubs import SCALE, flm
 from .model_stubs.tokenizer import FakeTokenizer, write_vocab
-from .model_support import bridge_process, constant_frames, run_steps
+from .model_support import (assert_echo, bridge_process, client_trial, constant_frames,
+                            dc_instance, run_steps)
 from .support import served
 
 WAIT = 5
 PIECES = {10: "▁Hel", 11: "lo", 12: "▁wor", 13: "ld"}
 # LMGen's text token per step (step 0 is inside its delay): 3 and 0 are never text, WAIT ends
 # a segment
-SCRIPT = [99, 3, 10, 11, WAIT, 12, 0, 13, WAIT]
+SCRIPT = [99, 3, 10, 11, WAIT, 0, 12, 13, WAIT]
 
 
 def checkpoint(tmp_path):
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "config.json").write_text(json.dumps({"script": SCRIPT, "wait_id": WAIT}))
     (tmp_path / flm.MIMI_NAME).write_bytes(b"")
     write_vocab(tmp_path, PIECES)
@@ -56,7 +58,7 @@ def check_trial(got):
     np.testing.assert_allclose(heard[2:], VALUES[:-2], atol=1e-6)
     assert all(np.all(a == a[0]) for a in got.audio)
     # LMGen step s's text is heard with its audio, in step s + 1
-    assert got.texts == [(3, " Hel"), (4, "lo"), (6, " wor"), (8, "ld")]
+    assert got.texts == [(3, " Hel"), (4, "lo"), (7, " wor"), (8, "ld")]
 
 
 def test_frames_and_text_on_the_bridge_clock(tmp_path):
@@ -72,14 +74,19 @@ def test_frames_and_text_on_the_bridge_clock(tmp_path):
     assert "unknown option(s) temperature" in bad.error and "temp_text" in bad.error
 
 
-def test_command_line_serves_the_checkpoint(tmp_path):
-    folder = checkpoint(tmp_path)
+def test_command_line_serves_the_plugin_client(tmp_path):
+    folder = checkpoint(tmp_path / "ckpt")
     with bridge_process("flm_audio", "--checkpoint", str(folder), "--device", "cpu",
                         "--transcript", "--option", "temp_text=0.25") as proc:
         check_trial(run_steps(proc.url, constant_frames(VALUES, 1920), "trial_id=t7"))
         bad = run_steps(proc.url, [], "top_p_text=x")
         assert "option top_p_text: expected float, got 'x'" in bad.error
         assert "trial t7 from 127.0.0.1" in proc.log()
+        # the plugin's client and pipeline: the words on the recording's clock
+        rec = client_trial(proc.url, dc_instance(tmp_path))
+    assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \
+        [("Hello", 0.24, 0.4), ("world", 0.56, 0.72)]
+    assert_echo(rec, 0.08, delay=2)  # LMGen's delay + the answer heard a frame later
 
 
 def test_missing_package_and_files_are_clear(tmp_path):

@@ -61,3 +61,19 @@ def test_missing_model_code_and_folders_say_what_to_do(tmp_path):
     with pytest.raises(SystemExit, match="lacks a.bin"):
         local_dir("--checkpoint", str(tmp_path), model="m", holds=("a.bin",))
     assert local_dir("--checkpoint", str(tmp_path), model="m") == tmp_path
+
+
+def test_model_bridges_import_without_their_models():
+    """Like the kit, each model bridge imports with the standard library, numpy and
+    websockets alone: the model's own packages are imported when the server starts."""
+    import subprocess
+    import sys
+
+    from .test_kit_imports import PROBE, ROOT
+
+    modules = ("pytest_duplexact.bridges.modelkit", "pytest_duplexact.bridges.flm_audio",
+               "pytest_duplexact.bridges.bayling_duplex", "pytest_duplexact.bridges.voila")
+    res = subprocess.run([sys.executable, "-c", f"MODULES = {modules!r}\n" + PROBE],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "", f"a model bridge pulls in {res.stdout.strip()}"

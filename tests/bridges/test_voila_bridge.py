@@ -18,7 +18,8 @@ from pytest_duplexact.bridges.modelkit import ModelMissing
 
 from .model_stubs import SCALE, VOILA_CHECKOUT, voila
 from .model_stubs.tokenizer import FakeTokenizer, write_vocab
-from .model_support import bridge_process, constant_frames, run_steps
+from .model_support import (assert_echo, bridge_process, client_trial, constant_frames,
+                            dc_instance, run_steps)
 from .support import served
 
 NC, CB, AUDIO_MIN = 2, 256, 1000
@@ -75,13 +76,24 @@ def test_rows_to_steps_and_text(tmp_path):
     assert len(short.audio) == 1  # the trial ended with the model's run, as an ERROR
 
 
-def test_command_line_serves_the_checkpoint(tmp_path):
+def test_command_line_serves_the_plugin_client(tmp_path):
     ckpt, tok = folders(tmp_path)
     with bridge_process("voila", "--voila-repo", str(VOILA_CHECKOUT), "--checkpoint", str(ckpt),
-                        "--audio-tokenizer", str(tok), "--device", "cpu",
+                        "--audio-tokenizer", str(tok), "--device", "cpu", "--transcript",
                         "--option", "context=3") as proc:
-        # without --transcript (the paper transcribed Voila's speech): audio only
-        check_trial(run_steps(proc.url, constant_frames(VALUES, FRAME)), texts=())
+        check_trial(run_steps(proc.url, constant_frames(VALUES, FRAME)))
+        # the plugin's client and pipeline: words on the recording's clock
+        rec = client_trial(proc.url, dc_instance(tmp_path))
+    assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \
+        [("Hi", 0.0, 0.04), ("Hey", 0.08, 0.12), ("you", 0.12, 0.16)]
+    assert_echo(rec, 0.04, delay=1)  # audio row k answers user frames before k
+
+
+def test_without_transcript_only_audio(tmp_path):
+    model = bridge(tmp_path)
+    model.transcript = False  # the default: the paper transcribed Voila's speech
+    with served(model) as server:
+        check_trial(run_steps(server.url, constant_frames(VALUES, FRAME)), texts=())
 
 
 def test_missing_checkout_and_package_are_clear(tmp_path, monkeypatch):
