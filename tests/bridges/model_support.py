@@ -120,15 +120,15 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0) -> Iterator[S
         log.close()
 
 
-def client_trial(url: str, instance, **options):
+def client_trial(url: str, instance, model: str = "bridge", **options):
     """One trial of ``instance`` through the plugin's bridge client
-    (``--duplexact-model=bridge --duplexact-model-option=url=URL``) and its pipeline: the
-    Recording."""
+    (``--duplexact-model=bridge --duplexact-model-option=url=URL``, or the model's name) and
+    its pipeline: the Recording."""
     from pytest_duplexact.models import resolve_model
     from pytest_duplexact.models.base import SessionInfo
     from pytest_duplexact.pipelines import run_instance
 
-    model = resolve_model("bridge", url=url, **options)
+    model = resolve_model(model, url=url, **options)
     return asyncio.run(run_instance(instance, model, SessionInfo(instance, seed=0)))
 
 

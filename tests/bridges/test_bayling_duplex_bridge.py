@@ -14,6 +14,8 @@ import torch
 from pytest_duplexact.bridges import bayling_duplex
 from pytest_duplexact.bridges.bayling_duplex import BlockTokens
 from pytest_duplexact.bridges.modelkit import ModelMissing
+from pytest_duplexact.models import resolve_model
+from pytest_duplexact.models.model_options import ModelConfigError
 
 from .model_stubs import SCALE, bayling
 from .model_stubs.tokenizer import write_vocab
@@ -110,9 +112,14 @@ def test_command_line_serves_the_plugin_client(tmp_path):
         check_trial(got)
         assert got.texts == [(14, " Hi"), (16, " there"), (28, " aga"), (29, "in")]
         assert "trial b1: 3 blocks, model running, 0 audio underruns" in proc.log()
-        # the plugin's client and pipeline: the native words on the recording's clock, one
-        # word from the pieces of two blocks
-        rec = client_trial(proc.url, dc_instance(tmp_path))
+        # the plugin's client and pipeline, by the model's name: the native words on the
+        # recording's clock, one word from the pieces of two blocks
+        rec = client_trial(proc.url, dc_instance(tmp_path), model="bayling-duplex")
+        with pytest.raises(ModelConfigError, match="flm-audio: the bridge at ws://127.0.0.1:"
+                                                   "[0-9]+ serves 'bayling-duplex', not "
+                                                   "'flm-audio'; start python -m "
+                                                   "pytest_duplexact.bridges.flm_audio"):
+            resolve_model("flm-audio", url=proc.url)
     assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \
         [("Hi", 1.12, 1.2), ("there", 1.28, 1.36), ("again", 2.24, 2.4)]
     assert_echo(rec, 0.08, delay=10)  # a block's speech plays from the next block on
