@@ -57,9 +57,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .kit import OptionError, Trial, main as serve_main, typed_options
+from .kit import OptionError, Trial, main as serve_main
 from .modelkit import (FrameQueue, TextDeltas, add_option_flag, import_model, local_dir,
-                       server_defaults, trial_seed)
+                       server_defaults, trial_options)
 
 NAME = "bayling-duplex"
 TOKEN_RATE = 12.5  # speech tokens per second (duplex.py: time_offset = x_ratio / 12.5)
@@ -217,9 +217,8 @@ class BayLingBridge:
         return list(ids)
 
     def open(self, options: dict[str, str], trial: Trial) -> BayLingSession:
-        o = typed_options(options, self.defaults)
-        check_options(o)
-        self.torch.manual_seed(trial_seed(NAME, trial.seed, o["seed"]))
+        o = trial_options(options, self.defaults, trial, model=NAME, torch=self.torch,
+                          check=check_options)
         return BayLingSession(self, o, trial)
 
 
@@ -260,11 +259,7 @@ def build(args: argparse.Namespace) -> BayLingBridge:
                         holds=("config.json", "preprocessor_config.json"))
     dec_dir = local_dir("--decoder-path", args.decoder_path, model=NAME,
                         holds=("config.yaml", "flow.pt", "hift.pt"))
-    defaults = server_defaults(args.option, DEFAULTS, model=NAME)
-    try:
-        check_options(defaults)
-    except OptionError as e:
-        raise SystemExit(f"{NAME} bridge: --option: {e}") from None
+    defaults = server_defaults(args.option, DEFAULTS, model=NAME, check=check_options)
     torch = import_model("torch", model=NAME, install=INSTALL)
     duplex = import_model("bayling_duplex.duplex", model=NAME, install=INSTALL,
                           path=args.bayling_repo)

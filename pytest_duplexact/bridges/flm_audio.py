@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from .kit import Trial, main as serve_main, typed_options
+from .kit import Trial, main as serve_main
 from .modelkit import (TextDeltas, add_option_flag, import_model, local_dir, server_defaults,
-                       trial_seed)
+                       trial_options)
 
 NAME = "flm-audio"
 MIMI_FILE = "tokenizer-e351c8d8-checkpoint125.safetensors"  # flmaudio/models/loaders.py
@@ -113,12 +113,11 @@ class FlmAudioBridge:
             self.torch.cuda.synchronize()
 
     def open(self, options: dict[str, str], trial: Trial) -> FlmAudioSession:
-        o = typed_options(options, self.defaults)
+        o = trial_options(options, self.defaults, trial, model=NAME, torch=self.torch)
         for key in SAMPLING:
             setattr(self.lm_gen, key, o[key])
         self.mimi.reset_streaming()
         self.lm_gen.reset_streaming()
-        self.torch.manual_seed(trial_seed(NAME, trial.seed, o["seed"]))
         return FlmAudioSession(self)
 
     def compute(self, frame: np.ndarray) -> tuple[np.ndarray, int | None] | None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .kit import OptionError, typed_options
+from .kit import OptionError, Trial, typed_options
 
 
 class ModelMissing(SystemExit):
@@ -69,10 +69,13 @@ def add_option_flag(p: argparse.ArgumentParser, names: Sequence[str]) -> None:
                         f"parameter of the same name overrides it): {', '.join(names)}")
 
 
-def server_defaults(pairs: Sequence[str], defaults: dict[str, Any], *, model: str
-                    ) -> dict[str, Any]:
+Check = Callable[[dict[str, Any]], None]  # raises OptionError for a value the model refuses
+
+
+def server_defaults(pairs: Sequence[str], defaults: dict[str, Any], *, model: str,
+                    check: Check | None = None) -> dict[str, Any]:
     """``defaults`` updated from ``--option KEY=VALUE`` flags, typed as the query parameters
-    are (``kit.typed_options``); a bad flag exits naming it."""
+    are (``kit.typed_options``) and checked; a bad flag exits naming it."""
     given: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -80,9 +83,23 @@ def server_defaults(pairs: Sequence[str], defaults: dict[str, Any], *, model: st
             raise SystemExit(f"{model} bridge: --option {pair!r}: expected KEY=VALUE")
         given[key.strip()] = value.strip()
     try:
-        return typed_options(given, defaults)
+        out = typed_options(given, defaults)
+        if check is not None:
+            check(out)
     except OptionError as e:
         raise SystemExit(f"{model} bridge: --option: {e}") from None
+    return out
+
+
+def trial_options(options: dict[str, str], defaults: dict[str, Any], trial: Trial, *,
+                  model: str, torch: Any, check: Check | None = None) -> dict[str, Any]:
+    """One trial's options (its query parameters over the server's defaults), typed and
+    checked; torch's sampling is seeded for the trial from the run's seed and ``seed``."""
+    o = typed_options(options, defaults)
+    if check is not None:
+        check(o)
+    torch.manual_seed(trial_seed(model, trial.seed, o["seed"]))
+    return o
 
 
 def trial_seed(model: str, run_seed: int, option_seed: int) -> int:

@@ -61,9 +61,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .kit import OptionError, Trial, main as serve_main, typed_options
+from .kit import OptionError, Trial, main as serve_main
 from .modelkit import (TextDeltas, add_option_flag, import_model, local_dir, server_defaults,
-                       trial_seed)
+                       trial_options)
 
 NAME = "voila"
 TASK = "chat_aiao_auto"  # infer.py --task-type for the autonomous model
@@ -194,7 +194,11 @@ class VoilaSession:
         self.codec = SlidingCodec(b.encode, b.decode, b.frame, o["context"])
         self.text = TextDeltas(b.decode_text)
         self.gen = Generation(b.runner(o), b.step_timeout)
-        self._held = self._texts(self.gen.begin())  # text before the first audio row
+        try:
+            self._held = self._texts(self.gen.begin())  # text before the first audio row
+        except BaseException:
+            self.gen.stop()  # the kit closes no session it never got
+            raise
 
     def step(self, frame: np.ndarray) -> tuple[np.ndarray, list[str]]:
         b = self.b
@@ -289,9 +293,8 @@ class VoilaBridge:
         return run
 
     def open(self, options: dict[str, str], trial: Trial) -> VoilaSession:
-        o = typed_options(options, self.defaults)
-        check_options(o)
-        self.torch.manual_seed(trial_seed(NAME, trial.seed, o["seed"]))
+        o = trial_options(options, self.defaults, trial, model=NAME, torch=self.torch,
+                          check=check_options)
         return VoilaSession(self, o, trial)
 
 
@@ -336,11 +339,7 @@ def build(args: argparse.Namespace) -> VoilaBridge:
     ref_audio = Path(args.ref_audio or repo / "examples" / "test1.mp3").expanduser()
     if not ref_audio.is_file():
         raise SystemExit(f"{NAME} bridge: --ref-audio {str(ref_audio)!r} is not a file")
-    defaults = server_defaults(args.option, DEFAULTS, model=NAME)
-    try:
-        check_options(defaults)
-    except OptionError as e:
-        raise SystemExit(f"{NAME} bridge: --option: {e}") from None
+    defaults = server_defaults(args.option, DEFAULTS, model=NAME, check=check_options)
     torch = import_model("torch", model=NAME, install=INSTALL)
     torchaudio = import_model("torchaudio", model=NAME, install=INSTALL)
     transformers = import_model("transformers", model=NAME, install=INSTALL)

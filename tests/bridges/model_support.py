@@ -121,15 +121,20 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0) -> Iterator[S
 
 
 def client_trial(url: str, instance, model: str = "bridge", **options):
-    """One trial of ``instance`` through the plugin's bridge client
-    (``--duplexact-model=bridge --duplexact-model-option=url=URL``, or the model's name) and
-    its pipeline: the Recording."""
+    """One Direct Replay trial of ``instance`` (1 s of observation: short) through the
+    plugin's bridge client (``--duplexact-model=bridge --duplexact-model-option=url=URL``, or
+    the model's name) and its stepped session: the Recording."""
     from pytest_duplexact.models import resolve_model
     from pytest_duplexact.models.base import SessionInfo
-    from pytest_duplexact.pipelines import run_instance
+    from pytest_duplexact.pipelines import DirectReplay, open_duplex
 
-    model = resolve_model(model, url=url, **options)
-    return asyncio.run(run_instance(instance, model, SessionInfo(instance, seed=0)))
+    stepped = resolve_model(model, url=url, **options)
+
+    async def go():
+        duplex = await open_duplex(stepped, SessionInfo(instance, seed=0))
+        return await DirectReplay(observation_s=1.0).run(duplex, instance)
+
+    return asyncio.run(go())
 
 
 def dc_instance(tmp: Path, level: float = 0.1):

@@ -69,6 +69,10 @@ def test_rows_to_steps_and_text(tmp_path):
                               "instruction=▁Hi&temperature=0.5"))
         assert not [t for t in threading.enumerate() if t.name == "voila-run-generate"]
         short = run_steps(server.url, constant_frames(VALUES, FRAME), "max_new_tokens=5")
+        # the run ends in its first row, before it asks for any input: the trial never opens
+        none = run_steps(server.url, constant_frames(VALUES, FRAME), "max_new_tokens=1")
+    assert "cannot start the trial: GenerationEnded: run_generate ended after 1 rows" in \
+        none.error
     call = model.model.calls[0]
     assert call["prompt"] == [31, 5] and call["temperature"] == 0.5 and call["ref_embs"]
     assert model.model.calls[1]["max_new_tokens"] == 5
