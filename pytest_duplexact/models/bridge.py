@@ -247,7 +247,10 @@ class BridgeStepped:
             except wire.ProtocolError as e:
                 raise ModelError(f"{c.label}: {e}, waiting for {what}") from None
             if kind == wire.PING:
-                self._ws.send(wire.frame(wire.PONG, payload))
+                try:
+                    self._ws.send(wire.frame(wire.PONG, payload))
+                except ConnectionClosed:  # what the server sent before closing still counts
+                    pass
                 continue
             if kind == wire.PONG:
                 continue
@@ -420,7 +423,10 @@ class BridgeStreamingSession:
                 if self._model.ready.transcript:
                     self._texts.append(wire.utf8(payload))
             elif kind == wire.PING:
-                await self._ws.send(wire.frame(wire.PONG, payload))
+                try:
+                    await self._ws.send(wire.frame(wire.PONG, payload))
+                except ConnectionClosed:  # what the server sent before closing still counts
+                    pass
             elif kind == wire.ERROR:
                 cls = TransientModelError if self._model._transient else ModelError
                 raise cls(f"{c.label}: the server reported an error: {c.scrubbed(payload)}")
@@ -516,4 +522,12 @@ def preflight(**options: Any) -> None:
     client_from(options)
 
 
+def reach(**options: Any) -> str:
+    """``duplexact models bridge -o url=...``: what answers at the URL now."""
+    r = probe(client_from(options))
+    return (f"{r.model or 'a bridge'}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
+            f"transcript {'yes' if r.transcript else 'no'}")
+
+
 factory.preflight = preflight  # type: ignore[attr-defined]
+factory.reach = reach  # type: ignore[attr-defined]

@@ -21,8 +21,10 @@ class Bridged:
 
     @property
     def command(self) -> str:
-        """What to start on the model's machine, in its environment."""
-        return f"python -m pytest_duplexact.bridges.{self.module} --port 8765 {self.args}"
+        """What to start on the model's machine, in its environment (``--host 0.0.0.0``: for
+        the benchmark machine to reach it; an SSH tunnel needs no open port)."""
+        return (f"python -m pytest_duplexact.bridges.{self.module} {self.args} --port 8765 "
+                "--host 0.0.0.0")
 
 
 BRIDGED: dict[str, Bridged] = {
@@ -36,25 +38,47 @@ BRIDGED: dict[str, Bridged] = {
 
 
 def _factory(name: str) -> Callable[..., Any]:
-    def factory(**options: Any):
-        from .bridge import client_from, model_for
+    def client(options: dict[str, Any]):
+        from .bridge import client_from
         from .model_options import ModelConfigError
 
-        client = replace(client_from(options), label=name)
-        model = model_for(client)
-        served = model.ready.model
-        if served and served != name:
-            raise ModelConfigError(f"{name}: the bridge at {client.url} serves {served!r}, not "
+        if not options.get("url"):
+            raise ModelConfigError(f"{name}: no server. Start {BRIDGED[name].command} on the "
+                                   "model's machine, in its environment (docs/models.md), "
+                                   "and pass --duplexact-model-option url=ws://HOST:8765")
+        return replace(client_from(options), label=name)
+
+    def served(c: Any, ready: Any) -> None:
+        from .model_options import ModelConfigError
+
+        if ready.model and ready.model != name:
+            raise ModelConfigError(f"{name}: the bridge at {c.url} serves {ready.model!r}, not "
                                    f"{name!r}; start {BRIDGED[name].command} on the model's "
                                    f"machine, or run --duplexact-model=bridge")
+
+    def factory(**options: Any):
+        from .bridge import model_for
+
+        c = client(options)
+        model = model_for(c)
+        served(c, model.ready)
         return model
 
     def preflight(**options: Any) -> None:
-        from .bridge import client_from
+        client(options)  # the options, the URL and the key rule, without connecting
 
-        replace(client_from(options), label=name)
+    def reach(**options: Any) -> str:
+        """``duplexact models NAME -o url=...``: connect once; which model answers."""
+        from .bridge import probe
+
+        c = client(options)
+        r = probe(c)
+        served(c, r)
+        return (f"{r.model or name}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
+                f"transcript {'yes' if r.transcript else 'no'}")
 
     factory.preflight = preflight  # type: ignore[attr-defined]
+    factory.reach = reach  # type: ignore[attr-defined]
     factory.__name__ = name.replace("-", "_")
     return factory
 

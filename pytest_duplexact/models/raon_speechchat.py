@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..bridges import wire
-from .bridge import BridgeClient, BridgeStreaming
+from .bridge import BridgeClient, BridgeStreaming, probe
 from .model_options import ModelConfigError, build
 from .streaming import DEFAULT_CHUNK_MS
 
@@ -107,4 +107,12 @@ def preflight(**options: Any) -> None:
     build(RaonSpeechChat, LABEL, KEY_ENV, options)
 
 
+def reach(**options: Any) -> str:
+    """``duplexact models raon-speechchat -o url=...``: whether the gateway opens a session
+    now (it reserves a worker for a moment)."""
+    r = probe(build(RaonSpeechChat, LABEL, KEY_ENV, options).client())
+    return "an empty READY (Raon's gateway)" if r.native else f"a bridge READY ({r.model})"
+
+
 factory.preflight = preflight  # type: ignore[attr-defined]
+factory.reach = reach  # type: ignore[attr-defined]

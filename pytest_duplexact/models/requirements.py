@@ -136,9 +136,10 @@ REQUIREMENTS: dict[str, Requirements] = {
                            "says", packages=_WEBSOCKETS),
     "raon-speechchat": Requirements("Raon-SpeechChat behind its demo gateway, natively (url "
                                     "option)", "streaming", packages=_WEBSOCKETS),
-    # url option, as for bridge; what to start on the model's machine is in the summary
-    **{name: Requirements(f"{b.title} behind its bridge (url option); on its machine: "
-                          f"{b.command}", "stepped, bridge", packages=_WEBSOCKETS)
+    # url option, as for bridge; what to start on the model's machine: its paper route
+    **{name: Requirements(f"{b.title} behind pytest_duplexact.bridges.{b.module} on the "
+                          "model's machine (url option)", "stepped, bridge",
+                          packages=_WEBSOCKETS)
        for name, b in BRIDGED.items()},
 }
 

@@ -15,6 +15,7 @@ from pytest_duplexact.bridges import bayling_duplex
 from pytest_duplexact.bridges.bayling_duplex import BlockTokens
 from pytest_duplexact.bridges.modelkit import ModelMissing
 from pytest_duplexact.models import resolve_model
+from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.model_options import ModelConfigError
 
 from .model_stubs import SCALE, bayling
@@ -120,6 +121,12 @@ def test_command_line_serves_the_plugin_client(tmp_path):
                                                    "'flm-audio'; start python -m "
                                                    "pytest_duplexact.bridges.flm_audio"):
             resolve_model("flm-audio", url=proc.url)
+        # duplexact models NAME -o url=...: whether that model answers there now
+        listed, ready = render(["bayling-duplex"], {"url": proc.url})
+        assert ready and "reachable: bayling-duplex: stepped, 22050 Hz, 1764-sample frames, " \
+                         "transcript yes" in listed
+        listed, ready = render(["flm-audio"], {"url": proc.url})
+        assert not ready and "serves 'bayling-duplex', not 'flm-audio'" in listed
     assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \
         [("Hi", 1.12, 1.2), ("there", 1.28, 1.36), ("again", 2.24, 2.4)]
     assert_echo(rec, 0.08, delay=10)  # a block's speech plays from the next block on

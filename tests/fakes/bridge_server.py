@@ -13,7 +13,8 @@ Scripts (``--script JSON``, fields of ``Script``):
 Each word a model says goes out as TEXT (" word") in the step its audio starts. Faults:
 ``error_at_step`` (the model raises: ERROR), ``end_at_step`` (``SessionEnded``: CLOSE),
 ``stall_at_step`` (the step never returns), ``short_at_step`` (a frame one sample short: the
-kit refuses it with ERROR). ``mode``: ``stepped`` or ``streaming``.
+kit refuses it with ERROR), only in trials whose instance id contains ``faults_in``.
+``mode``: ``stepped`` or ``streaming``.
 
 Run standalone (its own process)::
 
@@ -45,6 +46,7 @@ class Script:
     end_at_step: int | None = None
     stall_at_step: int | None = None
     short_at_step: int | None = None
+    faults_in: str = ""            # only trials whose instance id contains this get the faults
 
     @classmethod
     def from_json(cls, text: str) -> "Script":
@@ -108,15 +110,15 @@ class ScriptedBridge:
         if options:
             raise ValueError(f"unknown option(s) {', '.join(sorted(options))}")
         self.model.start(SessionInfo(instance=None, seed=trial.seed))
-        return ScriptedTrial(self)
+        return ScriptedTrial(self, self.script.faults_in in trial.id)
 
 
 class ScriptedTrial:
-    def __init__(self, bridge: ScriptedBridge):
-        self.bridge, self.k = bridge, 0
+    def __init__(self, bridge: ScriptedBridge, faulty: bool):
+        self.bridge, self.k, self.faulty = bridge, 0, faulty
 
     def step(self, frame: np.ndarray):
-        s, k = self.bridge.script, self.k
+        s, k = self.bridge.script, self.k if self.faulty else -1
         self.k += 1
         if k == s.error_at_step:
             raise RuntimeError("scripted failure")
