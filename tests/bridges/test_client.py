@@ -85,7 +85,8 @@ def test_a_server_that_stops_answering_hits_the_step_deadline(tmp_path):
 
 def test_an_unreachable_or_refusing_server_fails_before_any_instance(monkeypatch):
     with scripted_server() as url:
-        with pytest.raises(ModelConfigError, match="refused the trial: cannot start the trial: ValueError: unknown option.s. temp"):
+        with pytest.raises(ModelConfigError, match="refused the trial: cannot start the trial: "
+                                                   "ValueError: unknown option.s. temp"):
             bridge(url, temp="0.7")
     # the port is closed now
     with pytest.raises(ModelConfigError, match="could not connect.*is the bridge running"):
