@@ -23,18 +23,24 @@ theirs and what is ours:
   the README's command). ``max_epad_count`` defaults to 1 there, which stops decoding after
   the first reply; here it defaults to 1,000,000 so a session runs to its end (the README
   raises it to 2 for interruptions). A trial whose model stops (an end-of-text token) is
-  silent from then on.
-* Ours, the clock: the speech of block b (decoded after its last input frame) plays from the
-  next block on, and text token t (counted over the trial) is heard at
-  ``t * x / y / 12.5 + x / 12.5`` seconds, the times ``duplex.py``'s ``_build_segment``
-  gives its segments: so each step is one speech token, and a text piece is sent in the step
-  of its token's time (160 ms apart at 10:5:10); a piece that continues a word (no leading
-  space) is sent in the step after the word's previous piece instead, since the plugin's
-  client ends a word at a step without text (models/words.py): a word starts at its first
-  token's time and lasts one step per piece. The audio of each block is whatever
-  ``stream_tokens_to_audio`` returns for it (not finalized), played in order; when a block
-  yields less than 800 ms (our reading of ``flow_inference.py``: a non-final call holds back
-  a mel overlap for the next one) the gap is silence, counted as underruns in the log line.
+  silent from then on, once its last speech is out.
+* Ours, the speech: BayLing's code never calls ``stream_tokens_to_audio`` itself, so how to
+  feed it is our reading of ``bayling_duplex_runtime/flow_inference.py``: a call that is not
+  final keeps the mel of its last ``token_overlap_len`` (5) tokens back and cross-fades it
+  into the start of the next call, so each call must begin with those 5 tokens again
+  (CosyVoice's overlapping windows); blocks passed without them would lose half their
+  speech. So block b goes to the decoder after block b-1's last 5 tokens, and when the model
+  stops, those are flushed with ``finalize=True``. That lookahead delays the speech by 5
+  tokens (400 ms): the speech of block b (decoded after its last input frame) plays from
+  400 ms into block b+1. Each call's audio is played in order; when it falls short, the
+  gap is silence, counted as underruns in the log line.
+* Ours, the clock: each step is one speech token; text token t (counted over the trial) is
+  heard at ``t * x / y / 12.5 + x / 12.5`` seconds (the times ``duplex.py``'s
+  ``_build_segment`` gives its segments) plus the same 400 ms, and its piece is sent in that
+  step (160 ms apart at 10:5:10); a piece that continues a word (no leading space) is sent
+  in the step after the word's previous piece instead, since the plugin's client ends a word
+  at a step without text (models/words.py): a word starts at its first token's time and
+  lasts one step per piece.
 * Ours, the input: by default (``tokenize=window``) each block's tokens come from
   re-tokenizing the current 30 s window of what was heard so far, the windows ``generate``'s
   ``tokenize_audio`` uses, so the Whisper tokenizer sees the context it sees offline (that
@@ -131,6 +137,11 @@ class BayLingSession:
         self.tokens = BlockTokens(bridge.tokenize, bridge.frame,
                                   bridge.window_tokens if o["tokenize"] == "window" else None)
         self.audio = FrameQueue(bridge.frame)
+        # the decoder's lookahead (flow_inference.py: token_overlap_len): the tokens a call
+        # holds back, fed again at the start of the next call
+        self.overlap = int(getattr(m.decoder, "token_overlap_len", 0) or 0)
+        self._tail: list[int] = []  # the last block's held-back tokens
+        self._decoded = 0  # decoder calls so far
         self.text = TextDeltas(lambda ids: m.tokenizer.decode(ids, skip_special_tokens=False))
         self.timed: list[tuple[int, str]] = []  # (step it is heard in, piece)
         self.k = 0  # step = speech token index
@@ -158,15 +169,31 @@ class BayLingSession:
                                             silence_penalty=o["silence_penalty"],
                                             max_epad_count=o["max_epad_count"]):
                 if ev.kind == "text":
-                    heard = b.x + (self.n_text * b.x) // b.y  # _build_segment's start_time
+                    # _build_segment's start_time, plus the decoder's lookahead
+                    heard = b.x + self.overlap + (self.n_text * b.x) // b.y
                     self.n_text += 1
                     piece = self._piece(ev) if b.transcript else ""
                     if piece:
                         self._add(heard, piece)
                 elif ev.kind == "audio" and ev.audio_tokens:
-                    pcm = m.stream_tokens_to_audio(ev.audio_tokens, self.stream_id,
-                                                   finalize=False)
-                    self.audio.push(pcm.reshape(-1).float().cpu().numpy())
+                    self._speak(list(ev.audio_tokens))
+            if self.state.stop_requested and self._tail:  # the model's last words: flush
+                self._decode(self._tail, finalize=True)
+                self._tail = []
+
+    def _speak(self, block: list[int]) -> None:
+        """One block's speech tokens to the decoder, after the previous block's held-back
+        tail (module doc); the first block's audio starts ``overlap`` tokens late, so every
+        token is heard ``overlap`` tokens after its place."""
+        if self._decoded == 0:
+            self.audio.push(np.zeros(self.overlap * self.b.frame, dtype=np.float32))
+        self._decode(self._tail + block, finalize=False)
+        self._tail = block[-self.overlap:] if self.overlap else []
+
+    def _decode(self, tokens: list[int], finalize: bool) -> None:
+        pcm = self.b.model.stream_tokens_to_audio(tokens, self.stream_id, finalize=finalize)
+        self.audio.push(pcm.reshape(-1).float().cpu().numpy())
+        self._decoded += 1
 
     def _add(self, heard: int, piece: str) -> None:
         """A piece that continues a word goes out in the step after the word's previous

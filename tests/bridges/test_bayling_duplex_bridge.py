@@ -30,7 +30,8 @@ PIECES = {1: "[PAD]", 2: "<|endoftext|>", 4: "<|assistant|>", 5: "[EPAD]", 6: "[
 # text tokens in order, 5 per 800 ms block: two replies, each closed by [EPAD]; the second's
 # word spans two blocks
 SCRIPT = [6, 4, 20, 21, 5, 6, 6, 6, 4, 22, 23, 5]
-VALUES = [(100 + k) / SCALE for k in range(30)]  # three blocks
+VALUES = [(100 + k) / SCALE for k in range(40)]  # four blocks
+LAG = 10 + 5  # a block's speech plays from the next block on, after the decoder's lookahead
 
 
 def folders(tmp_path):
@@ -55,15 +56,17 @@ def bridge(tmp_path) -> bayling_duplex.BayLingBridge:
                                         dict(bayling_duplex.DEFAULTS))
 
 
-def check_trial(got, blocks_heard=2):
+def check_trial(got, heard_tokens=len(VALUES) - LAG):
     assert (got.ready.sample_rate, got.ready.frame, got.ready.model) == \
         (22_050, FRAME, "bayling-duplex")
     heard = np.array([float(a[0]) for a in got.audio])
-    # block b's speech (the fake echoes its user tokens) plays from block b + 1 on
-    assert np.all(heard[:10] == 0)
-    np.testing.assert_allclose(heard[10:10 + 10 * blocks_heard],
-                               VALUES[:10 * blocks_heard], atol=1e-6)
-    assert np.all(heard[10 + 10 * blocks_heard:] == 0)
+    # the fake echoes its user tokens as its speech: token t is heard in step t + LAG
+    assert np.all(heard[:LAG] == 0)
+    np.testing.assert_allclose(heard[LAG:LAG + heard_tokens], VALUES[:heard_tokens], atol=1e-6)
+    assert np.all(heard[LAG + heard_tokens:] == 0)
+
+
+TEXTS = [(19, " Hi"), (21, " there"), (33, " aga"), (34, "in")]
 
 
 def test_blocks_replies_and_text_times(tmp_path):
@@ -72,17 +75,21 @@ def test_blocks_replies_and_text_times(tmp_path):
     with served(model) as server:
         got = run_steps(server.url, frames)
         check_trial(got)
-        # text token t is heard at (x + t * x / y) tokens: step 10 + 2 t (duplex.py's times)
-        # ... the rest of a word in the next step (its second piece's own time is step 30)
-        assert got.texts == [(14, " Hi"), (16, " there"), (28, " aga"), (29, "in")]
-        assert model.model.tokenize_calls == [10, 20, 30]  # the 30 s window, re-tokenized
-        assert model.model.decoder.mel_overlap_dict == {}  # the trial's caches dropped
+        # text token t is heard at x + t * x / y tokens (duplex.py's times) plus the decoder's
+        # lookahead: step 15 + 2 t; the rest of a word in the next step (its own: 35)
+        assert got.texts == TEXTS
+        assert model.model.tokenize_calls == [10, 20, 30, 40]  # the 30 s window, re-read
+        # each block after the previous one's 5 held-back tokens, never finalized ...
+        assert model.model.decoder.calls == [(10, False), (15, False), (15, False), (15, False)]
+        assert model.model.decoder.mel_overlap_dict == {}  # ... so the caches are dropped
 
-        # BayLing's own default, max_epad_count=1, ends decoding at the first [EPAD]
+        # BayLing's own default, max_epad_count=1, ends decoding at the first [EPAD]: the
+        # held-back tail is flushed with a final call
         once = run_steps(server.url, frames, "max_epad_count=1&tokenize=block")
-        check_trial(once, blocks_heard=1)
-        assert once.texts == [(14, " Hi"), (16, " there")]
-        assert model.model.tokenize_calls[3:] == [10]  # the block alone; then stopped
+        check_trial(once, heard_tokens=10)
+        assert once.texts == TEXTS[:2]
+        assert model.model.tokenize_calls[4:] == [10]  # the block alone; then stopped
+        assert model.model.decoder.calls[4:] == [(10, False), (5, True)]
 
         bad = run_steps(server.url, frames, "tokenize=whole")
     assert "option tokenize: one of window, block, got 'whole'" in bad.error
@@ -111,8 +118,8 @@ def test_command_line_serves_the_plugin_client(tmp_path):
                         "--option", "tokenize=block") as proc:
         got = run_steps(proc.url, constant_frames(VALUES, FRAME), "trial_id=b1")
         check_trial(got)
-        assert got.texts == [(14, " Hi"), (16, " there"), (28, " aga"), (29, "in")]
-        assert "trial b1: 3 blocks, model running, 0 audio underruns" in proc.log()
+        assert got.texts == TEXTS
+        assert "trial b1: 4 blocks, model running, 0 audio underruns" in proc.log()
         # the plugin's client and pipeline, by the model's name: the native words on the
         # recording's clock, one word from the pieces of two blocks
         rec = client_trial(proc.url, dc_instance(tmp_path), model="bayling-duplex")
@@ -128,8 +135,8 @@ def test_command_line_serves_the_plugin_client(tmp_path):
         listed, ready = render(["flm-audio"], {"url": proc.url})
         assert not ready and "serves 'bayling-duplex', not 'flm-audio'" in listed
     assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \
-        [("Hi", 1.12, 1.2), ("there", 1.28, 1.36), ("again", 2.24, 2.4)]
-    assert_echo(rec, 0.08, delay=10)  # a block's speech plays from the next block on
+        [("Hi", 1.52, 1.6), ("there", 1.68, 1.76), ("again", 2.64, 2.8)]
+    assert_echo(rec, 0.08, delay=LAG)
 
 
 def test_missing_package_and_files_are_clear(tmp_path):

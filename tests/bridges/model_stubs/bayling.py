@@ -9,8 +9,11 @@ rule (``[EPAD]`` count against ``max_epad_count``, end-of-text), and transparent
   checkpoint's ``script`` (``[SILENCE]`` past its end), then one audio event whose tokens are
   the block's user tokens (an echo);
 * ``stream_tokens_to_audio``: each token becomes ``samples_per_token`` samples (config.json;
-  1764 = 80 ms at 22,050 Hz) of value token / SCALE; ``decoder`` keeps per-stream caches as
-  ``flow_inference.AudioDecoder`` does.
+  1764 = 80 ms at 22,050 Hz) of value token / SCALE; a call that is not final holds its last
+  ``decoder.token_overlap_len`` (5) tokens back for the next call, whose first 5 are their
+  overlap, as ``flow_inference.AudioDecoder.token2wav`` does with their mel (a caller that
+  passes blocks without that overlap loses speech, here as there); ``decoder`` keeps
+  per-stream caches, dropped by a final call.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class BayLingDuplex:
         self.assistant_token_id, self.epad_token_id = ids["assistant"], ids["epad"]
         self.silence_token_id, self.end_token_id = ids["silence"], ids["end"]
         self._text_special_token_ids = set(ids.values())
-        self.decoder = SimpleNamespace(mel_overlap_dict={}, hift_cache_dict={}) \
+        self.decoder = SimpleNamespace(mel_overlap_dict={}, hift_cache_dict={},
+                                       token_overlap_len=5, calls=[]) \
             if decoder_path is not None else None
         self.tokenize_calls: list[int] = []
 
@@ -139,6 +143,20 @@ class BayLingDuplex:
         if self.decoder is None:
             raise RuntimeError("Audio decoder is not loaded. Pass decoder_path when "
                                "constructing the model.")
-        self.decoder.mel_overlap_dict[stream_id] = self.decoder.hift_cache_dict[stream_id] = 1
-        pcm = np.repeat(np.asarray(audio_tokens, dtype=np.float32) / SCALE, self.out_spt)
+        tokens = list(audio_tokens)
+        if not tokens:
+            return torch.zeros(1, 0)
+        # AudioDecoder.token2wav: a call that is not final holds its last token_overlap_len
+        # tokens back and cross-fades them into the first as many of the next call (here:
+        # the next call's are played instead); a final call plays everything, drops the caches
+        d = self.decoder
+        keep = 0 if finalize else d.token_overlap_len
+        said = tokens[:len(tokens) - keep]
+        if finalize:
+            d.mel_overlap_dict.pop(stream_id, None)
+            d.hift_cache_dict.pop(stream_id, None)
+        else:
+            d.mel_overlap_dict[stream_id] = d.hift_cache_dict[stream_id] = tokens[-keep:]
+        d.calls.append((len(tokens), finalize))
+        pcm = np.repeat(np.asarray(said, dtype=np.float32) / SCALE, self.out_spt)
         return torch.from_numpy(pcm[None])
