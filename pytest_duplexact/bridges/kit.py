@@ -121,10 +121,13 @@ class Stepper:
     def __init__(self):
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting: set[asyncio.Future] = set()
+        self._stopped = False
         self._thread = threading.Thread(target=self._work, name="bridge-model", daemon=True)
         self._thread.start()
 
     async def call(self, fn: Callable, *args: Any) -> Any:
+        if self._stopped:  # the server is stopping: no new calls into the model
+            raise asyncio.CancelledError()
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         self._waiting.add(done)
@@ -141,9 +144,13 @@ class Stepper:
 
     def shutdown(self) -> None:
         """Stop taking calls; whoever waits for one gets CancelledError (a stuck model's
-        trial is abandoned, not waited for)."""
+        trial is abandoned, not waited for). Calls already submitted still run, then the
+        worker ends (``finish``)."""
+        self._stopped = True
         for done in list(self._waiting):
             done.cancel()
+
+    def finish(self) -> None:
         self._jobs.put(None)
 
     def _work(self) -> None:
@@ -218,6 +225,7 @@ class BridgeServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)
             except asyncio.TimeoutError:
                 log.warning("some connections did not close within 5 s")
+        self.stepper.finish()  # after the sessions' closes were submitted
 
     def _authorize(self, connection: ServerConnection, request: Any):
         """With a key set, the handshake needs ``Authorization: Bearer <key>`` (401 if not)."""
@@ -244,6 +252,9 @@ class BridgeServer:
             await _send_quietly(ws, wire.frame(e.kind, str(e).encode("utf-8", "replace")))
         except ConnectionClosed:
             ending = "client left mid-trial"
+        except asyncio.CancelledError:
+            ending = "abandoned: the server is stopping"
+            raise
         finally:
             await _close_quietly(ws)
             self.trials += 1
@@ -262,16 +273,9 @@ class BridgeServer:
         try:
             await ws.send(self.ready.message())
             ending = await self._loop(ws, session, stats)
-        except asyncio.CancelledError:  # shutting down: close it, but wait for nothing
-            del self.sessions[ws]
-            self.stepper.submit(session.close)
-            raise
-        except BaseException:
+        finally:
             del self.sessions[ws]
             await self._close(session, trial)
-            raise
-        del self.sessions[ws]
-        await self._close(session, trial)
         if ending == "ok":
             await _send_quietly(ws, wire.frame(wire.CLOSE))
         return ending
@@ -279,6 +283,9 @@ class BridgeServer:
     async def _close(self, session: Any, trial: Trial) -> None:
         try:
             await self.stepper.call(session.close)
+        except asyncio.CancelledError:  # the server is stopping: closed later, waited for never
+            self.stepper.submit(session.close)
+            raise
         except Exception:
             log.exception("trial %s: session.close failed", trial.id or "-")
 

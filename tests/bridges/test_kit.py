@@ -197,6 +197,7 @@ def test_stopping_the_server_abandons_a_step_that_never_returns():
             ready(ws)
             ws.send(wire.audio(np.zeros(FRAME, np.float32)))
         stopped.set()  # served() returned although the step is still stuck
+        ws.close()
 
     worker = threading.Thread(target=serve_and_stop, daemon=True)
     worker.start()
