@@ -5,7 +5,8 @@
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
 2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live,
    grok-voice, qwen-omni-realtime, minicpm-o, moshi, bridge (any server speaking the bridge
-   protocol, docs/bridge-protocol.md), raon-speechchat;
+   protocol, docs/bridge-protocol.md), raon-speechchat, and by name the models behind our
+   model bridges: flm-audio, bayling-duplex, voila (models/bridged.py);
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
@@ -44,6 +45,10 @@ BUILTINS: dict[str, str] = {
     "moshi": "pytest_duplexact.models.moshi:factory",
     "bridge": "pytest_duplexact.models.bridge:factory",
     "raon-speechchat": "pytest_duplexact.models.raon_speechchat:factory",
+    # the bridge route by model name (models/bridged.py): the bridge runs on the model's machine
+    "flm-audio": "pytest_duplexact.models.bridged:flm_audio",
+    "bayling-duplex": "pytest_duplexact.models.bridged:bayling_duplex",
+    "voila": "pytest_duplexact.models.bridged:voila",
 }
 
 

@@ -93,6 +93,9 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
         lines[0] += f"  [{state}]"
         all_ready &= state == "ready"
         out += lines
+        if names and name in paper_names():  # a paper model by its own name: its routes too
+            out += paper_lines(name)
+            all_ready &= any(r.missing() is None for r in ROUTES.get(name, ()))
     if not names:
         out += [f"recorded:DIR  ({RECORDED.kind}) {RECORDED.summary}  [ready]"]
         for ep_name, value in _entry_point_names():

@@ -15,6 +15,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from . import BUILTINS
+from .bridged import BRIDGED
 
 # (our name, the paper's name, its checkpoint or API model in Table 14)
 ROSTER: tuple[tuple[str, str, str], ...] = (
@@ -80,6 +81,10 @@ ROUTES: dict[str, tuple[Route, ...]] = {
         Route("native server", "minicpm-o", "-o server_url=ws://HOST:8006",
               start="MiniCPM-o-Demo: its gateway and one worker per GPU, as its README says"),
     ),
+    # models/bridged.py: one table for the three bridges of ours
+    **{name: (Route("bridge", name, "-o url=ws://HOST:8765", start=b.command,
+                    bridge=f"pytest_duplexact.bridges.{b.module}"),)
+       for name, b in BRIDGED.items()},
     "gemini-live": (Route("hosted", "gemini-live", "(GEMINI_API_KEY)"),),
     "gpt-realtime": (Route("hosted", "gpt-realtime", "(OPENAI_API_KEY)"),),
     "grok-voice": (Route("hosted", "grok-voice", "(XAI_API_KEY)"),),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .base import ModelError
+from .bridged import BRIDGED
 
 # Hub addresses a user might copy from a model card: we never download, so say so.
 _REMOTE_PREFIXES = ("hf://", "http://", "https://", "s3://", "gs://")
@@ -139,6 +140,11 @@ REQUIREMENTS: dict[str, Requirements] = {
                            "says", packages=_WEBSOCKETS),
     "raon-speechchat": Requirements("Raon-SpeechChat behind its demo gateway, natively (url "
                                     "option)", "streaming", packages=_WEBSOCKETS),
+    # url option, as for bridge; what to start on the model's machine: its paper route
+    **{name: Requirements(f"{b.title} behind pytest_duplexact.bridges.{b.module} on the "
+                          "model's machine (url option)", "stepped, bridge",
+                          packages=_WEBSOCKETS)
+       for name, b in BRIDGED.items()},
 }
 
 # Not a BUILTINS name: a prefix (models/__init__.py), listed by `duplexact models` all the same.

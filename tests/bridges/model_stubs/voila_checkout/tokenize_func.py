@@ -1,0 +1,4 @@
+# A Voila checkout's tokenize_func.py; the fake is tests/bridges/model_stubs/voila.py.
+from tests.bridges.model_stubs.voila import (AUDIO_SR, AUDIO_TOKEN_FORMAT,  # noqa: F401
+                                              DEFAULT_ASSISTANT_TOKEN, DEFAULT_AUDIO_TOKEN,
+                                              voila_input_format)
