@@ -4,7 +4,8 @@
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
 2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live,
-   grok-voice, qwen-omni-realtime, minicpm-o, moshi;
+   grok-voice, qwen-omni-realtime, minicpm-o, moshi, freeze-omni, vita-1.5, lychee-fd,
+   mini-omni2;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
@@ -41,6 +42,10 @@ BUILTINS: dict[str, str] = {
     "qwen-omni-realtime": "pytest_duplexact.models.realtime_dialects:qwen_omni_realtime",
     "minicpm-o": "pytest_duplexact.models.minicpm_duplex:factory",
     "moshi": "pytest_duplexact.models.moshi:factory",
+    "freeze-omni": "pytest_duplexact.models.socketio_omni:freeze_omni",
+    "vita-1.5": "pytest_duplexact.models.socketio_omni:vita_15",
+    "lychee-fd": "pytest_duplexact.models.lychee_fd:factory",
+    "mini-omni2": "pytest_duplexact.models.mini_omni2:factory",
 }
 
 

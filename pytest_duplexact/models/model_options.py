@@ -118,3 +118,40 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
     if isinstance(e, OSError) or "websockets" in type(e).__module__:  # TimeoutError is an OSError
         return TransientModelError(why)
     return ModelError(why)
+
+
+# --- servers the user starts (the open models' own demo servers) ------------------------------
+
+def shown_url(url: str) -> str:
+    """``url`` as it may appear in a message or a log: a ``user:password@`` part is masked."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def scrub_url(text: Any, url: str) -> str:
+    """A library's message minus the credentials of ``url`` (a proxy password in it)."""
+    text = str(text)
+    parts = urlsplit(url)
+    for secret in (parts.password, parts.username):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def check_server_url(label: str, url: str, example: str) -> None:
+    """A demo server's address is required and must be http(s); a password in it only travels
+    encrypted or to this machine (the key rule of ``check_transport``)."""
+    if not url:
+        raise ModelConfigError(
+            f"{label}: no server. Start the model's own server (docs/models.md) and pass its "
+            f"address as --duplexact-model-option server_url={example}")
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
+                               "http:// or https://")
+    if urlsplit(url).password:
+        check_transport(label, url, key_env="the password in server_url", carries_key=True,
+                        allow_insecure=False)
