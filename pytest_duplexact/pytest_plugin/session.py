@@ -457,6 +457,9 @@ class DuplexactSession:
                 item.user_properties.append((PROPERTY, out.to_dict()))
                 item.session.shouldstop = "duplexact: the model could not be built"
                 raise
+            unsupported = _unsupported(harness.model, inst)
+            if unsupported:  # never a miss: the model cannot take part in this pipeline
+                pytest.skip(unsupported)
             if harness.prefetcher is not None:  # keep `concurrency` trials in flight
                 harness.prefetcher.submit(
                     [inst] + self._upcoming(item, 2 * harness.prefetcher.concurrency))
@@ -682,3 +685,14 @@ class DuplexactSession:
         else:
             if written:
                 self.messages.append(f"duplexact: summary appended to {written}")
+
+
+def _unsupported(model, inst) -> str | None:
+    """Why ``model`` cannot run ``inst``'s pipeline, if it declares the ones it supports
+    (``pipelines``: taxonomy pipeline values, e.g. mini-omni2's ("direct",))."""
+    supported = getattr(model, "pipelines", None)
+    if not supported or inst.pipeline.value in supported:
+        return None
+    name = getattr(model, "name", type(model).__name__)
+    return (f"unsupported by this model: {name} runs only on {', '.join(supported)} replay, "
+            f"not {inst.pipeline.value}")

@@ -104,6 +104,9 @@ class Harness:
             vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
             timeout=timeout, bargein_branches=bargein_branches, audio_format=audio_format,
         )
+        # a server that answers one request at a time (mini-omni2) says so: more in flight
+        # would only queue behind each other and time the queue, not the model
+        concurrency = min(concurrency, getattr(model, "max_concurrency", None) or concurrency)
         if concurrency > 1 and is_streaming(model):
             from .prefetch import Prefetcher
 
