@@ -36,6 +36,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
+from urllib.parse import urlsplit
 
 import numpy as np
 # imported here, not lazily: a missing package fails the registry's preflight, by name
@@ -192,10 +193,10 @@ class SocketIOSession:
     def _connect_error(self, e: BaseException) -> ModelError:
         why = scrub_url(f"{type(e).__name__}: {e}", self._model.server_url)
         text = f"{self.label}: could not connect to {self._model.where}: {why}"
-        if "CERTIFICATE_VERIFY_FAILED" in why or "certificate verify failed" in why:
-            return ModelConfigError(
-                f"{text}. The demo server uses a self-signed certificate: pass the model "
-                "option verify=false to accept it (only for a server you trust)")
+        if self._model.verify and urlsplit(self._model.server_url).scheme == "https":
+            # engine.io reports a rejected certificate as a bare "Connection error"
+            text += (". If the server uses the demo's self-signed certificate, pass the model "
+                     "option verify=false to accept it (only for a server you trust)")
         return TransientModelError(text)
 
     async def _emit(self, event: str, data: Any = None) -> None:

@@ -130,8 +130,10 @@ class _User:
         return tone(n, s.tone_hz, s.amplitude, offset=k * n)
 
     def active(self, now: float) -> bool:
-        return self.turn is not None and (bool(self.tts) or now < self.playing_until
-                                          or self.turn.ended == "queued")
+        """A reply queued, or sent and still playing on the client: speech now cuts it."""
+        t = self.turn
+        return t is not None and t.ended != "interrupted" and (
+            bool(self.tts) or now < self.playing_until or t.ended == "queued")
 
     def interrupt(self, now: float) -> None:
         if self.reply_task is not None:

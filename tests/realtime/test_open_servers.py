@@ -1,0 +1,251 @@
+"""freeze-omni, vita-1.5, lychee-fd and mini-omni2 against their fakes on 127.0.0.1
+(tests/fakes/socketio_server.py, lychee_server.py, miniomni_server.py), the real client
+libraries (python-socketio, httpx2) on the wall clock. Trials are a few seconds and run
+concurrently; timing is checked against what each fake recorded sending."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from pytest_duplexact import models
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.lychee_fd import factory as lychee
+from pytest_duplexact.models.mini_omni2 import MultipartReader, TurnDetector
+from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
+from pytest_duplexact.models.model_options import ModelConfigError
+from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15
+from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+
+from realtime_support import (assert_dropped_mid_instance, event_kinds, fake, load_fake_server,
+                              run_trial, user_clip)
+
+sio_fake = load_fake_server("socketio_server")
+lychee_fake = load_fake_server("lychee_server")
+omni_fake = load_fake_server("miniomni_server")
+fake_http = load_fake_server("fake_http")
+
+MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk plus load a loop stall adds
+SPEECH = audio.read(models.__file__.rsplit("/", 1)[0] + "/assets/response.flac")
+
+
+def played_end(sends, t0, rate=24_000):
+    """Where audio sent at these (monotonic, samples) times ends playing at 1x."""
+    end = 0.0
+    for at, n in sends:
+        end = max(at - t0, end) + n / rate
+    return end
+
+
+def speech_clip(start: float, seconds: float, total: float) -> np.ndarray:
+    x = np.zeros(int(total * SAMPLE_RATE), np.float32)
+    piece = SPEECH[: int(seconds * SAMPLE_RATE)]
+    a = int(start * SAMPLE_RATE)
+    x[a:a + len(piece)] = piece
+    return x
+
+
+def check_timing(rec, t0, sends):
+    onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert onset == pytest.approx(sends[0][0] - t0, abs=MARGIN)
+    assert offset == pytest.approx(played_end(sends, t0), abs=MARGIN)
+
+
+# --- freeze-omni / vita-1.5 --------------------------------------------------------------------
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name, build", [("freeze-omni", freeze_omni), ("vita-1.5", vita_15)])
+async def test_socketio_reply_timing_pull_and_native_text(name, build):
+    script = sio_fake.Script(segments=3, segment_s=0.5)
+    async with sio_fake.FakeOmniServer(name, script) as server:
+        clip = user_clip([(0.2, 0.8)], total=3.6)
+        rec, snapshots, t0, session = await run_trial(build(server_url=server.url), clip)
+        truth = server.sessions[0]
+    [turn] = truth.turns
+    assert turn.ended == "sent" and len(turn.sends) == 3
+    check_timing(rec, t0, turn.sends)
+    # the pull: each segment rode on one incoming audio message, 16 ms apart
+    assert all(b[0] - a[0] < 0.2 for a, b in zip(turn.sends, turn.sends[1:]))
+    events = [e["event"] for e in truth.received]
+    assert events[-1] == "recording-stopped" and "recording-started" in events
+    if name == "vita-1.5":
+        assert events[0] == "reset_state"
+        assert [w.text for w in rec.transcript] == script.text.split()
+        for now, words in snapshots:  # never ahead of playback
+            assert all(w.end <= now for w in words)
+    else:
+        assert rec.transcript == () and "reset_state" not in events
+    assert session.usage["segments"] == 3 and session.usage["audio_out_s"] == pytest.approx(1.5)
+
+
+@pytest.mark.asyncio
+async def test_socketio_stop_tts_cuts_playback_at_its_arrival():
+    """The reply (3 x 1 s) is all pulled by 1.6 s; the user talks at 2.1 s, so the fake's VAD
+    interrupts and the next audio message gets stop_tts: playback stops there."""
+    script = sio_fake.Script(segments=3, segment_s=1.0, max_turns=1)
+    async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
+        clip = user_clip([(0.2, 0.8), (2.1, 2.6)], total=3.4)
+        rec, _, t0, session = await run_trial(freeze_omni(server_url=server.url), clip)
+        [turn] = server.sessions[0].turns
+    assert turn.ended == "interrupted" and turn.cut_at is not None
+    cut = turn.cut_at - t0
+    _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert played_end(turn.sends, t0) > cut + 0.3  # there was audio left to cut
+    assert offset == pytest.approx(cut, abs=MARGIN)
+    assert "speech_started" in event_kinds(rec)
+    assert session.usage["stop_tts"] >= 2  # recording-started's reset, then the cut
+
+
+@pytest.mark.asyncio
+async def test_socketio_failures_are_transient_and_bounded():
+    full = sio_fake.Script(max_users=0)
+    async with sio_fake.FakeOmniServer("freeze-omni", full) as server:
+        d = await StreamingDuplex.open(freeze_omni(server_url=server.url), None)
+        with pytest.raises(TransientModelError, match="too_many_users"):
+            await d.push(user_clip([], total=0.5))
+        with pytest.raises(ModelError):
+            await d.close()
+    async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(drop_after_ms=300)) as server:
+        await assert_dropped_mid_instance(vita_15(server_url=server.url), TransientModelError,
+                                          "ended mid-instance")
+    async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(hang=True)) as server:
+        with pytest.raises(TransientModelError, match="freeze-omni"):
+            await StreamingDuplex.open(freeze_omni(server_url=server.url,
+                                                   connect_timeout="0.5"), None)
+
+
+@pytest.mark.asyncio
+async def test_socketio_tls_is_verified_unless_the_user_opts_out():
+    async with sio_fake.FakeOmniServer("vita-1.5", tls=fake_http.self_signed_tls()) as server:
+        with pytest.raises(TransientModelError, match="self-signed.*verify=false"):
+            await StreamingDuplex.open(vita_15(server_url=server.url), None)
+        d = await StreamingDuplex.open(vita_15(server_url=server.url, verify="false"), None)
+        await d.push(user_clip([], total=0.3))
+        await d.close()
+        assert server.sessions[-1].audio_messages > 5
+
+
+# --- lychee-fd ---------------------------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_lychee_turn_timing_text_and_protocol():
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(speak_s=1.0)) as server:
+        clip = user_clip([(0.2, 0.8)], total=3.2)
+        rec, snapshots, t0, session = await run_trial(lychee(server_url=server.url), clip)
+        truth = server.sessions[0]
+    [turn] = truth.turns
+    check_timing(rec, t0, turn.sends)
+    assert [w.text for w in rec.transcript] == "one two three four five six".split()
+    for now, words in snapshots:
+        assert all(w.end <= now for w in words)
+    assert truth.start_body["infer_window_ms"] == 400 and truth.stopped
+    assert [c["samples"] for c in truth.chunks] == [6400] * 8  # whole 400 ms windows, in order
+    assert all(c["rate"] == 16000 and c["sent_header"] for c in truth.chunks)
+    assert session.usage["chunks"] == 8 and session.usage["turns"] == 1
+
+
+@pytest.mark.asyncio
+async def test_lychee_audio_interrupt_cuts_playback():
+    script = lychee_fake.Script(speak_s=2.0, pace=4.0, max_turns=1)
+    async with lychee_fake.FakeLycheeServer(script) as server:
+        clip = user_clip([(0.2, 0.8), (2.0, 2.4)], total=3.2)
+        rec, _, t0, session = await run_trial(lychee(server_url=server.url), clip)
+        [turn] = server.sessions[0].turns
+    assert turn.ended == "interrupted"
+    cut = turn.cut_at - t0
+    _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert played_end(turn.sends, t0) > cut + 0.3
+    assert offset == pytest.approx(cut, abs=MARGIN)
+    assert session.usage["interrupts"] == 1 and "speech_started" in event_kinds(rec)
+
+
+@pytest.mark.asyncio
+async def test_lychee_errors_drops_and_deadlines():
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(loading=True)) as server:
+        with pytest.raises(TransientModelError, match="HTTP 503.*not loaded"):
+            await StreamingDuplex.open(lychee(server_url=server.url), None)
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(error_after_ms=400)) as server:
+        d = await StreamingDuplex.open(lychee(server_url=server.url), None)
+        with pytest.raises(TransientModelError, match="CUDA out of memory"):
+            await d.push(user_clip([], total=1.5))
+        with pytest.raises(ModelError):
+            await d.close()
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(drop_after_ms=400)) as server:
+        await assert_dropped_mid_instance(lychee(server_url=server.url), TransientModelError,
+                                          "event stream", total=1.5)
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(hang_after_ms=400)) as server:
+        d = await StreamingDuplex.open(lychee(server_url=server.url, event_timeout="0.6"), None)
+        with pytest.raises(TransientModelError, match="deadline"):
+            await d.push(user_clip([], total=2.5))
+        with pytest.raises(ModelError):
+            await d.close()
+
+
+# --- mini-omni2 --------------------------------------------------------------------------------
+
+@pytest.mark.asyncio
+async def test_mini_omni2_turn_on_pause_and_streamed_multipart_reply():
+    async with omni_fake.FakeMiniOmniServer() as server:
+        clip = speech_clip(0.2, 1.6, total=4.2)
+        rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
+        [req] = server.sessions
+    # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it
+    assert req.arrived - t0 == pytest.approx(2.4, abs=0.2)
+    assert req.audio_s == pytest.approx(2.4, abs=0.01) and req.rate == 16000
+    assert (req.stream_stride, req.max_tokens) == (4, 2048)
+    check_timing(rec, t0, req.sends)
+    assert [w.text for w in rec.transcript] == "one two three four five six".split()
+    assert session.usage["turns"] == 1
+
+
+def test_mini_omni2_turn_detector_and_multipart_reader_edges():
+    m = mini_omni2(server_url="http://127.0.0.1:1")
+    # a chunk's speech seconds scripted: silence, talk, talk, pause
+    script = iter([0.0, 0.5, 0.3, 0.05])
+    det = TurnDetector(m, measure=lambda chunk: next(script))
+    chunk = np.ones(9600, np.float32)
+    got = [asyncio.run(det.feed(chunk)) for _ in range(4)]
+    assert got[:3] == [None, None, None] and len(got[3]) == 3 * 9600  # from the talk chunk on
+    reader = MultipartReader()
+    body = (b"\r\n--frame\r\nContent-Type: audio/wav\r\n\r\n\x01\x00\x02\x00"
+            b"\r\n--frame\r\nContent-Type: text/plain\r\n\r\nhi")
+    parts = reader.feed(body[:10]) + reader.feed(body[10:]) + reader.flush()
+    assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
+
+
+@pytest.mark.asyncio
+async def test_mini_omni2_server_error_drop_and_hang():
+    clip = speech_clip(0.2, 1.0, total=2.6)
+    for script, match in ((omni_fake.Script(error=True), "HTTP 500"),
+                          (omni_fake.Script(drop_after_steps=1), "POST /chat"),
+                          (omni_fake.Script(hang=True), "deadline")):
+        async with omni_fake.FakeMiniOmniServer(script) as server:
+            d = await StreamingDuplex.open(mini_omni2(server_url=server.url,
+                                                      read_timeout="0.4"), None)
+            with pytest.raises(ModelError, match=match):
+                await d.push(clip)
+                await d.push(np.zeros(8000, np.float32))
+            with pytest.raises(ModelError):
+                await d.close()
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, example", [("freeze-omni", "8081"), ("vita-1.5", "8081"),
+                                           ("lychee-fd", "7860"), ("mini-omni2", "60808")])
+def test_a_server_is_required_and_a_password_is_never_shown(name, example):
+    with pytest.raises(ModelError, match=f"{name}: no server.*server_url=http://HOST:{example}"):
+        models.preflight(name)
+    models.preflight(name, server_url="http://gpu-box.lan:1")
+    with pytest.raises(ModelError, match="unknown option"):
+        models.preflight(name, server_url="http://127.0.0.1:1", nope="1")
+    with pytest.raises(ModelError, match="refusing") as e:
+        models.preflight(name, server_url="http://u:pw-SECRET@gpu-box.lan:1")
+    assert "pw-SECRET" not in str(e.value)
+    m = models.resolve_model(name, server_url="https://u:pw-SECRET@gpu-box.lan:1")
+    assert "pw-SECRET" not in repr(m) and "pw-SECRET" not in m.where
