@@ -149,6 +149,7 @@ class SocketIOSession:
         self._heard_since_cut = False   # audio arrived since the last stop_tts
         self._prompted = asyncio.Event()
         self._closed = False
+        self.sid: str | None = None
         self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0, "segments": 0,
                                         "stop_tts": 0}
         sio = socketio.AsyncClient(reconnection=False, ssl_verify=model.verify,
@@ -179,6 +180,7 @@ class SocketIOSession:
                                       f"within {m.connect_timeout:.0f}s") from None
         except Exception as e:
             raise self._connect_error(e) from None
+        self.sid = self._sio.get_sid()  # the server's name for this user (its logs say it)
         if self._dialect.reset_event:
             await self._emit(self._dialect.reset_event)
         if m.prompt_text:
