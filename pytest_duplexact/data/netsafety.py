@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from urllib.parse import urlsplit
 
 ENV_ALLOW = "DUPLEXACT_ALLOW_INSECURE_HTTP"
@@ -42,3 +43,25 @@ def insecure_url_problem(url: str | None, what: str, env: dict | None = None) ->
     return (f"{what} {url} is plain {parts.scheme}:// to {host or 'an unnamed host'}, which "
             f"would send the API key unencrypted; use https:// (wss://), or set {ENV_ALLOW}=1 "
             "if that network is trusted")
+
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``: what may
+    be written to a report, a journal or a log (a server URL may carry a proxy's password)."""
+    return _USERINFO.sub("***@", text)
+
+
+class MaskedRepr(str):
+    """A string whose ``repr`` (what ``pytest -l`` shows for locals, and containers print) has
+    its URL credentials masked; its value is unchanged, for the library that needs it."""
+
+    def __repr__(self) -> str:
+        return repr(mask_credentials(str(self)))
+
+
+def masked_repr(value: str) -> str:
+    """``value``, as a ``MaskedRepr`` when it carries URL credentials."""
+    return MaskedRepr(value) if mask_credentials(value) != value else value

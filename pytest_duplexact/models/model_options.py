@@ -124,12 +124,9 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
 
 def shown_url(url: str) -> str:
     """``url`` as it may appear in a message or a log: a ``user:password@`` part is masked."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
+    from ..data.netsafety import mask_credentials
+
+    return mask_credentials(url)
 
 
 def scrub_url(text: Any, url: str) -> str:

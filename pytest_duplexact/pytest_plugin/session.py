@@ -23,6 +23,7 @@ import pytest
 from .. import __version__
 from ..report import gates
 from . import options
+from ..data.netsafety import masked_repr
 from ..data import usage
 from ..run import journal
 from ..run.harness import Harness
@@ -70,7 +71,8 @@ def _model_options(config) -> tuple[tuple[str, str], ...]:
         if "=" not in item:
             raise pytest.UsageError(f"--duplexact-model-option expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()  # a repeated key: the last value wins
+        # a repeated key: the last value wins; a password in a URL never shows in a repr
+        out[k.strip()] = masked_repr(v.strip())
     return tuple(out.items())
 
 
@@ -459,7 +461,9 @@ class DuplexactSession:
                 raise
             unsupported = _unsupported(harness.model, inst)
             if unsupported:  # never a miss: the model cannot take part in this pipeline
-                pytest.skip(unsupported)
+                outcome = harness.unsupported_outcome(inst, unsupported)
+                item.user_properties.append((PROPERTY, outcome.to_dict()))
+                return outcome
             if harness.prefetcher is not None:  # keep `concurrency` trials in flight
                 harness.prefetcher.submit(
                     [inst] + self._upcoming(item, 2 * harness.prefetcher.concurrency))

@@ -58,29 +58,37 @@ def check_timing(rec, t0, sends):
 
 # --- freeze-omni / vita-1.5 --------------------------------------------------------------------
 
-@pytest.mark.asyncio
-@pytest.mark.parametrize("name, build", [("freeze-omni", freeze_omni), ("vita-1.5", vita_15)])
-async def test_socketio_reply_timing_pull_and_native_text(name, build):
-    script = sio_fake.Script(segments=3, segment_s=0.5)
+async def socketio_reply(name, build):
+    script = sio_fake.Script(segments=3, segment_s=0.4)
     async with sio_fake.FakeOmniServer(name, script) as server:
-        clip = user_clip([(0.2, 0.8)], total=3.6)
-        rec, snapshots, t0, session = await run_trial(build(server_url=server.url), clip)
-        truth = server.sessions[0]
-    [turn] = truth.turns
-    assert turn.ended == "sent" and len(turn.sends) == 3
-    check_timing(rec, t0, turn.sends)
-    # the pull: each segment rode on one incoming audio message, 16 ms apart
-    assert all(b[0] - a[0] < 0.2 for a, b in zip(turn.sends, turn.sends[1:]))
-    events = [e["event"] for e in truth.received]
-    assert events[-1] == "recording-stopped" and "recording-started" in events
-    if name == "vita-1.5":
-        assert events[0] == "reset_state"
-        assert [w.text for w in rec.transcript] == script.text.split()
-        for now, words in snapshots:  # never ahead of playback
-            assert all(w.end <= now for w in words)
-    else:
-        assert rec.transcript == () and "reset_state" not in events
-    assert session.usage["segments"] == 3 and session.usage["audio_out_s"] == pytest.approx(1.5)
+        clip = user_clip([(0.2, 0.8)], total=3.2)
+        trial = await run_trial(build(server_url=server.url), clip)
+        return script, trial, server.sessions[0]
+
+
+@pytest.mark.asyncio
+async def test_socketio_reply_timing_pull_and_native_text():
+    """Both dialects at once: the reply's onset and offset against the fake's send times."""
+    results = await asyncio.gather(socketio_reply("freeze-omni", freeze_omni),
+                                   socketio_reply("vita-1.5", vita_15))
+    for name, (script, (rec, snapshots, t0, session), truth) in zip(("freeze-omni", "vita-1.5"),
+                                                                    results):
+        [turn] = truth.turns
+        assert turn.ended == "sent" and len(turn.sends) == 3
+        check_timing(rec, t0, turn.sends)
+        # the pull: each segment rode on one incoming audio message, 16 ms apart
+        assert all(b[0] - a[0] < 0.2 for a, b in zip(turn.sends, turn.sends[1:]))
+        events = [e["event"] for e in truth.received]
+        assert events[-1] == "recording-stopped" and "recording-started" in events
+        if name == "vita-1.5":
+            assert events[0] == "reset_state"
+            assert [w.text for w in rec.transcript] == script.text.split()
+            for now, words in snapshots:  # never ahead of playback
+                assert all(w.end <= now for w in words)
+        else:
+            assert rec.transcript == () and "reset_state" not in events
+        assert session.usage["segments"] == 3
+        assert session.usage["audio_out_s"] == pytest.approx(1.2)
 
 
 @pytest.mark.asyncio
@@ -101,22 +109,32 @@ async def test_socketio_stop_tts_cuts_playback_at_its_arrival():
     assert session.usage["stop_tts"] >= 2  # recording-started's reset, then the cut
 
 
-@pytest.mark.asyncio
-async def test_socketio_failures_are_transient_and_bounded():
-    full = sio_fake.Script(max_users=0)
-    async with sio_fake.FakeOmniServer("freeze-omni", full) as server:
+async def socketio_full():
+    async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(max_users=0)) as server:
         d = await StreamingDuplex.open(freeze_omni(server_url=server.url), None)
         with pytest.raises(TransientModelError, match="too_many_users"):
             await d.push(user_clip([], total=0.5))
         with pytest.raises(ModelError):
             await d.close()
+
+
+async def socketio_dropped():
     async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(drop_after_ms=300)) as server:
         await assert_dropped_mid_instance(vita_15(server_url=server.url), TransientModelError,
                                           "ended mid-instance")
+
+
+async def socketio_hung():
     async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(hang=True)) as server:
         with pytest.raises(TransientModelError, match="freeze-omni"):
             await StreamingDuplex.open(freeze_omni(server_url=server.url,
                                                    connect_timeout="0.5"), None)
+
+
+@pytest.mark.asyncio
+async def test_socketio_failures_are_transient_and_bounded():
+    """A full server (too_many_users), a dropped user, a hung handshake (the deadline)."""
+    await asyncio.gather(socketio_full(), socketio_dropped(), socketio_hung())
 
 
 @pytest.mark.asyncio
@@ -135,7 +153,7 @@ async def test_socketio_tls_is_verified_unless_the_user_opts_out():
 @pytest.mark.asyncio
 async def test_lychee_turn_timing_text_and_protocol():
     async with lychee_fake.FakeLycheeServer(lychee_fake.Script(speak_s=1.0)) as server:
-        clip = user_clip([(0.2, 0.8)], total=3.2)
+        clip = user_clip([(0.2, 0.8)], total=2.8)
         rec, snapshots, t0, session = await run_trial(lychee(server_url=server.url), clip)
         truth = server.sessions[0]
     [turn] = truth.turns
@@ -144,9 +162,9 @@ async def test_lychee_turn_timing_text_and_protocol():
     for now, words in snapshots:
         assert all(w.end <= now for w in words)
     assert truth.start_body["infer_window_ms"] == 400 and truth.stopped
-    assert [c["samples"] for c in truth.chunks] == [6400] * 8  # whole 400 ms windows, in order
+    assert [c["samples"] for c in truth.chunks] == [6400] * 7  # whole 400 ms windows, in order
     assert all(c["rate"] == 16000 and c["sent_header"] for c in truth.chunks)
-    assert session.usage["chunks"] == 8 and session.usage["turns"] == 1
+    assert session.usage["chunks"] == 7 and session.usage["turns"] == 1
 
 
 @pytest.mark.asyncio
@@ -164,26 +182,31 @@ async def test_lychee_audio_interrupt_cuts_playback():
     assert session.usage["interrupts"] == 1 and "speech_started" in event_kinds(rec)
 
 
-@pytest.mark.asyncio
-async def test_lychee_errors_drops_and_deadlines():
+async def lychee_loading():
     async with lychee_fake.FakeLycheeServer(lychee_fake.Script(loading=True)) as server:
         with pytest.raises(TransientModelError, match="HTTP 503.*not loaded"):
             await StreamingDuplex.open(lychee(server_url=server.url), None)
-    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(error_after_ms=400)) as server:
-        d = await StreamingDuplex.open(lychee(server_url=server.url), None)
-        with pytest.raises(TransientModelError, match="CUDA out of memory"):
-            await d.push(user_clip([], total=1.5))
+
+
+async def lychee_fails_mid_instance(script, match, **options):
+    async with lychee_fake.FakeLycheeServer(script) as server:
+        d = await StreamingDuplex.open(lychee(server_url=server.url, **options), None)
+        with pytest.raises(TransientModelError, match=match):
+            await d.push(user_clip([], total=2.0))
         with pytest.raises(ModelError):
             await d.close()
-    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(drop_after_ms=400)) as server:
-        await assert_dropped_mid_instance(lychee(server_url=server.url), TransientModelError,
-                                          "event stream", total=1.5)
-    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(hang_after_ms=400)) as server:
-        d = await StreamingDuplex.open(lychee(server_url=server.url, event_timeout="0.6"), None)
-        with pytest.raises(TransientModelError, match="deadline"):
-            await d.push(user_clip([], total=2.5))
-        with pytest.raises(ModelError):
-            await d.close()
+
+
+@pytest.mark.asyncio
+async def test_lychee_errors_drops_and_deadlines():
+    """Loading (503), an `error` event, a dropped event stream, a stream gone silent (the
+    heartbeat missing: the event deadline)."""
+    S = lychee_fake.Script
+    await asyncio.gather(
+        lychee_loading(),
+        lychee_fails_mid_instance(S(error_after_ms=400), "CUDA out of memory"),
+        lychee_fails_mid_instance(S(drop_after_ms=400), "event stream"),
+        lychee_fails_mid_instance(S(hang_after_ms=400), "deadline", event_timeout="0.6"))
 
 
 # --- mini-omni2 --------------------------------------------------------------------------------
@@ -191,7 +214,7 @@ async def test_lychee_errors_drops_and_deadlines():
 @pytest.mark.asyncio
 async def test_mini_omni2_turn_on_pause_and_streamed_multipart_reply():
     async with omni_fake.FakeMiniOmniServer() as server:
-        clip = speech_clip(0.2, 1.6, total=4.2)
+        clip = speech_clip(0.2, 1.6, total=3.6)
         rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
         [req] = server.sessions
     # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it
@@ -218,20 +241,22 @@ def test_mini_omni2_turn_detector_and_multipart_reader_edges():
     assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
 
 
+async def mini_omni2_fails(script, match):
+    async with omni_fake.FakeMiniOmniServer(script) as server:
+        d = await StreamingDuplex.open(mini_omni2(server_url=server.url, read_timeout="0.4"),
+                                       None)
+        with pytest.raises(ModelError, match=match):
+            await d.push(speech_clip(0.2, 1.0, total=2.6))
+        with pytest.raises(ModelError):
+            await d.close()
+
+
 @pytest.mark.asyncio
 async def test_mini_omni2_server_error_drop_and_hang():
-    clip = speech_clip(0.2, 1.0, total=2.6)
-    for script, match in ((omni_fake.Script(error=True), "HTTP 500"),
-                          (omni_fake.Script(drop_after_steps=1), "POST /chat"),
-                          (omni_fake.Script(hang=True), "deadline")):
-        async with omni_fake.FakeMiniOmniServer(script) as server:
-            d = await StreamingDuplex.open(mini_omni2(server_url=server.url,
-                                                      read_timeout="0.4"), None)
-            with pytest.raises(ModelError, match=match):
-                await d.push(clip)
-                await d.push(np.zeros(8000, np.float32))
-            with pytest.raises(ModelError):
-                await d.close()
+    S = omni_fake.Script
+    await asyncio.gather(mini_omni2_fails(S(error=True), "HTTP 500"),
+                         mini_omni2_fails(S(drop_after_steps=1), "POST /chat"),
+                         mini_omni2_fails(S(hang=True), "deadline"))
 
 
 # --- configuration ----------------------------------------------------------------------------
