@@ -33,7 +33,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from .base import ModelError, SessionInfo
 from .http_server import client, deadline, json_body, request_error, wav_bytes
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
+from .server_session import QueuedEvents, started
 from .streaming import (AudioDelta, Error, Event, ItemDone, SpeechStarted, TranscriptDelta,
                         TransientModelError)
 
@@ -104,13 +105,7 @@ class LycheeFD:
         return body
 
     async def connect(self, info: SessionInfo) -> "LycheeSession":
-        session = LycheeSession(self)
-        try:
-            await session.start()
-        except BaseException:
-            await session.close()
-            raise
-        return session
+        return await started(LycheeSession(self))
 
 
 def _decode_wav(data: str) -> tuple[np.ndarray, int]:
@@ -120,13 +115,11 @@ def _decode_wav(data: str) -> tuple[np.ndarray, int]:
     return x.mean(axis=1), int(sr)
 
 
-_END = object()
-
-
-class LycheeSession:
+class LycheeSession(QueuedEvents):
     """One realtime session: the ``StreamingSession`` protocol over the HTTP + SSE API."""
 
     def __init__(self, model: LycheeFD):
+        super().__init__()
         self._model = model
         self._http = client(verify=model.verify, connect_timeout=model.connect_timeout,
                             read_timeout=model.request_timeout)
@@ -135,9 +128,7 @@ class LycheeSession:
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
         self._uploads: asyncio.Queue = asyncio.Queue()
-        self._events: asyncio.Queue = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
-        self._failure: ModelError | None = None
         self._turns = 0
         self._turn: str | None = None
         self._texts: dict[str, str] = {}
@@ -171,14 +162,8 @@ class LycheeSession:
                                       f"{m.connect_timeout:.0f}s") from None
         self._check()
 
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
     def _fail(self, error: ModelError) -> None:
-        if self._failure is None:
-            self._failure = error
-        self._events.put_nowait(_END)
+        super()._fail(error)
         self._opened.set()
 
     # -- the event stream --
@@ -192,12 +177,11 @@ class LycheeSession:
                 src.response.raise_for_status()
                 self._opened.set()
                 async for sse in src:
-                    for ev in self._translate(sse.event, sse.data):
-                        self._events.put_nowait(ev)
+                    self._put(*self._translate(sse.event, sse.data))
                     if sse.event == "done":
                         break
             if not self._closed:
-                self._events.put_nowait(_END)
+                self._end()
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -300,18 +284,6 @@ class LycheeSession:
             x = np.concatenate(self._pending)
             self._pending, self._pending_n = [x[self._window:]], len(x) - self._window
             self._uploads.put_nowait(x[: self._window])
-
-    async def events(self) -> AsyncIterator[Event]:
-        while True:
-            ev = await self._events.get()
-            if ev is _END:
-                self._check()
-                return
-            yield ev
-
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        """Nothing to tell the server: the interruption was its own decision."""
-        return None
 
     async def close(self) -> None:
         """``stop`` so the server frees the session's worker, then drop the stream."""

@@ -30,7 +30,7 @@ import base64
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +38,8 @@ from .base import ModelError, SessionInfo
 from .http_server import client, request_error, wav_bytes
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
-from .streaming import AudioDelta, Event, ItemDone, TranscriptDelta
+from .server_session import QueuedEvents
+from .streaming import AudioDelta, ItemDone, TranscriptDelta
 
 log = logging.getLogger(__name__)
 
@@ -184,27 +185,19 @@ def _part(raw: bytes) -> tuple[str, bytes]:
     return kind, body
 
 
-_END = object()
-
-
-class MiniOmni2Session:
+class MiniOmni2Session(QueuedEvents):
     """One instance: client-side turns, one ``/chat`` request per turn."""
 
     def __init__(self, model: MiniOmni2):
+        super().__init__()
         self._model = model
         self._http = client(verify=model.verify, connect_timeout=model.connect_timeout,
                             read_timeout=model.read_timeout)
         self._detector = TurnDetector(model)
-        self._events: asyncio.Queue = asyncio.Queue()
         self._reply: asyncio.Task | None = None
-        self._failure: ModelError | None = None
         self._turns = 0
         self._closed = False
         self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0, "turns": 0}
-
-    def _check(self) -> None:
-        if self._failure is not None:
-            raise self._failure
 
     async def send(self, pcm: np.ndarray) -> None:
         self._check()
@@ -240,7 +233,7 @@ class MiniOmni2Session:
         except Exception as e:
             self._fail(request_error(e, LABEL, "POST /chat", m.server_url))
             return
-        self._events.put_nowait(ItemDone(item))
+        self._put(ItemDone(item))
         self._detector.reset()  # listening starts afresh after the reply
 
     def _parts(self, item: str, parts: list[tuple[str, bytes]]) -> None:
@@ -249,27 +242,11 @@ class MiniOmni2Session:
                 audio = from_pcm16(body[: len(body) // 2 * 2])
                 if len(audio):
                     self.usage["audio_out_s"] += len(audio) / OUTPUT_RATE
-                    self._events.put_nowait(AudioDelta(item, audio))
+                    self._put(AudioDelta(item, audio))
             elif kind.startswith("text/"):
                 text = body.decode("utf-8", errors="replace")
                 if text:
-                    self._events.put_nowait(TranscriptDelta(item, text))
-
-    def _fail(self, error: ModelError) -> None:
-        if self._failure is None:
-            self._failure = error
-        self._events.put_nowait(_END)
-
-    async def events(self) -> AsyncIterator[Event]:
-        while True:
-            ev = await self._events.get()
-            if ev is _END:
-                self._check()
-                return
-            yield ev
-
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        return None  # no barge-in in this protocol
+                    self._put(TranscriptDelta(item, text))
 
     async def close(self) -> None:
         if self._closed:

@@ -35,7 +35,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -45,7 +45,8 @@ import socketio
 from .base import ModelError, SessionInfo
 from .model_options import (ModelConfigError, build, check_server_url, scrub_url, shown_url)
 from .pcm import from_pcm16, pcm16
-from .streaming import (AudioDelta, Error, Event, ItemDone, SpeechStarted, TranscriptDelta,
+from .server_session import QueuedEvents, started
+from .streaming import (AudioDelta, Error, ItemDone, SpeechStarted, TranscriptDelta,
                         TransientModelError)
 
 log = logging.getLogger(__name__)
@@ -125,25 +126,16 @@ class SocketIOOmni:
         return [t.strip() for t in self.transports.split(",") if t.strip()]
 
     async def connect(self, info: SessionInfo) -> "SocketIOSession":
-        session = SocketIOSession(self, DIALECTS[self.dialect])
-        try:
-            await session.start()
-        except BaseException:
-            await session.close()
-            raise
-        return session
+        return await started(SocketIOSession(self, DIALECTS[self.dialect]))
 
 
-_END = object()  # the event queue's end: the server disconnected
-
-
-class SocketIOSession:
+class SocketIOSession(QueuedEvents):
     """One user of the demo server: the ``StreamingSession`` protocol over socket.io."""
 
     def __init__(self, model: SocketIOOmni, dialect: Dialect):
+        super().__init__()
         self._model = model
         self._dialect = dialect
-        self._queue: asyncio.Queue = asyncio.Queue()
         self._segments = 0
         self._open: str | None = None   # the segment still waiting for its text (VITA)
         self._heard_since_cut = False   # audio arrived since the last stop_tts
@@ -213,10 +205,6 @@ class SocketIOSession:
 
     # -- server events (socket.io handlers) --
 
-    def _put(self, *events: Event) -> None:
-        for ev in events:
-            self._queue.put_nowait(ev)
-
     def _finish_open(self) -> None:
         if self._open is not None:
             self._put(ItemDone(self._open))
@@ -265,7 +253,7 @@ class SocketIOSession:
         self._prompted.set()
 
     async def _on_disconnect(self, *_: Any) -> None:
-        self._queue.put_nowait(_END)
+        self._end()
 
     # -- the StreamingSession protocol --
 
@@ -277,17 +265,6 @@ class SocketIOSession:
                           separators=(",", ":"))
         await self._emit("audio", body)
         self.usage["audio_in_s"] += len(pcm) / INPUT_RATE
-
-    async def events(self) -> AsyncIterator[Event]:
-        while True:
-            ev = await self._queue.get()
-            if ev is _END:
-                return
-            yield ev
-
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        """Nothing to tell the server: a cut comes from its own ``stop_tts``."""
-        return None
 
     async def close(self) -> None:
         """``recording-stopped`` (the server interrupts and resets the user), then disconnect

@@ -9,13 +9,41 @@ from __future__ import annotations
 
 import ssl
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
+from fake_ws import OUT_RATE, JsonScript, speech, tone  # noqa: E402
+
+
+@dataclass(frozen=True)
+class SpokenScript(JsonScript):
+    """The fields every one of these fakes' scripts has: what its replies say and sound like
+    (a tone, or a speech recording so a VAD hears speech)."""
+
+    text: str = "one two three four five six"
+    tone_hz: float = 440.0
+    amplitude: float = 0.3
+    speech_file: str | None = None
+    tag: str | None = None
+
+    def voice(self) -> np.ndarray | None:
+        return speech(self.speech_file, rate=OUT_RATE) if self.speech_file else None
+
+    def audio(self, voice: np.ndarray | None, n: int, offset: int = 0) -> np.ndarray:
+        """Samples [offset, offset + n) of the reply: the recording (zero past its end) or
+        the tone."""
+        if voice is None:
+            return tone(n, self.tone_hz, self.amplitude, offset=offset)
+        out = np.zeros(n, np.float32)
+        piece = voice[offset:offset + n]
+        out[: len(piece)] = piece
+        return out
 
 
 class FakeHTTPServer:

@@ -37,9 +37,8 @@ from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_http import FakeHTTPServer  # noqa: E402
-from fake_ws import (JsonScript, serve_until_stdin_closes, speech, standalone_parser,  # noqa: E402
-                     tone)
+from fake_http import FakeHTTPServer, SpokenScript  # noqa: E402
+from fake_ws import serve_until_stdin_closes, standalone_parser  # noqa: E402
 
 IN_RATE = 16_000
 OUT_RATE = 24_000
@@ -47,23 +46,18 @@ API = "/api/realtime/session"
 
 
 @dataclass(frozen=True)
-class Script(JsonScript):
+class Script(SpokenScript):
     silence_ms: float = 400.0
     answer_after_ms: float = 150.0
     speak_s: float = 1.0
     piece_ms: float = 200.0
     pace: float = 2.0                  # x real time (0: all at once)
-    text: str = "one two three four five six"
-    tone_hz: float = 440.0
-    amplitude: float = 0.3
-    speech_file: str | None = None
     vad_rms: float = 0.02
     max_turns: int | None = None
     loading: bool = False              # session/start -> 503 "Models are not loaded yet."
     error_after_ms: float | None = None  # an `error` event once this much input arrived
     hang_after_ms: float | None = None   # the event stream goes silent (no heartbeat either)
     drop_after_ms: float | None = None   # the event stream's connection is aborted
-    tag: str | None = None
 
 
 @dataclass
@@ -106,8 +100,7 @@ class _Live:
         self.task: asyncio.Task | None = None
         self.play_end = 0.0
         self.flags: set[str] = set()
-        voice = rec.script.speech_file
-        self.voice = speech(voice, rate=OUT_RATE) if voice else None
+        self.voice = rec.script.voice()
 
     def push(self, kind: str, **payload: Any) -> None:
         self.queue.put_nowait((kind, {"type": kind, **payload}))
@@ -169,8 +162,7 @@ class _Live:
                                      "round_id": turn.index})
         total = int(round(s.speak_s * OUT_RATE))
         step = int(round(s.piece_ms / 1000 * OUT_RATE))
-        audio = (np.pad(self.voice[:total], (0, max(0, total - len(self.voice))))
-                 if self.voice is not None else tone(total, s.tone_hz, s.amplitude))
+        audio = s.audio(self.voice, total)
         words = s.text.split()
         pieces = [audio[i:i + step] for i in range(0, total, step)]
         said = 0

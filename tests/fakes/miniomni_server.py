@@ -31,27 +31,21 @@ from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_http import FakeHTTPServer  # noqa: E402
-from fake_ws import (JsonScript, serve_until_stdin_closes, speech, standalone_parser,  # noqa: E402
-                     tone)
+from fake_http import FakeHTTPServer, SpokenScript  # noqa: E402
+from fake_ws import serve_until_stdin_closes, standalone_parser  # noqa: E402
 
 OUT_RATE = 24_000
 
 
 @dataclass(frozen=True)
-class Script(JsonScript):
+class Script(SpokenScript):
     compute_ms: float = 200.0
     steps: int = 5
     step_s: float = 0.2
     pace: float = 2.0
-    text: str = "one two three four five six"
-    tone_hz: float = 440.0
-    amplitude: float = 0.3
-    speech_file: str | None = None
     error: bool = False        # HTTP 500 "An error occurred"
     hang: bool = False         # accept the request, never answer
     drop_after_steps: int | None = None  # abort the connection after this many steps
-    tag: str | None = None
 
 
 @dataclass
@@ -112,19 +106,14 @@ class FakeMiniOmniServer(FakeHTTPServer):
         await resp.prepare(request)
         await asyncio.sleep(s.compute_ms / 1000)
         n = int(round(s.step_s * OUT_RATE))
-        voice = speech(s.speech_file, rate=OUT_RATE) if s.speech_file else None
+        voice = s.voice()
         words = s.text.split()
         for k in range(s.steps):
             if s.drop_after_steps is not None and k >= s.drop_after_steps:
                 rec.dropped = True
                 request.transport.abort()
                 return resp
-            if voice is not None:
-                audio = np.zeros(n, np.float32)
-                piece = voice[k * n:(k + 1) * n]
-                audio[: len(piece)] = piece
-            else:
-                audio = tone(n, s.tone_hz, s.amplitude, offset=k * n)
+            audio = s.audio(voice, n, offset=k * n)
             a, b = len(words) * k // s.steps, len(words) * (k + 1) // s.steps
             text = " ".join(words[a:b]) + (" " if b < len(words) and b > a else "")
             pcm = np.round(np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()

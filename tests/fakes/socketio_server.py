@@ -43,9 +43,8 @@ from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_http import FakeHTTPServer  # noqa: E402
-from fake_ws import (JsonScript, serve_until_stdin_closes, speech, standalone_parser,  # noqa: E402
-                     tone)
+from fake_http import FakeHTTPServer, SpokenScript  # noqa: E402
+from fake_ws import serve_until_stdin_closes, standalone_parser  # noqa: E402
 
 IN_RATE = 16_000
 OUT_RATE = 24_000
@@ -53,22 +52,17 @@ SERVER_CHUNK = {"freeze-omni": 2560, "vita-1.5": 4096}
 
 
 @dataclass(frozen=True)
-class Script(JsonScript):
+class Script(SpokenScript):
     silence_ms: float = 320.0       # the VAD's end of speech (Freeze-Omni: 2000 ms, silero)
     answer_after_ms: float = 200.0  # end of speech -> the reply's segments are queued
     segments: int = 2
     segment_s: float = 0.6
-    text: str = "one two three four five six"
-    tone_hz: float = 440.0
-    amplitude: float = 0.3
-    speech_file: str | None = None
     vad_rms: float = 0.02
     max_turns: int | None = None
     max_users: int = 5
     drop_after_ms: float | None = None     # the server disconnects the user at this input time
     out_time_after_ms: float | None = None  # emits out_time (its --timeout) at this input time
     hang: bool = False                     # accept TCP, never answer the socket.io handshake
-    tag: str | None = None
 
 
 @dataclass
@@ -116,18 +110,11 @@ class _User:
         self.stop_pending = False
         self.last_text = ""
         self.reply_task: asyncio.Task | None = None
-        voice = rec.script.speech_file
-        self.voice = speech(voice, rate=OUT_RATE) if voice else None
+        self.voice = rec.script.voice()
 
     def segment_audio(self, k: int) -> np.ndarray:
-        s = self.rec.script
-        n = int(round(s.segment_s * OUT_RATE))
-        if self.voice is not None:
-            out = np.zeros(n, np.float32)
-            piece = self.voice[k * n:(k + 1) * n]
-            out[: len(piece)] = piece
-            return out
-        return tone(n, s.tone_hz, s.amplitude, offset=k * n)
+        n = int(round(self.rec.script.segment_s * OUT_RATE))
+        return self.rec.script.audio(self.voice, n, offset=k * n)
 
     def active(self, now: float) -> bool:
         """A reply queued, or sent and still playing on the client: speech now cuts it."""

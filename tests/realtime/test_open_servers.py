@@ -214,7 +214,7 @@ async def test_lychee_errors_drops_and_deadlines():
 @pytest.mark.asyncio
 async def test_mini_omni2_turn_on_pause_and_streamed_multipart_reply():
     async with omni_fake.FakeMiniOmniServer() as server:
-        clip = speech_clip(0.2, 1.6, total=3.6)
+        clip = speech_clip(0.2, 1.6, total=4.0)
         rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
         [req] = server.sessions
     # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it
