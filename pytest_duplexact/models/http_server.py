@@ -10,7 +10,9 @@ deadline (``httpx2.Timeout``); certificates are verified unless the user passed
 
 from __future__ import annotations
 
+import asyncio
 import io
+import logging
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,10 @@ from .base import ModelError
 from .model_options import ModelConfigError, scrub_url, shown_url
 from .streaming import TransientModelError
 
+log = logging.getLogger(__name__)
+
 TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
+CLOSE_TIMEOUT_S = 5.0
 
 
 def deadline(connect: float, read: float) -> httpx2.Timeout:
@@ -81,3 +86,19 @@ def wav_bytes(x: np.ndarray, rate: int = 16_000) -> bytes:
     buf = io.BytesIO()
     sf.write(buf, np.clip(x, -1, 1), rate, subtype="PCM_16", format="WAV")
     return buf.getvalue()
+
+
+async def shut_down(http: httpx2.AsyncClient, tasks: list, label: str) -> None:
+    """End a session's background ``tasks`` (cancelled, awaited) and its client, each within
+    a deadline: a dead server must not hold the instance."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except BaseException:  # its own failure was reported already, or it was cancelled
+            pass
+    try:
+        await asyncio.wait_for(http.aclose(), CLOSE_TIMEOUT_S)
+    except Exception as e:
+        log.debug("%s: closing the client failed: %s", label, type(e).__name__)

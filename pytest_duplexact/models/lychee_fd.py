@@ -39,7 +39,8 @@ import numpy as np
 
 from ..data.audio import resample
 from .base import ModelError, SessionInfo
-from .http_server import client, deadline, json_body, request_error, wav_bytes
+from .http_server import (CLOSE_TIMEOUT_S, client, deadline, json_body, request_error,
+                          shut_down, wav_bytes)
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
@@ -52,7 +53,6 @@ LABEL = "lychee-fd"
 INPUT_RATE = 16_000   # INPUT_SAMPLE_RATE
 OUTPUT_RATE = 24_000  # TTS_SAMPLE_RATE
 API = "/api/realtime/session"
-CLOSE_TIMEOUT_S = 5.0
 README = ("python -m lychee_fd.app --model_path MODEL --token2wav_path TOKEN2WAV "
           "--server_port 7860 --no-share  (the README starts it through "
           "scripts/start_frontend_dev.sh, with a Token2Wav sidecar on 8091)")
@@ -296,17 +296,7 @@ class LycheeSession(QueuedEvents):
                                        CLOSE_TIMEOUT_S)
             except Exception as e:  # a dead server must not hold the instance
                 log.debug("%s: stop failed: %s", LABEL, type(e).__name__)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except BaseException:
-                pass
-        try:
-            await asyncio.wait_for(self._http.aclose(), CLOSE_TIMEOUT_S)
-        except Exception as e:
-            log.debug("%s: closing the client failed: %s", LABEL, type(e).__name__)
+        await shut_down(self._http, self._tasks, LABEL)
 
 
 def factory(**options: Any) -> LycheeFD:

@@ -28,20 +28,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .base import ModelError, SessionInfo
-from .http_server import client, request_error, wav_bytes
+from .http_server import client, request_error, shut_down, wav_bytes
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents
 from .streaming import AudioDelta, ItemDone, TranscriptDelta
 
-log = logging.getLogger(__name__)
 
 LABEL = "mini-omni2"
 INPUT_RATE = 16_000
@@ -252,16 +250,8 @@ class MiniOmni2Session(QueuedEvents):
         if self._closed:
             return
         self._closed = True
-        if self._reply is not None:
-            self._reply.cancel()  # dropping the connection ends the server's generator
-            try:
-                await self._reply
-            except BaseException:
-                pass
-        try:
-            await asyncio.wait_for(self._http.aclose(), 5.0)
-        except Exception as e:
-            log.debug("%s: closing the client failed: %s", LABEL, type(e).__name__)
+        # dropping the connection ends the server's generator
+        await shut_down(self._http, [self._reply] if self._reply else [], LABEL)
 
 
 def factory(**options: Any) -> MiniOmni2:
