@@ -15,7 +15,7 @@ from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.lychee_fd import factory as lychee
-from pytest_duplexact.models.mini_omni2 import MultipartReader, TurnDetector
+from pytest_duplexact.models.mini_omni2 import MultipartReader, TurnDetector, speech_seconds
 from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15
@@ -66,8 +66,7 @@ async def socketio_reply(name, build):
         return script, trial, server.sessions[0]
 
 
-@pytest.mark.asyncio
-async def test_socketio_reply_timing_pull_and_native_text():
+async def socketio_replies():
     """Both dialects at once: the reply's onset and offset against the fake's send times."""
     results = await asyncio.gather(socketio_reply("freeze-omni", freeze_omni),
                                    socketio_reply("vita-1.5", vita_15))
@@ -91,8 +90,7 @@ async def test_socketio_reply_timing_pull_and_native_text():
         assert session.usage["audio_out_s"] == pytest.approx(1.2)
 
 
-@pytest.mark.asyncio
-async def test_socketio_stop_tts_cuts_playback_at_its_arrival():
+async def socketio_cut():
     """The reply (3 x 1 s) is all pulled by 1.6 s; the user talks at 2.1 s, so the fake's VAD
     interrupts and the next audio message gets stop_tts: playback stops there."""
     script = sio_fake.Script(segments=3, segment_s=1.0, max_turns=1)
@@ -150,8 +148,7 @@ async def test_socketio_tls_is_verified_unless_the_user_opts_out():
 
 # --- lychee-fd ---------------------------------------------------------------------------------
 
-@pytest.mark.asyncio
-async def test_lychee_turn_timing_text_and_protocol():
+async def lychee_reply():
     async with lychee_fake.FakeLycheeServer(lychee_fake.Script(speak_s=1.0)) as server:
         clip = user_clip([(0.2, 0.8)], total=2.8)
         rec, snapshots, t0, session = await run_trial(lychee(server_url=server.url), clip)
@@ -167,8 +164,7 @@ async def test_lychee_turn_timing_text_and_protocol():
     assert session.usage["chunks"] == 7 and session.usage["turns"] == 1
 
 
-@pytest.mark.asyncio
-async def test_lychee_audio_interrupt_cuts_playback():
+async def lychee_cut():
     script = lychee_fake.Script(speak_s=2.0, pace=4.0, max_turns=1)
     async with lychee_fake.FakeLycheeServer(script) as server:
         clip = user_clip([(0.2, 0.8), (2.0, 2.4)], total=3.2)
@@ -211,8 +207,7 @@ async def test_lychee_errors_drops_and_deadlines():
 
 # --- mini-omni2 --------------------------------------------------------------------------------
 
-@pytest.mark.asyncio
-async def test_mini_omni2_turn_on_pause_and_streamed_multipart_reply():
+async def mini_omni2_reply():
     async with omni_fake.FakeMiniOmniServer() as server:
         clip = speech_clip(0.2, 1.6, total=4.0)
         rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
@@ -251,12 +246,33 @@ async def mini_omni2_fails(script, match):
             await d.close()
 
 
-@pytest.mark.asyncio
-async def test_mini_omni2_server_error_drop_and_hang():
+async def mini_omni2_failures():
     S = omni_fake.Script
     await asyncio.gather(mini_omni2_fails(S(error=True), "HTTP 500"),
                          mini_omni2_fails(S(drop_after_steps=1), "POST /chat"),
                          mini_omni2_fails(S(hang=True), "deadline"))
+
+
+# --- the real-time trials, several at once (each runs at 1x) -----------------------------------
+
+@pytest.mark.asyncio
+async def test_replies_land_where_the_fakes_sent_them():
+    """Onsets and offsets vs the fakes' send times, the native text, each protocol's shape:
+    freeze-omni, vita-1.5, lychee-fd and mini-omni2 at once. The VAD network mini-omni2's
+    turns need is loaded first: loading it (torch) would stall the others' event loop."""
+    speech_seconds(np.zeros(9600, np.float32))
+    await asyncio.gather(socketio_replies(), lychee_reply(), mini_omni2_reply())
+
+
+@pytest.mark.asyncio
+async def test_an_interruption_event_cuts_playback_at_its_arrival():
+    """socket.io's stop_tts and Lychee-FD's audio_interrupt, at once."""
+    await asyncio.gather(socketio_cut(), lychee_cut())
+
+
+@pytest.mark.asyncio
+async def test_mini_omni2_server_error_drop_and_hang():
+    await mini_omni2_failures()
 
 
 # --- configuration ----------------------------------------------------------------------------
