@@ -135,8 +135,23 @@ async def test_socketio_failures_are_transient_and_bounded():
     await asyncio.gather(socketio_full(), socketio_dropped(), socketio_hung())
 
 
+async def lychee_tls():
+    tls = fake_http.self_signed_tls()
+    async with lychee_fake.FakeLycheeServer(tls=tls) as server:
+        with pytest.raises(ModelConfigError, match="self-signed.*verify=false"):
+            await StreamingDuplex.open(lychee(server_url=server.url), None)
+        d = await StreamingDuplex.open(lychee(server_url=server.url, verify="false"), None)
+        await d.push(user_clip([], total=0.5))
+        await d.close()
+        assert len(server.sessions[-1].chunks) == 1
+
+
 @pytest.mark.asyncio
-async def test_socketio_tls_is_verified_unless_the_user_opts_out():
+async def test_tls_is_verified_unless_the_user_opts_out():
+    await asyncio.gather(socketio_tls(), lychee_tls())
+
+
+async def socketio_tls():
     async with sio_fake.FakeOmniServer("vita-1.5", tls=fake_http.self_signed_tls()) as server:
         with pytest.raises(TransientModelError, match="self-signed.*verify=false"):
             await StreamingDuplex.open(vita_15(server_url=server.url), None)
