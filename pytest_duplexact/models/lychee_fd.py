@@ -53,9 +53,6 @@ LABEL = "lychee-fd"
 INPUT_RATE = 16_000   # INPUT_SAMPLE_RATE
 OUTPUT_RATE = 24_000  # TTS_SAMPLE_RATE
 API = "/api/realtime/session"
-README = ("python -m lychee_fd.app --model_path MODEL --token2wav_path TOKEN2WAV "
-          "--server_port 7860 --no-share  (the README starts it through "
-          "scripts/start_frontend_dev.sh, with a Token2Wav sidecar on 8091)")
 
 
 @dataclass(frozen=True)

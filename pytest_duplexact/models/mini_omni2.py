@@ -46,7 +46,6 @@ INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000   # OUT_RATE in the web UIs
 MAX_TURN_S = 30.0      # whisper.pad_or_trim
 BOUNDARY = b"\r\n--frame\r\n"
-README = "python3 server.py --ip '0.0.0.0' --port 60808"
 SILERO = {"threshold": 0.5, "min_speech_duration_ms": 250, "min_silence_duration_ms": 2000,
           "speech_pad_ms": 400}  # utils/vad.py VadOptions (= gradio_webrtc's defaults)
 
@@ -144,7 +143,7 @@ class TurnDetector:
         if dur < self._speech_s:
             turn = np.concatenate(self._stream)
             self.reset()
-            return turn[-int(MAX_TURN_S * INPUT_RATE):]
+            return turn[: int(MAX_TURN_S * INPUT_RATE)]  # pad_or_trim keeps the start
         return None
 
 

@@ -149,6 +149,10 @@ def check_server_url(label: str, url: str, example: str) -> None:
     if urlsplit(url).scheme.lower() not in ("http", "https"):
         raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
                                "http:// or https://")
-    if urlsplit(url).password:
-        check_transport(label, url, key_env="the password in server_url", carries_key=True,
-                        allow_insecure=False)
+    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
+
+    if urlsplit(url).password and insecure_url_problem(url, label) is not None:
+        raise ModelConfigError(
+            f"{label}: refusing to send the password in server_url {shown_url(url)!r} over "
+            f"unencrypted http:// to another machine. Use https:// (or an SSH tunnel to "
+            f"127.0.0.1), or set {ENV_ALLOW}=1 if that network is trusted")

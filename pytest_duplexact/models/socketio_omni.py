@@ -58,25 +58,17 @@ CLOSE_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True)
 class Dialect:
-    """What differs between the servers (each field names the server code it comes from)."""
+    """What differs between the servers' protocols (besides their VAD chunk, 2560 / 4096
+    samples, which only changes what the server does with the input)."""
 
     label: str
-    server_chunk: int              # the server's VAD chunk (get_chunk_size), for the docs/fake
-    text_event: str | None         # native transcript event, None: the server sends no text
+    text_event: str | None         # native transcript event; None: the server sends no text
     reset_event: str | None        # emitted at session start to clear server-side history
-    readme: str                    # the server command from the model's README
 
 
 DIALECTS: dict[str, Dialect] = {
-    "freeze-omni": Dialect(
-        "freeze-omni", server_chunk=2560, text_event=None, reset_event=None,
-        readme="CUDA_VISIBLE_DEVICES=0 python3 bin/server.py --ip IP --port 8081 "
-               "--max_users 3 --llm_exec_nums 1 --timeout 180 --model_path ./checkpoints "
-               "--llm_path ./Qwen2-7B-Instruct --top_p 0.8 --top_k 20 --temperature 0.8"),
-    "vita-1.5": Dialect(
-        "vita-1.5", server_chunk=4096, text_event="response_text", reset_event="reset_state",
-        readme="python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 "
-               "--port 8081"),
+    "freeze-omni": Dialect("freeze-omni", text_event=None, reset_event=None),
+    "vita-1.5": Dialect("vita-1.5", text_event="response_text", reset_event="reset_state"),
 }
 
 
