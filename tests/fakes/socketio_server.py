@@ -168,12 +168,16 @@ class _User:
 class FakeOmniServer(FakeHTTPServer):
     """``async with FakeOmniServer("vita-1.5", script) as server:`` -> ``server.url``."""
 
-    def __init__(self, dialect: str = "freeze-omni", script: Script = Script(), *, tls=None):
+    def __init__(self, dialect: str = "freeze-omni", script: Script = Script(), *, tls=None,
+                 ping_s: float | None = None):
         super().__init__(tls)
         self.dialect = dialect
         self.script = script
+        # engine.io's heartbeat (Flask-SocketIO 5.x: 25 s + 20 s), shorter for a hang test
+        ping = {} if ping_s is None else {"ping_interval": ping_s, "ping_timeout": ping_s}
         self.sio = socketio.AsyncServer(async_mode="aiohttp", logger=False,
-                                        engineio_logger=False, max_http_buffer_size=10**8)
+                                        engineio_logger=False, max_http_buffer_size=10**8,
+                                        **ping)
         self.users: dict[str, _User] = {}
         self.by_sid: dict[str, Session] = {}
         self._on(self.sio)
@@ -283,9 +287,10 @@ class FakeOmniServer(FakeHTTPServer):
 async def _main(argv: list[str]) -> None:
     parser = standalone_parser(__doc__)
     parser.add_argument("--dialect", default="freeze-omni", choices=sorted(SERVER_CHUNK))
+    parser.add_argument("--ping", type=float, help="engine.io ping interval and timeout (s)")
     args = parser.parse_args(argv)
-    await serve_until_stdin_closes(FakeOmniServer(args.dialect, Script.from_json(args.script)),
-                                   args.log)
+    server = FakeOmniServer(args.dialect, Script.from_json(args.script), ping_s=args.ping)
+    await serve_until_stdin_closes(server, args.log)
 
 
 if __name__ == "__main__":

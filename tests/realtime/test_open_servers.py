@@ -6,6 +6,11 @@ concurrently; timing is checked against what each fake recorded sending."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +35,7 @@ lychee_fake = load_fake_server("lychee_server")
 omni_fake = load_fake_server("miniomni_server")
 fake_http = load_fake_server("fake_http")
 
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk plus load a loop stall adds
 SPEECH = audio.read(models.__file__.rsplit("/", 1)[0] + "/assets/response.flac")
 
@@ -129,10 +135,33 @@ async def socketio_hung():
                                                    connect_timeout="0.5"), None)
 
 
+async def socketio_stopped_mid_session():
+    """A server process that stops answering mid-session (SIGSTOP): engine.io's heartbeat
+    (the server's ping interval + timeout, here 0.4 + 0.4 s) ends the session."""
+    proc = subprocess.Popen([sys.executable, str(FAKES / "socketio_server.py"), "--ping", "0.4"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int((await asyncio.to_thread(proc.stdout.readline)).split()[1])
+        model = freeze_omni(server_url=f"http://127.0.0.1:{port}", transports="websocket")
+        d = await StreamingDuplex.open(model, None)
+        await d.push(user_clip([], total=0.3))
+        os.kill(proc.pid, signal.SIGSTOP)
+        with pytest.raises(TransientModelError, match="ended mid-instance"):
+            await d.push(user_clip([], total=6.0))
+        with pytest.raises(ModelError):
+            await d.close()
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.close()
+        await asyncio.to_thread(proc.wait, 20)
+
+
 @pytest.mark.asyncio
 async def test_socketio_failures_are_transient_and_bounded():
-    """A full server (too_many_users), a dropped user, a hung handshake (the deadline)."""
-    await asyncio.gather(socketio_full(), socketio_dropped(), socketio_hung())
+    """A full server (too_many_users), a dropped user, a hung handshake (the deadline), a
+    server stopped mid-session."""
+    await asyncio.gather(socketio_full(), socketio_dropped(), socketio_hung(),
+                         socketio_stopped_mid_session())
 
 
 async def lychee_tls():
