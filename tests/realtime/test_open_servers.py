@@ -56,10 +56,19 @@ def speech_clip(start: float, seconds: float, total: float) -> np.ndarray:
     return x
 
 
+def stall(rec) -> float:
+    """The longest the trial's event loop was late (its ``input_lag`` event), which delays a
+    message's arrival behind its send time just as much: the load share of the margin."""
+    lags = [float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
+            if what.startswith("input_lag max")]
+    return max(lags, default=0.0)
+
+
 def check_timing(rec, t0, sends):
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert onset == pytest.approx(sends[0][0] - t0, abs=MARGIN)
-    assert offset == pytest.approx(played_end(sends, t0), abs=MARGIN)
+    late = MARGIN + stall(rec)
+    assert -MARGIN <= onset - (sends[0][0] - t0) <= late
+    assert -MARGIN <= offset - played_end(sends, t0) <= late
 
 
 # --- freeze-omni / vita-1.5 --------------------------------------------------------------------
@@ -108,7 +117,7 @@ async def socketio_cut():
     cut = turn.cut_at - t0
     _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     assert played_end(turn.sends, t0) > cut + 0.3  # there was audio left to cut
-    assert offset == pytest.approx(cut, abs=MARGIN)
+    assert -MARGIN <= offset - cut <= MARGIN + stall(rec)
     assert "speech_started" in event_kinds(rec)
     assert session.usage["stop_tts"] >= 2  # recording-started's reset, then the cut
 
@@ -218,7 +227,7 @@ async def lychee_cut():
     cut = turn.cut_at - t0
     _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     assert played_end(turn.sends, t0) > cut + 0.3
-    assert offset == pytest.approx(cut, abs=MARGIN)
+    assert -MARGIN <= offset - cut <= MARGIN + stall(rec)
     assert session.usage["interrupts"] == 1 and "speech_started" in event_kinds(rec)
 
 
