@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from urllib.parse import urlsplit
 
 ENV_ALLOW = "DUPLEXACT_ALLOW_INSECURE_HTTP"
@@ -61,3 +62,25 @@ class Secret:
 
     def reveal(self) -> str:
         return self._value
+
+
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``: what may
+    be written to a report, a journal or a log (a server URL may carry a proxy's password)."""
+    return _USERINFO.sub("***@", text)
+
+
+class MaskedRepr(str):
+    """A string whose ``repr`` (what ``pytest -l`` shows for locals, and containers print) has
+    its URL credentials masked; its value is unchanged, for the library that needs it."""
+
+    def __repr__(self) -> str:
+        return repr(mask_credentials(str(self)))
+
+
+def masked_repr(value: str) -> str:
+    """``value``, as a ``MaskedRepr`` when it carries URL credentials."""
+    return MaskedRepr(value) if mask_credentials(value) != value else value

@@ -5,8 +5,9 @@
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
 2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live,
    grok-voice, qwen-omni-realtime, minicpm-o, moshi, bridge (any server speaking the bridge
-   protocol, docs/bridge-protocol.md), raon-speechchat, and by name the models behind our
-   model bridges: flm-audio, bayling-duplex, voila (models/bridged.py);
+   protocol, docs/bridge-protocol.md), raon-speechchat, by name the models behind our
+   model bridges: flm-audio, bayling-duplex, voila (models/bridged.py), and the models
+   behind their authors' own servers: freeze-omni, vita-1.5, lychee-fd, mini-omni2;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
@@ -49,6 +50,10 @@ BUILTINS: dict[str, str] = {
     "flm-audio": "pytest_duplexact.models.bridged:flm_audio",
     "bayling-duplex": "pytest_duplexact.models.bridged:bayling_duplex",
     "voila": "pytest_duplexact.models.bridged:voila",
+    "freeze-omni": "pytest_duplexact.models.socketio_omni:freeze_omni",
+    "vita-1.5": "pytest_duplexact.models.socketio_omni:vita_15",
+    "lychee-fd": "pytest_duplexact.models.lychee_fd:factory",
+    "mini-omni2": "pytest_duplexact.models.mini_omni2:factory",
 }
 
 

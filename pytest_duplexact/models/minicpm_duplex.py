@@ -51,6 +51,7 @@ from websockets.exceptions import ConnectionClosed
 
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
+from .server_session import started
 from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Error, Event, ItemDone, SpeechStarted,
                         TranscriptDelta, TransientModelError, Chunker, stop_and_close)
 
@@ -142,13 +143,7 @@ class MiniCPMO:
             ws = await ws_connect(url, **options)
         except Exception as e:
             raise _connect_error(e) from None
-        session = MiniCPMOSession(ws, self, session_id)
-        try:
-            await session.start()
-        except BaseException:
-            await session.close()
-            raise
-        return session
+        return await started(MiniCPMOSession(ws, self, session_id))
 
 
 _TLS: list[ssl.SSLContext] = []

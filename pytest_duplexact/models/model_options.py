@@ -118,3 +118,41 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
     if isinstance(e, OSError) or "websockets" in type(e).__module__:  # TimeoutError is an OSError
         return TransientModelError(why)
     return ModelError(why)
+
+
+# --- servers the user starts (the open models' own demo servers) ------------------------------
+
+def shown_url(url: str) -> str:
+    """``url`` as it may appear in a message or a log: a ``user:password@`` part is masked."""
+    from ..data.netsafety import mask_credentials
+
+    return mask_credentials(url)
+
+
+def scrub_url(text: Any, url: str) -> str:
+    """A library's message minus the credentials of ``url`` (a proxy password in it)."""
+    text = str(text)
+    parts = urlsplit(url)
+    for secret in (parts.password, parts.username):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def check_server_url(label: str, url: str, example: str) -> None:
+    """A demo server's address is required and must be http(s); a password in it only travels
+    encrypted or to this machine (the key rule of ``check_transport``)."""
+    if not url:
+        raise ModelConfigError(
+            f"{label}: no server. Start the model's own server (docs/models.md) and pass its "
+            f"address as --duplexact-model-option server_url={example}")
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
+                               "http:// or https://")
+    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
+
+    if urlsplit(url).password and insecure_url_problem(url, label) is not None:
+        raise ModelConfigError(
+            f"{label}: refusing to send the password in server_url {shown_url(url)!r} over "
+            f"unencrypted http:// to another machine. Use https:// (or an SSH tunnel to "
+            f"127.0.0.1), or set {ENV_ALLOW}=1 if that network is trusted")

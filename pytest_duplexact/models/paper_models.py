@@ -81,6 +81,28 @@ ROUTES: dict[str, tuple[Route, ...]] = {
         Route("native server", "minicpm-o", "-o server_url=ws://HOST:8006",
               start="MiniCPM-o-Demo: its gateway and one worker per GPU, as its README says"),
     ),
+    # their authors' own demo servers, spoken as they are (models/socketio_omni.py,
+    # lychee_fd.py, mini_omni2.py; the commands are docs/models.md's, from each README)
+    "freeze-omni": (
+        Route("native server", "freeze-omni", "-o server_url=http://HOST:8081",
+              start="Freeze-Omni: python3 bin/server.py --ip IP --port 8081 --max_users 3 "
+                    "--llm_exec_nums 1 --timeout 180 --model_path ./checkpoints "
+                    "--llm_path ./Qwen2-7B-Instruct"),
+    ),
+    "vita-1.5": (
+        Route("native server", "vita-1.5", "-o server_url=https://HOST:8081 -o verify=false",
+              start="VITA: python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 "
+                    "--port 8081"),
+    ),
+    "lychee-fd": (
+        Route("native server", "lychee-fd", "-o server_url=http://HOST:7860",
+              start="Lychee-FD: python -m lychee_fd.app --model_path M --token2wav_path T "
+                    "--server_port 7860 --no-share"),
+    ),
+    "mini-omni2": (
+        Route("native server", "mini-omni2", "-o server_url=http://HOST:60808",
+              start="mini-omni2: python3 server.py --ip 0.0.0.0 --port 60808"),
+    ),
     # models/bridged.py: one table for the three bridges of ours
     **{name: (Route("bridge", name, "-o url=ws://HOST:8765", start=b.command,
                     bridge=f"pytest_duplexact.bridges.{b.module}"),)

@@ -100,6 +100,10 @@ _OPENAI = (Package("openai", "core dependency of pytest-duplexact"),
            Package("websockets", "pip install 'openai[realtime]'"))
 _WEBSOCKETS = (Package("websockets", "core dependency of pytest-duplexact"),)
 
+_SOCKETIO = (Package("socketio", "pip install 'python-socketio[asyncio-client]==5.18.1'"),
+             Package("aiohttp", "pip install 'python-socketio[asyncio-client]==5.18.1'"))
+_HTTPX2 = Package("httpx2", "core dependency of pytest-duplexact (through openai)")
+
 REQUIREMENTS: dict[str, Requirements] = {
     "silent": Requirements("digital silence in every frame: the lower bound", "stepped"),
     "oracle": Requirements("privileged reference: performs each expected action with the "
@@ -123,6 +127,17 @@ REQUIREMENTS: dict[str, Requirements] = {
     "minicpm-o": Requirements("MiniCPM-o behind its duplex demo server (server_url option)",
                               "streaming", packages=(Package("websockets",
                                                              "pip install 'openai[realtime]'"),)),
+    # the open models' own demo servers: server_url is an option, checked by each preflight
+    "freeze-omni": Requirements("Freeze-Omni behind its socket.io demo server bin/server.py "
+                                "(server_url option)", "streaming", packages=_SOCKETIO),
+    "vita-1.5": Requirements("VITA-1.5 behind its socket.io web demo web_demo/server.py "
+                             "(server_url option)", "streaming", packages=_SOCKETIO),
+    "lychee-fd": Requirements("Lychee-FD behind its HTTP + server-sent-events app "
+                              "lychee_fd/app.py (server_url option)", "streaming",
+                              packages=(_HTTPX2,)),
+    "mini-omni2": Requirements("Mini-Omni2 behind its turn-based /chat server server.py "
+                               "(server_url option; Direct Replay only)", "streaming",
+                               packages=(_HTTPX2,)),
     "moshi": Requirements(
         "Kyutai Moshi from local checkpoint files (moshi 0.2.13)", "stepped",
         packages=(Package("moshi", MOSHI_INSTALL), Package("sentencepiece", MOSHI_INSTALL),

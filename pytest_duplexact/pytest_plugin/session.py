@@ -23,6 +23,7 @@ import pytest
 from .. import __version__
 from ..report import gates
 from . import options
+from ..data.netsafety import masked_repr
 from ..data import usage
 from ..run import journal
 from ..run.harness import Harness
@@ -71,7 +72,8 @@ def _model_options(config) -> tuple[tuple[str, str], ...]:
         if "=" not in item:
             raise pytest.UsageError(f"--duplexact-model-option expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()  # a repeated key: the last value wins
+        # a repeated key: the last value wins; a password in a URL never shows in a repr
+        out[k.strip()] = masked_repr(v.strip())
     return tuple(out.items())
 
 
@@ -484,6 +486,11 @@ class DuplexactSession:
                 item.user_properties.append((PROPERTY, out.to_dict()))
                 item.session.shouldstop = "duplexact: the model could not be built"
                 raise
+            unsupported = _unsupported(harness.model, inst)
+            if unsupported:  # never a miss: the model cannot take part in this pipeline
+                outcome = harness.unsupported_outcome(inst, unsupported)
+                item.user_properties.append((PROPERTY, outcome.to_dict()))
+                return outcome
             if harness.prefetcher is not None:  # keep `concurrency` trials in flight
                 harness.prefetcher.submit([inst])
                 harness.prefetcher.submit(
@@ -522,7 +529,8 @@ class DuplexactSession:
         out = []
         for it in following:
             inst = getattr(getattr(it, "callspec", None), "params", {}).get("duplexact_instance")
-            if inst is not None and inst.id not in self.resumed:
+            if inst is not None and inst.id not in self.resumed and \
+                    not _unsupported(self._harness.model, inst):  # those never run
                 out.append(inst)
                 if len(out) >= n:
                     break
@@ -791,3 +799,14 @@ class DuplexactSession:
         else:
             if written:
                 self.messages.append(f"duplexact: summary appended to {written}")
+
+
+def _unsupported(model, inst) -> str | None:
+    """Why ``model`` cannot run ``inst``'s pipeline, if it declares the ones it supports
+    (``pipelines``: taxonomy pipeline values, e.g. mini-omni2's ("direct",))."""
+    supported = getattr(model, "pipelines", None)
+    if not supported or inst.pipeline.value in supported:
+        return None
+    name = getattr(model, "name", type(model).__name__)
+    return (f"unsupported by this model: {name} runs only on {', '.join(supported)} replay, "
+            f"not {inst.pipeline.value}")

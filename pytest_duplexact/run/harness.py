@@ -19,7 +19,7 @@ from ..rules import scoring
 from ..data.instance import Instance
 from ..models.base import SessionInfo
 from .rundir import RunDir
-from ..data.results import InstanceOutcome, Verdict
+from ..data.results import ImmediateResult, InstanceOutcome, Verdict
 from ..listen.diagnosis import no_speech_diagnosis
 from ..data.timeline import Segment, Timeline
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
@@ -104,6 +104,9 @@ class Harness:
             vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
             timeout=timeout, bargein_branches=bargein_branches, audio_format=audio_format,
         )
+        # a server that answers one request at a time (mini-omni2) says so: more in flight
+        # would only queue behind each other and time the queue, not the model
+        concurrency = min(concurrency, getattr(model, "max_concurrency", None) or concurrency)
         if concurrency > 1 and is_streaming(model):
             from .prefetch import Prefetcher
 
@@ -172,6 +175,16 @@ class Harness:
                                   instance.scenario, instance.source, immediate,
                                   s.subsequent, s.timing, None, rel, corpus=instance.corpus)
         self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
+        return outcome
+
+    def unsupported_outcome(self, instance: Instance, reason: str) -> InstanceOutcome:
+        """The journaled outcome of an instance the model cannot take part in (a pipeline it
+        does not support): not applicable, never a miss, and not run again on resume."""
+        outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
+                                  instance.scenario, instance.source,
+                                  ImmediateResult(Verdict.NOT_APPLICABLE, reason),
+                                  corpus=instance.corpus)
+        self._commit(instance, outcome)
         return outcome
 
     def error_outcome(self, instance: Instance, exc: BaseException) -> InstanceOutcome:

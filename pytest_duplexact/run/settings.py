@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from ..data.netsafety import mask_credentials
 from .selection import Selection, SelectionError, parse_shard
 
 IDENTITY_KEYS = ("model", "model_options", "dataset_fingerprint")
@@ -106,7 +107,10 @@ class RunSettings:
                 if old._value(k) != self._value(k)]
 
     def _value(self, key: str):
-        return self.options if key == "model_options" else getattr(self, key)
+        """A field as written and compared; a password in an option's URL never is."""
+        if key == "model_options":
+            return {k: mask_credentials(v) for k, v in self.options.items()}
+        return getattr(self, key)
 
     # --- JSON -------------------------------------------------------------------------------
 

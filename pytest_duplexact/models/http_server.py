@@ -1,0 +1,104 @@
+"""What the adapters for the open models' own HTTP servers share (lychee_fd.py, mini_omni2.py):
+the client, and a failed request as the error that says what to do.
+
+The client is ``httpx2``, the HTTP library the ``openai`` package (a core dependency) already
+installs; it ships an SSE parser derived from httpx-sse, so no second HTTP stack is needed
+(``httpx`` itself is not installed here, and httpx-sse imports it). Every request has a
+deadline (``httpx2.Timeout``); certificates are verified unless the user passed
+``verify=false`` (a demo server's self-signed certificate, docs/models.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+from typing import Any
+
+import numpy as np
+
+# imported here, not lazily: a missing package fails the registry's preflight, by name
+import httpx2
+
+from .base import ModelError
+from .model_options import ModelConfigError, scrub_url, shown_url
+from .streaming import TransientModelError
+
+log = logging.getLogger(__name__)
+
+TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
+CLOSE_TIMEOUT_S = 5.0
+
+
+def deadline(connect: float, read: float) -> httpx2.Timeout:
+    """``connect`` s to connect, ``read`` s of silence between the bytes of an answer."""
+    return httpx2.Timeout(read, connect=connect)
+
+
+def client(*, verify: bool, connect_timeout: float, read_timeout: float) -> httpx2.AsyncClient:
+    """One client per session: connection reuse for the many small requests of a trial."""
+    return httpx2.AsyncClient(verify=verify, timeout=deadline(connect_timeout, read_timeout),
+                              follow_redirects=False)
+
+
+def request_error(e: BaseException, label: str, what: str, url: str) -> ModelError:
+    """A failed request (``what``: which one) as a ``ModelError``: timeouts, refused or reset
+    connections and busy statuses are transient (retried); a certificate the client does not
+    trust points at ``verify=false``; nothing of ``url``'s credentials is shown."""
+    where = shown_url(url)
+    if isinstance(e, httpx2.HTTPStatusError):
+        status = e.response.status_code
+        try:
+            detail = scrub_url(e.response.text[:200], url).strip()
+        except Exception:  # a streamed body not read: the status is enough
+            detail = ""
+        text = f"{label}: {what} got HTTP {status} from {where}" + (f": {detail}" if detail
+                                                                     else "")
+        return TransientModelError(text) if status in TRANSIENT else ModelError(text)
+    why = scrub_url(f"{type(e).__name__}: {e}", url)
+    if "CERTIFICATE_VERIFY_FAILED" in why or "certificate verify failed" in why:
+        return ModelConfigError(
+            f"{label}: {what} to {where}: {why}. A demo server with a self-signed certificate "
+            "needs the model option verify=false (only for a server you trust)")
+    if isinstance(e, httpx2.TimeoutException):
+        return TransientModelError(f"{label}: {what} to {where} hit its deadline ({why})")
+    if isinstance(e, (httpx2.TransportError, OSError)):
+        return TransientModelError(f"{label}: {what} to {where} failed: {why}")
+    return ModelError(f"{label}: {what} to {where} failed: {why}")
+
+
+def json_body(response: Any, label: str, what: str) -> dict:
+    """A JSON object answer, or a ``ModelError`` naming the request."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ModelError(f"{label}: {what}: the server's answer is not a JSON object")
+    return body
+
+
+def wav_bytes(x: np.ndarray, rate: int = 16_000) -> bytes:
+    """PCM-16 WAV, what the servers' web clients upload (Lychee-FD's ``wavBlobFromFloat32``,
+    Mini-Omni2's pydub export)."""
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(x, -1, 1), rate, subtype="PCM_16", format="WAV")
+    return buf.getvalue()
+
+
+async def shut_down(http: httpx2.AsyncClient, tasks: list, label: str) -> None:
+    """End a session's background ``tasks`` (cancelled, awaited) and its client, each within
+    a deadline: a dead server must not hold the instance."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except BaseException:  # its own failure was reported already, or it was cancelled
+            pass
+    try:
+        await asyncio.wait_for(http.aclose(), CLOSE_TIMEOUT_S)
+    except Exception as e:
+        log.debug("%s: closing the client failed: %s", label, type(e).__name__)

@@ -1,0 +1,304 @@
+"""``--duplexact-model=lychee-fd``: Lychee-FD behind its own realtime HTTP API.
+
+The protocol is ``register_realtime_session_routes`` in HITsz-TMG/Lychee-FD
+``lychee_fd/app.py`` (the Vue frontend ``frontend/src/App.vue`` is its reference client):
+
+1. ``POST /api/realtime/session/start`` (JSON options) -> ``{session_id, infer_window_ms}``
+   (default 400 ms, at least 160); HTTP 503 while the models are still loading;
+2. ``GET /api/realtime/session/{id}/events``: server-sent events ``event: TYPE`` / ``data:
+   JSON``: ``assistant_text`` (``delta``, ``snapshot``, ``is_final``, ``round_id``),
+   ``audio_chunk_pcm`` (``pcm_b64``: s16le, ``sample_rate`` 24 kHz), ``audio_chunk``
+   (``wav_b64``), ``state_change`` (``from``/``to``: ``l`` listen, ``s`` speak;
+   ``interrupt``), ``audio_interrupt`` (the model stopped its answer: queued audio dropped),
+   ``status``, ``error``, ``done``, and a ``heartbeat`` every 0.5 s while idle;
+3. ``POST /api/realtime/session/{id}/chunk``: a WAV body (resampled to 16 kHz server-side),
+   one per ``infer_window_ms`` of microphone audio, sent in order as the frontend's upload
+   queue does;
+4. ``POST /api/realtime/session/{id}/stop``.
+
+Mapping onto the streaming layer: one spoken turn (``state_change`` to ``s`` up to the next
+turn or interruption) is one item; ``assistant_text`` is its native transcript;
+``audio_interrupt`` is a barge-in (``SpeechStarted``): playback stops at its arrival
+(``cut_on_interrupt=false`` lets the already queued audio play, as the frontend does). The
+heartbeat makes the event stream's read deadline (``event_timeout``) a liveness check: a
+server that stops answering fails the instance for a retry instead of holding it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.audio import resample
+from .base import ModelError, SessionInfo
+from .http_server import (CLOSE_TIMEOUT_S, client, deadline, json_body, request_error,
+                          shut_down, wav_bytes)
+from .model_options import ModelConfigError, build, check_server_url, shown_url
+from .pcm import from_pcm16
+from .server_session import QueuedEvents, started
+from .streaming import (AudioDelta, Error, Event, ItemDone, SpeechStarted, TranscriptDelta,
+                        TransientModelError)
+
+log = logging.getLogger(__name__)
+
+LABEL = "lychee-fd"
+INPUT_RATE = 16_000   # INPUT_SAMPLE_RATE
+OUTPUT_RATE = 24_000  # TTS_SAMPLE_RATE
+API = "/api/realtime/session"
+
+
+@dataclass(frozen=True)
+class LycheeFD:
+    """Options (``--duplexact-model-option``); the session fields are app.py's defaults."""
+
+    server_url: str = field(default="", repr=False)  # http://HOST:7860
+    infer_window_ms: int = 400
+    prompt_voice: str | None = None   # one of GET /api/realtime/voices; None: the server's
+    start_speak_factor: float = 1.2
+    start_listen_factor: float = 1.2
+    end_speak_factor: float = 1.0
+    cut_on_interrupt: bool = True
+    verify: bool = True
+    connect_timeout: float = 20.0
+    request_timeout: float = 30.0     # each POST
+    event_timeout: float = 15.0       # the event stream's silence limit (heartbeat: 0.5 s)
+    chunk_ms: float = 20.0
+
+    input_sample_rate = INPUT_RATE
+    output_sample_rate = OUTPUT_RATE
+
+    def __post_init__(self):
+        check_server_url(LABEL, self.server_url, "http://HOST:7860")
+        if self.infer_window_ms < 160:
+            raise ModelConfigError(f"{LABEL}: infer_window_ms must be >= 160 (the server's "
+                                   f"minimum), got {self.infer_window_ms}")
+        for name in ("connect_timeout", "request_timeout", "event_timeout", "chunk_ms"):
+            if getattr(self, name) <= 0:
+                raise ModelConfigError(f"{LABEL}: {name} must be positive")
+
+    @property
+    def name(self) -> str:
+        return LABEL
+
+    @property
+    def where(self) -> str:
+        return shown_url(self.server_url)
+
+    def start_payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"infer_window_ms": self.infer_window_ms,
+                                "start_speak_factor": self.start_speak_factor,
+                                "start_listen_factor": self.start_listen_factor,
+                                "end_speak_factor": self.end_speak_factor}
+        if self.prompt_voice:
+            body["prompt_voice"] = self.prompt_voice
+        return body
+
+    async def connect(self, info: SessionInfo) -> "LycheeSession":
+        return await started(LycheeSession(self))
+
+
+def _decode_wav(data: str) -> tuple[np.ndarray, int]:
+    import soundfile as sf
+
+    x, sr = sf.read(io.BytesIO(base64.b64decode(data)), dtype="float32", always_2d=True)
+    return x.mean(axis=1), int(sr)
+
+
+class LycheeSession(QueuedEvents):
+    """One realtime session: the ``StreamingSession`` protocol over the HTTP + SSE API."""
+
+    def __init__(self, model: LycheeFD):
+        super().__init__()
+        self._model = model
+        self._http = client(verify=model.verify, connect_timeout=model.connect_timeout,
+                            read_timeout=model.request_timeout)
+        self.session_id: str | None = None
+        self._window = int(INPUT_RATE * model.infer_window_ms / 1000)
+        self._pending: list[np.ndarray] = []
+        self._pending_n = 0
+        self._uploads: asyncio.Queue = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+        self._turns = 0
+        self._turn: str | None = None
+        self._texts: dict[str, str] = {}
+        self._opened = asyncio.Event()
+        self._closed = False
+        self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0, "chunks": 0,
+                                        "turns": 0, "interrupts": 0}
+
+    def _url(self, path: str) -> str:
+        return self._model.server_url.rstrip("/") + path
+
+    async def start(self) -> None:
+        m = self._model
+        try:
+            r = await self._http.post(self._url(f"{API}/start"), json=m.start_payload())
+            r.raise_for_status()
+        except Exception as e:
+            raise request_error(e, LABEL, "session/start", m.server_url) from None
+        body = json_body(r, LABEL, "session/start")
+        if not body.get("session_id"):
+            raise ModelError(f"{LABEL}: session/start answered without a session_id")
+        self.session_id = str(body["session_id"])
+        window_ms = int(body.get("infer_window_ms") or m.infer_window_ms)
+        self._window = int(INPUT_RATE * window_ms / 1000)  # the server's, which may clamp ours
+        self._tasks = [asyncio.create_task(self._read_events()),
+                       asyncio.create_task(self._upload())]
+        try:  # the stream is open before the first chunk goes out
+            await asyncio.wait_for(self._opened.wait(), m.connect_timeout)
+        except asyncio.TimeoutError:
+            raise TransientModelError(f"{LABEL}: the event stream did not open within "
+                                      f"{m.connect_timeout:.0f}s") from None
+        self._check()
+
+    def _fail(self, error: ModelError) -> None:
+        super()._fail(error)
+        self._opened.set()
+
+    # -- the event stream --
+
+    async def _read_events(self) -> None:
+        m = self._model
+        try:
+            async with self._http.sse(self._url(f"{API}/{self.session_id}/events"),
+                                      timeout=deadline(m.connect_timeout, m.event_timeout)
+                                      ) as src:
+                src.response.raise_for_status()
+                self._opened.set()
+                async for sse in src:
+                    self._put(*self._translate(sse.event, sse.data))
+                    if sse.event == "done":
+                        break
+            if not self._closed:
+                self._end()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if not self._closed:
+                self._fail(request_error(e, LABEL, "the event stream", m.server_url))
+
+    def _open_turn(self) -> str:
+        if self._turn is None:
+            self._turns += 1
+            self.usage["turns"] += 1
+            self._turn = f"turn_{self._turns}"
+        return self._turn
+
+    def _close_turn(self) -> list[Event]:
+        turn, self._turn = self._turn, None
+        return [ItemDone(turn)] if turn is not None else []
+
+    def _translate(self, kind: str, data: str) -> list[Event]:
+        try:
+            msg = json.loads(data) if data else {}
+        except ValueError:
+            return [Error(f"event {kind!r} is not JSON", code="bad_event", fatal=True)]
+        if not isinstance(msg, dict):
+            msg = {}
+        if kind == "state_change":
+            if str(msg.get("to", "")).lower() == "s" and str(msg.get("from", "")).lower() != "s":
+                out = self._close_turn()
+                self._open_turn()
+                return out
+            return []
+        if kind == "assistant_text":
+            return self._text(msg)
+        if kind in ("audio_chunk_pcm", "audio_chunk"):
+            return self._audio(kind, msg)
+        if kind == "audio_interrupt":
+            self.usage["interrupts"] += 1
+            return [SpeechStarted(interrupt=self._model.cut_on_interrupt), *self._close_turn()]
+        if kind == "error":
+            why = msg.get("error") or msg.get("detail") or msg.get("message") or "unknown error"
+            return [Error(str(why)[:500], code="server_error", fatal=True, transient=True)]
+        if kind == "done" and not self._closed:
+            return [Error("the server ended the session mid-instance", code="done",
+                          fatal=True, transient=True)]
+        return []  # heartbeat, status, stage timing
+
+    def _text(self, msg: dict[str, Any]) -> list[Event]:
+        turn = self._open_turn()
+        have = self._texts.get(turn, "")
+        delta, snapshot = msg.get("delta"), msg.get("snapshot")
+        if isinstance(snapshot, str) and snapshot.startswith(have) and len(snapshot) > len(have):
+            new = snapshot[len(have):]  # the snapshot is authoritative where it extends ours
+        elif isinstance(delta, str) and delta:
+            new = delta
+        else:
+            return []
+        self._texts[turn] = have + new
+        return [TranscriptDelta(turn, new)]
+
+    def _audio(self, kind: str, msg: dict[str, Any]) -> list[Event]:
+        if kind == "audio_chunk_pcm":
+            raw = base64.b64decode(msg.get("pcm_b64") or "")
+            audio, rate = from_pcm16(raw[: len(raw) // 2 * 2]), int(msg.get("sample_rate")
+                                                                     or OUTPUT_RATE)
+        else:
+            audio, rate = _decode_wav(msg.get("wav_b64") or "")
+        if rate != OUTPUT_RATE:
+            audio = resample(audio, rate, OUTPUT_RATE)
+        if len(audio) == 0:
+            return []
+        self.usage["audio_out_s"] += len(audio) / OUTPUT_RATE
+        return [AudioDelta(self._open_turn(), audio)]
+
+    # -- input --
+
+    async def _upload(self) -> None:
+        m = self._model
+        while True:
+            x = await self._uploads.get()
+            try:
+                r = await self._http.post(
+                    self._url(f"{API}/{self.session_id}/chunk"), content=wav_bytes(x),
+                    headers={"Content-Type": "audio/wav",
+                             "X-Client-Chunk-Sent-Epoch-Ms": str(int(time.time() * 1000))})
+                r.raise_for_status()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                self._fail(request_error(e, LABEL, "a chunk upload", m.server_url))
+                return
+            self.usage["chunks"] += 1
+            self.usage["audio_in_s"] += len(x) / INPUT_RATE
+
+    async def send(self, pcm: np.ndarray) -> None:
+        """Collect pieces into whole inference windows; each is queued for upload the moment
+        its last sample is due (uploads go out in order, off the wall clock's path)."""
+        self._check()
+        self._pending.append(np.asarray(pcm, dtype=np.float32))
+        self._pending_n += len(pcm)
+        while self._pending_n >= self._window:
+            x = np.concatenate(self._pending)
+            self._pending, self._pending_n = [x[self._window:]], len(x) - self._window
+            self._uploads.put_nowait(x[: self._window])
+
+    async def close(self) -> None:
+        """``stop`` so the server frees the session's worker, then drop the stream."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.session_id is not None:
+            try:
+                await asyncio.wait_for(self._http.post(self._url(f"{API}/{self.session_id}/stop")),
+                                       CLOSE_TIMEOUT_S)
+            except Exception as e:  # a dead server must not hold the instance
+                log.debug("%s: stop failed: %s", LABEL, type(e).__name__)
+        await shut_down(self._http, self._tasks, LABEL)
+
+
+def factory(**options: Any) -> LycheeFD:
+    """Build the model from ``--duplexact-model=lychee-fd`` options (docs/models.md)."""
+    return build(LycheeFD, LABEL, None, options)
+
+
+factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url

@@ -1,0 +1,295 @@
+"""``--duplexact-model=freeze-omni`` and ``vita-1.5``: the two models whose demo servers speak
+the same socket.io "audio pull" protocol, one client with a dialect table.
+
+What the servers do (VITA-MLLM/Freeze-Omni ``bin/server.py``, ``web/resources/demo.html``;
+the VITA-1.5 web demo ``web_demo/server.py`` in VITA-MLLM/VITA and its forks):
+
+* the browser emits ``audio`` as a JSON *string* ``{"sample_rate": 16000, "audio": [uint8
+  bytes of int16 PCM]}`` a few hundred samples at a time; the server queues it for its VAD
+  (2560-sample chunks in Freeze-Omni, 4096 in VITA) and, **inside the same handler**, sends
+  back at most one queued TTS segment (``audio``: raw int16 PCM, 24 kHz). Output is pulled:
+  a client that stops sending hears nothing, so this one sends every chunk, silence included,
+  until the trial ends (the streaming duplex does that on the wall clock);
+* ``stop_tts``: the answer was interrupted; the page drops its queue and stops playing. Here
+  it is a barge-in (``SpeechStarted``): playback stops at its arrival;
+* ``too_many_users`` (``--max_users`` reached) and ``out_time`` (``--timeout`` per user):
+  transient failures, the instance is retried from scratch;
+* ``recording-started`` / ``recording-stopped``: the page's start and stop buttons (the
+  server resets the user's state); ``prompt_text`` -> ``prompt_success`` sets a system prompt.
+
+VITA-1.5's differences are the dialect's: ``response_text`` ``{"text": ...}`` follows the
+first audio of each TTS segment (its native transcript, used as the timeline's text), and
+``reset_state`` clears the server's shared dialogue history, sent at each session start so
+instances do not leak into each other. Its server always runs HTTPS with a self-signed
+certificate (``web/pem.py``); Freeze-Omni's only with ``--ssl``. Certificates are verified
+unless the user opts out with ``verify=false`` (docs/models.md): that option accepts *any*
+certificate, so use it only for a server you started yourself.
+
+Neither server has authentication. A ``server_url`` may carry ``user:password@`` for a proxy
+in front of it: the password is never shown (``where``) nor logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+# imported here, not lazily: a missing package fails the registry's preflight, by name
+import socketio
+
+from .base import ModelError, SessionInfo
+from .model_options import (ModelConfigError, build, check_server_url, scrub_url, shown_url)
+from .pcm import from_pcm16, pcm16
+from .server_session import QueuedEvents, started
+from .streaming import (AudioDelta, Error, ItemDone, SpeechStarted, TranscriptDelta,
+                        TransientModelError)
+
+log = logging.getLogger(__name__)
+
+INPUT_RATE = 16_000   # the pages' AudioContext({sampleRate: 16000})
+OUTPUT_RATE = 24_000  # audioContext2 = new AudioContext({sampleRate: 24000})
+CLOSE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the servers' protocols (besides their VAD chunk, 2560 / 4096
+    samples, which only changes what the server does with the input)."""
+
+    label: str
+    text_event: str | None         # native transcript event; None: the server sends no text
+    reset_event: str | None        # emitted at session start to clear server-side history
+
+
+DIALECTS: dict[str, Dialect] = {
+    "freeze-omni": Dialect("freeze-omni", text_event=None, reset_event=None),
+    "vita-1.5": Dialect("vita-1.5", text_event="response_text", reset_event="reset_state"),
+}
+
+
+@dataclass(frozen=True)
+class SocketIOOmni:
+    """Options (``--duplexact-model-option``); ``dialect`` is set by the model's name."""
+
+    server_url: str = field(default="", repr=False)  # http(s)://HOST:8081 (may hold a password)
+    dialect: str = "freeze-omni"
+    verify: bool = True              # false: accept the server's self-signed certificate
+    prompt_text: str | None = None   # Freeze-Omni's system prompt (prompt_text event)
+    transports: str = "polling,websocket"  # engine.io's default; "websocket" as in FDB's client
+    cut_on_stop_tts: bool = True     # stop_tts stops playback now (the page's behaviour)
+    connect_timeout: float = 20.0
+    prompt_timeout: float = 30.0
+    chunk_ms: float = 16.0           # each chunk one `audio` message (the page: 256 samples)
+
+    input_sample_rate = INPUT_RATE
+    output_sample_rate = OUTPUT_RATE
+
+    def __post_init__(self):
+        if self.dialect not in DIALECTS:
+            raise ModelConfigError(f"unknown socket.io dialect {self.dialect!r}; known: "
+                                   f"{', '.join(DIALECTS)}")
+        check_server_url(self.name, self.server_url, "http://HOST:8081")
+        bad = set(self.transport_list) - {"polling", "websocket"}
+        if bad or not self.transport_list:
+            raise ModelConfigError(f"{self.name}: transports must be polling and/or websocket, "
+                                   f"got {self.transports!r}")
+        if self.chunk_ms <= 0:
+            raise ModelConfigError(f"{self.name}: chunk_ms must be positive")
+        for name in ("connect_timeout", "prompt_timeout"):
+            if getattr(self, name) <= 0:
+                raise ModelConfigError(f"{self.name}: {name} must be positive")
+
+    @property
+    def name(self) -> str:
+        return DIALECTS[self.dialect].label
+
+    @property
+    def where(self) -> str:
+        """The server address as shown in messages (no password)."""
+        return shown_url(self.server_url)
+
+    @property
+    def transport_list(self) -> list[str]:
+        return [t.strip() for t in self.transports.split(",") if t.strip()]
+
+    async def connect(self, info: SessionInfo) -> "SocketIOSession":
+        return await started(SocketIOSession(self, DIALECTS[self.dialect]))
+
+
+class SocketIOSession(QueuedEvents):
+    """One user of the demo server: the ``StreamingSession`` protocol over socket.io."""
+
+    def __init__(self, model: SocketIOOmni, dialect: Dialect):
+        super().__init__()
+        self._model = model
+        self._dialect = dialect
+        self._segments = 0
+        self._open: str | None = None   # the segment still waiting for its text (VITA)
+        self._heard_since_cut = False   # audio arrived since the last stop_tts
+        self._prompted = asyncio.Event()
+        self._closed = False
+        self.sid: str | None = None
+        self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0, "segments": 0,
+                                        "stop_tts": 0}
+        sio = socketio.AsyncClient(reconnection=False, ssl_verify=model.verify,
+                                   request_timeout=model.connect_timeout, logger=False,
+                                   engineio_logger=False)
+        sio.on("audio", self._on_audio)
+        sio.on("stop_tts", self._on_stop_tts)
+        sio.on("too_many_users", self._on_too_many_users)
+        sio.on("out_time", self._on_out_time)
+        sio.on("prompt_success", self._on_prompt_success)
+        sio.on("disconnect", self._on_disconnect)
+        if dialect.text_event:
+            sio.on(dialect.text_event, self._on_text)
+        self._sio = sio
+
+    @property
+    def label(self) -> str:
+        return self._dialect.label
+
+    async def start(self) -> None:
+        m = self._model
+        try:
+            await asyncio.wait_for(
+                self._sio.connect(m.server_url, transports=m.transport_list,
+                                  wait_timeout=m.connect_timeout), m.connect_timeout)
+        except asyncio.TimeoutError:
+            raise TransientModelError(f"{self.label}: no socket.io handshake from {m.where} "
+                                      f"within {m.connect_timeout:.0f}s") from None
+        except Exception as e:
+            raise self._connect_error(e) from None
+        self.sid = self._sio.get_sid()  # the server's name for this user (its logs say it)
+        if self._dialect.reset_event:
+            await self._emit(self._dialect.reset_event)
+        if m.prompt_text:
+            await self._emit("prompt_text", m.prompt_text)
+            try:
+                await asyncio.wait_for(self._prompted.wait(), m.prompt_timeout)
+            except asyncio.TimeoutError:
+                raise TransientModelError(f"{self.label}: no prompt_success within "
+                                          f"{m.prompt_timeout:.0f}s") from None
+        await self._emit("recording-started")  # the page's start button: a fresh state
+
+    def _connect_error(self, e: BaseException) -> ModelError:
+        why = scrub_url(f"{type(e).__name__}: {e}", self._model.server_url)
+        text = f"{self.label}: could not connect to {self._model.where}: {why}"
+        if self._model.verify and urlsplit(self._model.server_url).scheme == "https":
+            # engine.io reports a rejected certificate as a bare "Connection error"
+            text += (". If the server uses the demo's self-signed certificate, pass the model "
+                     "option verify=false to accept it (only for a server you trust)")
+        return TransientModelError(text)
+
+    async def _emit(self, event: str, data: Any = None) -> None:
+        try:
+            if data is None:
+                await self._sio.emit(event)
+            else:
+                await self._sio.emit(event, data)
+        except socketio.exceptions.SocketIOError as e:
+            raise TransientModelError(f"{self.label}: the connection closed mid-instance "
+                                      f"({type(e).__name__})") from None
+
+    # -- server events (socket.io handlers) --
+
+    def _finish_open(self) -> None:
+        if self._open is not None:
+            self._put(ItemDone(self._open))
+            self._open = None
+
+    async def _on_audio(self, data: Any) -> None:
+        if not isinstance(data, (bytes, bytearray)):
+            self._put(Error(f"`audio` carried {type(data).__name__}, not PCM bytes",
+                            code="bad_audio", fatal=True))
+            return
+        self._finish_open()
+        self._segments += 1
+        item = f"seg_{self._segments}"
+        audio = from_pcm16(bytes(data[: len(data) // 2 * 2]))
+        self.usage["segments"] += 1
+        self.usage["audio_out_s"] += len(audio) / OUTPUT_RATE
+        self._heard_since_cut = True
+        self._put(AudioDelta(item, audio))
+        if self._dialect.text_event:
+            self._open = item  # its text follows (VITA: right after the segment's audio)
+        else:
+            self._put(ItemDone(item))
+
+    async def _on_text(self, data: Any) -> None:
+        text = data.get("text") if isinstance(data, dict) else data
+        if isinstance(text, str) and text and self._open is not None:
+            self._put(TranscriptDelta(self._open, text))
+        self._finish_open()
+
+    async def _on_stop_tts(self, *_: Any) -> None:
+        self.usage["stop_tts"] += 1
+        self._finish_open()
+        if self._heard_since_cut:  # at session start it is only the server's reset
+            self._heard_since_cut = False
+            self._put(SpeechStarted(interrupt=self._model.cut_on_stop_tts))
+
+    async def _on_too_many_users(self, *_: Any) -> None:
+        self._put(Error("the server is full (too_many_users: its --max_users reached)",
+                        code="too_many_users", fatal=True, transient=True))
+
+    async def _on_out_time(self, *_: Any) -> None:
+        self._put(Error("the server's per-user time limit ran out (out_time: its --timeout)",
+                        code="out_time", fatal=True, transient=True))
+
+    async def _on_prompt_success(self, *_: Any) -> None:
+        self._prompted.set()
+
+    async def _on_disconnect(self, *_: Any) -> None:
+        self._end()
+
+    # -- the StreamingSession protocol --
+
+    async def send(self, pcm: np.ndarray) -> None:
+        """One ``audio`` message per chunk, as the page's audio callback sends them."""
+        if not self._sio.connected:
+            raise TransientModelError(f"{self.label}: the connection closed mid-instance")
+        body = json.dumps({"sample_rate": INPUT_RATE, "audio": list(pcm16(pcm))},
+                          separators=(",", ":"))
+        await self._emit("audio", body)
+        self.usage["audio_in_s"] += len(pcm) / INPUT_RATE
+
+    async def close(self) -> None:
+        """``recording-stopped`` (the server interrupts and resets the user), then disconnect
+        so it frees the user's pipeline at once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sio.connected:
+            try:
+                await asyncio.wait_for(self._sio.emit("recording-stopped"), CLOSE_TIMEOUT_S)
+            except Exception as e:  # a dead server must not hold the instance
+                log.debug("%s: recording-stopped failed: %s", self.label, type(e).__name__)
+        try:
+            await asyncio.wait_for(self._sio.disconnect(), CLOSE_TIMEOUT_S)
+        except Exception as e:
+            log.debug("%s: disconnecting failed: %s", self.label, type(e).__name__)
+
+
+def freeze_omni(**options: Any) -> SocketIOOmni:
+    """``--duplexact-model=freeze-omni`` (docs/models.md)."""
+    return _build("freeze-omni", options)
+
+
+def vita_15(**options: Any) -> SocketIOOmni:
+    """``--duplexact-model=vita-1.5`` (docs/models.md)."""
+    return _build("vita-1.5", options)
+
+
+def _build(dialect: str, options: dict[str, Any]) -> SocketIOOmni:
+    if "dialect" in options:
+        raise ModelConfigError(f"{dialect}: the dialect is set by the model name")
+    return build(SocketIOOmni, dialect, None, {**options, "dialect": dialect})
+
+
+freeze_omni.preflight = freeze_omni  # type: ignore[attr-defined]  # options, server_url
+vita_15.preflight = vita_15  # type: ignore[attr-defined]

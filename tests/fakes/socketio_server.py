@@ -1,0 +1,297 @@
+"""A protocol-faithful fake of the Freeze-Omni and VITA-1.5 demo servers (socket.io), on
+127.0.0.1, built on python-socketio's own server class as Flask-SocketIO is.
+
+What it keeps from the real servers (VITA-MLLM/Freeze-Omni ``bin/server.py``; VITA's
+``web_demo/server.py``):
+
+* ``connect``: past ``max_users`` it emits ``too_many_users`` and does not register the user
+  (whose ``audio`` then gets it disconnected);
+* ``audio`` (a JSON *string* ``{"sample_rate", "audio": [uint8 bytes of int16]}``): first, if a
+  TTS segment is queued, *one* segment goes back (``audio``, int16 24 kHz bytes; VITA also emits
+  ``response_text`` ``{"text"}`` after it when the text changed); then a pending interruption
+  emits ``stop_tts``; then the input joins the VAD's FIFO, read in ``server_chunk`` pieces
+  (2560 samples for Freeze-Omni, 4096 for VITA);
+* ``recording-started`` / ``recording-stopped`` reset the user and emit ``stop_tts``;
+  ``prompt_text`` -> ``prompt_success``; ``reset_state`` (VITA) is recorded.
+
+Instead of a model it follows a ``Script``: an energy VAD per server chunk; ``silence_ms``
+after the user's speech ends, the reply's ``segments`` (each ``segment_s`` of a tone or of a
+speech file, with its share of ``text``) are queued ``answer_after_ms`` later. User speech
+while a reply is queued or still playing interrupts it: the queue is dropped and the next
+``audio`` message gets ``stop_tts``. Ground truth per session on ``time.monotonic()``: every
+segment's send time and length, and each turn's ``stop_tts`` send time.
+
+Run standalone (for the plugin tests)::
+
+    python tests/fakes/socketio_server.py --dialect vita-1.5 [--script JSON] [--log FILE]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import socketio
+from aiohttp import web
+
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
+from fake_http import FakeHTTPServer, SpokenScript  # noqa: E402
+from fake_ws import serve_until_stdin_closes, standalone_parser  # noqa: E402
+
+IN_RATE = 16_000
+OUT_RATE = 24_000
+SERVER_CHUNK = {"freeze-omni": 2560, "vita-1.5": 4096}
+
+
+@dataclass(frozen=True)
+class Script(SpokenScript):
+    silence_ms: float = 320.0       # the VAD's end of speech (Freeze-Omni: 2000 ms, silero)
+    answer_after_ms: float = 200.0  # end of speech -> the reply's segments are queued
+    segments: int = 2
+    segment_s: float = 0.6
+    vad_rms: float = 0.02
+    max_turns: int | None = None
+    max_users: int = 5
+    drop_after_ms: float | None = None     # the server disconnects the user at this input time
+    out_time_after_ms: float | None = None  # emits out_time (its --timeout) at this input time
+    hang: bool = False                     # accept TCP, never answer the socket.io handshake
+
+
+@dataclass
+class Turn:
+    index: int
+    queued_at: float | None = None
+    sends: list[tuple[float, int]] = field(default_factory=list)  # (monotonic, samples)
+    cut_at: float | None = None            # monotonic of the stop_tts that ended it
+    ended: str = "queued"                  # queued | sent | interrupted
+
+
+@dataclass
+class Session:
+    index: int
+    sid: str
+    script: Script
+    registered: bool = True
+    received: list[dict[str, Any]] = field(default_factory=list)  # control events (t, event)
+    audio_messages: int = 0
+    input_samples: int = 0
+    t0_monotonic: float | None = None
+    turns: list[Turn] = field(default_factory=list)
+    texts: list[tuple[float, str]] = field(default_factory=list)
+    disconnected: bool = False
+    dropped: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        return {"index": self.index, "tag": self.script.tag, "t0_monotonic": self.t0_monotonic,
+                "audio_messages": self.audio_messages, "dropped": self.dropped,
+                "turns": [t.__dict__ for t in self.turns]}
+
+
+class _User:
+    """One connected user's state: the VAD FIFO, the TTS queue, the pending interruption."""
+
+    def __init__(self, rec: Session, chunk: int):
+        self.rec = rec
+        self.chunk = chunk
+        self.fifo = np.zeros(0, np.float32)
+        self.voiced_any = False
+        self.silent_samples = 0
+        self.tts: deque[tuple[np.ndarray, str]] = deque()
+        self.turn: Turn | None = None
+        self.playing_until = 0.0           # monotonic end of the audio sent so far
+        self.stop_pending = False
+        self.last_text = ""
+        self.reply_task: asyncio.Task | None = None
+        self.voice = rec.script.voice()
+
+    def segment_audio(self, k: int) -> np.ndarray:
+        n = int(round(self.rec.script.segment_s * OUT_RATE))
+        return self.rec.script.audio(self.voice, n, offset=k * n)
+
+    def active(self, now: float) -> bool:
+        """A reply queued, or sent and still playing on the client: speech now cuts it."""
+        t = self.turn
+        return t is not None and t.ended != "interrupted" and (
+            bool(self.tts) or now < self.playing_until or t.ended == "queued")
+
+    def interrupt(self, now: float) -> None:
+        if self.reply_task is not None:
+            self.reply_task.cancel()
+        self.tts.clear()
+        self.turn.ended = "interrupted"
+        self.stop_pending = True
+
+    async def queue_reply(self, turn: Turn, delay: float) -> None:
+        await asyncio.sleep(delay)
+        s = self.rec.script
+        words = s.text.split()
+        for k in range(s.segments):
+            a, b = len(words) * k // s.segments, len(words) * (k + 1) // s.segments
+            self.tts.append((self.segment_audio(k), " ".join(words[a:b])))
+        turn.queued_at = time.monotonic()
+
+    def feed(self, x: np.ndarray) -> None:
+        """The VAD over whole server chunks (the FIFO's ``get(chunk_size)``)."""
+        s = self.rec.script
+        self.fifo = np.concatenate([self.fifo, x])
+        while len(self.fifo) >= self.chunk:
+            c, self.fifo = self.fifo[: self.chunk], self.fifo[self.chunk:]
+            voiced = float(np.sqrt(np.mean(c.astype(np.float64) ** 2))) >= s.vad_rms
+            now = time.monotonic()
+            if voiced:
+                if self.active(now):
+                    self.interrupt(now)
+                self.voiced_any, self.silent_samples = True, 0
+                continue
+            if not self.voiced_any:
+                continue
+            self.silent_samples += len(c)
+            if self.silent_samples * 1000 / IN_RATE < s.silence_ms:
+                continue
+            self.voiced_any, self.silent_samples = False, 0
+            if s.max_turns is not None and len(self.rec.turns) >= s.max_turns:
+                continue
+            self.turn = Turn(len(self.rec.turns))
+            self.rec.turns.append(self.turn)
+            self.reply_task = asyncio.ensure_future(
+                self.queue_reply(self.turn, s.answer_after_ms / 1000))
+
+
+class FakeOmniServer(FakeHTTPServer):
+    """``async with FakeOmniServer("vita-1.5", script) as server:`` -> ``server.url``."""
+
+    def __init__(self, dialect: str = "freeze-omni", script: Script = Script(), *, tls=None,
+                 ping_s: float | None = None):
+        super().__init__(tls)
+        self.dialect = dialect
+        self.script = script
+        # engine.io's heartbeat (Flask-SocketIO 5.x: 25 s + 20 s), shorter for a hang test
+        ping = {} if ping_s is None else {"ping_interval": ping_s, "ping_timeout": ping_s}
+        self.sio = socketio.AsyncServer(async_mode="aiohttp", logger=False,
+                                        engineio_logger=False, max_http_buffer_size=10**8,
+                                        **ping)
+        self.users: dict[str, _User] = {}
+        self.by_sid: dict[str, Session] = {}
+        self._on(self.sio)
+
+    def routes(self, app: web.Application) -> None:
+        if self.script.hang:
+            async def hang(request):
+                self.requests += 1
+                await asyncio.Event().wait()
+            app.router.add_route("*", "/socket.io/", hang)
+        else:
+            self.sio.attach(app)
+
+    def _on(self, sio: socketio.AsyncServer) -> None:
+        @sio.event
+        async def connect(sid, environ):
+            rec = Session(len(self.sessions), sid, self.script)
+            self.sessions.append(rec)
+            self.by_sid[sid] = rec
+            if len(self.users) >= self.script.max_users:
+                rec.registered = False
+                await sio.emit("too_many_users", to=sid)
+                return
+            self.users[sid] = _User(rec, SERVER_CHUNK[self.dialect])
+
+        @sio.event
+        async def disconnect(sid, *reason):
+            self.by_sid[sid].disconnected = True
+            user = self.users.pop(sid, None)
+            if user is not None and user.reply_task is not None:
+                user.reply_task.cancel()
+
+        async def control(sid, name, data=None):
+            rec = self.by_sid[sid]
+            rec.received.append({"t": time.monotonic(), "event": name, "data": data})
+            user = self.users.get(sid)
+            if user is None:
+                await sio.disconnect(sid)
+                return None
+            return user
+
+        @sio.on("recording-started")
+        async def recording_started(sid):
+            user = await control(sid, "recording-started")
+            if user is not None:
+                await sio.emit("stop_tts", to=sid)
+                self.users[sid] = _User(user.rec, user.chunk)
+
+        @sio.on("recording-stopped")
+        async def recording_stopped(sid):
+            if await control(sid, "recording-stopped") is not None:
+                await sio.emit("stop_tts", to=sid)
+
+        @sio.on("prompt_text")
+        async def prompt_text(sid, text):
+            if await control(sid, "prompt_text", text) is not None:
+                await sio.emit("prompt_success", to=sid)
+
+        @sio.on("reset_state")
+        async def reset_state(sid):
+            await control(sid, "reset_state")
+
+        @sio.on("audio")
+        async def audio(sid, data):
+            user = self.users.get(sid)
+            if user is None:
+                await sio.disconnect(sid)
+                return
+            rec = user.rec
+            now = time.monotonic()
+            if rec.t0_monotonic is None:
+                rec.t0_monotonic = now
+            if user.tts:  # the pull: one queued segment per incoming message
+                seg, text = user.tts.popleft()
+                pcm = np.round(np.clip(seg, -1, 1) * 32767).astype("<i2").tobytes()
+                sent = time.monotonic()
+                await sio.emit("audio", pcm, to=sid)
+                user.turn.sends.append((sent, len(seg)))
+                user.playing_until = max(user.playing_until, sent) + len(seg) / OUT_RATE
+                if not user.tts:
+                    user.turn.ended = "sent"
+                if self.dialect == "vita-1.5" and text and text != user.last_text:
+                    await sio.emit("response_text", {"text": text}, to=sid)
+                    rec.texts.append((time.monotonic(), text))
+                    user.last_text = text
+            if user.stop_pending:
+                user.stop_pending = False
+                user.turn.cut_at = time.monotonic()
+                await sio.emit("stop_tts", to=sid)
+            body = json.loads(data)  # the real server parses a JSON string, then bytes()
+            x = np.frombuffer(bytes(body["audio"]), dtype=np.int16).astype(np.float32) / 32768
+            rec.audio_messages += 1
+            rec.input_samples += len(x)
+            s = rec.script
+            in_ms = rec.input_samples * 1000 / IN_RATE
+            if s.drop_after_ms is not None and in_ms >= s.drop_after_ms and not rec.dropped:
+                rec.dropped = True
+                await sio.disconnect(sid)
+                return
+            if s.out_time_after_ms is not None and in_ms >= s.out_time_after_ms:
+                await sio.emit("out_time", to=sid)
+                self.users.pop(sid, None)
+                return
+            user.feed(x)
+
+
+async def _main(argv: list[str]) -> None:
+    parser = standalone_parser(__doc__)
+    parser.add_argument("--dialect", default="freeze-omni", choices=sorted(SERVER_CHUNK))
+    parser.add_argument("--ping", type=float, help="engine.io ping interval and timeout (s)")
+    args = parser.parse_args(argv)
+    server = FakeOmniServer(args.dialect, Script.from_json(args.script), ping_s=args.ping)
+    await serve_until_stdin_closes(server, args.log)
+
+
+if __name__ == "__main__":
+    asyncio.run(_main(sys.argv[1:]))

@@ -1,0 +1,345 @@
+"""freeze-omni, vita-1.5, lychee-fd and mini-omni2 against their fakes on 127.0.0.1
+(tests/fakes/socketio_server.py, lychee_server.py, miniomni_server.py), the real client
+libraries (python-socketio, httpx2) on the wall clock. Trials are a few seconds and run
+concurrently; timing is checked against what each fake recorded sending."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_duplexact import models
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.lychee_fd import factory as lychee
+from pytest_duplexact.models.mini_omni2 import MultipartReader, TurnDetector, speech_seconds
+from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
+from pytest_duplexact.models.model_options import ModelConfigError
+from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15
+from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+
+from realtime_support import (assert_dropped_mid_instance, event_kinds, fake, load_fake_server,
+                              run_trial, user_clip)
+
+sio_fake = load_fake_server("socketio_server")
+lychee_fake = load_fake_server("lychee_server")
+omni_fake = load_fake_server("miniomni_server")
+fake_http = load_fake_server("fake_http")
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk plus load a loop stall adds
+SPEECH = audio.read(models.__file__.rsplit("/", 1)[0] + "/assets/response.flac")
+
+
+def played_end(sends, t0, rate=24_000):
+    """Where audio sent at these (monotonic, samples) times ends playing at 1x."""
+    end = 0.0
+    for at, n in sends:
+        end = max(at - t0, end) + n / rate
+    return end
+
+
+def speech_clip(start: float, seconds: float, total: float) -> np.ndarray:
+    x = np.zeros(int(total * SAMPLE_RATE), np.float32)
+    piece = SPEECH[: int(seconds * SAMPLE_RATE)]
+    a = int(start * SAMPLE_RATE)
+    x[a:a + len(piece)] = piece
+    return x
+
+
+def stall(rec) -> float:
+    """The longest the trial's event loop was late (its ``input_lag`` event), which delays a
+    message's arrival behind its send time just as much: the load share of the margin."""
+    lags = [float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
+            if what.startswith("input_lag max")]
+    return max(lags, default=0.0)
+
+
+def check_timing(rec, t0, sends):
+    onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    late = MARGIN + stall(rec)
+    assert -MARGIN <= onset - (sends[0][0] - t0) <= late
+    assert -MARGIN <= offset - played_end(sends, t0) <= late
+
+
+# --- freeze-omni / vita-1.5 --------------------------------------------------------------------
+
+async def socketio_reply(name, build):
+    script = sio_fake.Script(segments=3, segment_s=0.4)
+    async with sio_fake.FakeOmniServer(name, script) as server:
+        clip = user_clip([(0.2, 0.8)], total=3.2)
+        trial = await run_trial(build(server_url=server.url), clip)
+        return script, trial, server.sessions[0]
+
+
+async def socketio_replies():
+    """Both dialects at once: the reply's onset and offset against the fake's send times."""
+    results = await asyncio.gather(socketio_reply("freeze-omni", freeze_omni),
+                                   socketio_reply("vita-1.5", vita_15))
+    for name, (script, (rec, snapshots, t0, session), truth) in zip(("freeze-omni", "vita-1.5"),
+                                                                    results):
+        [turn] = truth.turns
+        assert turn.ended == "sent" and len(turn.sends) == 3
+        check_timing(rec, t0, turn.sends)
+        # the pull: each segment rode on one incoming audio message, 16 ms apart
+        assert all(b[0] - a[0] < 0.2 for a, b in zip(turn.sends, turn.sends[1:]))
+        events = [e["event"] for e in truth.received]
+        assert events[-1] == "recording-stopped" and "recording-started" in events
+        if name == "vita-1.5":
+            assert events[0] == "reset_state"
+            assert [w.text for w in rec.transcript] == script.text.split()
+            for now, words in snapshots:  # never ahead of playback
+                assert all(w.end <= now for w in words)
+        else:
+            assert rec.transcript == () and "reset_state" not in events
+        assert session.usage["segments"] == 3
+        assert session.usage["audio_out_s"] == pytest.approx(1.2)
+
+
+async def socketio_cut():
+    """The reply (3 x 1 s) is all pulled by 1.6 s; the user talks at 2.1 s, so the fake's VAD
+    interrupts and the next audio message gets stop_tts: playback stops there."""
+    script = sio_fake.Script(segments=3, segment_s=1.0, max_turns=1)
+    async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
+        clip = user_clip([(0.2, 0.8), (2.1, 2.6)], total=3.4)
+        rec, _, t0, session = await run_trial(freeze_omni(server_url=server.url), clip)
+        [turn] = server.sessions[0].turns
+    assert turn.ended == "interrupted" and turn.cut_at is not None
+    cut = turn.cut_at - t0
+    _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert played_end(turn.sends, t0) > cut + 0.3  # there was audio left to cut
+    assert -MARGIN <= offset - cut <= MARGIN + stall(rec)
+    assert "speech_started" in event_kinds(rec)
+    assert session.usage["stop_tts"] >= 2  # recording-started's reset, then the cut
+
+
+async def socketio_full():
+    async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(max_users=0)) as server:
+        d = await StreamingDuplex.open(freeze_omni(server_url=server.url), None)
+        with pytest.raises(TransientModelError, match="too_many_users"):
+            await d.push(user_clip([], total=0.5))
+        with pytest.raises(ModelError):
+            await d.close()
+
+
+async def socketio_dropped():
+    async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(drop_after_ms=300)) as server:
+        await assert_dropped_mid_instance(vita_15(server_url=server.url), TransientModelError,
+                                          "ended mid-instance")
+
+
+async def socketio_hung():
+    async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(hang=True)) as server:
+        with pytest.raises(TransientModelError, match="freeze-omni"):
+            await StreamingDuplex.open(freeze_omni(server_url=server.url,
+                                                   connect_timeout="0.5"), None)
+
+
+async def socketio_stopped_mid_session():
+    """A server process that stops answering mid-session (SIGSTOP): engine.io's heartbeat
+    (the server's ping interval + timeout, here 0.4 + 0.4 s) ends the session."""
+    proc = subprocess.Popen([sys.executable, str(FAKES / "socketio_server.py"), "--ping", "0.4"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int((await asyncio.to_thread(proc.stdout.readline)).split()[1])
+        model = freeze_omni(server_url=f"http://127.0.0.1:{port}", transports="websocket")
+        d = await StreamingDuplex.open(model, None)
+        await d.push(user_clip([], total=0.3))
+        os.kill(proc.pid, signal.SIGSTOP)
+        with pytest.raises(TransientModelError, match="ended mid-instance"):
+            await d.push(user_clip([], total=6.0))
+        with pytest.raises(ModelError):
+            await d.close()
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.close()
+        await asyncio.to_thread(proc.wait, 20)
+
+
+@pytest.mark.asyncio
+async def test_socketio_failures_are_transient_and_bounded():
+    """A full server (too_many_users), a dropped user, a hung handshake (the deadline), a
+    server stopped mid-session."""
+    await asyncio.gather(socketio_full(), socketio_dropped(), socketio_hung(),
+                         socketio_stopped_mid_session())
+
+
+async def lychee_tls():
+    tls = fake_http.self_signed_tls()
+    async with lychee_fake.FakeLycheeServer(tls=tls) as server:
+        with pytest.raises(ModelConfigError, match="self-signed.*verify=false"):
+            await StreamingDuplex.open(lychee(server_url=server.url), None)
+        d = await StreamingDuplex.open(lychee(server_url=server.url, verify="false"), None)
+        await d.push(user_clip([], total=0.5))
+        await d.close()
+        assert len(server.sessions[-1].chunks) == 1
+
+
+@pytest.mark.asyncio
+async def test_tls_is_verified_unless_the_user_opts_out():
+    await asyncio.gather(socketio_tls(), lychee_tls())
+
+
+async def socketio_tls():
+    async with sio_fake.FakeOmniServer("vita-1.5", tls=fake_http.self_signed_tls()) as server:
+        with pytest.raises(TransientModelError, match="self-signed.*verify=false"):
+            await StreamingDuplex.open(vita_15(server_url=server.url), None)
+        d = await StreamingDuplex.open(vita_15(server_url=server.url, verify="false"), None)
+        await d.push(user_clip([], total=0.3))
+        await d.close()
+        assert server.sessions[-1].audio_messages > 5
+
+
+# --- lychee-fd ---------------------------------------------------------------------------------
+
+async def lychee_reply():
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(speak_s=1.0)) as server:
+        clip = user_clip([(0.2, 0.8)], total=2.8)
+        rec, snapshots, t0, session = await run_trial(lychee(server_url=server.url), clip)
+        truth = server.sessions[0]
+    [turn] = truth.turns
+    check_timing(rec, t0, turn.sends)
+    assert [w.text for w in rec.transcript] == "one two three four five six".split()
+    for now, words in snapshots:
+        assert all(w.end <= now for w in words)
+    assert truth.start_body["infer_window_ms"] == 400 and truth.stopped
+    assert [c["samples"] for c in truth.chunks] == [6400] * 7  # whole 400 ms windows, in order
+    assert all(c["rate"] == 16000 and c["sent_header"] for c in truth.chunks)
+    assert session.usage["chunks"] == 7 and session.usage["turns"] == 1
+
+
+async def lychee_cut():
+    script = lychee_fake.Script(speak_s=2.0, pace=4.0, max_turns=1)
+    async with lychee_fake.FakeLycheeServer(script) as server:
+        clip = user_clip([(0.2, 0.8), (2.0, 2.4)], total=3.2)
+        rec, _, t0, session = await run_trial(lychee(server_url=server.url), clip)
+        [turn] = server.sessions[0].turns
+    assert turn.ended == "interrupted"
+    cut = turn.cut_at - t0
+    _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    assert played_end(turn.sends, t0) > cut + 0.3
+    assert -MARGIN <= offset - cut <= MARGIN + stall(rec)
+    assert session.usage["interrupts"] == 1 and "speech_started" in event_kinds(rec)
+
+
+async def lychee_loading():
+    async with lychee_fake.FakeLycheeServer(lychee_fake.Script(loading=True)) as server:
+        with pytest.raises(TransientModelError, match="HTTP 503.*not loaded"):
+            await StreamingDuplex.open(lychee(server_url=server.url), None)
+
+
+async def lychee_fails_mid_instance(script, match, **options):
+    async with lychee_fake.FakeLycheeServer(script) as server:
+        d = await StreamingDuplex.open(lychee(server_url=server.url, **options), None)
+        with pytest.raises(TransientModelError, match=match):
+            await d.push(user_clip([], total=2.0))
+        with pytest.raises(ModelError):
+            await d.close()
+
+
+@pytest.mark.asyncio
+async def test_lychee_errors_drops_and_deadlines():
+    """Loading (503), an `error` event, a dropped event stream, a stream gone silent (the
+    heartbeat missing: the event deadline)."""
+    S = lychee_fake.Script
+    await asyncio.gather(
+        lychee_loading(),
+        lychee_fails_mid_instance(S(error_after_ms=400), "CUDA out of memory"),
+        lychee_fails_mid_instance(S(drop_after_ms=400), "event stream"),
+        lychee_fails_mid_instance(S(hang_after_ms=400), "deadline", event_timeout="0.6"))
+
+
+# --- mini-omni2 --------------------------------------------------------------------------------
+
+async def mini_omni2_reply():
+    async with omni_fake.FakeMiniOmniServer() as server:
+        clip = speech_clip(0.2, 1.6, total=4.0)
+        rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
+        [req] = server.sessions
+    # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it
+    assert req.arrived - t0 == pytest.approx(2.4, abs=0.2)
+    assert req.audio_s == pytest.approx(2.4, abs=0.01) and req.rate == 16000
+    assert (req.stream_stride, req.max_tokens) == (4, 2048)
+    check_timing(rec, t0, req.sends)
+    assert [w.text for w in rec.transcript] == "one two three four five six".split()
+    assert session.usage["turns"] == 1
+
+
+def test_mini_omni2_turn_detector_and_multipart_reader_edges():
+    m = mini_omni2(server_url="http://127.0.0.1:1")
+    # a chunk's speech seconds scripted: silence, talk, talk, pause
+    script = iter([0.0, 0.5, 0.3, 0.05])
+    det = TurnDetector(m, measure=lambda chunk: next(script))
+    chunk = np.ones(9600, np.float32)
+    got = [asyncio.run(det.feed(chunk)) for _ in range(4)]
+    assert got[:3] == [None, None, None] and len(got[3]) == 3 * 9600  # from the talk chunk on
+    reader = MultipartReader()
+    body = (b"\r\n--frame\r\nContent-Type: audio/wav\r\n\r\n\x01\x00\x02\x00"
+            b"\r\n--frame\r\nContent-Type: text/plain\r\n\r\nhi")
+    parts = reader.feed(body[:10]) + reader.feed(body[10:]) + reader.flush()
+    assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
+
+
+async def mini_omni2_fails(script, match):
+    async with omni_fake.FakeMiniOmniServer(script) as server:
+        d = await StreamingDuplex.open(mini_omni2(server_url=server.url, read_timeout="0.4"),
+                                       None)
+        with pytest.raises(ModelError, match=match):
+            await d.push(speech_clip(0.2, 1.0, total=2.6))
+        with pytest.raises(ModelError):
+            await d.close()
+
+
+async def mini_omni2_failures():
+    S = omni_fake.Script
+    await asyncio.gather(mini_omni2_fails(S(error=True), "HTTP 500"),
+                         mini_omni2_fails(S(drop_after_steps=1), "POST /chat"),
+                         mini_omni2_fails(S(hang=True), "deadline"))
+
+
+# --- the real-time trials, several at once (each runs at 1x) -----------------------------------
+
+@pytest.mark.asyncio
+async def test_replies_land_where_the_fakes_sent_them():
+    """Onsets and offsets vs the fakes' send times, the native text, each protocol's shape:
+    freeze-omni, vita-1.5, lychee-fd and mini-omni2 at once. The VAD network mini-omni2's
+    turns need is loaded first: loading it (torch) would stall the others' event loop."""
+    speech_seconds(np.zeros(9600, np.float32))
+    await asyncio.gather(socketio_replies(), lychee_reply(), mini_omni2_reply())
+
+
+@pytest.mark.asyncio
+async def test_an_interruption_event_cuts_playback_at_its_arrival():
+    """socket.io's stop_tts and Lychee-FD's audio_interrupt, at once."""
+    await asyncio.gather(socketio_cut(), lychee_cut())
+
+
+@pytest.mark.asyncio
+async def test_mini_omni2_server_error_drop_and_hang():
+    await mini_omni2_failures()
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, example", [("freeze-omni", "8081"), ("vita-1.5", "8081"),
+                                           ("lychee-fd", "7860"), ("mini-omni2", "60808")])
+def test_a_server_is_required_and_a_password_is_never_shown(name, example):
+    with pytest.raises(ModelError, match=f"{name}: no server.*server_url=http://HOST:{example}"):
+        models.preflight(name)
+    models.preflight(name, server_url="http://gpu-box.lan:1")
+    with pytest.raises(ModelError, match="unknown option"):
+        models.preflight(name, server_url="http://127.0.0.1:1", nope="1")
+    with pytest.raises(ModelError, match="refusing") as e:
+        models.preflight(name, server_url="http://u:pw-SECRET@gpu-box.lan:1")
+    assert "pw-SECRET" not in str(e.value)
+    m = models.resolve_model(name, server_url="https://u:pw-SECRET@gpu-box.lan:1")
+    assert "pw-SECRET" not in repr(m) and "pw-SECRET" not in m.where
