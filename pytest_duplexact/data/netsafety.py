@@ -6,12 +6,16 @@ network. That is refused unless the user opts in with ``DUPLEXACT_ALLOW_INSECURE
 (e.g. a judge server inside a trusted private network). Loopback (127.0.0.0/8, ::1,
 localhost) is always allowed: it never leaves the machine. The decision is made on the URL
 alone, before any connection.
+
+A key the package itself must send lives in a ``Secret`` holder whose repr is masked, so a
+``-l`` traceback's locals, a log line or a report that mentions the holder cannot carry it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
 ENV_ALLOW = "DUPLEXACT_ALLOW_INSECURE_HTTP"
@@ -42,3 +46,44 @@ def insecure_url_problem(url: str | None, what: str, env: dict | None = None) ->
     return (f"{what} {url} is plain {parts.scheme}:// to {host or 'an unnamed host'}, which "
             f"would send the API key unencrypted; use https:// (wss://), or set {ENV_ALLOW}=1 "
             "if that network is trusted")
+
+
+class Secret:
+    """An API key that never shows: its repr and str are masked, so a traceback's locals, a
+    log line or a report that mentions the holder cannot carry the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def reveal(self) -> str:
+        return self._value
+
+
+class BearerHeaders(Mapping):
+    """``{"Authorization": "Bearer <key>"}`` for a client that takes a headers mapping, with
+    the key held in a ``Secret`` until the client reads the value: the mapping's repr is
+    masked, so a frame local holding it shows no key."""
+
+    def __init__(self, key: Secret):
+        self._key = key
+
+    def __getitem__(self, name: str) -> str:
+        if name != "Authorization":
+            raise KeyError(name)
+        return f"Bearer {self._key.reveal()}"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("Authorization",))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return "{'Authorization': 'Bearer ********'}"
