@@ -28,7 +28,7 @@ from ..run import journal
 from ..run.harness import Harness
 from ..data.instance import DatasetError, bundled_root, check_dataset
 from ..data.results import InstanceOutcome, Verdict
-from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
+from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, claim_new, write_json  # noqa: F401 (the run's files)
 from ..run.selection import Selection, SelectionError, parse_shard, select
 from ..run.settings import RunSettings, SettingsError
 
@@ -122,11 +122,7 @@ def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) ->
     stamp = time.strftime("%Y%m%d-%H%M%S")
     part = "" if shard is None else "-shard%dof%d" % shard  # shards of one run never collide
     base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}{part}"
-    run_dir, k = base, 1
-    while _holds_files(run_dir):  # two runs started in the same second
-        k += 1
-        run_dir = base.with_name(f"{base.name}-{k}")
-    return run_dir.resolve()
+    return claim_new(base)  # runs started in the same second: base-2, base-3, ...
 
 
 def _holds_files(folder: Path) -> bool:
