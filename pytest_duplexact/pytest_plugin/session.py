@@ -596,7 +596,8 @@ class DuplexactSession:
 
         config = self.config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
-        report = build_report(outcomes, self.settings, self.model_spec)
+        report = build_report(outcomes, self.settings, self.model_spec,
+                              selected=[i.id for i in self.instances])
         results = [gates.evaluate(g, lookup(report)) for g in self.gates]
         report["gates"] = [r.to_dict() for r in results]
         report["notes"] = list(self.notes)
