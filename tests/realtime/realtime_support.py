@@ -159,13 +159,3 @@ async def run_concurrently(jobs: Iterable[Callable[[], Awaitable[Any]]], concurr
         raise group.exceptions[0]
     return results
 
-
-def shown_with_locals(exc: BaseException) -> str:
-    """What ``pytest -l`` (and junit's long report) prints of ``exc``: every frame's locals
-    by repr, the exception chain included; from below the test's own frame (``pytest.raises``
-    caught it there), which holds the test's fake key."""
-    import traceback
-
-    exc = exc.with_traceback(exc.__traceback__.tb_next)
-    return "".join(traceback.TracebackException.from_exception(
-        exc, capture_locals=True).format())

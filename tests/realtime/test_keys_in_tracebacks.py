@@ -17,7 +17,8 @@ from pytest_duplexact.models.openai_realtime import factory as gpt_realtime
 from pytest_duplexact.models.realtime_dialects import grok_voice
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
-from realtime_support import fake, shown_with_locals
+from realtime_support import fake
+from tests.tracebacks import shown_with_locals
 
 
 def _closed_port() -> int:
