@@ -329,6 +329,11 @@ class DuplexactSession:
             root, released = resolve_for_run(config, data)
         else:
             root = Path(data or bundled_root()).resolve()
+            if options.get(config, "data-mapping"):
+                raise pytest.UsageError(
+                    f"--duplexact-data-mapping={options.get(config, 'data-mapping')}: a mapping "
+                    "applies to released data only (--duplexact-data=hf:OWNER/NAME or "
+                    f"hf:/folder), and this run reads {root}; drop the mapping or use hf: data")
         dataset, problems = check_dataset(root)
         if problems:
             raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
