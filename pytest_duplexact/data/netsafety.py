@@ -9,12 +9,16 @@ alone, before any connection.
 
 A key the package itself must send lives in a ``Secret`` holder whose repr is masked, so a
 ``-l`` traceback's locals, a log line or a report that mentions the holder cannot carry it.
+``install_log_filter`` masks keys in what the websockets library logs at DEBUG (it prints
+every handshake header, ``Authorization`` included).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
@@ -87,3 +91,47 @@ class BearerHeaders(Mapping):
 
     def __repr__(self) -> str:
         return "{'Authorization': 'Bearer ********'}"
+
+
+_SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|_KEY)$")
+_SECRET_HEADER = re.compile(r"(?i)(\bbearer\s+|\b(?:x-goog-api-key|api-key)\s*[:=]\s*)"
+                            r"[^\s<\"',;]+")
+
+
+def mask_secrets(text: str, env: dict | None = None) -> str:
+    """``text`` minus every key this process holds: the value of each environment variable
+    named like a key (``*_API_KEY``, ``*TOKEN``, ``*SECRET``, ``*_KEY``), and whatever
+    follows ``Bearer`` or an ``x-goog-api-key`` / ``api-key`` header name."""
+    env = os.environ if env is None else env
+    values = sorted(((v, k) for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8),
+                    key=lambda p: -len(p[0]))
+    for value, name in values:
+        if value in text:
+            text = text.replace(value, f"<{name}>")
+    return _SECRET_HEADER.sub(r"\1<masked>", text)
+
+
+class MaskingFilter(logging.Filter):
+    """Rewrites a record whose message holds a key (``mask_secrets``); drops nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is logging's business, not ours
+            return True
+        masked = mask_secrets(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+LOGGERS_THAT_PRINT_HEADERS = ("websockets", "websockets.client", "websockets.server")
+
+
+def install_log_filter() -> None:
+    """The masking filter on the loggers that print handshake headers (a filter applies to
+    the records of its own logger only, so each one that logs gets it). Idempotent."""
+    for name in LOGGERS_THAT_PRINT_HEADERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, MaskingFilter) for f in logger.filters):
+            logger.addFilter(MaskingFilter())

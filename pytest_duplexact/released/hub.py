@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -26,25 +25,21 @@ from . import ReleasedDataError
 DEADLINE_ENV = "DUPLEXACT_HUB_TIMEOUT"
 DEFAULT_DEADLINE_S = 3600.0  # the whole download; a snapshot of a few GB at a slow link
 PROGRESS_EVERY_S = 15.0
-TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',;<>]+")
 
 
 def scrub_hub(text: object) -> str:
-    """A hub message minus the token: the environment's, the saved one (``hf auth login``),
-    and any ``Bearer ...`` value whatever its source."""
-    from ..models.model_options import scrub
+    """A hub message minus the token: every key of the environment (``HF_TOKEN`` ...) and any
+    ``Bearer ...`` value (netsafety.mask_secrets), and the saved one (``hf auth login``)."""
+    from ..data.netsafety import mask_secrets
 
-    text = scrub(text, *TOKEN_VARS)
+    text = mask_secrets(str(text))
     try:
         from huggingface_hub import get_token
 
         token = get_token()
     except Exception:  # no package, unreadable token file: nothing more to remove
         token = None
-    if token:
-        text = text.replace(token, "<HF token>")
-    return _BEARER.sub(r"\1<masked>", text)
+    return text.replace(token, "<HF token>") if token else text
 
 
 def deadline_s() -> float:
