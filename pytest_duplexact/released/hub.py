@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 from . import ReleasedDataError
@@ -60,7 +61,10 @@ def download(repo: str, rev: str | None, log: Callable[[str], None] | None = Non
     the child; ReleasedDataError when the deadline passed. KeyboardInterrupt kills the child
     and propagates."""
     deadline = deadline_s()
-    proc = subprocess.Popen([sys.executable, "-m", __name__, repo, rev or ""],
+    here = str(Path(__file__).resolve().parents[2])  # the child imports this very package
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.Popen([sys.executable, "-m", __name__, repo, rev or ""], env=env,
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     out = wait(proc, deadline, log or (lambda msg: None),
                what=f"downloading {repo} (revision {rev or 'main'})")

@@ -112,32 +112,6 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "duplexact"
 
 
-STALE_TMP_S = 3600.0  # a conversion in progress writes every few seconds
-
-
-def clean_stale_conversions(root: Path | None = None, older_than_s: float = STALE_TMP_S,
-                            now: float | None = None) -> list[Path]:
-    """Remove the ``.tmp-*`` folders of conversions killed midway (SIGKILL, power loss) from
-    the conversion cache: those in which nothing changed for ``older_than_s``. Returns them."""
-    import shutil
-    import time
-
-    root = cache_root() / "released" if root is None else root
-    now = time.time() if now is None else now
-    removed = []
-    for tmp in root.glob(".tmp-*"):
-        try:
-            newest = max([tmp.stat().st_mtime] + [
-                os.stat(os.path.join(d, n)).st_mtime
-                for d, dirs, names in os.walk(tmp) for n in dirs + names])
-        except OSError:  # vanished meanwhile (its conversion finished or another cleaned it)
-            continue
-        if now - newest > older_than_s:
-            shutil.rmtree(tmp, ignore_errors=True)
-            removed.append(tmp)
-    return removed
-
-
 def _hashes(root: Path, files: dict[str, tuple[Path, ...]]) -> dict[str, str]:
     """Content ids of the snapshot's files, with the memo of local files' hashes kept in the
     conversion cache (a local snapshot of GBs is not re-read on every run)."""
@@ -191,3 +165,29 @@ def resolve_snapshot(body: str, m: Mapping, log=None) -> Snapshot:
             f"hf:{body}: no parquet file of any mapped config ({', '.join(m.configs)}) under "
             f"{root}; patterns tried: {pats} (set [source].files in --duplexact-data-mapping)")
     return Snapshot(root, label, commit, files, _hashes(root, files))
+
+
+STALE_TMP_S = 3600.0  # a conversion in progress writes every few seconds
+
+
+def clean_stale_conversions(root: Path | None = None, older_than_s: float = STALE_TMP_S,
+                            now: float | None = None) -> list[Path]:
+    """Remove the ``.tmp-*`` folders of conversions killed midway (SIGKILL, power loss) from
+    the conversion cache: those in which nothing changed for ``older_than_s``. Returns them."""
+    import shutil
+    import time
+
+    root = cache_root() / "released" if root is None else root
+    now = time.time() if now is None else now
+    removed = []
+    for tmp in root.glob(".tmp-*"):
+        try:
+            newest = max([tmp.stat().st_mtime] + [
+                os.stat(os.path.join(d, n)).st_mtime
+                for d, dirs, names in os.walk(tmp) for n in dirs + names])
+        except OSError:  # vanished meanwhile (its conversion finished or another cleaned it)
+            continue
+        if now - newest > older_than_s:
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+    return removed

@@ -102,6 +102,13 @@ class FakeHub:
             h.wfile.write(body)
 
     def _misbehave(self, h) -> None:
+        try:
+            self._go_wrong(h)
+        except OSError:  # the client gave up (killed at its deadline): that is the point
+            pass
+        h.close_connection = True
+
+    def _go_wrong(self, h) -> None:
         if self.misbehave == "silent":
             self.closing.wait()
         elif self.misbehave == "drip":
@@ -114,7 +121,6 @@ class FakeHub:
             quoted = "; ".join(f"{k}: {v}" for k, v in h.headers.items())
             self._json(h, {"error": f"refused; request headers were: {quoted}"},
                        status=int(self.misbehave[-3:]))
-        h.close_connection = True
 
     def _serve(self, h, head: bool):
         path = unquote(urlsplit(h.path).path)
