@@ -5,21 +5,17 @@ A base URL (judges, transcriber, simulator, realtime models) that is plain ``htt
 network. That is refused unless the user opts in with ``DUPLEXACT_ALLOW_INSECURE_HTTP=1``
 (e.g. a judge server inside a trusted private network). Loopback (127.0.0.0/8, ::1,
 localhost) is always allowed: it never leaves the machine. The decision is made on the URL
-alone, before any connection.
-
-A key the package itself must send lives in a ``Secret`` holder whose repr is masked, so a
-``-l`` traceback's locals, a log line or a report that mentions the holder cannot carry it.
-``install_log_filter`` masks keys in what the websockets library logs at DEBUG (it prints
-every handshake header, ``Authorization`` included).
+alone, before any connection. ``Secret`` holds a key masked, so no traceback, log line or
+report that mentions the holder can show it.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import ipaddress
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
 ENV_ALLOW = "DUPLEXACT_ALLOW_INSECURE_HTTP"
@@ -70,7 +66,7 @@ class Secret:
         return self._value
 
 
-class BearerHeaders(Mapping):
+class BearerHeaders(collections.abc.Mapping):
     """``{"Authorization": "Bearer <key>"}`` for a client that takes a headers mapping, with
     the key held in a ``Secret`` until the client reads the value: the mapping's repr is
     masked, so a frame local holding it shows no key."""
@@ -83,7 +79,7 @@ class BearerHeaders(Mapping):
             raise KeyError(name)
         return f"Bearer {self._key.reveal()}"
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> collections.abc.Iterator[str]:
         return iter(("Authorization",))
 
     def __len__(self) -> int:
@@ -129,7 +125,8 @@ LOGGERS_THAT_PRINT_HEADERS = ("websockets", "websockets.client", "websockets.ser
 
 
 def install_log_filter() -> None:
-    """The masking filter on the loggers that print handshake headers (a filter applies to
+    """``--log-level=DEBUG``: websockets logs every handshake header, ``Authorization``
+    included. The masking filter on the loggers that print handshake headers (a filter applies to
     the records of its own logger only, so each one that logs gets it). Idempotent."""
     for name in LOGGERS_THAT_PRINT_HEADERS:
         logger = logging.getLogger(name)

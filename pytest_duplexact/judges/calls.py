@@ -31,7 +31,7 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
-from ..data.netsafety import Secret  # noqa: F401 (judges.calls.Secret)
+from ..data.netsafety import Secret  # noqa: F401 (judges.calls.Secret, as before)
 from ..data.retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
 from .cache import RequestCache, request_key
 
