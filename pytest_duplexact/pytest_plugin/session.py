@@ -28,7 +28,8 @@ from ..run import journal
 from ..run.harness import Harness
 from ..data.instance import DatasetError, bundled_root, check_dataset
 from ..data.results import InstanceOutcome, Verdict
-from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, claim_new, write_json  # noqa: F401 (the run's files)
+from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
+from ..run.rundir import claim_new
 from ..run.selection import Selection, SelectionError, parse_shard, select
 from ..run.settings import RunSettings, SettingsError
 

@@ -4,11 +4,12 @@ lines and Ctrl-C.
 huggingface_hub's HTTP client has no timeout of its own (``repo_info`` waits forever on a hub
 that accepts and never answers), a per-read timeout cannot stop a server that drips a byte a
 second, and its download threads are joined at exit, so a stuck read even outlives Ctrl-C. The
-download therefore runs in a child process (``python -m pytest_duplexact.released.hub``): every
-request without a timeout gets one (``HF_HUB_DOWNLOAD_TIMEOUT``, huggingface_hub's own variable), and
-the parent kills it at the deadline (``DUPLEXACT_HUB_TIMEOUT`` seconds for the whole download)
-or on Ctrl-C. It prints one JSON line: the folder, or the error, with every token scrubbed (a
-hub that answers 400/401 may quote the request's ``authorization`` header back).
+download therefore runs in a child process (``python -m pytest_duplexact.released.hub``):
+every request without a timeout gets one (``HF_HUB_DOWNLOAD_TIMEOUT``, huggingface_hub's own
+variable), and the parent kills the child at the deadline (``DUPLEXACT_HUB_TIMEOUT`` seconds
+for the whole download) or on Ctrl-C. The child prints one JSON line: the folder, or the
+error with every token scrubbed (a hub answering 400/401 may quote the request's
+``authorization`` header back).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from .convert import UNMAPPABLE_FILE
 def resolve_for_run(config, data: str) -> tuple[Path, dict]:
     mapping = options.get(config, "data-mapping")
     skip = options.get(config, "skip-unmappable")
+
     def log(msg: str) -> None:
         """Progress (downloading, converting): this runs in pytest_configure, before the
         terminal reporter exists, so straight to stderr until it does."""

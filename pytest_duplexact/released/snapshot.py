@@ -2,11 +2,12 @@
 and, per config, the files that hold it.
 
 Downloads go through ``huggingface_hub.snapshot_download`` with ``allow_patterns`` limited to
-parquet, into the normal HF cache (HF_HOME / HF_HUB_CACHE), in a child process with a deadline
-(hub.py: a hub that hangs or drips cannot hold the run, and Ctrl-C ends it). A snapshot already complete in that
-cache is used without any request (``local_files_only`` first; huggingface_hub checks the
-cached tree listing for completeness); ``HF_HUB_OFFLINE=1`` never goes online. A branch name is
-therefore resolved once; pass ``@<commit>`` (or delete the cache) to move to a newer revision.
+parquet, into the normal HF cache (HF_HOME / HF_HUB_CACHE), in a child process with a
+deadline (hub.py: a hub that hangs or drips cannot hold the run, and Ctrl-C ends it). A
+snapshot already complete in that cache is used without any request (``local_files_only``
+first; huggingface_hub checks the cached tree listing for completeness); ``HF_HUB_OFFLINE=1``
+never goes online. A branch name is therefore resolved once; pass ``@<commit>`` (or delete the
+cache) to move to a newer revision.
 """
 
 from __future__ import annotations
