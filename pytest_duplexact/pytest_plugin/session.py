@@ -126,6 +126,13 @@ def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) ->
     return claim_new(base)  # runs started in the same second: base-2, base-3, ...
 
 
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or gone
+        pass
+
+
 def _holds_files(folder: Path) -> bool:
     from ..run.runlock import LOCK_FILE
 
@@ -386,11 +393,16 @@ class DuplexactSession:
             else:
                 self.resumed, self.messages = _load_resumed(self.run_dir, self.settings, wanted)
         if not self.worker:
-            _check_urls(self.settings)
-            _preflight(config, spec, self.settings)
-            _preflight_data(spec, self.instances)
-            self.baseline = _check_baseline(config)
-            _check_prices(config)
+            try:
+                _check_urls(self.settings)
+                _preflight(config, spec, self.settings)
+                _preflight_data(spec, self.instances)
+                self.baseline = _check_baseline(config)
+                _check_prices(config)
+            except BaseException:  # the run never starts: no empty default run dir left behind
+                if not (options.get(config, "resume") or options.get(config, "run-dir")):
+                    _remove_if_empty(self.run_dir)
+                raise
             from ..run.runlock import RunDirLocked, RunLock
 
             try:

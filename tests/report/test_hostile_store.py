@@ -64,3 +64,12 @@ def test_runs_starting_at_once_each_claim_their_own_default_run_dir(tmp_path):
     assert [p.exitcode for p in procs] == [0] * 4
     dirs = {out.get(timeout=5) for _ in range(4)}
     assert len(dirs) == 4
+
+
+def test_a_run_refused_at_preflight_leaves_no_default_run_dir(pytester):
+    """The default run dir is claimed before the preflight checks; a refused run removes it."""
+    res = pytester.runpytest("--duplexact-model=silent", "--duplexact-baseline=nothing.json",
+                             "-p", "no:cacheprovider", "-p", "no:randomly")
+    assert res.ret == 4
+    runs = pytester.path / "duplexact-runs"
+    assert not runs.exists() or list(runs.iterdir()) == []
