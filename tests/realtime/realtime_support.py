@@ -158,4 +158,3 @@ async def run_concurrently(jobs: Iterable[Callable[[], Awaitable[Any]]], concurr
     except BaseExceptionGroup as group:  # surface the bug itself, not a wrapper
         raise group.exceptions[0]
     return results
-
