@@ -51,3 +51,40 @@ def test_gpt_realtime_refuses_a_clear_base_url(monkeypatch):
     monkeypatch.delenv(ENV_ALLOW, raising=False)
     with pytest.raises(ModelConfigError, match="unencrypted"):
         factory(base_url="http://realtime.example.com/v1")
+
+
+@pytest.mark.asyncio
+async def test_websockets_debug_logging_shows_no_key(monkeypatch, caplog):
+    """``--log-level=DEBUG``: websockets logs every handshake header; the plugin's filter
+    (installed at configure, as in any run) masks the key in them."""
+    import logging
+
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import serve
+
+    key = "sk-test-LOGLEAK-0123456789abcdef"
+    monkeypatch.setenv("MINICPM_O_API_KEY", key)
+    caplog.set_level(logging.DEBUG, logger="websockets")
+
+    async def echo(ws):
+        await ws.send(await ws.recv())
+
+    async with serve(echo, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(f"ws://127.0.0.1:{port}", open_timeout=10,
+                           additional_headers={"Authorization": f"Bearer {key}"}) as ws:
+            await ws.send(f"my key is {key}")
+            assert await ws.recv() == f"my key is {key}"
+    shown = "\n".join(r.getMessage() for r in caplog.records)
+    assert "Authorization: Bearer <" in shown  # the header was logged, masked
+    assert key not in shown and key not in caplog.text
+
+
+def test_mask_secrets_covers_key_variables_and_header_values():
+    from pytest_duplexact.data.netsafety import mask_secrets
+
+    env = {"XAI_API_KEY": "xai-0123456789", "HF_TOKEN": "hf_abcdefghij", "PATH": "/usr/bin:/bin",
+           "SHORT_KEY": "abc"}
+    text = "xai-0123456789 hf_abcdefghij /usr/bin:/bin abc x-goog-api-key: AIzaSECRET"
+    assert mask_secrets(text, env) == ("<XAI_API_KEY> <HF_TOKEN> /usr/bin:/bin abc "
+                                       "x-goog-api-key: <masked>")

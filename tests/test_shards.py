@@ -43,6 +43,10 @@ def test_auto_slash_n_states_the_count_for_an_indexed_job():
     ({"SLURM_ARRAY_TASK_ID": "1"}, "neither SLURM_ARRAY_TASK_COUNT"),
     ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "9",
       "SLURM_ARRAY_TASK_STEP": "3"}, "not on the array's step"),
+    ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_MAX": "9", "SLURM_ARRAY_TASK_STEP": "0"},
+     "SLURM_ARRAY_TASK_STEP=0: the array's step must be >= 1"),
+    ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "5", "SLURM_ARRAY_TASK_STEP": "-2"},
+     "SLURM_ARRAY_TASK_STEP=-2: the array's step must be >= 1"),
 ])
 def test_auto_errors_say_what_is_missing(env, message):
     with pytest.raises(ShardEnvError, match=message):

@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("reports", nargs="+",
                    help="shard report.json files or globs (quoted: 'shards/*/report.json')")
     p.add_argument("-o", "--output", required=True, help="merged report path")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="merge even when instances of the selection have no outcome in any "
+                        "report (the merged report lists them in 'incomplete')")
 
     p = sub.add_parser("models", help="list the built-in models, what each needs and whether "
                                       "it is present here")

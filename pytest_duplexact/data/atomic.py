@@ -34,6 +34,16 @@ def replacing(path: Path | str) -> Iterator[Path]:
         raise
 
 
-def write_text(path: Path | str, text: str) -> None:
+def write_bytes(path: Path | str, data: bytes) -> None:
+    """``data`` as the whole new ``path``. A failed write (full disk, quota) is an OSError
+    naming ``path``, e.g. ``[Errno 28] No space left on device: '.../report.json'``."""
     with replacing(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+
+
+def write_text(path: Path | str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))

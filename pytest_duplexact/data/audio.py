@@ -3,13 +3,14 @@ resampler, never linear interpolation)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 import soxr
 
-from .atomic import replacing
+from .atomic import write_bytes
 from .recording import SAMPLE_RATE  # the benchmark's input rate (SPEC §2)
 
 
@@ -49,7 +50,9 @@ def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> No
     Float samples are converted to 16 bits (``to_pcm16`` for WAV, libsndfile's own for FLAC);
     int16 samples are written as they are, so WAV and FLAC then hold the same samples.
 
-    Written to a temporary name and renamed, so a reader never sees half a file."""
+    Encoded in memory, then written to a temporary name and renamed, so a reader never sees
+    half a file, and a full disk is an OSError naming the file (libsndfile writing it itself
+    says only "System error.")."""
     path = Path(path)
     fmt = "FLAC" if path.suffix.lower() == ".flac" else "WAV"
     data = np.asarray(samples)
@@ -57,12 +60,14 @@ def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> No
         data = data.astype(np.float32, copy=False)
         if fmt == "WAV":  # every instance writes two recordings (benchmarks/harness.py)
             data = to_pcm16(data)
-    with replacing(path) as tmp:
-        try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks it
-            extra = {"compression_level": 1.0} if fmt == "FLAC" else {}
-            sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16", **extra)
-        except TypeError:
-            sf.write(str(tmp), data, sample_rate, format=fmt, subtype="PCM_16")
+    buf = io.BytesIO()
+    try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks it
+        extra = {"compression_level": 1.0} if fmt == "FLAC" else {}
+        sf.write(buf, data, sample_rate, format=fmt, subtype="PCM_16", **extra)
+    except TypeError:
+        buf = io.BytesIO()
+        sf.write(buf, data, sample_rate, format=fmt, subtype="PCM_16")
+    write_bytes(path, buf.getvalue())
 
 
 def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:

@@ -11,7 +11,9 @@ report that mentions the holder can show it.
 
 from __future__ import annotations
 
+import collections.abc
 import ipaddress
+import logging
 import os
 import re
 from urllib.parse import urlsplit
@@ -84,3 +86,71 @@ class MaskedRepr(str):
 def masked_repr(value: str) -> str:
     """``value``, as a ``MaskedRepr`` when it carries URL credentials."""
     return MaskedRepr(value) if mask_credentials(value) != value else value
+
+
+class BearerHeaders(collections.abc.Mapping):
+    """``{"Authorization": "Bearer <key>"}`` for a client that takes a headers mapping, with
+    the key held in a ``Secret`` until the client reads the value: the mapping's repr is
+    masked, so a frame local holding it shows no key."""
+
+    def __init__(self, key: Secret):
+        self._key = key
+
+    def __getitem__(self, name: str) -> str:
+        if name != "Authorization":
+            raise KeyError(name)
+        return f"Bearer {self._key.reveal()}"
+
+    def __iter__(self) -> collections.abc.Iterator[str]:
+        return iter(("Authorization",))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return "{'Authorization': 'Bearer ********'}"
+
+
+_SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|_KEY)$")
+_SECRET_HEADER = re.compile(r"(?i)(\bbearer\s+|\b(?:x-goog-api-key|api-key)\s*[:=]\s*)"
+                            r"[^\s<\"',;]+")
+
+
+def mask_secrets(text: str, env: dict | None = None) -> str:
+    """``text`` minus every key this process holds: the value of each environment variable
+    named like a key (``*_API_KEY``, ``*TOKEN``, ``*SECRET``, ``*_KEY``), and whatever
+    follows ``Bearer`` or an ``x-goog-api-key`` / ``api-key`` header name."""
+    env = os.environ if env is None else env
+    values = sorted(((v, k) for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8),
+                    key=lambda p: -len(p[0]))
+    for value, name in values:
+        if value in text:
+            text = text.replace(value, f"<{name}>")
+    return _SECRET_HEADER.sub(r"\1<masked>", text)
+
+
+class MaskingFilter(logging.Filter):
+    """Rewrites a record whose message holds a key (``mask_secrets``); drops nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is logging's business, not ours
+            return True
+        masked = mask_secrets(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+LOGGERS_THAT_PRINT_HEADERS = ("websockets", "websockets.client", "websockets.server")
+
+
+def install_log_filter() -> None:
+    """``--log-level=DEBUG``: websockets logs every handshake header, ``Authorization``
+    included. The masking filter on the loggers that print handshake headers (a filter applies to
+    the records of its own logger only, so each one that logs gets it). Idempotent."""
+    for name in LOGGERS_THAT_PRINT_HEADERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, MaskingFilter) for f in logger.filters):
+            logger.addFilter(MaskingFilter())

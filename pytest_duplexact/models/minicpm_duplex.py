@@ -49,6 +49,7 @@ import numpy as np
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
+from ..data.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
 from .server_session import started
@@ -132,11 +133,9 @@ class MiniCPMO:
     async def connect(self, info: SessionInfo) -> "MiniCPMOSession":
         session_id = f"adx_{secrets.token_hex(8)}"
         url = self.endpoint(session_id)
-        key = os.environ.get(KEY_ENV)
-        headers = {"Authorization": f"Bearer {key}"} if key else None
         options: dict[str, Any] = {"max_size": None, "compression": None,
                                    "open_timeout": self.connect_timeout,
-                                   "additional_headers": headers}
+                                   "additional_headers": _auth_headers()}
         if url.startswith("wss"):
             options["ssl"] = _tls_context()
         try:
@@ -144,6 +143,12 @@ class MiniCPMO:
         except Exception as e:
             raise _connect_error(e) from None
         return await started(MiniCPMOSession(ws, self, session_id))
+
+
+def _auth_headers() -> BearerHeaders | None:
+    """The key, when set, in a masked holder: never a plain str in a frame local that a
+    ``-l`` traceback or a junit report would print."""
+    return BearerHeaders(Secret(os.environ[KEY_ENV])) if os.environ.get(KEY_ENV) else None
 
 
 _TLS: list[ssl.SSLContext] = []
@@ -187,13 +192,14 @@ class MiniCPMOSession:
 
     async def _recv(self, timeout: float | None = None) -> dict[str, Any] | None:
         try:
-            raw = await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
-                         else self._ws.recv())
+            raw = scrub(await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
+                               else self._ws.recv()), KEY_ENV)  # before any local holds it
         except ConnectionClosed as e:
             if self._closed:
                 return None
             code = e.rcvd.code if e.rcvd is not None else 1006
-            reason = f": {e.rcvd.reason}" if e.rcvd is not None and e.rcvd.reason else ""
+            reason = f": {scrub(e.rcvd.reason, KEY_ENV)}" \
+                if e.rcvd is not None and e.rcvd.reason else ""
             raise TransientModelError(f"{LABEL}: the connection closed (close code "
                                       f"{code}{reason})") from None
         return json.loads(raw)

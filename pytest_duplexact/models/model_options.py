@@ -86,9 +86,16 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
             f"{ENV_ALLOW}=1) if that network is trusted")
 
 
-def scrub(text: Any, *key_vars: str) -> str:
+def scrub(text: Any, *key_vars: str) -> Any:
     """A provider message minus the keys in these environment variables, should a server
-    ever echo one back."""
+    ever echo one back. ``bytes`` (a raw server frame) stay bytes; anything else becomes
+    its ``str``."""
+    if isinstance(text, bytes):
+        for var in key_vars:
+            key = os.environ.get(var)
+            if key and key.encode() in text:
+                text = text.replace(key.encode(), f"<{var}>".encode())
+        return text
     text = str(text)
     for var in key_vars:
         key = os.environ.get(var)

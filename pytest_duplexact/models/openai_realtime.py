@@ -208,6 +208,8 @@ def _is_transient(kind: str, code: str) -> bool:
 class OpenAIRealtimeSession:
     """One live realtime websocket: the ``StreamingSession`` protocol over the SDK."""
 
+    _key_env = KEY_ENV  # scrubbed from every server event
+
     def __init__(self, conn: Any, interrupt: bool, in_rate: int = PCM_RATE,
                  out_rate: int = PCM_RATE):
         self._conn = conn
@@ -222,9 +224,11 @@ class OpenAIRealtimeSession:
                                         "audio_out_s": 0.0}
 
     async def _recv(self) -> dict[str, Any] | None:
-        """The next server event as a dict; None once we closed the socket ourselves."""
+        """The next server event as a dict, the key scrubbed from it before it is parsed
+        (an ``ev`` / ``err`` local a traceback shows never holds it); None once we closed the
+        socket ourselves."""
         try:
-            raw = await self._conn.recv_bytes()
+            raw = scrub(await self._conn.recv_bytes(), self._key_env)
         except ConnectionClosed as e:
             if self._closed:
                 return None

@@ -30,6 +30,7 @@ from ..run.harness import Harness
 from ..data.instance import DatasetError, bundled_root, check_dataset
 from ..data.results import InstanceOutcome, Verdict
 from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
+from ..run.rundir import claim_new
 from ..run.selection import Selection, SelectionError, parse_shard, select
 from ..run.settings import RunSettings, SettingsError
 from ..report.budget import STOP_FILE
@@ -125,11 +126,14 @@ def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) ->
     stamp = time.strftime("%Y%m%d-%H%M%S")
     part = "" if shard is None else "-shard%dof%d" % shard  # shards of one run never collide
     base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}{part}"
-    run_dir, k = base, 1
-    while _holds_files(run_dir):  # two runs started in the same second
-        k += 1
-        run_dir = base.with_name(f"{base.name}-{k}")
-    return run_dir.resolve()
+    return claim_new(base)  # runs started in the same second: base-2, base-3, ...
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or gone
+        pass
 
 
 def _holds_files(folder: Path) -> bool:
@@ -327,6 +331,11 @@ class DuplexactSession:
             root, released = resolve_for_run(config, data)
         else:
             root = Path(data or bundled_root()).resolve()
+            if options.get(config, "data-mapping"):
+                raise pytest.UsageError(
+                    f"--duplexact-data-mapping={options.get(config, 'data-mapping')}: a mapping "
+                    "applies to released data only (--duplexact-data=hf:OWNER/NAME or "
+                    f"hf:/folder), and this run reads {root}; drop the mapping or use hf: data")
         dataset, problems = check_dataset(root)
         if problems:
             raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
@@ -378,17 +387,21 @@ class DuplexactSession:
             else:
                 self.resumed, self.messages = _load_resumed(self.run_dir, self.settings, wanted)
         self.estimate: dict | None = None  # report/estimate.py (controller)
-        self.budget = None  # run/budget.Budget (controller), with --duplexact-max-cost/-wall
+        self.budget = None  # report/budget.Budget (controller), with --duplexact-max-cost/-wall
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
         self._pytest_session: pytest.Session | None = None
         self._started = time.monotonic()
         if not self.worker:
-            self._plan(config)
-        if not self.worker:
-            _check_urls(self.settings)
-            _preflight(config, spec, self.settings)
-            _preflight_data(spec, self.instances)
-            self.baseline = _check_baseline(config)
+            try:
+                self._plan(config)  # --duplexact-estimate ends the run here
+                _check_urls(self.settings)
+                _preflight(config, spec, self.settings)
+                _preflight_data(spec, self.instances)
+                self.baseline = _check_baseline(config)
+            except BaseException:  # the run never starts: no empty default run dir left behind
+                if not (options.get(config, "resume") or options.get(config, "run-dir")):
+                    _remove_if_empty(self.run_dir)
+                raise
             from ..run.runlock import RunDirLocked, RunLock
 
             try:
@@ -697,7 +710,8 @@ class DuplexactSession:
 
         config = self.config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
-        report = build_report(outcomes, self.settings, self.model_spec)
+        report = build_report(outcomes, self.settings, self.model_spec,
+                              selected=[i.id for i in self.instances])
         results = [gates.evaluate(g, lookup(report)) for g in self.gates]
         report["gates"] = [r.to_dict() for r in results]
         report["notes"] = list(self.notes)

@@ -28,8 +28,9 @@ def resolve_data(spec: str, mapping: Path | str | None = None,
     incomplete and ``skip_unmappable`` is False)."""
     from .convert import convert_cached
     from .mapping import load_mapping
-    from .snapshot import resolve_snapshot
+    from .snapshot import clean_stale_conversions, resolve_snapshot
 
     m = load_mapping(mapping)
+    clean_stale_conversions()  # what conversions killed midway left
     snap = resolve_snapshot(spec[len(HF_PREFIX):], m, log=log)
     return convert_cached(snap, m, skip_unmappable=skip_unmappable, log=log)

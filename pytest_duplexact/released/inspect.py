@@ -124,7 +124,9 @@ def render(snap: Snapshot, infos: list[ConfigInfo]) -> str:
         lines.append("  columns: " + ", ".join(f"{k}: {v}" for k, v in i.columns.items()))
         for c, a in i.audio.items():
             if not a["n"]:
-                lines.append(f"  audio {c}: empty in all {a['empty']} rows")
+                lines.append(f"  audio {c}: no readable clip: {a['unreadable']} unreadable "
+                             f"(not audio libsndfile decodes), {a['empty']} empty"
+                             if a["unreadable"] else f"  audio {c}: empty in all {a['empty']} rows")
                 continue
             rates = ", ".join(f"{r} Hz x{n}" for r, n in sorted(a["rates"].items()))
             chans = ", ".join(f"{ch} ch x{n}" for ch, n in sorted(a["channels"].items()))

@@ -4,6 +4,7 @@ run's settings record about it (snapshot, revision, mapping, skipped rows)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,17 @@ from .convert import UNMAPPABLE_FILE, describe_absent
 def resolve_for_run(config, data: str) -> tuple[Path, dict]:
     mapping = options.get(config, "data-mapping")
     skip = options.get(config, "skip-unmappable")
-    tr = config.pluginmanager.get_plugin("terminalreporter")
 
     def log(msg: str) -> None:
-        if tr is not None and not hasattr(config, "workerinput"):
+        """Progress (downloading, converting): this runs in pytest_configure, before the
+        terminal reporter exists, so straight to stderr until it does."""
+        if hasattr(config, "workerinput"):
+            return
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
             tr.write_line(msg)
+        else:
+            print(msg, file=sys.stderr, flush=True)
 
     try:
         root = resolve_data(data, Path(mapping) if mapping else None, skip, log=log)

@@ -2,10 +2,12 @@
 and, per config, the files that hold it.
 
 Downloads go through ``huggingface_hub.snapshot_download`` with ``allow_patterns`` limited to
-parquet, into the normal HF cache (HF_HOME / HF_HUB_CACHE). A snapshot already complete in that
-cache is used without any request (``local_files_only`` first; huggingface_hub checks the
-cached tree listing for completeness); ``HF_HUB_OFFLINE=1`` never goes online. A branch name is
-therefore resolved once; pass ``@<commit>`` (or delete the cache) to move to a newer revision.
+parquet, into the normal HF cache (HF_HOME / HF_HUB_CACHE), in a child process with a
+deadline (hub.py: a hub that hangs or drips cannot hold the run, and Ctrl-C ends it). A
+snapshot already complete in that cache is used without any request (``local_files_only``
+first; huggingface_hub checks the cached tree listing for completeness); ``HF_HUB_OFFLINE=1``
+never goes online. A branch name is therefore resolved once; pass ``@<commit>`` (or delete the
+cache) to move to a newer revision.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ReleasedDataError
+from . import ReleasedDataError, hub
 from .mapping import Mapping
 
 
@@ -40,7 +42,11 @@ class Snapshot:
 def parse_spec(body: str) -> tuple[str | None, str | None, Path | None]:
     """``REPO[@REV]`` -> (repo, rev, None); ``/folder`` or ``./folder`` -> (None, None, path)."""
     if body.startswith(("/", "./", "../", "~")) or os.path.isdir(body):
-        return None, None, Path(body).expanduser().resolve()
+        try:
+            return None, None, Path(body).expanduser().resolve()
+        except RuntimeError:  # ~user of no such user
+            raise ReleasedDataError(f"hf:{body}: no home folder for "
+                                    f"{body.split('/', 1)[0]!r}") from None
     repo, _, rev = body.partition("@")
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", repo):
         raise ReleasedDataError(f"hf:{body}: expected hf:OWNER/NAME[@REVISION] or hf:/path/to/"
@@ -51,32 +57,29 @@ def parse_spec(body: str) -> tuple[str | None, str | None, Path | None]:
 def _download(repo: str, rev: str | None, log=None) -> tuple[Path, str | None]:
     try:
         from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
     except ImportError as e:  # pragma: no cover - a declared dependency
         raise ReleasedDataError(f"hf:{repo}: huggingface_hub is not installed ({e})") from None
-    kwargs = dict(repo_id=repo, repo_type="dataset", revision=rev,
-                  allow_patterns=["*.parquet"])
     try:  # a complete cached snapshot: no request at all
-        folder = snapshot_download(local_files_only=True, **kwargs)
+        folder = snapshot_download(repo_id=repo, repo_type="dataset", revision=rev,
+                                   allow_patterns=["*.parquet"], local_files_only=True)
+        cached = None
     except Exception as e:  # LocalEntryNotFoundError, IncompleteSnapshotError, ...
-        offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes",
-                                                                           "on")
-        if offline:
+        folder, cached = None, hub.scrub_hub(f"{type(e).__name__}: {e}")
+    if folder is None:
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
             raise ReleasedDataError(
                 f"hf:{repo}: HF_HUB_OFFLINE is set and the HF cache has no complete snapshot of "
-                f"it ({type(e).__name__}: {e}); run once online, or use hf:/path/to/a/folder"
-            ) from None
+                f"it ({cached}); run once online, or use hf:/path/to/a/folder")
         if log:
             log(f"duplexact: downloading the parquet files of {repo} (revision "
                 f"{rev or 'main'}) into the Hugging Face cache")
-        try:
-            folder = snapshot_download(**kwargs)
-        except LocalEntryNotFoundError as e2:
+        answer = hub.download(repo, rev, log)  # deadline, progress, Ctrl-C; token scrubbed
+        if answer.get("error") == "unreachable":
             raise ReleasedDataError(f"hf:{repo}: cannot reach the hub and nothing is cached: "
-                                    f"{e2}") from None
-        except Exception as e2:
-            raise ReleasedDataError(f"hf:{repo}: download failed: {type(e2).__name__}: "
-                                    f"{e2}") from None
+                                    f"{answer['message']}")
+        if "folder" not in answer:
+            raise ReleasedDataError(f"hf:{repo}: download failed: {answer.get('message')}")
+        folder = answer["folder"]
     folder = Path(folder)
     commit = folder.name if re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
     return folder, commit
@@ -165,3 +168,29 @@ def resolve_snapshot(body: str, m: Mapping, log=None) -> Snapshot:
             f"hf:{body}: no parquet file of any mapped config ({', '.join(m.configs)}) under "
             f"{root}; patterns tried: {pats} (set [source].files in --duplexact-data-mapping)")
     return Snapshot(root, label, commit, files, _hashes(root, files))
+
+
+STALE_TMP_S = 3600.0  # a conversion in progress writes every few seconds
+
+
+def clean_stale_conversions(root: Path | None = None, older_than_s: float = STALE_TMP_S,
+                            now: float | None = None) -> list[Path]:
+    """Remove the ``.tmp-*`` folders of conversions killed midway (SIGKILL, power loss) from
+    the conversion cache: those in which nothing changed for ``older_than_s``. Returns them."""
+    import shutil
+    import time
+
+    root = cache_root() / "released" if root is None else root
+    now = time.time() if now is None else now
+    removed = []
+    for tmp in root.glob(".tmp-*"):
+        try:
+            newest = max([tmp.stat().st_mtime] + [
+                os.stat(os.path.join(d, n)).st_mtime
+                for d, dirs, names in os.walk(tmp) for n in dirs + names])
+        except OSError:  # vanished meanwhile (its conversion finished or another cleaned it)
+            continue
+        if now - newest > older_than_s:
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+    return removed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Iterable
 
 from .. import __version__
 from ..data import taxonomy
@@ -51,8 +52,12 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
     return d
 
 
-def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str) -> dict:
+def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str,
+                 selected: Iterable[str] | None = None) -> dict:
+    """``selected``: the ids of every instance the run's selection holds (default: those
+    with an outcome), so a merge can tell which of them no report has."""
     outcomes = sorted(outcomes, key=lambda o: o.id)
+    selected = sorted(set(selected) if selected is not None else {o.id for o in outcomes})
     agg = aggregate(outcomes).to_dict()
     return {
         "schema": SCHEMA,
@@ -67,6 +72,7 @@ def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: 
                                                              for o in outcomes)},
         "summary": agg,
         "instances": [o.to_dict() for o in outcomes],
+        "selected": selected,
         "gates": [],
     }
 

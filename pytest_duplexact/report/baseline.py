@@ -27,6 +27,7 @@ from . import ReportFileError, read_report
 from . import paired
 from .judging import section as judges_of
 from .stats import drop_test, holm, rate_of
+from .count_checks import count_problems
 
 DEFAULT_ALPHA = 0.05
 METHOD = ("unpaired one-sided test of a drop per action and condition (I and S): Fisher's "
@@ -46,6 +47,9 @@ def load(path: str | Path) -> dict:
             raise BaselineError(f"baseline {path}: field {key!r} is missing")
     if not isinstance(d["summary"].get("actions"), dict):
         raise BaselineError(f"baseline {path}: field 'summary.actions' is missing")
+    bad = next(count_problems(d["summary"]["actions"]), None)  # the first, by field
+    if bad:
+        raise BaselineError(f"baseline {path}: field '{bad[0]}' {bad[1]}")
     return d
 
 
@@ -234,7 +238,11 @@ def gate(report: dict, path: str, alpha: float = DEFAULT_ALPHA) -> dict:
     the end of the run fails the gate and says why (never passes silently)."""
     try:
         return compare(report, load(path), alpha, str(path))
-    except BaselineError as e:
+    except (BaselineError, KeyError, TypeError, ValueError, AttributeError) as e:
+        # the file changed since the start, or a shape load does not know: the gate fails and
+        # says why, and the run's own report is still written
+        if not isinstance(e, BaselineError):
+            e = BaselineError(f"baseline {path}: cannot be compared ({type(e).__name__}: {e})")
         return {"path": str(path), "alpha": alpha, "method": METHOD, "pairing": None,
                 "comparisons": [], "not_compared": [], "flips": [], "drops": [],
                 "warnings": [], "passed": False,

@@ -10,7 +10,9 @@ they judged one shard; gate the merged report instead.
 
 Refused, with the file and field named: reports that are not DuplexAct reports, of different
 report versions, models, datasets, scoring settings or selections; overlapping instances;
-shards of different counts, repeated or missing shards.
+shards of different counts, repeated or missing shards; instances of the selection (each
+report's ``selected``) that no report has, unless ``--allow-incomplete`` (the merged report
+then lists them in ``incomplete`` and says so in ``notes``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,25 @@ class MergeError(ReportFileError):
 
 
 def load_report(path: str | Path) -> dict:
-    return read_report(path, ("model", "settings", "instances"), MergeError)
+    d = read_report(path, ("model", "settings", "instances"), MergeError)
+    if not isinstance(d["instances"], list):
+        raise MergeError(f"{path}: field 'instances' is {_short(d['instances'])}, not a list of "
+                         "instance outcomes")
+    for k, item in enumerate(d["instances"]):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            raise MergeError(f"{path}: field 'instances[{k}]' is {_short(item)}, not an "
+                             "instance outcome with an id")
+    selected = d.get("selected")
+    if selected is not None and not (isinstance(selected, list)
+                                     and all(isinstance(i, str) for i in selected)):
+        raise MergeError(f"{path}: field 'selected' is {_short(selected)}, not a list of "
+                         "instance ids")
+    return d
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _settings(path: Path, report: dict) -> RunSettings:
@@ -71,8 +91,11 @@ def _run_dir_of(path: Path, report: dict) -> str | None:
     return None
 
 
-def merge(paths: list[str | Path]) -> dict:
-    """The merged report (see the module docstring); raises MergeError."""
+def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
+    """The merged report (see the module docstring); raises MergeError. Instances of the
+    shards' selection that no report has (a shard run with ``-k``, an interrupted one, an
+    edited report) refuse the merge, naming them; ``allow_incomplete`` merges anyway and
+    marks the result (``incomplete``, a note)."""
     if not paths:
         raise MergeError("nothing to merge: pass the shard reports")
     loaded = [(Path(p), load_report(p)) for p in paths]
@@ -108,13 +131,22 @@ def merge(paths: list[str | Path]) -> dict:
             except (KeyError, TypeError, ValueError) as e:
                 raise MergeError(f"{path}: instance {iid}: malformed outcome ({e})") from None
     _check_shards(shards, [p for p, _ in loaded])
+    selected = {i for _, rep in loaded for i in rep.get("selected") or ()} | set(owner)
+    missing = _missing(loaded, set(owner))
+    if missing and not allow_incomplete:
+        raise MergeError(_missing_message(missing) + "; rerun them (pytest "
+                         "--duplexact-resume=<that shard's run dir>), or pass "
+                         "--allow-incomplete to merge without them")
     try:
-        merged = build_report(outcomes, settings, first["model"])
+        merged = build_report(outcomes, settings, first["model"], selected=selected)
     except ValueError as e:
         raise MergeError(f"cannot aggregate the merged instances: {e}") from None
     notes: list[str] = []
     for _, rep in loaded:
         notes += [n for n in rep.get("notes", []) if n not in notes]
+    if missing:
+        merged["incomplete"] = sorted(i for ids in missing.values() for i in ids)
+        notes.append(_missing_message(missing) + " (merged with --allow-incomplete)")
     merged["notes"] = notes
     usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
     if usages:  # each shard's total; their sum is the whole run's
@@ -139,6 +171,25 @@ def merge(paths: list[str | Path]) -> dict:
          "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
         for (p, rep), theirs in zip(loaded, parsed)]
     return json.loads(json.dumps(merged))  # as written and read back (tuples -> lists)
+
+
+def _missing(loaded: list[tuple[Path, dict]], present: set[str]) -> dict[Path, list[str]]:
+    """Per report, the ids its ``selected`` lists that no report has an outcome for."""
+    out = {}
+    for path, rep in loaded:
+        gone = sorted(set(rep.get("selected") or ()) - present)
+        if gone:
+            out[path] = gone
+    return out
+
+
+def _missing_message(missing: dict[Path, list[str]], shown: int = 10) -> str:
+    n = sum(len(ids) for ids in missing.values())
+    parts = []
+    for path, ids in missing.items():
+        more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+        parts.append(f"{path}: {', '.join(ids[:shown])}{more}")
+    return (f"{n} selected instance(s) have no outcome in any report: " + "; ".join(parts))
 
 
 def _check_shards(shards: list, paths: list[Path]) -> None:
@@ -190,7 +241,7 @@ def main(args) -> int:
     stderr."""
     try:
         args.reports = expand(args.reports)
-        merged = merge(args.reports)
+        merged = merge(args.reports, allow_incomplete=getattr(args, "allow_incomplete", False))
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2
@@ -198,4 +249,7 @@ def main(args) -> int:
     tot = merged["totals"]
     print(f"merged {len(args.reports)} report(s): {tot['instances']} instance(s), "
           f"{tot['errors']} error(s) -> {args.output}")
+    if merged.get("incomplete"):
+        print(f"duplexact merge: INCOMPLETE: {len(merged['incomplete'])} selected instance(s) "
+              "missing (listed in the report's 'incomplete')", file=sys.stderr)
     return 0

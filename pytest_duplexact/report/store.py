@@ -7,10 +7,16 @@ significance-aware comparison of report/baseline.py.
 
 from __future__ import annotations
 
+import os
 import re
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 DEFAULT_STORE = ".duplexact"
+LOCK_FILE = ".lock"
+LOCK_DEADLINE_S = 30.0
 _NAME = re.compile(r"^(\d{4,})_.*\.json$")
 
 
@@ -31,15 +37,43 @@ def entries(store: Path) -> list[tuple[int, Path]]:
 
 
 def save(report: dict, store: Path) -> Path:
-    """Write ``report`` as the store's next entry; returns its path."""
+    """Write ``report`` as the store's next entry; returns its path. Numbering and writing
+    happen under the store's lock: runs finishing at once each get their own number."""
     from ..run.rundir import write_json
 
     store.mkdir(parents=True, exist_ok=True)
-    number = (entries(store)[-1][0] + 1) if entries(store) else 1
     stamp = re.sub(r"[^0-9T]", "", str(report.get("created", "")))[:15] or "undated"
-    path = store / f"{number:04d}_{_slug(str(report.get('model', 'model')))}_{stamp}.json"
-    write_json(path, report)
+    with _locked(store):
+        number = (entries(store)[-1][0] + 1) if entries(store) else 1
+        path = store / f"{number:04d}_{_slug(str(report.get('model', 'model')))}_{stamp}.json"
+        write_json(path, report)
     return path
+
+
+@contextmanager
+def _locked(store: Path, deadline_s: float = LOCK_DEADLINE_S) -> Iterator[None]:
+    """``flock`` on ``<store>/.lock`` (dropped by the kernel if the holder dies), waited for
+    at most ``deadline_s``: a save takes milliseconds. Without fcntl (Windows), unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(store / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        give_up = time.monotonic() + deadline_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > give_up:
+                    raise OSError(f"{store}: the store is locked by another run for more "
+                                  f"than {deadline_s:g} s ({store / LOCK_FILE})") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
 
 
 def find(store: Path, ref: str) -> Path:

@@ -30,7 +30,7 @@ USAGE_KEY = "usage"  # in outcome.json: the remote-service cost of the instance 
 
 __all__ = ["CACHE_DIR", "ERROR_FILE", "FINGERPRINT_KEY", "INPUT_FILE", "INSTANCES_DIR",
            "OUTCOME_FILE", "OUTPUT_FILE", "RECORDING_FILE", "REPORT_FILE", "RUN_FILE",
-           "RunDir", "TIMELINE_FILE", "USAGE_KEY", "json_text", "read_json_object",
+           "RunDir", "TIMELINE_FILE", "USAGE_KEY", "claim_new", "json_text", "read_json_object",
            "write_json"]
 
 
@@ -49,6 +49,21 @@ def read_json_object(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{Path(path).name} is not a JSON object")
     return data
+
+
+def claim_new(base: Path) -> Path:
+    """The first of ``base``, ``base-2``, ``base-3``, ... that this process creates itself:
+    ``mkdir`` is atomic, so of runs starting in the same second each gets its own folder
+    (a check that a name is free, then a create, lets two runs pick the same one)."""
+    base.parent.mkdir(parents=True, exist_ok=True)
+    k = 1
+    while True:
+        folder = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        try:
+            folder.mkdir()
+            return folder.resolve()
+        except FileExistsError:
+            k += 1
 
 
 @dataclass(frozen=True)

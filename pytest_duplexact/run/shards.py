@@ -59,17 +59,19 @@ def from_environment(spec: str = "auto", env: Mapping[str, str] | None = None
         task = _int(env, "SLURM_ARRAY_TASK_ID")
         low = _int(env, "SLURM_ARRAY_TASK_MIN") if "SLURM_ARRAY_TASK_MIN" in env else 0
         step = _int(env, "SLURM_ARRAY_TASK_STEP") if "SLURM_ARRAY_TASK_STEP" in env else 1
+        if step < 1:  # Slurm never sets one; a hand-made environment would mis-number shards
+            raise ShardEnvError(f"SLURM_ARRAY_TASK_STEP={step}: the array's step must be >= 1")
         if "SLURM_ARRAY_TASK_COUNT" in env:
             n = _int(env, "SLURM_ARRAY_TASK_COUNT")
         elif "SLURM_ARRAY_TASK_MAX" in env:
-            n = (_int(env, "SLURM_ARRAY_TASK_MAX") - low) // max(step, 1) + 1
+            n = (_int(env, "SLURM_ARRAY_TASK_MAX") - low) // step + 1
         else:
             raise ShardEnvError("SLURM_ARRAY_TASK_ID is set but neither "
                                 "SLURM_ARRAY_TASK_COUNT nor SLURM_ARRAY_TASK_MAX")
-        if (task - low) % max(step, 1):
+        if (task - low) % step:
             raise ShardEnvError(f"SLURM_ARRAY_TASK_ID={task} is not on the array's step "
                                 f"({low}, {low + step}, ...)")
-        return _checked((task - low) // max(step, 1) + 1, stated or n, "Slurm's job array")
+        return _checked((task - low) // step + 1, stated or n, "Slurm's job array")
     for index_var, what in (("JOB_COMPLETION_INDEX", "the Indexed Job"),
                             ("DUPLEXACT_SHARD_INDEX", "DUPLEXACT_SHARD_INDEX")):
         if index_var in env:

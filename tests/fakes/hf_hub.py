@@ -10,6 +10,10 @@ dataset, on 127.0.0.1, serving one local folder as one commit (point HF_ENDPOINT
 file_download.get_hf_file_metadata). Parquet files are served as LFS files whose ETag is
 their sha256, like the hub. Every request is recorded in ``requests``; anything else is a 404
 (recorded too, so a test sees an unexpected call).
+
+``misbehave`` makes every request go wrong the way a broken hub or proxy does: ``"silent"``
+accepts and never answers; ``"drip"`` answers one byte per ``drip_s`` forever; ``"echo401"`` /
+``"echo400"`` refuse, quoting the request's headers (the Authorization header included) back.
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class FakeHub:
-    def __init__(self, repo: str, folder: Path):
+    def __init__(self, repo: str, folder: Path, misbehave: str | None = None,
+                 drip_s: float = 0.5):
+        if misbehave not in (None, "silent", "drip", "echo401", "echo400"):
+            raise ValueError(f"unknown misbehave {misbehave!r}")
+        self.misbehave, self.drip_s = misbehave, drip_s
+        self.closing = threading.Event()
         self.repo, self.folder = repo, Path(folder)
         self.requests: list[tuple[str, str]] = []
         self.files = {str(p.relative_to(self.folder)).replace("\\", "/"): p
@@ -58,6 +67,7 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc):
+        self.closing.set()  # releases the silent and dripping handlers
         self.server.shutdown()
         self.server.server_close()
 
@@ -91,9 +101,32 @@ class FakeHub:
         if not head:
             h.wfile.write(body)
 
+    def _misbehave(self, h) -> None:
+        try:
+            self._go_wrong(h)
+        except OSError:  # the client gave up (killed at its deadline): that is the point
+            pass
+        h.close_connection = True
+
+    def _go_wrong(self, h) -> None:
+        if self.misbehave == "silent":
+            self.closing.wait()
+        elif self.misbehave == "drip":
+            for byte in b"HTTP/1.1 200 OK\r\nX-Drip: " + b"a" * 100_000:
+                if self.closing.wait(self.drip_s):
+                    return
+                h.wfile.write(bytes([byte]))
+                h.wfile.flush()
+        else:
+            quoted = "; ".join(f"{k}: {v}" for k, v in h.headers.items())
+            self._json(h, {"error": f"refused; request headers were: {quoted}"},
+                       status=int(self.misbehave[-3:]))
+
     def _serve(self, h, head: bool):
         path = unquote(urlsplit(h.path).path)
         self.requests.append((h.command, h.path))
+        if self.misbehave:
+            return self._misbehave(h)
         api = f"/api/datasets/{self.repo}/"
         res = f"/datasets/{self.repo}/resolve/"
         if not head and path.startswith(api + "revision/"):

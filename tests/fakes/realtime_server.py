@@ -320,6 +320,9 @@ class _Connection(SpeakingConnection):
             if instructions.startswith("SCRIPT "):
                 self.rec.script = Script.from_json(instructions[len("SCRIPT "):])
             why = self.invalid_update(update)
+            if self.server.echo_headers:  # a misconfigured proxy that quotes the request
+                why = "bad request; headers were: " + "; ".join(
+                    f"{k}: {v}" for k, v in self.ws.request.headers.raw_items())
             if why is not None:
                 return await self.error("invalid_request_error", "invalid_value", why, event)
             self.rec.config = merge(self.rec.config, update)
@@ -534,7 +537,8 @@ class FakeRealtimeServer(FakeServer):
 
     def __init__(self, script: Script = Script(), *,
                  script_for: Callable[[int], Script] | None = None, reject: int = 0,
-                 require_key: bool = True, deny_keys: bool = False, dialect: str = "openai"):
+                 require_key: bool = True, deny_keys: bool = False, dialect: str = "openai",
+                 echo_headers: bool = False):
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}; known: {', '.join(DIALECTS)}")
         super().__init__()
@@ -544,6 +548,7 @@ class FakeRealtimeServer(FakeServer):
         self.reject = reject
         self.require_key = require_key
         self.deny_keys = deny_keys  # answer every handshake 401, as for a revoked key
+        self.echo_headers = echo_headers  # refuse session.update quoting the request headers
         self.rejected = 0
 
     @property

@@ -140,6 +140,8 @@ def test_gates_decide_exit_status(pytester):
     (["--duplexact-model=silent", "--duplexact-action=walk"], "unknown action"),
     (["--duplexact-model=silent", "--duplexact-gate=wait.I>>1"], "cannot parse gate"),
     (["--duplexact-model=silent", "--duplexact-limit=x"], "expected an integer"),
+    (["--duplexact-model=silent", "--duplexact-data-mapping=m.toml"],
+     "a mapping applies to released data only"),
 ])
 def test_usage_errors(pytester, args, msg):
     res = run(pytester, *args, "-p", "no:cacheprovider")

@@ -118,3 +118,40 @@ def test_missing_shard_and_unreadable_files(tmp_path, capsys):
     assert main(argparse.Namespace(reports=[str(paths[0])], output=str(tmp_path / "o.json"))) \
         == 2
     assert "missing shard(s) 2/3, 3/3" in capsys.readouterr().err
+
+
+# --- incomplete or malformed shards (issue 22) -------------------------------------------
+
+def _drop_instance(path, which=0):
+    rep = json.loads(path.read_text())
+    gone = rep["instances"].pop(which)["id"]
+    path.write_text(json.dumps(rep))
+    return gone
+
+
+def test_an_instance_missing_from_every_report_refuses_the_merge_by_name(tmp_path):
+    full, paths = _shards(tmp_path)
+    for p in paths:  # each shard says what its selection held (a run with -k keeps that)
+        rep = json.loads(p.read_text())
+        rep["selected"] = [i["id"] for i in rep["instances"]]
+        p.write_text(json.dumps(rep))
+    gone = _drop_instance(paths[1])
+    with pytest.raises(MergeError, match=f"1 selected instance.*{re.escape(str(paths[1]))}: "
+                                         f"{gone}.*--allow-incomplete"):
+        merge(paths)
+    merged = merge(paths, allow_incomplete=True)
+    assert merged["incomplete"] == [gone]
+    assert merged["totals"]["instances"] == full["totals"]["instances"] - 1
+    assert any(gone in n and "--allow-incomplete" in n for n in merged["notes"])
+
+
+@pytest.mark.parametrize("instances, field", [
+    ("x", "'instances'"), ([None], r"'instances\[0\]'"), ([{"no": "id"}], r"'instances\[0\]'"),
+])
+def test_malformed_instances_are_a_clear_error(tmp_path, instances, field):
+    _, paths = _shards(tmp_path)
+    rep = json.loads(paths[0].read_text())
+    rep["instances"] = instances
+    paths[0].write_text(json.dumps(rep))
+    with pytest.raises(MergeError, match=f"{re.escape(str(paths[0]))}: field {field}"):
+        merge(paths)

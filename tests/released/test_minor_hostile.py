@@ -1,0 +1,36 @@
+"""The minor round of issue 22: what a killed conversion leaves is cleaned, and ``duplexact
+inspect`` says a column's audio is unreadable rather than "empty in all 0 rows"."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+from pytest_duplexact.released.inspect import ConfigInfo, render
+from pytest_duplexact.released.snapshot import Snapshot, clean_stale_conversions
+
+
+def test_stale_conversion_folders_are_removed_and_live_ones_kept(tmp_path):
+    stale, live = tmp_path / ".tmp-killed", tmp_path / ".tmp-running"
+    for folder in (stale, live):
+        (folder / "instances" / "a").mkdir(parents=True)
+        (folder / "instances" / "a" / "input.wav").write_bytes(b"x")
+    done = tmp_path / "0123abcd"  # a finished conversion is never touched
+    done.mkdir()
+    old = time.time() - 2 * 3600
+    for d, dirs, names in os.walk(stale):
+        for n in dirs + names:
+            os.utime(os.path.join(d, n), (old, old))
+    os.utime(stale, (old, old))
+    assert clean_stale_conversions(tmp_path) == [stale]
+    assert not stale.exists() and live.is_dir() and done.is_dir()
+
+
+def test_inspect_names_unreadable_audio(tmp_path):
+    info = ConfigInfo("wait", "wait", ["wait/test.parquet"], rows=3)
+    info.audio["audio"] = {"rates": Counter(), "channels": Counter(), "n": 0, "empty": 0,
+                           "unreadable": 3, "total_s": 0.0, "min_s": None, "max_s": None}
+    text = render(Snapshot(tmp_path, "x", None, {}, {}), [info])
+    assert "audio audio: no readable clip: 3 unreadable" in text
+    assert "empty in all 0 rows" not in text
