@@ -141,7 +141,7 @@ class Batcher:
         # Deferred: the trials woken by the last step run (and push again) first.
         if not self._kicked:
             self._kicked = True
-            asyncio.get_running_loop().call_soon(self._run)
+            asyncio.get_event_loop().call_soon(self._run)
 
     def _ready(self) -> bool:
         trials = self._trials.values()

@@ -13,12 +13,14 @@ again), and the instances it held are run again on a fresh one when their tests 
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import sys
 import time
 
 from ..pipelines.batch import Batcher, BatchedDuplex
-from ..pipelines.watchdog import (_Progress, _poll, _stack, _timed_out, describe, watch_async)
+from ..pipelines.watchdog import (_GRACE, _Progress, _poll, _stack, _timed_out, describe,
+                                  watch_async)
 from .prefetch import Prefetcher
 
 
@@ -67,9 +69,15 @@ class BatchRunner(Prefetcher):
         for f in self._futures.values():
             f.cancel()
         self._futures.clear()
-        try:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        except RuntimeError:
-            pass
+        asyncio.run_coroutine_threadsafe(_wind_down(), self._loop)
         self._start_loop()
         self.batcher = Batcher(self.model, self.concurrency)
+
+
+async def _wind_down() -> None:
+    """On an abandoned loop, once its call returns: let the cancelled trials unwind, then
+    stop the loop (its thread ends)."""
+    rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    if rest:
+        await asyncio.wait(rest, timeout=_GRACE)
+    asyncio.get_running_loop().stop()
