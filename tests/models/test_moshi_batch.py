@@ -6,14 +6,19 @@ the real pipelines run through the lockstep."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 import pytest
 
 from pytest_duplexact.models import is_batched, resolve_model
 from pytest_duplexact.models.base import SessionInfo
 
-from pipelines.helpers import direct_instance, run, simulator_instance
-from pipelines.test_batch import lockstep, same
+from pipelines.helpers import direct_instance, run
+from pipelines.test_batch import same
+from pytest_duplexact.pipelines.bargein import BargeInReplay
+from pytest_duplexact.pipelines.batch import Batcher, BatchedDuplex
+from pytest_duplexact.pipelines.direct import DirectReplay
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
@@ -27,6 +32,12 @@ def checkpoints(tmp_path_factory):
     from models.moshi_tiny import write_checkpoints
 
     return write_checkpoints(tmp_path_factory.mktemp("moshi-tiny-batch"))
+
+
+@pytest.fixture(scope="module")
+def greedy(checkpoints):
+    """One greedy model for the module: its first batched step warms torch up (seconds)."""
+    return model(checkpoints, **GREEDY)
 
 
 def model(checkpoints, **extra):
@@ -64,24 +75,24 @@ def equal(a, b) -> bool:
     return np.array_equal(a[0], b[0]) and a[1] == b[1]
 
 
-def test_each_slot_depends_only_on_its_own_input(checkpoints):
-    m = model(checkpoints, **GREEDY)
+def test_each_slot_depends_only_on_its_own_input(greedy):
+    m = greedy
     assert is_batched(m) and m.slots_reset_alone
-    a, b, c = noise(2.4, 1), noise(1.6, 2), noise(1.2, 3)
+    a, b, c = noise(1.6, 1), noise(0.8, 2), noise(0.64, 3)
     alone_a = schedule(m, [(0, 0, a)], 2)[0]
-    alone_b = schedule(m, [(1, 4, b)], 2)[0]
+    alone_b = schedule(m, [(1, 3, b)], 2)[0]
     alone_c = schedule(m, [(1, 0, c)], 2)[0]
-    # b starts 4 frames late; then c takes b's slot (reset alone) while a still runs
-    together = schedule(m, [(0, 0, a), (1, 4, b), (1, 4 + len(b) // F, c)], 2)
+    # b starts 3 frames late; then c takes b's slot (reset alone) while a still runs
+    together = schedule(m, [(0, 0, a), (1, 3, b), (1, 3 + len(b) // F, c)], 2)
     assert np.abs(alone_a[0]).max() > 0 and not np.array_equal(alone_a[0][:len(b)],
                                                                alone_b[0][:len(b)])
     assert equal(together[0], alone_a) and equal(together[1], alone_b)
     assert equal(together[2], alone_c)
 
 
-def test_batch_of_one_is_the_unbatched_adapter(checkpoints):
-    m = model(checkpoints, **GREEDY)
-    x = noise(2.0, 4)
+def test_batch_of_one_is_the_unbatched_adapter(greedy):
+    m = greedy
+    x = noise(1.2, 4)
     m.start(SessionInfo(instance=None))
     outs = [m.step(x[k * F:(k + 1) * F]) for k in range(len(x) // F)]
     m.finish()
@@ -91,18 +102,35 @@ def test_batch_of_one_is_the_unbatched_adapter(checkpoints):
 
 
 def test_a_sampled_batched_run_is_deterministic(checkpoints):
-    trials = [(0, 0, noise(1.6, 5)), (1, 2, noise(1.6, 6))]
+    trials = [(0, 0, noise(0.8, 5)), (1, 2, noise(0.8, 6))]
     first = schedule(model(checkpoints), trials, 2)
     again = schedule(model(checkpoints), trials, 2)
     assert all(equal(x, y) for x, y in zip(first, again))
 
 
-def test_the_pipelines_in_lockstep(checkpoints, tmp_path):
+async def short_trials(m, insts, size: int):
+    """The instances' Direct Replay / barge-in as trials of one Batcher, with a 1 s
+    observation period (the tiny model steps slowly on a shared CPU)."""
+    batcher = Batcher(m, size)
+
+    async def trial(inst):
+        slot = await batcher.acquire()
+        try:
+            pipeline = (BargeInReplay(observation_s=1.0) if inst.action == "interrupt"
+                        else DirectReplay(observation_s=1.0))
+            return await pipeline.run(BatchedDuplex(batcher, slot, SessionInfo(inst)), inst)
+        finally:
+            batcher.release(slot)
+
+    return await asyncio.gather(*(trial(i) for i in insts))
+
+
+def test_the_pipelines_in_lockstep(greedy, tmp_path):
     insts = [direct_instance(tmp_path, "take_turn", "delayed"),
-             simulator_instance(tmp_path, "stop", "direct_interruption")]
-    m = model(checkpoints, **GREEDY)
-    together, _ = run(lockstep(m, insts, 2))
-    assert not [g for g in together if isinstance(g, BaseException)]
+             direct_instance(tmp_path, "interrupt", "help")]  # Direct Replay and barge-in
+    m = greedy
+    together = run(short_trials(m, insts, 2))
     # each alone in the slot it had (slot k: the k-th trial to take one)
-    first, _ = run(lockstep(m, insts[:1], 2))
-    assert same(first[0], together[0]) and together[1].cue is not None
+    first = run(short_trials(m, insts[:1], 2))
+    assert same(first[0], together[0]) and together[1].user_sent_until is not None
+    assert np.abs(together[0].output).max() > 0
