@@ -39,11 +39,12 @@ from pytest_duplexact.run.settings import RunSettings  # noqa: E402
 
 
 class ModelClock:
-    """Time spent inside the model's step / step_batch calls (patched on the instance)."""
+    """Time spent inside the model's calls: ``step`` at B = 1, ``step_batch`` above (patched on
+    the instance; never both, as the built-ins' step_batch calls step on per-slot copies)."""
 
-    def __init__(self, model):
-        self.seconds = 0.0
-        for name in ("step", "step_batch"):
+    def __init__(self, model, batch: int):
+        self.seconds, self.calls = 0.0, 0
+        for name in ("step",) if batch == 1 else ("step_batch",):
             inner = getattr(model, name)
 
             def timed(*a, _inner=inner):
@@ -52,6 +53,7 @@ class ModelClock:
                     return _inner(*a)
                 finally:
                     self.seconds += time.perf_counter() - t
+                    self.calls += 1
 
             setattr(model, name, timed)
 
@@ -75,7 +77,7 @@ def record_all(model, name: str, batch: int, insts, work: Path) -> dict:
     """Record every instance as the plugin would (submit the next 2B, then wait for each)."""
     h = Harness.from_settings(RunSettings(model=name), work / f"{name}-b{batch}", model=model,
                               batch=batch, timeout=600)
-    clock = ModelClock(model)
+    clock = ModelClock(model, batch)
     seconds, load0 = 0.0, load_average()
     try:
         with Clock() as c:
@@ -92,7 +94,12 @@ def record_all(model, name: str, batch: int, insts, work: Path) -> dict:
             "wall_s": round(c.wall, 2), "cpu_s": round(c.cpu, 2),
             "trials_per_s": round(len(insts) / c.wall, 3),
             "x_real_time": round(seconds / c.wall, 2),
+            # CPU figures: what the work costs this process, mostly immune to other load
+            "trials_per_cpu_s": round(len(insts) / c.cpu, 3),
+            "x_real_time_cpu": round(seconds / c.cpu, 2),
             "model_share": round(clock.seconds / c.wall, 3),
+            "model_calls": clock.calls,
+            "ms_per_model_call": round(1000 * clock.seconds / max(clock.calls, 1), 2),
             "load_average": {"before": load0, "after": load_average()}}
 
 
@@ -133,6 +140,7 @@ def part_moshi(args, work: Path) -> dict:
     for r in rows:
         if base is not None:
             r["ratio_to_B1"] = round(r["trials_per_s"] / base["trials_per_s"], 2)
+            r["ratio_to_B1_cpu"] = round(r["trials_per_cpu_s"] / base["trials_per_cpu_s"], 2)
     return {"threads": args.threads, "rows": rows}
 
 
@@ -145,7 +153,7 @@ def part_harness(args, work: Path) -> dict:
     b = 16
     model = Silent80()
     insts = pick(2 * b)
-    clock = ModelClock(model)
+    clock = ModelClock(model, b)
     h = Harness.from_settings(RunSettings(model="silent"), work / "silent-b16", model=model,
                               batch=b, timeout=600)
     frames = 0
@@ -208,10 +216,12 @@ def main() -> int:
         result[part] = {"moshi": part_moshi, "harness": part_harness,
                         "rehearsal": part_rehearsal}[part](args, work)
     if "moshi" in result:
-        print("\nB   trials/s  x real time  ratio to B=1  model share")
+        print("\nB   trials/s  x real time  ratio to B=1  (by CPU time)  model share  "
+              "ms per model call")
         for r in result["moshi"]["rows"]:
             print(f"{r['B']:<3} {r['trials_per_s']:<9} {r['x_real_time']:<12} "
-                  f"{r.get('ratio_to_B1', '-'):<13} {r['model_share']}")
+                  f"{r.get('ratio_to_B1', '-'):<13} {r.get('ratio_to_B1_cpu', '-'):<14} "
+                  f"{r['model_share']:<12} {r['ms_per_model_call']}")
     if "harness" in result:
         h = result["harness"]
         print(f"\nharness at B=16: {h['harness_us_per_trial_step']} us per trial-step, "

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..models.base import ModelError, SessionInfo
 from . import watchdog
-from .stepped import SteppedDuplex
+from .stepped import SteppedDuplex, model_name
 
 
 class _Slot:
@@ -85,7 +85,11 @@ class Batcher:
         """A free slot for the next trial, first come first served (waits, with no deadline,
         while all are taken: the trials holding them are watched)."""
         if not self._opened:
-            self.model.open_batch(self.size)
+            try:
+                self.model.open_batch(self.size)
+            except Exception as e:  # every trial would need it: each waiting one says so
+                raise ModelError(f"model {model_name(self.model)} failed in open_batch("
+                                 f"{self.size}): {type(e).__name__}: {e}") from e
             self._opened = True
         if self._can_take() and not self._waiting:
             return self._take()
@@ -177,8 +181,11 @@ class Batcher:
             return
         self.progress.beats += 1
         if not isinstance(answers, Mapping):
-            answers = dict(zip(sorted(frames), answers)) if isinstance(answers, (list, tuple)) \
-                else {}
+            for t in list(trials.values()):
+                t.settle(ModelError(f"model {t.duplex._name}: step_batch returned "
+                                    f"{type(answers).__name__}, not a mapping slot -> answer "
+                                    f"(instance {t.duplex.info.instance.id})"))
+            return
         for s, t in list(trials.items()):
             try:
                 ans = answers.get(s, _MISSING)

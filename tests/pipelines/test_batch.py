@@ -198,3 +198,21 @@ def test_a_hung_shared_call_is_a_deadline_and_the_run_goes_on(insts):
     finally:
         gate.set()
         runner.close()
+
+
+class NoBatch(SilentModel):
+    def open_batch(self, size):
+        raise MemoryError("no room for 3 slots")
+
+
+class NotAMapping(SilentModel):
+    def step_batch(self, frames):
+        return [np.zeros(320, dtype=np.float32)] * len(frames)
+
+
+def test_open_batch_and_a_wrong_answer_type_are_model_errors(insts):
+    got, _ = run(lockstep(NoBatch(), insts[:2], 3))
+    assert all(isinstance(g, ModelError) and "open_batch(3): MemoryError" in str(g) for g in got)
+    got, _ = run(lockstep(NotAMapping(), insts[:2], 2))
+    assert all(isinstance(g, ModelError) and "returned list, not a mapping" in str(g)
+               for g in got)
