@@ -5,7 +5,8 @@ A base URL (judges, transcriber, simulator, realtime models) that is plain ``htt
 network. That is refused unless the user opts in with ``DUPLEXACT_ALLOW_INSECURE_HTTP=1``
 (e.g. a judge server inside a trusted private network). Loopback (127.0.0.0/8, ::1,
 localhost) is always allowed: it never leaves the machine. The decision is made on the URL
-alone, before any connection.
+alone, before any connection. ``Secret`` holds a key masked, so no traceback, log line or
+report that mentions the holder can show it.
 """
 
 from __future__ import annotations
@@ -42,3 +43,21 @@ def insecure_url_problem(url: str | None, what: str, env: dict | None = None) ->
     return (f"{what} {url} is plain {parts.scheme}:// to {host or 'an unnamed host'}, which "
             f"would send the API key unencrypted; use https:// (wss://), or set {ENV_ALLOW}=1 "
             "if that network is trusted")
+
+
+class Secret:
+    """An API key that never shows: its repr and str are masked, so a traceback's locals, a
+    log line or a report that mentions the holder cannot carry the key."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str):
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+    def reveal(self) -> str:
+        return self._value

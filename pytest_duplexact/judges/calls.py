@@ -31,6 +31,7 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
+from ..data.netsafety import Secret  # noqa: F401 (judges.calls.Secret, as before)
 from ..data.retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
 from .cache import RequestCache, request_key
 
@@ -126,24 +127,6 @@ class Outcome:
     key: str | None = None
     attempts: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-class Secret:
-    """An API key that never shows: its repr and str are masked, so a traceback's locals, a
-    log line or a report that mentions the holder cannot carry the key."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
-
-    def reveal(self) -> str:
-        return self._value
 
 
 def resolve_api_key(api_key: str | Secret | None) -> Secret:

@@ -4,7 +4,8 @@
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
 2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live,
-   grok-voice, qwen-omni-realtime, minicpm-o, moshi;
+   grok-voice, qwen-omni-realtime, minicpm-o, moshi, bridge (any server speaking the bridge
+   protocol, docs/bridge-protocol.md), raon-speechchat;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
@@ -41,6 +42,8 @@ BUILTINS: dict[str, str] = {
     "qwen-omni-realtime": "pytest_duplexact.models.realtime_dialects:qwen_omni_realtime",
     "minicpm-o": "pytest_duplexact.models.minicpm_duplex:factory",
     "moshi": "pytest_duplexact.models.moshi:factory",
+    "bridge": "pytest_duplexact.models.bridge:factory",
+    "raon-speechchat": "pytest_duplexact.models.raon_speechchat:factory",
 }
 
 

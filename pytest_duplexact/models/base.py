@@ -18,7 +18,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..data.instance import Instance
+from ..data.annotations import Instance  # the plain type: no audio library imported
 from ..data.timeline import Word
 
 

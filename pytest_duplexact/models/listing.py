@@ -1,8 +1,13 @@
-"""``duplexact models``: every built-in model, what it needs, and whether that is here.
+"""``duplexact models``: every built-in model, what it needs, and whether that is here; then
+the paper's 14 models, each with its route (in process, bridge, native server, hosted), what to
+start on the model's machine, and whether this install can run it (models/paper_models.py).
 
     duplexact models                         list all (packages, keys, checkpoint options)
     duplexact models moshi -o tokenizer=F …  check one model as it would be run: its
                                              requirements with these options, then its preflight
+    duplexact models bridge -o url=ws://…    ... and for a server's model: whether it answers
+                                             now (it connects once: READY, then CLOSE)
+    duplexact models flm-audio               one of the paper's models: its routes
 
 Reads ``requirements.REQUIREMENTS``; packages are found without importing them, keys are only
 reported as set or missing (never printed). Exit status: 0, or 1 when a named model is not
@@ -13,7 +18,8 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from . import BUILTINS, ENTRY_POINT_GROUP, preflight
+from . import BUILTINS, ENTRY_POINT_GROUP, _factory, preflight
+from .paper_models import NATIVE_TRANSCRIPT, ROSTER, ROUTES, SIMULATOR, paper_names
 from .requirements import RECORDED, REQUIREMENTS, Requirements, file_problem
 
 DOTS = 30
@@ -70,13 +76,18 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
     wanted = names or list(BUILTINS)
     for name in wanted:
         req = REQUIREMENTS.get(name)
+        if req is None and name in paper_names():
+            out += paper_lines(name)
+            all_ready &= any(r.missing() is None for r in ROUTES.get(name, ()))
+            continue
         if req is None:
             raise SystemExit(f"duplexact models: {name!r} is not a built-in model; built-ins: "
-                             f"{', '.join(BUILTINS)}")
+                             f"{', '.join(BUILTINS)}; the paper's: {', '.join(paper_names())}")
         lines, state = describe(name, req, options)
         if names and state == "ready":
             try:
                 preflight(name, **(options or {}))
+                lines += _reached(name, options or {})
             except Exception as e:  # the model's own, user-facing message
                 state = f"not ready: {e}"
         lines[0] += f"  [{state}]"
@@ -86,7 +97,41 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
         out += [f"recorded:DIR  ({RECORDED.kind}) {RECORDED.summary}  [ready]"]
         for ep_name, value in _entry_point_names():
             out.append(f"{ep_name}  (entry point {value}) needs: see its package")
+        out.append(f"The paper's {len(ROSTER)} models (route: what to start on the model's "
+                   "machine, then the plugin's model and options):")
+        for name in paper_names():
+            out += ["  " + line for line in paper_lines(name)]
     return "\n".join(out) + "\n", all_ready or not names
+
+
+def _reached(name: str, options: dict[str, str]) -> list[str]:
+    """For a model behind a server (a factory with ``reach``): connect once, say what
+    answered (raises with the client's message when nothing does)."""
+    reach = getattr(_factory(name), "reach", None)
+    return [_line("server", f"reachable: {reach(**options)}")] if callable(reach) else []
+
+
+def paper_lines(name: str) -> list[str]:
+    """One of the paper's models: its checkpoint, pipelines and every route with its state."""
+    _, paper, checkpoint = next(r for r in ROSTER if r[0] == name)
+    pipelines = "direct + simulator" if name in SIMULATOR else "direct"
+    text = "; native transcript" if name in NATIVE_TRANSCRIPT else ""
+    lines = [f"{name}  ({paper}, {checkpoint}; the paper ran {pipelines}{text})"]
+    routes = ROUTES.get(name, ())
+    if not routes:
+        return lines + ["    no adapter in this install  [not runnable here]"]
+    for r in routes:
+        missing = r.missing()
+        if missing is not None:
+            lines.append(f"    {r.kind}: {missing} in this install  [not runnable here]")
+            continue
+        _, state = describe(r.plugin, REQUIREMENTS[r.plugin], None)
+        if r.kind in ("bridge", "native server") and state == "ready":
+            state = "needs its server"
+        lines.append(f"    {r.kind}: --duplexact-model={r.plugin} {r.run}  [{state}]")
+        if r.start:
+            lines.append(f"      start: {r.start}")
+    return lines
 
 
 def parse_options(pairs: list[str] | None) -> dict[str, str]:

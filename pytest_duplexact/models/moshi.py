@@ -41,6 +41,7 @@ import numpy as np
 from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
 from .requirements import REQUIREMENTS, NotReady, local_file_problem
+from .words import TextStream
 
 SAMPLE_RATE = 24_000
 FRAME_SIZE = 1_920  # 80 ms: one Mimi frame at 12.5 Hz
@@ -55,44 +56,6 @@ _CONFIG_ONLY_KEYS = ("moshi_name", "mimi_name", "mimi_config_name", "tokenizer_n
 
 class ModelConfigError(ModelError):
     """The options or checkpoint cannot make a Moshi model: raised before any instance."""
-
-
-# --- text stream -> words ---------------------------------------------------------------------
-
-@dataclass
-class _OpenWord:
-    text: str
-    first: int  # output frame of the first piece
-    last: int  # output frame of the last piece
-
-
-class TextStream:
-    """Turns the per-frame text pieces into ``Word``s on the output frame clock (see module
-    doc). ``feed(k, piece)`` takes output frame k's piece (``None`` for padding) and returns the
-    words completed by it, with times relative to the start of frame k."""
-
-    def __init__(self, frame_s: float = FRAME_S):
-        self.frame_s = frame_s
-        self._open: _OpenWord | None = None
-
-    def feed(self, k: int, piece: str | None) -> list[Word]:
-        done: list[Word] = []
-        if piece is None or piece.startswith("▁"):
-            done = self._close(k)
-        if piece:
-            text = piece.replace("▁", " ").strip()
-            if self._open is None:
-                self._open = _OpenWord(text, k, k)
-            else:
-                self._open.text += text
-                self._open.last = k
-        return done
-
-    def _close(self, k: int) -> list[Word]:
-        w, self._open = self._open, None
-        if w is None or not w.text:
-            return []
-        return [Word((w.first - k) * self.frame_s, (w.last + 1 - k) * self.frame_s, w.text)]
 
 
 # --- the model ---------------------------------------------------------------------------------
@@ -142,18 +105,30 @@ class MoshiModel:
 
     # --- trial lifecycle ---------------------------------------------------------------------
     def start(self, info: SessionInfo) -> None:
+        self.begin(info.seed)
+
+    def begin(self, run_seed: int) -> None:
+        """A fresh trial seeded from ``run_seed`` (``start`` without the SessionInfo: the
+        moshi bridge, bridges/moshi.py, has only the run's seed)."""
         torch = self._torch
         self.finish()  # a trial that failed mid-way may not have been finished
         self._stack = ExitStack()
         self._stack.enter_context(self.mimi.streaming(1))
         self._stack.enter_context(self.lm_gen.streaming(1))
-        self._rng = _seeded_states(torch, self.device, trial_seed(info.seed, self.seed))
+        self._rng = _seeded_states(torch, self.device, trial_seed(run_seed, self.seed))
         self._k = 0
         self._pending: tuple[np.ndarray, int | None] | None = None  # last step's answer
-        self._text = TextStream()
+        self._text = TextStream(FRAME_S)
         self._silence = np.zeros(FRAME_SIZE, dtype=np.float32)
 
     def step(self, frame: np.ndarray) -> StepOutput:
+        k = self._k
+        audio, piece = self.step_piece(frame)
+        return StepOutput(audio, self._text.feed(k, piece))
+
+    def step_piece(self, frame: np.ndarray) -> tuple[np.ndarray, str | None]:
+        """One frame: the output audio heard during it and the text piece played with it
+        (``None``: padding); ``step`` turns the pieces into words, a bridge sends them."""
         torch = self._torch
         with torch.no_grad(), _OwnRng(torch, self.device, self._rng):
             x = torch.tensor(np.asarray(frame, dtype=np.float32), device=self.device)  # a copy:
@@ -169,9 +144,8 @@ class MoshiModel:
         # the answer to frame k is heard during frame k + 1 (module doc)
         audio, text_id = self._pending or (self._silence, None)
         self._pending = answer
-        words = self._text.feed(self._k, self._piece(text_id))
         self._k += 1
-        return StepOutput(audio, words)
+        return audio, self._piece(text_id)
 
     def _piece(self, text_id: int | None) -> str | None:
         tok = self.tokenizer

@@ -94,6 +94,7 @@ def _importable(module: str) -> bool:
 
 _OPENAI = (Package("openai", "core dependency of pytest-duplexact"),
            Package("websockets", "pip install 'openai[realtime]'"))
+_WEBSOCKETS = (Package("websockets", "core dependency of pytest-duplexact"),)
 
 REQUIREMENTS: dict[str, Requirements] = {
     "silent": Requirements("digital silence in every frame: the lower bound", "stepped"),
@@ -128,6 +129,12 @@ REQUIREMENTS: dict[str, Requirements] = {
                FileOption("lm_config", "LM config.json; default: Moshi 7B", required=False),
                FileOption("mimi_config", "Mimi config json; default: the released Mimi",
                           required=False))),
+    # the server URL is an option, checked (and the server probed) by the adapter itself
+    "bridge": Requirements("any model behind the duplexact bridge protocol v1 (url option; "
+                           "docs/bridge-protocol.md)", "stepped or streaming, as the server "
+                           "says", packages=_WEBSOCKETS),
+    "raon-speechchat": Requirements("Raon-SpeechChat behind its demo gateway, natively (url "
+                                    "option)", "streaming", packages=_WEBSOCKETS),
 }
 
 # Not a BUILTINS name: a prefix (models/__init__.py), listed by `duplexact models` all the same.

@@ -97,14 +97,16 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     ``policy``: the cue-timing policy for Simulator Replay (default: ``RuleBasedSimulator``).
     ``branches``: barge-in plays the instance's branch clips when it has them (bargein.py).
     Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
-    connection, rate limit) is retried from scratch (pipelines/streaming.py).
+    connection, rate limit) is retried from scratch (pipelines/streaming.py), and so is a
+    stepped one of a model with ``retries_transient`` (models/bridge.py).
     """
     if is_recorded(model):
         return model.recording_for(instance)
     info = info or SessionInfo(instance)
     if info.instance is not instance:
         raise ValueError(f"SessionInfo is for instance {info.instance.id}, not {instance.id}")
-    if is_streaming(model):
+    # a stepped model across a network (the bridge client) may fail transiently too
+    if is_streaming(model) or getattr(model, "retries_transient", False):
         from .streaming import run_with_retry
 
         from ..data.usage import add_counts

@@ -96,7 +96,7 @@ def test_through_the_stepped_pipelines(checkpoints, tmp_path):
 
 
 def test_text_stream_words_on_the_frame_clock():
-    ts = TextStream()
+    ts = TextStream(FRAME_S)
     fed = [ts.feed(k, p) for k, p in enumerate([None, "▁hel", "lo", "▁you", None, None, "re",
                                                 "▁ok", None])]
     assert fed[:3] == [[], [], []]

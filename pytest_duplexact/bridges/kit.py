@@ -1,0 +1,431 @@
+"""The bridge server kit: serve one model over the duplexact bridge protocol v1.
+
+Runs in the *model's* environment and imports only the standard library, numpy and
+``websockets``. The contract a model bridge implements is in ``bridges/__init__.py``; this
+module is the loop around it:
+
+* one WebSocket connection = one trial: the query string's options go to ``model.open``,
+  whose session is the trial's whole state; ``session.close()`` always runs at the end, so
+  no state leaks into the next trial;
+* the model's calls (``open``, ``step``, ``close``) run one at a time in one worker thread
+  (one model, one device), so the event loop keeps answering PINGs and queueing the next
+  connection while a step computes; at most ``model.max_sessions`` trials run at once (default
+  1), the others wait before their READY;
+* a model exception becomes an ERROR message (the client scores the trial as a model error)
+  and a traceback in the server's log; one log line per trial says who, how long, how it
+  ended.
+
+Batched stepping (issue 25) plugs in at ``Stepper``: every step goes through
+``stepper.step(session, frame)``, and ``BridgeServer.sessions`` holds the open trials, so a
+stepper that gathers one frame from each open session per tick and calls ``step_batch`` once
+can replace the default without touching the connection loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hmac
+import logging
+import os
+import queue
+import signal
+import ssl as ssl_module
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any, Callable, Sequence
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from . import wire
+
+log = logging.getLogger("pytest_duplexact.bridges")
+
+KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"  # when set on the server, clients must send it (Bearer)
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+MAX_MESSAGE = 1 << 24  # 16 MiB: minutes of float32 audio; a frame is a few KiB
+
+
+@dataclass(frozen=True)
+class Trial:
+    """Who a connection is: the benchmark instance (``trial_id``, for logs; may be empty), the
+    run's seed (``run_seed``; seed the model's sampling from it) and the peer address."""
+
+    id: str = ""
+    seed: int = 0
+    peer: str = ""
+
+
+class SessionEnded(Exception):
+    """Raised by ``session.step`` when the model cannot go on (a token or context budget ran
+    out): the kit sends CLOSE with this reason before the client's, which the plugin scores
+    as a model error of the instance (the trial was cut short), never as a miss."""
+
+
+class OptionError(ValueError):
+    """A query option the model does not know or cannot convert: sent as ERROR."""
+
+
+def typed_options(options: dict[str, str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``defaults`` updated from the query options, each converted to its default's type
+    (bool: true/false/1/0/yes/no); an unknown name or a bad value raises ``OptionError``."""
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise OptionError(f"unknown option(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(defaults)) or 'none'}")
+    out = dict(defaults)
+    for key, raw in options.items():
+        kind = type(defaults[key])
+        try:
+            if kind is bool:
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(raw)
+                out[key] = raw.lower() in ("true", "1", "yes")
+            elif defaults[key] is None:
+                out[key] = raw
+            else:
+                out[key] = kind(raw)
+        except ValueError:
+            raise OptionError(f"option {key}: expected {kind.__name__}, got {raw!r}") from None
+    return out
+
+
+def answer(out: Any) -> tuple[np.ndarray, list[str]]:
+    """A session's ``step`` result as (flat float32 audio, texts): it may return the audio
+    alone, or ``(audio, texts)`` with texts a string or a sequence of strings."""
+    texts: Any = ()
+    if isinstance(out, tuple):
+        if len(out) != 2:
+            raise TypeError(f"step returned a tuple of {len(out)}; expected (audio, texts)")
+        out, texts = out
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = [t for t in texts if t]
+    for t in texts:
+        if not isinstance(t, str):
+            raise TypeError(f"step returned text {t!r} ({type(t).__name__}); expected str")
+    return np.asarray(out, dtype=np.float32).reshape(-1), texts
+
+
+class Stepper:
+    """Runs the model's calls off the event loop, one at a time, in one worker thread (a
+    daemon: a model stuck in a call cannot keep the server process alive at Ctrl-C). The seam
+    for batched stepping (module doc)."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting: set[asyncio.Future] = set()
+        self._thread = threading.Thread(target=self._work, name="bridge-model", daemon=True)
+        self._thread.start()
+
+    async def call(self, fn: Callable, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self._waiting.add(done)
+        done.add_done_callback(self._waiting.discard)
+        self._jobs.put((fn, args, loop, done))
+        return await done
+
+    def submit(self, fn: Callable, *args: Any) -> None:
+        """Queue a call nobody waits for (a session's close while the server shuts down)."""
+        self._jobs.put((fn, args, None, None))
+
+    async def step(self, session: Any, frame: np.ndarray) -> Any:
+        return await self.call(session.step, frame)
+
+    def shutdown(self) -> None:
+        """Stop taking calls; whoever waits for one gets CancelledError (a stuck model's
+        trial is abandoned, not waited for)."""
+        for done in list(self._waiting):
+            done.cancel()
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, args, loop, done = job
+            try:
+                result, error = fn(*args), None
+            except BaseException as e:  # handed to the awaiting connection
+                result, error = None, e
+                if done is None:
+                    log.warning("%s failed: %s: %s", getattr(fn, "__qualname__", fn),
+                                type(e).__name__, e)
+            if done is None:
+                continue
+            try:
+                loop.call_soon_threadsafe(_settle, done, result, error)
+            except RuntimeError:  # that connection's loop is gone
+                pass
+
+
+def _settle(done: asyncio.Future, result: Any, error: BaseException | None) -> None:
+    if done.cancelled():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)
+
+
+class _TrialEnd(Exception):
+    """The trial ends early with ERROR (or CLOSE) ``message`` sent to the client."""
+
+    def __init__(self, message: str, kind: int = wire.ERROR):
+        super().__init__(message)
+        self.kind = kind
+
+
+class BridgeServer:
+    """Serves ``model`` (the contract in ``bridges/__init__.py``); ``await start()`` binds and
+    returns the ``ws://`` (``wss://``) URL, ``await close()`` stops."""
+
+    def __init__(self, model: Any, *, stepper: Stepper | None = None, api_key: str | None = None,
+                 ssl: ssl_module.SSLContext | None = None):
+        self.model = model
+        self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
+                                bool(getattr(model, "transcript", False)),
+                                str(getattr(model, "name", "") or type(model).__name__))
+        self.stepper = stepper or Stepper()
+        self._key = api_key
+        self._ssl = ssl
+        self._slots = asyncio.Semaphore(int(getattr(model, "max_sessions", 1) or 1))
+        self.sessions: dict[ServerConnection, Any] = {}  # the open trials (a batch stepper's)
+        self.trials = 0
+        self._server: Any = None
+        self.url = ""
+
+    async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> str:
+        self._server = await serve(self._handle, host, port, ssl=self._ssl,
+                                   process_request=self._authorize, max_size=MAX_MESSAGE,
+                                   compression=None)
+        bound = self._server.sockets[0].getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        self.url = f"{'wss' if self._ssl else 'ws'}://{shown}:{bound[1]}"
+        return self.url
+
+    async def close(self) -> None:
+        """Stop: trials still stepping are abandoned (a stuck model cannot hold the server)."""
+        self.stepper.shutdown()
+        if self._server is not None:
+            self._server.close()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+            except asyncio.TimeoutError:
+                log.warning("some connections did not close within 5 s")
+
+    def _authorize(self, connection: ServerConnection, request: Any):
+        """With a key set, the handshake needs ``Authorization: Bearer <key>`` (401 if not)."""
+        if not self._key:
+            return None
+        sent = request.headers.get("Authorization", "")
+        if hmac.compare_digest(sent.encode(), f"Bearer {self._key}".encode()):
+            return None
+        return connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer key\n")
+
+    # --- one connection = one trial ---------------------------------------------------------
+    async def _handle(self, ws: ServerConnection) -> None:
+        started = time.monotonic()
+        peer = "%s:%s" % tuple(ws.remote_address[:2]) if ws.remote_address else "?"
+        stats = {"steps": 0, "samples": 0}
+        ending = "ok"
+        trial = Trial(peer=peer)
+        try:
+            trial, options = _query(ws.request.path if ws.request else "", peer)
+            async with self._slots:
+                ending = await self._run(ws, trial, options, stats)
+        except _TrialEnd as e:
+            ending = f"{'error' if e.kind == wire.ERROR else 'ended by the model'}: {e}"
+            await _send_quietly(ws, wire.frame(e.kind, str(e).encode("utf-8", "replace")))
+        except ConnectionClosed:
+            ending = "client left mid-trial"
+        finally:
+            await _close_quietly(ws)
+            self.trials += 1
+            log.info("trial %s from %s: %s, %d steps, %.2f s of audio in %.2f s",
+                     trial.id or "-", peer, ending, stats["steps"],
+                     stats["samples"] / self.model.sample_rate, time.monotonic() - started)
+
+    async def _run(self, ws: ServerConnection, trial: Trial, options: dict[str, str],
+                   stats: dict[str, int]) -> str:
+        try:
+            session = await self.stepper.call(self.model.open, options, trial)
+        except Exception as e:
+            log.debug("open failed", exc_info=True)
+            raise _TrialEnd(f"cannot start the trial: {type(e).__name__}: {e}") from None
+        self.sessions[ws] = session
+        try:
+            await ws.send(self.ready.message())
+            ending = await self._loop(ws, session, stats)
+        except asyncio.CancelledError:  # shutting down: close it, but wait for nothing
+            del self.sessions[ws]
+            self.stepper.submit(session.close)
+            raise
+        except BaseException:
+            del self.sessions[ws]
+            await self._close(session, trial)
+            raise
+        del self.sessions[ws]
+        await self._close(session, trial)
+        if ending == "ok":
+            await _send_quietly(ws, wire.frame(wire.CLOSE))
+        return ending
+
+    async def _close(self, session: Any, trial: Trial) -> None:
+        try:
+            await self.stepper.call(session.close)
+        except Exception:
+            log.exception("trial %s: session.close failed", trial.id or "-")
+
+    async def _loop(self, ws: ServerConnection, session: Any, stats: dict[str, int]) -> str:
+        stepped = self.ready.mode == "stepped"
+        n = self.ready.frame
+        pending = np.zeros(0, dtype=np.float32)  # streaming: input short of a frame
+        while True:
+            try:
+                kind, payload = wire.split(await ws.recv())
+                if kind == wire.AUDIO:
+                    x = wire.pcm(payload)
+            except wire.ProtocolError as e:
+                raise _TrialEnd(str(e)) from None
+            if kind == wire.CLOSE:
+                return "ok"
+            if kind == wire.PING:
+                await ws.send(wire.frame(wire.PONG, payload))
+            elif kind == wire.ERROR:
+                return f"the client reported an error: {wire.utf8(payload)}"
+            elif kind == wire.AUDIO:
+                if stepped:
+                    if (problem := wire.frame_problem(x, n)) is not None:
+                        raise _TrialEnd(f"step {stats['steps']}: AUDIO of {problem} "
+                                        f"(READY said frame={n})")
+                    await self._step(ws, session, x, stats)
+                    continue
+                pending = np.concatenate([pending, x]) if pending.size else x
+                while pending.size >= n:
+                    await self._step(ws, session, pending[:n], stats)
+                    pending = pending[n:]
+            # PONG and unknown kinds (Raon's traces among them) are ignored
+
+    async def _step(self, ws: ServerConnection, session: Any, frame: np.ndarray,
+                    stats: dict[str, int]) -> None:
+        k = stats["steps"]
+        at = k * self.ready.frame_s
+        try:
+            audio, texts = answer(await self.stepper.step(session, frame))
+        except SessionEnded as e:
+            raise _TrialEnd(str(e) or "the model ended the session", kind=wire.CLOSE) from None
+        except Exception as e:
+            log.exception("step %d failed", k)
+            raise _TrialEnd(f"model {self.ready.model} failed in step {k} at {at:.2f} s: "
+                            f"{type(e).__name__}: {e}") from None
+        if self.ready.mode == "stepped" and audio.size != self.ready.frame:
+            raise _TrialEnd(f"model {self.ready.model} returned {audio.size} samples in step "
+                            f"{k}; a stepped model returns exactly {self.ready.frame}")
+        if audio.size and not np.isfinite(audio).all():
+            raise _TrialEnd(f"model {self.ready.model} returned NaN or inf in step {k}")
+        stats["steps"] = k + 1
+        stats["samples"] += frame.size
+        for t in texts:
+            await ws.send(wire.text(t))
+        if audio.size or self.ready.mode == "stepped":
+            await ws.send(wire.audio(audio))
+
+
+def _query(path: str, peer: str) -> tuple[Trial, dict[str, str]]:
+    pairs = parse_qsl(urlsplit(path).query, keep_blank_values=True)
+    options: dict[str, str] = {}
+    for key, value in pairs:
+        if key in options:
+            raise _TrialEnd(f"option {key} given twice in the query string")
+        options[key] = value
+    trial_id = options.pop(wire.TRIAL_PARAM, "")
+    seed = options.pop(wire.SEED_PARAM, "0")
+    try:
+        return Trial(trial_id, int(seed), peer), options
+    except ValueError:
+        raise _TrialEnd(f"{wire.SEED_PARAM} must be an integer, got {seed!r}") from None
+
+
+async def _send_quietly(ws: ServerConnection, message: bytes) -> None:
+    try:
+        await ws.send(message)
+    except ConnectionClosed:
+        pass
+
+
+async def _close_quietly(ws: ServerConnection) -> None:
+    try:
+        await asyncio.wait_for(ws.close(), 5.0)
+    except (ConnectionClosed, asyncio.TimeoutError, OSError):
+        pass
+
+
+# --- python -m pytest_duplexact.bridges.<model> ----------------------------------------------
+
+def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to listen on (default {DEFAULT_HOST}: this machine only; "
+                        "0.0.0.0 to accept other machines)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
+    p.add_argument("--certfile", help="TLS certificate (PEM): serve wss:// instead of ws://")
+    p.add_argument("--keyfile", help="the certificate's private key (PEM)")
+    p.add_argument("--log-level", default="info",
+                   choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: str = "",
+         add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+         argv: Sequence[str] | None = None) -> int:
+    """The command line of a model bridge: parse ``--host --port --certfile --keyfile
+    --log-level`` plus the bridge's own arguments (``add_arguments``), build the model with
+    ``build(args)`` (load weights here, once) and serve it until interrupted. Prints one line,
+    ``listening on ws://HOST:PORT ...``, to stdout once the port is bound."""
+    p = parser(prog, description)
+    if add_arguments is not None:
+        add_arguments(p)
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    context = None
+    if args.certfile:
+        context = ssl_module.SSLContext(ssl_module.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.certfile, args.keyfile)
+    model = build(args)
+    try:
+        asyncio.run(_serve_forever(model, args.host, args.port, context))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def _serve_forever(model: Any, host: str, port: int,
+                         context: ssl_module.SSLContext | None) -> None:
+    server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context)
+    url = await server.start(host, port)
+    r = server.ready
+    print(f"listening on {url} (model {r.model}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample "
+          f"frames, transcript {'yes' if r.transcript else 'no'}"
+          f"{', bearer key required' if server._key else ''})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+        closer = getattr(model, "close", None)
+        if callable(closer):
+            closer()

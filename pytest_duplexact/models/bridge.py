@@ -1,0 +1,533 @@
+"""``--duplexact-model=bridge``: any server speaking the duplexact bridge protocol v1
+(docs/bridge-protocol.md; the wire format is ``bridges/wire.py``, shared with the kit).
+
+``--duplexact-model-option url=ws://gpu-box:8765`` names the server; every other option that
+is not one of the client's own (``BridgeClient`` below) travels to the server as a query
+parameter, next to ``trial_id`` (the instance) and ``run_seed`` (the run's seed).
+
+Building the model connects once (a probe: READY, then CLOSE) to learn how the server runs,
+so a wrong URL, a refused key or options the server rejects fail the run before any
+instance. Then, per READY's ``mode``:
+
+* ``stepped``: a ``SteppedModel`` (models/base.py) at READY's rate and frame. Each trial is
+  one connection; each ``step`` sends one AUDIO frame and blocks for the TEXT* + AUDIO answer
+  (``step_timeout``), so onsets are frame-exact and the run deterministic, as in process.
+  The server's TEXT is the model's own words, timed by the frame they arrive with
+  (models/words.py, the rule Moshi's inner monologue uses in process).
+* ``streaming``: a ``StreamingModel`` (models/streaming.py), on the wall clock as the hosted
+  adapters are: input goes out in READY-``frame``-sized AUDIO messages as it is due; each
+  AUDIO from the server plays from its arrival, and the TEXT before it belongs to it.
+
+Errors: the server's ERROR, or its CLOSE before ours, is a model error of the instance
+(final). A refused or dropped connection, a handshake the server answers 429/502/503/504 and
+a READY that does not come within ``ready_timeout`` are transient (the trial is retried from
+scratch). A step with no answer within ``step_timeout`` is a model error naming the step.
+
+Key: ``DUPLEXACT_BRIDGE_API_KEY``, when set, goes as ``Authorization: Bearer`` and never over
+plain ``ws://`` to another machine (data/netsafety.py; ``allow_insecure=true`` opts out). It
+is held masked (``Secret``), so a ``-l`` traceback cannot show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, AsyncIterator
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import numpy as np
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as sync_connect
+
+from ..bridges import wire
+from ..data.netsafety import Secret
+from ..data.timeline import Word
+from .base import ModelError, SessionInfo, StepOutput
+from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
+from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Event, ItemDone, TranscriptDelta,
+                        TransientModelError)
+from .words import TextStream
+
+log = logging.getLogger(__name__)
+
+LABEL = "bridge"
+KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"
+MAX_MESSAGE = 1 << 24
+
+
+@dataclass(frozen=True)
+class BridgeClient:
+    """The client's own options; every other ``--duplexact-model-option`` goes to the server."""
+
+    url: str = ""
+    allow_insecure: bool = False   # a key over plain ws:// to another host (trusted network)
+    connect_timeout: float = 20.0  # the WebSocket handshake
+    ready_timeout: float = 60.0    # READY after the handshake (a busy server queues trials)
+    step_timeout: float = 30.0     # stepped: one step's answer
+    close_timeout: float = 5.0     # the server's CLOSE after ours
+    chunk_ms: float = DEFAULT_CHUNK_MS  # streaming: the wall-clock pace of the input
+    ca_file: str = ""              # wss:// with a self-signed certificate: trust this PEM
+    server_options: dict[str, str] = field(default_factory=dict)
+    label: str = LABEL             # the name in messages (raon-speechchat reuses the client)
+    key_env: str = KEY_ENV
+
+    def __post_init__(self):
+        if not self.url:
+            raise ModelConfigError(
+                f"{self.label}: no server. Start a bridge (python -m "
+                "pytest_duplexact.bridges.<model> --port 8765 ...) and pass "
+                "--duplexact-model-option url=ws://HOST:8765 (docs/bridge-protocol.md)")
+        if urlsplit(self.url).scheme not in ("ws", "wss"):
+            raise ModelConfigError(f"{self.label}: url {self.url!r} must start with ws:// or "
+                                   "wss://")
+        if self.ca_file and not os.path.isfile(os.path.expanduser(self.ca_file)):
+            raise ModelConfigError(f"{self.label}: option ca_file: no such file "
+                                   f"{self.ca_file!r}")
+        check_transport(self.label, self.url, key_env=self.key_env,
+                        carries_key=bool(os.environ.get(self.key_env)),
+                        allow_insecure=self.allow_insecure)
+        for name in ("connect_timeout", "ready_timeout", "step_timeout", "close_timeout",
+                     "chunk_ms"):
+            if not getattr(self, name) > 0:
+                raise ModelConfigError(f"{self.label}: {name} must be positive")
+
+    @property
+    def name(self) -> str:
+        return self.label
+
+    def trial_url(self, info: SessionInfo | None) -> str:
+        """The URL of one trial: the server's options plus who the trial is."""
+        query = dict(self.server_options)
+        if info is not None:
+            query[wire.TRIAL_PARAM] = str(getattr(info.instance, "id", "") or "")
+            query[wire.SEED_PARAM] = str(int(info.seed))
+        parts = urlsplit(self.url)
+        joined = "&".join(q for q in (parts.query, urlencode(query)) if q)
+        return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", joined, ""))
+
+    def connect_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"max_size": MAX_MESSAGE, "compression": None,
+                                   "open_timeout": self.connect_timeout}
+        if self.url.startswith("wss"):
+            options["ssl"] = _tls_context(self.ca_file)
+        return options
+
+    def headers(self, key: Secret | None) -> dict[str, str] | None:
+        return {"Authorization": f"Bearer {key.reveal()}"} if key is not None else None
+
+    def key(self) -> Secret | None:
+        value = os.environ.get(self.key_env)
+        return Secret(value) if value else None
+
+    def connect_failed(self, e: BaseException) -> ModelError:
+        return connect_error(e, self.label, (self.key_env,),
+                             rejected="the bridge server refused the key",
+                             not_found=f"{self.url}: no bridge at this path",
+                             transient=frozenset({429, 502, 503, 504}), busy="server busy",
+                             other=": is it a bridge server?")
+
+    def scrubbed(self, payload: bytes) -> str:
+        return scrub(wire.utf8(payload), self.key_env)
+
+
+_TLS: dict[str, ssl.SSLContext] = {}
+
+
+def _tls_context(ca_file: str = "") -> ssl.SSLContext:
+    if ca_file not in _TLS:  # loading the CA bundle costs ~40 ms: once per process
+        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
+    return _TLS[ca_file]
+
+
+def _ready_of(client: BridgeClient, kind: int, payload: bytes, transient: bool) -> wire.Ready:
+    """The READY of a connection (the first message), or the error it says instead."""
+    if kind == wire.ERROR:
+        why = client.scrubbed(payload)
+        cls = TransientModelError if transient else ModelError
+        raise cls(f"{client.label}: the server refused the trial: {why}")
+    if kind != wire.READY:
+        raise ModelError(f"{client.label}: the first message was {wire.kind_name(kind)}, "
+                         "not READY: is it a bridge server?")
+    try:
+        return wire.parse_ready(payload)
+    except wire.ProtocolError as e:
+        raise ModelError(f"{client.label}: {e}") from None
+
+
+def _same_ready(client: BridgeClient, probe: wire.Ready, got: wire.Ready) -> None:
+    if (got.mode, got.sample_rate, got.frame) != (probe.mode, probe.sample_rate, probe.frame):
+        raise ModelError(f"{client.label}: the server changed how it runs ({got.mode}, "
+                         f"{got.sample_rate} Hz, frame {got.frame}; it said {probe.mode}, "
+                         f"{probe.sample_rate} Hz, frame {probe.frame} at the start): "
+                         "restarted with other settings?")
+
+
+# --- the probe --------------------------------------------------------------------------------
+
+def probe(client: BridgeClient) -> wire.Ready:
+    """Connect once, read READY, end the trial: how the server runs (ModelConfigError when it
+    cannot be reached or refuses)."""
+    try:
+        ws = sync_connect(client.trial_url(None), additional_headers=client.headers(
+            client.key()), **client.connect_options())
+    except Exception as e:
+        err = client.connect_failed(e)
+        raise ModelConfigError(f"{err}; is the bridge running at {client.url}?") from None
+    try:
+        try:
+            kind, payload = wire.split(ws.recv(timeout=client.ready_timeout))
+        except TimeoutError:
+            raise ModelConfigError(f"{client.label}: no READY from {client.url} within "
+                                   f"{client.ready_timeout:g} s") from None
+        except (ConnectionClosed, wire.ProtocolError) as e:
+            raise ModelConfigError(f"{client.label}: {client.url} closed or broke the "
+                                   f"connection before READY: {e}") from None
+        try:
+            return _ready_of(client, kind, payload, transient=False)
+        except ModelError as e:
+            raise ModelConfigError(str(e)) from None
+    finally:
+        try:
+            ws.send(wire.frame(wire.CLOSE))
+        except Exception:
+            pass
+        ws.close()
+
+
+# --- stepped ----------------------------------------------------------------------------------
+
+class BridgeStepped:
+    """A stepped bridge as a ``SteppedModel``: one connection per trial, lockstep frames."""
+
+    retries_transient = True  # a refused or dropped connection: run the trial again
+
+    def __init__(self, client: BridgeClient, ready: wire.Ready):
+        self.client, self.ready = client, ready
+        self.sample_rate, self.frame_size = ready.sample_rate, ready.frame
+        self.name = ready.model or client.label
+        self._key = client.key()
+        self._ws: Any = None
+        self._k = 0
+        self._text = TextStream(ready.frame_s)
+
+    def start(self, info: SessionInfo) -> None:
+        c = self.client
+        self.finish()
+        try:
+            self._ws = sync_connect(c.trial_url(info), additional_headers=c.headers(self._key),
+                                    **c.connect_options())
+        except Exception as e:
+            raise c.connect_failed(e) from None
+        kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
+                                   transient=True)
+        _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
+        self._k = 0
+        self._text = TextStream(self.ready.frame_s)
+
+    def _recv(self, what: str, deadline: "_Deadline", option: str, *,
+              transient: bool = False) -> tuple[int, bytes]:
+        """The next message by ``deadline`` (the ``option`` that set it), PINGs answered on
+        the way."""
+        c = self.client
+        while True:
+            try:
+                kind, payload = wire.split(self._ws.recv(timeout=deadline.left()))
+            except TimeoutError:
+                cls = TransientModelError if transient else ModelError
+                raise cls(f"{c.label}: no {what} from the server within "
+                          f"{getattr(c, option):g} s ({option})") from None
+            except ConnectionClosed as e:
+                raise TransientModelError(f"{c.label}: the connection dropped waiting for "
+                                          f"{what} ({_close_code(e)})") from None
+            except wire.ProtocolError as e:
+                raise ModelError(f"{c.label}: {e}, waiting for {what}") from None
+            if kind == wire.PING:
+                try:
+                    self._ws.send(wire.frame(wire.PONG, payload))
+                except ConnectionClosed:  # what the server sent before closing still counts
+                    pass
+                continue
+            if kind == wire.PONG:
+                continue
+            return kind, payload
+
+    def step(self, frame: np.ndarray) -> StepOutput:
+        c, k = self.client, self._k
+        at = f"step {k} ({k * self.ready.frame_s:.2f} s)"
+        try:
+            self._ws.send(wire.audio(frame))
+        except ConnectionClosed as e:
+            raise TransientModelError(f"{c.label}: the connection dropped at {at} "
+                                      f"({_close_code(e)})") from None
+        texts: list[str] = []
+        deadline = _Deadline(c.step_timeout)
+        while True:
+            kind, payload = self._recv(f"answer to {at}", deadline, "step_timeout")
+            if kind == wire.AUDIO:
+                break
+            if kind == wire.TEXT:
+                texts.append(wire.utf8(payload))
+            elif kind == wire.ERROR:
+                raise ModelError(f"{c.label}: the server reported an error at {at}: "
+                                 f"{c.scrubbed(payload)}")
+            elif kind == wire.CLOSE:
+                raise ModelError(f"{c.label}: the server ended the trial at {at}, before its "
+                                 "end (CLOSE)")
+            elif kind == wire.READY:
+                raise ModelError(f"{c.label}: a second READY at {at}")
+            # other kinds (traces) are ignored
+        try:
+            audio = wire.pcm(payload)
+        except wire.ProtocolError as e:
+            raise ModelError(f"{c.label}: {e}, at {at}") from None
+        if audio.size != self.frame_size:
+            raise ModelError(f"{c.label}: the server answered {at} with {audio.size} samples; "
+                             f"a stepped bridge answers exactly frame={self.frame_size} "
+                             f"(its READY)")
+        words: list[Word] = self._text.feed_text(k, "".join(texts)) \
+            if self.ready.transcript else []
+        self._k = k + 1
+        return StepOutput(audio, words)
+
+    def finish(self) -> None:
+        """CLOSE, wait for the server's CLOSE (``close_timeout``), close the socket."""
+        ws, self._ws = self._ws, None
+        if ws is None:
+            return
+        try:
+            ws.send(wire.frame(wire.CLOSE))
+            deadline = _Deadline(self.client.close_timeout)
+            while deadline.left() > 0:
+                kind, _ = wire.split(ws.recv(timeout=deadline.left()))
+                if kind == wire.CLOSE:
+                    break
+        except Exception as e:  # a dead or silent server must not hold the instance
+            log.debug("%s: ending the trial: %s", self.client.label, e)
+        finally:
+            ws.close()
+
+
+class _Deadline:
+    def __init__(self, seconds: float):
+        self._end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self._end - time.monotonic())
+
+
+def _close_code(e: ConnectionClosed) -> str:
+    if e.rcvd is None:
+        return "no close frame"
+    return f"close code {e.rcvd.code}" + (f": {e.rcvd.reason}" if e.rcvd.reason else "")
+
+
+# --- streaming --------------------------------------------------------------------------------
+
+class BridgeStreaming:
+    """A streaming bridge (or Raon's gateway) as a ``StreamingModel``."""
+
+    def __init__(self, client: BridgeClient, ready: wire.Ready, *,
+                 error_is_transient: bool = False):
+        self.client, self.ready = client, ready
+        self.input_sample_rate = self.output_sample_rate = ready.sample_rate
+        self.chunk_ms = client.chunk_ms
+        self.name = ready.model or client.label
+        self._transient = error_is_transient
+
+    async def connect(self, info: SessionInfo) -> "BridgeStreamingSession":
+        c = self.client
+        try:
+            ws = await ws_connect(c.trial_url(info), additional_headers=c.headers(c.key()),
+                                  **c.connect_options())
+        except Exception as e:
+            raise c.connect_failed(e) from None
+        try:
+            try:
+                kind, payload = wire.split(await asyncio.wait_for(ws.recv(), c.ready_timeout))
+            except asyncio.TimeoutError:
+                raise TransientModelError(f"{c.label}: no READY within {c.ready_timeout:g} s "
+                                          "(ready_timeout)") from None
+            except ConnectionClosed as e:
+                raise TransientModelError(f"{c.label}: the connection dropped before READY "
+                                          f"({_close_code(e)})") from None
+            except wire.ProtocolError as e:
+                raise ModelError(f"{c.label}: {e}, waiting for READY") from None
+            _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=self._transient))
+        except BaseException:
+            await ws.close()
+            raise
+        return BridgeStreamingSession(ws, self)
+
+
+class BridgeStreamingSession:
+    """The ``StreamingSession`` protocol over one bridge connection.
+
+    Items: the protocol has no turns, so the session makes them from the text: consecutive
+    AUDIO messages whose TEXT continues one word are one item (its words spread over that
+    audio by the playback layer), a TEXT that starts with whitespace starts the next item, and
+    AUDIO without TEXT goes to a textless item. Words are then timed as in stepped mode, by the
+    audio they arrive with, on the playback clock."""
+
+    def __init__(self, ws: Any, model: BridgeStreaming):
+        self._ws, self._model, self._client = ws, model, model.client
+        self._frame = model.ready.frame
+        self._pending: list[np.ndarray] = []
+        self._pending_n = 0
+        self._texts: list[str] = []
+        self._items = 0
+        self._item: str | None = None      # the item taking audio now
+        self._speaking = False             # it carries text (a word may continue)
+        self._closed = False
+        self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0}
+
+    async def send(self, pcm: np.ndarray) -> None:
+        """Collect the wall-clock pieces; each whole READY frame goes out when it is due."""
+        self._pending.append(np.asarray(pcm, dtype=np.float32))
+        self._pending_n += len(pcm)
+        while self._pending_n >= self._frame:
+            x = np.concatenate(self._pending)
+            chunk, rest = x[: self._frame], x[self._frame:]
+            self._pending, self._pending_n = [rest], len(rest)
+            try:
+                await self._ws.send(wire.audio(chunk))
+            except ConnectionClosed as e:
+                raise TransientModelError(f"{self._client.label}: the connection dropped "
+                                          f"mid-instance ({_close_code(e)})") from None
+            self.usage["audio_in_s"] += len(chunk) / self._model.input_sample_rate
+
+    async def events(self) -> AsyncIterator[Event]:
+        c = self._client
+        while True:
+            try:
+                kind, payload = wire.split(await self._ws.recv())
+            except ConnectionClosed as e:
+                if self._closed:
+                    return
+                raise TransientModelError(f"{c.label}: the connection dropped mid-instance "
+                                          f"({_close_code(e)})") from None
+            except wire.ProtocolError as e:
+                raise ModelError(f"{c.label}: {e}") from None
+            if kind == wire.AUDIO:
+                try:
+                    audio = wire.pcm(payload)
+                except wire.ProtocolError as e:
+                    raise ModelError(f"{c.label}: {e}") from None
+                for ev in self._audio(audio):
+                    yield ev
+            elif kind == wire.TEXT:
+                if self._model.ready.transcript:
+                    self._texts.append(wire.utf8(payload))
+            elif kind == wire.PING:
+                try:
+                    await self._ws.send(wire.frame(wire.PONG, payload))
+                except ConnectionClosed:  # what the server sent before closing still counts
+                    pass
+            elif kind == wire.ERROR:
+                cls = TransientModelError if self._model._transient else ModelError
+                raise cls(f"{c.label}: the server reported an error: {c.scrubbed(payload)}")
+            elif kind == wire.CLOSE:
+                if self._closed:
+                    return
+                reason = f" ({c.scrubbed(payload)})" if payload else ""
+                cls = TransientModelError if self._model._transient else ModelError
+                raise cls(f"{c.label}: the server ended the trial before its end "
+                          f"(CLOSE){reason}")
+            # PONG, READY again, traces: nothing to hear
+
+    def _audio(self, audio: np.ndarray) -> list[Event]:
+        out: list[Event] = []
+        text, self._texts = "".join(self._texts), []
+        self.usage["audio_out_s"] += len(audio) / self._model.output_sample_rate
+        new_word = bool(text) and (not self._speaking or text[0].isspace())
+        if self._item is not None and (new_word or (self._speaking and not text)):
+            out.append(ItemDone(self._item))
+            self._item = None
+        if self._item is None:
+            self._items += 1
+            self._item = f"bridge_{self._items}"
+        self._speaking = bool(text)
+        if text:
+            out.append(TranscriptDelta(self._item, text))
+        out.append(AudioDelta(self._item, audio))
+        if text and text[-1].isspace():  # the word ends with this audio
+            out.append(ItemDone(self._item))
+            self._item, self._speaking = None, False
+        return out
+
+    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
+        """Nothing to tell the server: a duplex model decides itself when to stop."""
+        return None
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        c = self._client
+        try:
+            await asyncio.wait_for(self._ws.send(wire.frame(wire.CLOSE)), c.close_timeout)
+            loop = asyncio.get_running_loop()
+            end = loop.time() + c.close_timeout
+            while loop.time() < end:  # drain what is in flight up to the server's CLOSE
+                kind, _ = wire.split(await asyncio.wait_for(self._ws.recv(),
+                                                            end - loop.time()))
+                if kind == wire.CLOSE:
+                    break
+        except Exception as e:  # a dead or silent server must not hold the instance
+            log.debug("%s: ending the trial: %s", c.label, e)
+        try:
+            await asyncio.wait_for(self._ws.close(), c.close_timeout)
+        except Exception as e:
+            log.debug("%s: closing the socket: %s", c.label, e)
+
+
+# --- the factory ------------------------------------------------------------------------------
+
+_OWN = {f.name: f for f in fields(BridgeClient) if f.name not in ("server_options", "label",
+                                                                   "key_env")}
+
+
+def client_from(options: dict[str, Any]) -> BridgeClient:
+    """The client's options converted; the rest are the server's (query parameters)."""
+    if "api_key" in options:
+        raise ModelConfigError(f"{LABEL}: do not pass the API key as an option; set {KEY_ENV} "
+                               "in the environment")
+    own = {k: coerce(LABEL, _OWN[k], v) for k, v in options.items() if k in _OWN}
+    rest = {k: str(v) for k, v in options.items() if k not in _OWN}
+    reserved = sorted(set(rest) & set(wire.RESERVED_PARAMS))
+    if reserved:
+        raise ModelConfigError(f"{LABEL}: {', '.join(reserved)} is set by the client for "
+                               "every trial, not an option")
+    return BridgeClient(**own, server_options=rest)
+
+
+def model_for(client: BridgeClient, *, error_is_transient: bool = False):
+    ready = probe(client)
+    if ready.mode == "stepped":
+        return BridgeStepped(client, ready)
+    return BridgeStreaming(client, ready, error_is_transient=error_is_transient)
+
+
+def factory(**options: Any):
+    """``--duplexact-model=bridge``: probe the server, return its stepped or streaming model."""
+    return model_for(client_from(options))
+
+
+def preflight(**options: Any) -> None:
+    """Options, URL and the key rule, without connecting."""
+    client_from(options)
+
+
+def reach(**options: Any) -> str:
+    """``duplexact models bridge -o url=...``: what answers at the URL now."""
+    r = probe(client_from(options))
+    return (f"{r.model or 'a bridge'}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
+            f"transcript {'yes' if r.transcript else 'no'}")
+
+
+factory.preflight = preflight  # type: ignore[attr-defined]
+factory.reach = reach  # type: ignore[attr-defined]

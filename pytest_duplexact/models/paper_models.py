@@ -1,0 +1,91 @@
+"""The paper's 14 models (Table 14) and how each is run here: the roster, and one row per model
+whose route exists (``duplexact models`` lists both; docs/models.md has the recipes).
+
+``ROSTER`` is the paper's list, fixed. ``ROUTES`` has one entry per model with a way to run it:
+an adapter adding a model adds its entry here (beside its ``BUILTINS`` line and its
+``requirements.REQUIREMENTS`` entry). A roster name without an entry is listed as having no
+adapter in this install. An entry is only listed as runnable when what it names exists here:
+its plugin model is a built-in and its bridge module (if any) is in the package; nothing is
+imported to find out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from . import BUILTINS
+
+# (our name, the paper's name, its checkpoint or API model in Table 14)
+ROSTER: tuple[tuple[str, str, str], ...] = (
+    ("moshi", "Moshi", "kyutai/moshiko-pytorch-bf16"),
+    ("freeze-omni", "Freeze-Omni", "VITA-MLLM/Freeze-Omni"),
+    ("mini-omni2", "Mini-Omni2", "gpt-omni/mini-omni2"),
+    ("vita-1.5", "VITA-1.5", "VITA-MLLM/VITA-1.5"),
+    ("voila", "Voila-Autonomous", "maitrix-org/Voila-autonomous-preview"),
+    ("flm-audio", "FLM-Audio", "CofeAI/FLM-Audio"),
+    ("raon-speechchat", "Raon-SpeechChat", "KRAFTON/Raon-SpeechChat-9B"),
+    ("bayling-duplex", "BayLing-Duplex", "BayLing-Models/BayLing-Duplex"),
+    ("lychee-fd", "Lychee-FD", "HIT-TMG/Lychee-FD"),
+    ("minicpm-o", "MiniCPM-o 4.5", "openbmb/MiniCPM-o-4_5"),
+    ("gemini-live", "Gemini 3.1 Flash Live", "gemini-3.1-flash-live-preview"),
+    ("gpt-realtime", "GPT-Realtime-2.1", "gpt-realtime-2.1"),
+    ("grok-voice", "Grok Voice", "grok-voice-latest"),
+    ("qwen-omni-realtime", "Qwen3.5-Omni-Flash-Realtime", "qwen3.5-omni-flash-realtime"),
+)
+
+# The paper ran every model on Direct Replay; these also on Simulator Replay (App. D, Table 16)
+SIMULATOR = frozenset({"moshi", "freeze-omni", "flm-audio", "raon-speechchat", "bayling-duplex",
+                       "minicpm-o", "gemini-live", "gpt-realtime", "grok-voice",
+                       "qwen-omni-realtime"})
+# ... and scored these on their native streaming transcripts, not whisper-1 (App. D.1)
+NATIVE_TRANSCRIPT = frozenset({"raon-speechchat", "bayling-duplex"})
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way to run a paper model: ``plugin`` is the ``--duplexact-model`` value,
+    ``start`` what to start on the model's machine (empty: nothing, it is in process or
+    hosted), ``bridge`` the kit module that command runs (``pytest_duplexact.bridges.X``)."""
+
+    kind: str  # "in-process", "bridge", "native server" or "hosted"
+    plugin: str
+    run: str  # the plugin's options for it
+    start: str = ""
+    bridge: str = ""
+
+    def missing(self) -> str | None:
+        """What of this route is not in this install (None when all of it is)."""
+        if self.plugin not in BUILTINS:
+            return f"no {self.plugin!r} adapter"
+        if self.bridge and importlib.util.find_spec(self.bridge) is None:
+            return f"no {self.bridge} module"
+        return None
+
+
+ROUTES: dict[str, tuple[Route, ...]] = {
+    "moshi": (
+        Route("in-process", "moshi", "-o mimi_weights=F -o lm_weights=F -o tokenizer=F"),
+        Route("bridge", "bridge", "-o url=ws://HOST:8765",
+              start="python -m pytest_duplexact.bridges.moshi --mimi-weights F "
+                    "--lm-weights F --tokenizer F --port 8765 --host 0.0.0.0",
+              bridge="pytest_duplexact.bridges.moshi"),
+    ),
+    "raon-speechchat": (
+        Route("native server", "raon-speechchat", "-o url=wss://HOST:8082 -o ca_file=CERT.pem",
+              start="Raon-SpeechChat-Demo: (cd frontend-next && npm install && npm run export) "
+                    "&& docker compose up -d --build"),
+    ),
+    "minicpm-o": (
+        Route("native server", "minicpm-o", "-o server_url=ws://HOST:8006",
+              start="MiniCPM-o-Demo: its gateway and one worker per GPU, as its README says"),
+    ),
+    "gemini-live": (Route("hosted", "gemini-live", "(GEMINI_API_KEY)"),),
+    "gpt-realtime": (Route("hosted", "gpt-realtime", "(OPENAI_API_KEY)"),),
+    "grok-voice": (Route("hosted", "grok-voice", "(XAI_API_KEY)"),),
+    "qwen-omni-realtime": (Route("hosted", "qwen-omni-realtime", "(DASHSCOPE_API_KEY)"),),
+}
+
+
+def paper_names() -> list[str]:
+    return [name for name, _, _ in ROSTER]

@@ -1,0 +1,90 @@
+"""Serving a bridge model from a test: the real kit server on 127.0.0.1, in a thread of its own
+(its own event loop: a test may talk to it with a blocking client), or the scripted bridge
+(tests/fakes/bridge_server.py) in a process of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from pytest_duplexact.bridges import BridgeServer
+
+
+@contextmanager
+def served(model: Any, **server_options: Any) -> Iterator[BridgeServer]:
+    """``model`` behind a ``BridgeServer`` on a free loopback port; yields the server (its
+    ``url``); stops it on exit."""
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            box["server"] = BridgeServer(model, **server_options)
+            await box["server"].start("127.0.0.1", 0)
+
+        try:
+            loop.run_until_complete(start())
+        except BaseException as e:  # surfaced in the test thread
+            box["error"] = e
+            started.set()
+            return
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="bridge-server", daemon=True)
+    thread.start()
+    if not started.wait(30):
+        raise RuntimeError("the bridge server did not start within 30 s")
+    if "error" in box:
+        raise box["error"]
+    server = box["server"]
+    try:
+        yield server
+    finally:
+        asyncio.run_coroutine_threadsafe(server.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+SERVER = Path(__file__).parents[1] / "fakes" / "bridge_server.py"
+_LISTENING = re.compile(r"listening on (wss?://\S+)")
+
+
+@contextmanager
+def scripted_server(script: dict | None = None, *extra: str,
+                    env: dict | None = None) -> Iterator[str]:
+    """tests/fakes/bridge_server.py in its own process on 127.0.0.1; yields its URL. Stopped
+    with SIGTERM (killed if a scripted stall holds it)."""
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--script",
+                             json.dumps(script or {}), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+    try:
+        line = proc.stdout.readline()
+        m = _LISTENING.search(line)
+        if m is None:
+            proc.kill()
+            raise RuntimeError(f"the scripted bridge did not start: {line!r} "
+                               f"{proc.communicate(timeout=30)[1][-2000:]}")
+        yield m.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
