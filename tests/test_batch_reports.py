@@ -2,11 +2,13 @@
 stepped models give byte-identical reports (report.json without its ``created`` stamp) and
 per-instance files at B = 1, 4 and 16, serially and under ``-n 2``.
 
-In process (``Harness.from_settings`` fed as the plugin feeds it: each test submits itself
-and the next 2B instances): silent, oracle and endpoint on the 15 bundled instances of five
-conditions (Direct Replay, Simulator Replay, barge-in), so B = 4 reuses slots and B = 16 holds
-them all. Through pytest: the oracle at B = 16 serially and B = 4 under ``-n 2``, against the
-serial B = 1 run the determinism tests also use.
+Serially, in process (``Harness.from_settings`` fed as the plugin's serial session feeds it:
+each test submits itself and the next 2B instances; the terminal line is checked through
+pytest below): silent, oracle and endpoint on 10 bundled instances, two of each of five
+conditions (Direct Replay, Simulator Replay, barge-in), so B = 4 reuses slots and B = 16
+holds them all (a subset of the 72, for the suite's time).
+Through pytest: the oracle at B = 4 under ``-n 2`` against the serial B = 1 run the
+determinism tests also use.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from pytest_duplexact.run.harness import Harness
 from pytest_duplexact.run.selection import Selection, select
 from pytest_duplexact.run.settings import RunSettings
 
-from runs_support import (CONDITIONS, ORACLE, assert_same_report, comparable, read_report,
-                          runner)
+from runs_support import (CONDITIONS, ORACLE, SILENT, assert_same_report, comparable,
+                          read_report, runner)
 
 SIZES = (1, 4, 16)
 
@@ -50,7 +52,8 @@ def run_in_process(model: str, batch: int, run_dir: Path, cache: Path, insts) ->
 
 @pytest.fixture(scope="module")
 def selected():
-    insts = select(load_dataset(bundled_root()).instances, Selection(conditions=CONDITIONS))
+    insts = select(load_dataset(bundled_root()).instances, Selection(conditions=CONDITIONS,
+                                                                      limit=2))
     assert len(insts) > 4 and {i.pipeline.value for i in insts} == {"direct", "simulator",
                                                                      "barge_in"}
     return sorted(insts, key=lambda i: (i.action, i.id))
@@ -74,19 +77,25 @@ def runs(tmp_path_factory):
     return runner(tmp_path_factory)
 
 
-@pytest.mark.parametrize("args", [("--duplexact-batch=16", "-p", "no:xdist"),
-                                  ("--duplexact-batch=4", "-n", "2")],
-                         ids=["serial-B16", "xdist-B4"])
-def test_the_plugin_batched_gives_the_serial_unbatched_report(runs, tmp_path, args):
-    base, status = runs.baseline(ORACLE)
-    res = runs.run(ORACLE, f"--duplexact-run-dir={tmp_path}", *args)
+@pytest.mark.slow
+def test_the_plugin_batched_under_xdist_gives_the_serial_unbatched_report(runs, tmp_path):
+    base, status = runs.baseline(ORACLE)  # shared with tests/test_determinism.py
+    res = runs.run(ORACLE, f"--duplexact-run-dir={tmp_path}", "--duplexact-batch=4", "-n", "2")
     assert res.returncode == status, res.stdout + res.stderr
-    if "-n" not in args:  # said where the user sees it (an xdist worker's terminal is not)
-        assert "batched stepping, 16 trials per model step" in res.stdout
     assert_same_report(read_report(tmp_path), base)
     baseline_dir = runs.home / "baseline-oracle"
     assert instance_files(tmp_path) == instance_files(baseline_dir)
     assert comparable(read_report(tmp_path)) == comparable(base)
+
+
+def test_a_serial_batched_run_says_how_it_batches(runs, tmp_path):
+    res = runs.run(SILENT, f"--duplexact-run-dir={tmp_path}", "--duplexact-batch=3",
+                   "-p", "no:xdist")
+    assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: silence misses
+    line = ("duplexact: batched stepping, 3 trials per model step; a finished slot takes the "
+            "next trial at once")
+    assert res.stdout.count(line) == 2  # as the first trial starts, and in the summary
+    assert read_report(tmp_path)["totals"] == {"instances": len(CONDITIONS), "errors": 0}
 
 
 def test_a_model_without_step_batch_is_refused_with_a_clear_error(tmp_path):

@@ -191,7 +191,12 @@ class BridgeServer:
         self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
                                 bool(getattr(model, "transcript", False)),
                                 str(getattr(model, "name", "") or type(model).__name__))
-        self.stepper = stepper or Stepper()
+        if stepper is None:  # a model with step_batch shares each step among its trials
+            from .batch import BatchStepper, batched
+
+            stepper = BatchStepper(model, lambda: len(self.sessions)) if batched(model) \
+                else Stepper()
+        self.stepper = stepper
         self._key = api_key
         self._ssl = ssl
         self._slots = asyncio.Semaphore(int(getattr(model, "max_sessions", 1) or 1))

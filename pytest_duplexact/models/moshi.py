@@ -192,6 +192,13 @@ class MoshiModel:
         self._slot_state[slot] = _SlotState()
 
     def step_batch(self, frames) -> dict[int, StepOutput]:
+        ks = {s: self._slot_state[s].k for s in frames}
+        return {s: StepOutput(audio, self._slot_state[s].text.feed(ks[s], piece))
+                for s, (audio, piece) in self.step_batch_pieces(frames).items()}
+
+    def step_batch_pieces(self, frames) -> dict[int, tuple[np.ndarray, str | None]]:
+        """``step_piece`` for every slot in ``frames`` in one batched call (a bridge sends
+        the pieces; ``step_batch`` turns them into words)."""
         torch = self._torch
         slots = sorted(frames)
         states = self._slot_state
@@ -221,11 +228,10 @@ class MoshiModel:
         for s in slots:
             st = states[s]
             answer = (pcm[s].copy(), int(text_ids[s])) if made_list[s] else (self._silence, None)
-            audio, text_id = st.pending or (self._silence, None)
+            audio, text_id = st.pending or (self._silence, None)  # heard one frame later
             st.pending = answer
-            words = st.text.feed(st.k, self._piece(text_id))
             st.k += 1
-            out[s] = StepOutput(audio, words)
+            out[s] = (audio, self._piece(text_id))
         return out
 
     def finish_slot(self, slot: int) -> None:
@@ -240,7 +246,7 @@ class _SlotState:
     def __init__(self) -> None:
         self.k = 0
         self.pending: tuple[np.ndarray, int | None] | None = None
-        self.text = TextStream()
+        self.text = TextStream(FRAME_S)
 
 
 def _seeded_states(torch, device, seed: int) -> dict:

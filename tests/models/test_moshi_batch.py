@@ -1,8 +1,8 @@
 """The moshi adapter's batched stepping (``step_batch`` with Mimi and ``LMGen`` at batch B) on
 the tiny random Moshi (moshi_tiny.py): with greedy sampling each slot's output depends only
 on its own input (two trials in one batch, one starting late in a reused slot, vs each alone),
-B = 1 batched is the unbatched adapter exactly, a sampled batched run is deterministic, and
-the real pipelines run through the lockstep."""
+B = 1 batched is the unbatched adapter exactly, a sampled batched run is deterministic, the
+real pipelines run through the lockstep, and the batched moshi bridge gives the same."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def equal(a, b) -> bool:
 def test_each_slot_depends_only_on_its_own_input(greedy):
     m = greedy
     assert is_batched(m) and m.slots_reset_alone
-    a, b, c = noise(1.6, 1), noise(0.8, 2), noise(0.64, 3)
+    a, b, c = noise(1.2, 1), noise(0.64, 2), noise(0.48, 3)
     alone_a = schedule(m, [(0, 0, a)], 2)[0]
     alone_b = schedule(m, [(1, 3, b)], 2)[0]
     alone_c = schedule(m, [(1, 0, c)], 2)[0]
@@ -134,3 +134,23 @@ def test_the_pipelines_in_lockstep(greedy, tmp_path):
     first = run(short_trials(m, insts[:1], 2))
     assert same(first[0], together[0]) and together[1].user_sent_until is not None
     assert np.abs(together[0].output).max() > 0
+
+
+def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp_path):
+    """``python -m pytest_duplexact.bridges.moshi --batch 2`` (bridges/moshi.py): the kit
+    steps both trials in one call (bridges/batch.py), and the client, batched too, hears what
+    the adapter gives in process."""
+    from bridges.support import served
+
+    from pytest_duplexact.bridges.moshi import BatchedMoshiBridge
+    from pytest_duplexact.models import resolve_model as resolve
+
+    insts = [direct_instance(tmp_path, "take_turn", "delayed"),
+             direct_instance(tmp_path, "interrupt", "help")]
+    local = run(short_trials(greedy, insts, 2))
+    with served(BatchedMoshiBridge(greedy, 2)) as s:  # open_batch starts the model afresh
+        through = run(short_trials(resolve("bridge", url=s.url), insts, 2))
+        assert max(s.stepper.calls) == 2
+    for a, b in zip(local, through):
+        np.testing.assert_array_equal(a.output, b.output)
+        assert [w.text for w in a.transcript] == [w.text for w in b.transcript]
