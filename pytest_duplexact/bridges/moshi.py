@@ -59,7 +59,7 @@ def _texts(piece):
 
 class BatchedMoshiBridge(MoshiBridge):
     """``--batch B``: up to B trials at once, each in a slot of one batched Mimi + LMGen
-    (``MoshiModel.step_batch_pieces``), stepped together by the kit (bridges/batch.py)."""
+    (``MoshiModel.step_batch_pieces``), stepped together by the kit (bridges/kit.py, BatchStepper)."""
 
     def __init__(self, model: MoshiModel, size: int):
         super().__init__(model)

@@ -206,7 +206,7 @@ class BridgeStepped(PerSlotBatch):
     """A stepped bridge as a ``SteppedModel``: one connection per trial, lockstep frames.
     Batched (``--duplexact-batch=B``): each slot is a connection of its own; ``step_batch``
     sends every slot's frame before it waits for the answers, so a server that batches
-    (bridges/batch.py) steps them in one model call."""
+    (bridges/kit.py, BatchStepper) steps them in one model call."""
 
     retries_transient = True  # a refused or dropped connection: run the trial again
 

@@ -1,4 +1,4 @@
-"""Batched stepping through a bridge (bridges/batch.py, models/bridge.py): a stepped bridge model
+"""Batched stepping through a bridge (bridges/kit.py BatchStepper, models/bridge.py): a stepped bridge model
 with ``step_batch`` gets one call per tick for every open trial; ``--duplexact-batch=B`` of the
 client opens B connections and sends every slot's frame before it waits, so B trials share a
 step, and each trial hears exactly what it hears alone. One trial's failure stays its own."""
