@@ -247,6 +247,9 @@ class BridgeServer:
             await _send_quietly(ws, wire.frame(e.kind, str(e).encode("utf-8", "replace")))
         except ConnectionClosed:
             ending = "client left mid-trial"
+        except asyncio.CancelledError:
+            ending = "abandoned: the server is stopping"
+            raise
         finally:
             await _close_quietly(ws)
             self.trials += 1

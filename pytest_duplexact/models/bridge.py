@@ -50,7 +50,7 @@ from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
 from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
 from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Event, ItemDone, TranscriptDelta,
-                        TransientModelError)
+                        Chunker, TransientModelError, stop_and_close)
 from .slots import PerSlotBatch
 from .words import TextStream
 
@@ -245,11 +245,8 @@ class BridgeStepped(PerSlotBatch):
                 cls = TransientModelError if transient else ModelError
                 raise cls(f"{c.label}: no {what} from the server within "
                           f"{getattr(c, option):g} s ({option})") from None
-            except ConnectionClosed as e:
-                raise TransientModelError(f"{c.label}: the connection dropped waiting for "
-                                          f"{what} ({_close_code(e)})") from None
-            except wire.ProtocolError as e:
-                raise ModelError(f"{c.label}: {e}, waiting for {what}") from None
+            except (ConnectionClosed, wire.ProtocolError) as e:
+                raise _broken(c, e, f"waiting for {what}") from None
             if kind == wire.PING:
                 try:
                     self._ws.send(wire.frame(wire.PONG, payload))
@@ -348,6 +345,14 @@ class _Deadline:
         return max(0.0, self._end - time.monotonic())
 
 
+def _broken(c: BridgeClient, e: Exception, where: str) -> ModelError:
+    """A receive that failed: a dropped connection is transient, a broken message final."""
+    if isinstance(e, ConnectionClosed):
+        return TransientModelError(f"{c.label}: the connection dropped {where} "
+                                   f"({_close_code(e)})")
+    return ModelError(f"{c.label}: {e}, {where}")
+
+
 def _close_code(e: ConnectionClosed) -> str:
     if e.rcvd is None:
         return "no close frame"
@@ -380,11 +385,8 @@ class BridgeStreaming:
             except asyncio.TimeoutError:
                 raise TransientModelError(f"{c.label}: no READY within {c.ready_timeout:g} s "
                                           "(ready_timeout)") from None
-            except ConnectionClosed as e:
-                raise TransientModelError(f"{c.label}: the connection dropped before READY "
-                                          f"({_close_code(e)})") from None
-            except wire.ProtocolError as e:
-                raise ModelError(f"{c.label}: {e}, waiting for READY") from None
+            except (ConnectionClosed, wire.ProtocolError) as e:
+                raise _broken(c, e, "waiting for READY") from None
             _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=self._transient))
         except BaseException:
             await ws.close()
@@ -403,9 +405,7 @@ class BridgeStreamingSession:
 
     def __init__(self, ws: Any, model: BridgeStreaming):
         self._ws, self._model, self._client = ws, model, model.client
-        self._frame = model.ready.frame
-        self._pending: list[np.ndarray] = []
-        self._pending_n = 0
+        self._chunks = Chunker(model.ready.frame)
         self._texts: list[str] = []
         self._items = 0
         self._item: str | None = None      # the item taking audio now
@@ -415,12 +415,7 @@ class BridgeStreamingSession:
 
     async def send(self, pcm: np.ndarray) -> None:
         """Collect the wall-clock pieces; each whole READY frame goes out when it is due."""
-        self._pending.append(np.asarray(pcm, dtype=np.float32))
-        self._pending_n += len(pcm)
-        while self._pending_n >= self._frame:
-            x = np.concatenate(self._pending)
-            chunk, rest = x[: self._frame], x[self._frame:]
-            self._pending, self._pending_n = [rest], len(rest)
+        for chunk in self._chunks.push(pcm):
             try:
                 await self._ws.send(wire.audio(chunk))
             except ConnectionClosed as e:
@@ -433,13 +428,10 @@ class BridgeStreamingSession:
         while True:
             try:
                 kind, payload = wire.split(await self._ws.recv())
-            except ConnectionClosed as e:
-                if self._closed:
+            except (ConnectionClosed, wire.ProtocolError) as e:
+                if self._closed and isinstance(e, ConnectionClosed):
                     return
-                raise TransientModelError(f"{c.label}: the connection dropped mid-instance "
-                                          f"({_close_code(e)})") from None
-            except wire.ProtocolError as e:
-                raise ModelError(f"{c.label}: {e}") from None
+                raise _broken(c, e, "mid-instance") from None
             if kind == wire.AUDIO:
                 try:
                     audio = wire.pcm(payload)
@@ -492,25 +484,14 @@ class BridgeStreamingSession:
         return None
 
     async def close(self) -> None:
+        """CLOSE, drain up to the server's CLOSE, close the socket (``close_timeout`` each)."""
         if self._closed:
             return
         self._closed = True
         c = self._client
-        try:
-            await asyncio.wait_for(self._ws.send(wire.frame(wire.CLOSE)), c.close_timeout)
-            loop = asyncio.get_running_loop()
-            end = loop.time() + c.close_timeout
-            while loop.time() < end:  # drain what is in flight up to the server's CLOSE
-                kind, _ = wire.split(await asyncio.wait_for(self._ws.recv(),
-                                                            end - loop.time()))
-                if kind == wire.CLOSE:
-                    break
-        except Exception as e:  # a dead or silent server must not hold the instance
-            log.debug("%s: ending the trial: %s", c.label, e)
-        try:
-            await asyncio.wait_for(self._ws.close(), c.close_timeout)
-        except Exception as e:
-            log.debug("%s: closing the socket: %s", c.label, e)
+        await stop_and_close(self._ws, wire.frame(wire.CLOSE),
+                             lambda m: wire.split(m)[0] == wire.CLOSE, c.close_timeout,
+                             c.label)
 
 
 # --- the factory ------------------------------------------------------------------------------

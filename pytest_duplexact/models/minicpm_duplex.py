@@ -52,7 +52,7 @@ from websockets.exceptions import ConnectionClosed
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
 from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Error, Event, ItemDone, SpeechStarted,
-                        TranscriptDelta, TransientModelError)
+                        TranscriptDelta, TransientModelError, Chunker, stop_and_close)
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +182,7 @@ class MiniCPMOSession:
         self._model = model
         self.session_id = session_id
         self._step = int(round(INPUT_RATE * model.step_ms / 1000))
-        self._pending: list[np.ndarray] = []
-        self._pending_n = 0
+        self._chunks = Chunker(self._step)
         self._turns = 0
         self._turn: str | None = None  # the item id of the model turn in progress
         self._closed = False
@@ -238,12 +237,7 @@ class MiniCPMOSession:
 
     async def send(self, pcm: np.ndarray) -> None:
         """Collect 20 ms pieces; a whole step goes out when its last piece is due."""
-        self._pending.append(np.asarray(pcm, dtype=np.float32))
-        self._pending_n += len(pcm)
-        while self._pending_n >= self._step:
-            x = np.concatenate(self._pending)
-            chunk, rest = x[: self._step], x[self._step:]
-            self._pending, self._pending_n = [rest], len(rest)
+        for chunk in self._chunks.push(pcm):
             audio = base64.b64encode(chunk.astype("<f4").tobytes()).decode("ascii")
             try:
                 await self._ws.send(json.dumps({"type": "audio_chunk",
@@ -310,25 +304,14 @@ class MiniCPMOSession:
         return None
 
     async def close(self) -> None:
-        """``stop`` so the server frees its GPU worker at once, then close the socket."""
+        """``stop`` so the server frees its GPU worker at once, drain the results still in
+        flight up to ``stopped``, then close the socket."""
         if self._closed:
             return
         self._closed = True
-        try:
-            await asyncio.wait_for(self._ws.send(json.dumps({"type": "stop"})),
-                                   CLOSE_TIMEOUT_S)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + CLOSE_TIMEOUT_S
-            while loop.time() < deadline:  # drain results still in flight up to 'stopped'
-                msg = await self._recv(deadline - loop.time())
-                if msg is None or msg.get("type") == "stopped":
-                    break
-        except Exception as e:  # a dead or silent server must not hold the instance
-            log.debug("%s: stopping the session failed: %s", LABEL, e)
-        try:
-            await asyncio.wait_for(self._ws.close(), CLOSE_TIMEOUT_S)
-        except Exception as e:
-            log.debug("%s: closing the socket failed: %s", LABEL, e)
+        await stop_and_close(self._ws, json.dumps({"type": "stop"}),
+                             lambda raw: json.loads(raw).get("type") == "stopped",
+                             CLOSE_TIMEOUT_S, LABEL)
 
 
 def factory(**options: Any) -> MiniCPMO:

@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
 from .requirements import REQUIREMENTS, NotReady, local_file_problem
 from .words import TextStream

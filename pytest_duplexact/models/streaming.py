@@ -22,10 +22,15 @@ provider dropped the session, which is a transient failure of that instance.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, Protocol, Sequence, Union, runtime_checkable
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol, Sequence, Union,
+                    runtime_checkable)
 
 from .base import ModelError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,7 +108,53 @@ class StreamingSession(Protocol):
     async def close(self) -> None: ...
 
 
+class Chunker:
+    """Collects the duplex's wall-clock pieces (``DEFAULT_CHUNK_MS``) into whole chunks of
+    ``size`` samples for a protocol that takes fixed steps; ``push`` returns the chunks now
+    complete, each due the moment its last piece arrived."""
+
+    def __init__(self, size: int):
+        import numpy as np
+
+        self._np, self.size = np, size
+        self._pending: list = []
+        self._n = 0
+
+    def push(self, pcm: "np.ndarray") -> list["np.ndarray"]:
+        np = self._np
+        self._pending.append(np.asarray(pcm, dtype=np.float32))
+        self._n += len(pcm)
+        out = []
+        while self._n >= self.size:
+            x = np.concatenate(self._pending)
+            out.append(x[: self.size])
+            rest = x[self.size:]
+            self._pending, self._n = [rest], len(rest)
+        return out
+
+
+async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], timeout: float,
+                         label: str) -> None:
+    """End a WebSocket session politely: send ``stop``, read until ``is_last(message)`` (the
+    server's acknowledgement; results still in flight are dropped), then close the socket.
+    Each part gets ``timeout``: a dead or silent server must not hold the instance."""
+    try:
+        await asyncio.wait_for(ws.send(stop), timeout)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while loop.time() < end:
+            if is_last(await asyncio.wait_for(ws.recv(), end - loop.time())):
+                break
+    except Exception as e:
+        log.debug("%s: stopping the session failed: %s", label, e)
+    try:
+        await asyncio.wait_for(ws.close(), timeout)
+    except Exception as e:
+        log.debug("%s: closing the socket failed: %s", label, e)
+
+
 __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
     "Event", "StreamingSession", "TransientModelError", "ModelError", "DEFAULT_CHUNK_MS",
+    "Chunker", "stop_and_close",
 ]

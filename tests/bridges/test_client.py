@@ -5,6 +5,8 @@ streaming runs are short (they run at 1x)."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -85,7 +87,8 @@ def test_a_server_that_stops_answering_hits_the_step_deadline(tmp_path):
 
 def test_an_unreachable_or_refusing_server_fails_before_any_instance(monkeypatch):
     with scripted_server() as url:
-        with pytest.raises(ModelConfigError, match="refused the trial: cannot start the trial: ValueError: unknown option.s. temp"):
+        with pytest.raises(ModelConfigError, match="refused the trial: cannot start the trial: "
+                                                   "ValueError: unknown option.s. temp"):
             bridge(url, temp="0.7")
     # the port is closed now
     with pytest.raises(ModelConfigError, match="could not connect.*is the bridge running"):
@@ -163,3 +166,53 @@ def test_streaming_error_is_a_model_error(tmp_path):
         with pytest.raises(ModelError, match="scripted failure") as e:
             trial(bridge(url), instance)
     assert "gave up after" not in str(e.value)  # final: not retried
+
+
+def test_a_streaming_server_that_ends_the_trial_early_is_a_model_error(tmp_path):
+    instance = direct_instance(tmp_path, "take_turn", "immediate")
+    with scripted_server({"mode": "streaming", "end_at_step": 3}) as url:
+        with pytest.raises(ModelError, match=r"ended the trial before its end \(CLOSE\) "
+                                             r"\(scripted end of session\)") as e:
+            trial(bridge(url), instance)
+    assert not isinstance(e.value, TransientModelError)
+
+
+def test_a_server_answering_the_wrong_frame_size_is_a_clear_error():
+    """A bridge of someone else's making (not our kit) that breaks the stepped rule."""
+    from websockets.sync.server import serve
+
+    from pytest_duplexact.bridges import wire
+
+    def handler(ws):
+        ws.send(wire.Ready("stepped", 24_000, 1920, False, "sloppy").message())
+        for message in ws:
+            kind, _ = wire.split(message)
+            if kind == wire.CLOSE:
+                return
+            ws.send(wire.audio(np.zeros(100, np.float32)))
+
+    with serve(handler, "127.0.0.1", 0) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        model = bridge(f"ws://127.0.0.1:{server.socket.getsockname()[1]}")
+        model.start(SessionInfo(instance=None))
+        with pytest.raises(ModelError, match=r"bridge: the server answered step 0 \(0.00 s\) "
+                                             r"with 100 samples; a stepped bridge answers "
+                                             r"exactly frame=1920 \(its READY\)"):
+            model.step(np.zeros(1920, np.float32))
+        model.finish()
+        server.shutdown()
+
+
+def test_streaming_simulator_injects_the_cue_while_the_model_speaks(tmp_path):
+    from pipelines.helpers import reference
+    from pytest_duplexact.pipelines.simulator import SimulatorReplay
+
+    instance = make_instance(tmp_path, "stop", "direct_interruption", {
+        "lead_in": cat(gap(0.1), tone(0.4), gap(0.1)), "reference": reference(1.0),
+        "cue": cat(gap(0.05), tone(0.4, 262.0), gap(0.05))}, {"cue_start": 0.05, "cue_end": 0.45})
+    with scripted_server({"model": "at", "mode": "streaming", "speak_at_s": 0.6}) as url:
+        rec = streamed(bridge(url), instance, SimulatorReplay(observation_s=0.3))
+    # the rule policy injects after 1.5 s of heard model speech: not forced, mid-reply
+    assert rec.cue is not None and not rec.cue.forced
+    assert 0.6 + 1.5 <= rec.cue.start < 0.6 + 1.5 + 0.6, rec.cue
+    assert [w.text for w in rec.transcript][:2] == ["Okay", "thanks"]

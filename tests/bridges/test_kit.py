@@ -3,12 +3,15 @@ WebSocket client: framing, one connection = one trial, per-trial state, options,
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import numpy as np
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from pytest_duplexact.bridges import Trial, typed_options, wire, OptionError
+from pytest_duplexact.bridges import OptionError, SessionEnded, Trial, typed_options, wire
 from bridges.support import served
 
 RATE, FRAME = 16_000, 320
@@ -55,7 +58,8 @@ def ready(ws):
     return wire.parse_ready(payload)
 
 
-def test_stepped_trial_round_trip():
+def test_stepped_trial_round_trip(caplog):
+    caplog.set_level(logging.INFO, logger="pytest_duplexact.bridges")
     model = Echo()
     with served(model) as server:
         with connect(f"{server.url}/?gain=0.5&say_every=2&trial_id=t1&run_seed=7") as ws:
@@ -90,6 +94,10 @@ def test_stepped_trial_round_trip():
     assert model.log == [("open", "t1", 7), ("close", "t1", 4), ("open", "t2", 0),
                          ("close", "t2", 1)]
     assert server.trials == 2
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("trial ")]
+    assert len(lines) == 2  # one log line per trial: who, how it ended, how much
+    assert lines[0].startswith("trial t1 from 127.0.0.1:") and ": ok, 4 steps, 0.08 s of " \
+        "audio in " in lines[0]
 
 
 @pytest.mark.parametrize("send, says", [
@@ -99,7 +107,7 @@ def test_stepped_trial_round_trip():
     (wire.audio(np.full(FRAME, 99.0, np.float32)), "failed in step 0 at 0.00 s: RuntimeError: "
                                                    "boom"),
     ("text", "text WebSocket message"),
-])
+], ids=["short-frame", "partial-sample", "model-raises", "text-message"])
 def test_a_broken_step_ends_the_trial_with_error(send, says):
     model = Echo()
     with served(model) as server:
@@ -150,3 +158,50 @@ def test_typed_options():
         {"a": 2.0, "b": False, "c": "x"}
     with pytest.raises(OptionError, match="option b: expected bool"):
         typed_options({"b": "maybe"}, {"b": True})
+
+
+def test_a_model_that_ends_the_session_sends_close_with_its_reason():
+    class Ends(Echo):
+        def open(self, options, trial):
+            session = super().open(options, trial)
+
+            def step(frame):
+                raise SessionEnded("token budget spent")
+
+            session.step = step
+            return session
+
+    model = Ends()
+    with served(model) as server:
+        with connect(server.url) as ws:
+            ready(ws)
+            ws.send(wire.audio(np.zeros(FRAME, np.float32)))
+            assert recv(ws) == (wire.CLOSE, b"token budget spent")
+    assert model.log[-1][0] == "close"
+
+
+def test_stopping_the_server_abandons_a_step_that_never_returns():
+    release = threading.Event()
+
+    class Stuck(Echo):
+        def open(self, options, trial):
+            session = super().open(options, trial)
+            session.step = lambda frame: release.wait(120)
+            return session
+
+    stopped = threading.Event()
+
+    def serve_and_stop():
+        with served(Stuck()) as server:
+            ws = connect(server.url)
+            ready(ws)
+            ws.send(wire.audio(np.zeros(FRAME, np.float32)))
+        stopped.set()  # served() returned although the step is still stuck
+        ws.close()
+
+    worker = threading.Thread(target=serve_and_stop, daemon=True)
+    worker.start()
+    try:
+        assert stopped.wait(60), "the server waited for a stuck model step"
+    finally:
+        release.set()

@@ -39,3 +39,25 @@ def test_the_kit_imports_only_stdlib_numpy_and_websockets():
                          timeout=60, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "", f"the kit pulls in {res.stdout.strip()}"
+
+
+# The plugin's own dependencies, which a model's environment need not have (a model bridge may
+# import its model's stack: torch, moshi, ...).
+PLUGIN_ONLY = ("soundfile", "soxr", "openai", "pytest", "xdist", "scipy", "onnxruntime",
+               "matplotlib", "faster_whisper", "pyarrow", "silero_vad")
+DENY_PROBE = r"""
+import importlib, importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in DENY:
+            raise ImportError(f"{name} is not installed in a model environment")
+sys.meta_path.insert(0, Refuse())
+importlib.import_module(MODULE)
+"""
+
+
+def test_the_moshi_bridge_needs_none_of_the_plugins_own_dependencies():
+    code = f"DENY = {PLUGIN_ONLY!r}\nMODULE = 'pytest_duplexact.bridges.moshi'\n" + DENY_PROBE
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
