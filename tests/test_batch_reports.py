@@ -89,7 +89,8 @@ def test_the_plugin_batched_under_xdist_gives_the_serial_unbatched_report(runs, 
 
 
 def test_a_serial_batched_run_says_how_it_batches(runs, tmp_path):
-    res = runs.run(SILENT, f"--duplexact-run-dir={tmp_path}", "--duplexact-batch=3",
+    # the ini key (-o sets it as a pytest.ini would)
+    res = runs.run(SILENT, f"--duplexact-run-dir={tmp_path}", "-o", "duplexact_batch=3",
                    "-p", "no:xdist")
     assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: silence misses
     line = ("duplexact: batched stepping, 3 trials per model step; a finished slot takes the "
