@@ -26,6 +26,11 @@ A **model** object, built once per process (weights loaded once)::
         def close(self) -> None:   # optional: the server is shutting down
             ...
 
+        def step_batch(self, steps):  # optional, stepped: one call for every open trial
+            '''``steps``: [(session, frame), ...]; returns [answer, ...] in that order, each
+            what ``session.step(frame)`` would return, or an Exception for that trial alone
+            (``BatchStepper`` in kit.py; with ``max_sessions = B`` B trials share a step).'''
+
 A **session** (what ``open`` returns)::
 
         def step(self, frame: np.ndarray) -> np.ndarray | tuple[np.ndarray, Sequence[str]]:

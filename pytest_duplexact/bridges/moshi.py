@@ -47,13 +47,59 @@ class MoshiTrial:
 
     def step(self, frame):
         audio, piece = self.model.step_piece(frame)
-        return audio, (piece.replace("▁", " ") if piece else ())
+        return audio, _texts(piece)
 
     def close(self) -> None:
         self.model.finish()
 
 
+def _texts(piece):
+    return piece.replace("▁", " ") if piece else ()
+
+
+class BatchedMoshiBridge(MoshiBridge):
+    """``--batch B``: up to B trials at once, each in a slot of one batched Mimi + LMGen
+    (``MoshiModel.step_batch_pieces``), stepped together by the kit (bridges/kit.py, BatchStepper)."""
+
+    def __init__(self, model: MoshiModel, size: int):
+        super().__init__(model)
+        self.max_sessions = size
+        model.open_batch(size)
+        self._free = list(range(size))
+
+    def open(self, options: dict[str, str], trial: Any) -> "MoshiSlot":
+        from ..models.base import SessionInfo
+
+        typed_options(options, {})
+        slot = self._free.pop(0)  # the kit admits at most max_sessions trials
+        try:
+            self.model.start_slot(slot, SessionInfo(instance=None, seed=trial.seed))
+        except BaseException:
+            self._free.append(slot)
+            raise
+        return MoshiSlot(self, slot)
+
+    def step_batch(self, steps):
+        pieces = self.model.step_batch_pieces({s.slot: frame for s, frame in steps})
+        return [(pieces[s.slot][0], _texts(pieces[s.slot][1])) for s, _ in steps]
+
+
+class MoshiSlot:
+    def __init__(self, bridge: BatchedMoshiBridge, slot: int):
+        self.bridge, self.slot = bridge, slot
+
+    def step(self, frame):  # the kit steps a batched model through step_batch only
+        return self.bridge.step_batch([(self, frame)])[0]
+
+    def close(self) -> None:
+        self.bridge.model.finish_slot(self.slot)
+        self.bridge._free.append(self.slot)
+        self.bridge._free.sort()
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", type=int, default=1,
+                   help="trials stepped together in one batched call (default 1; docs/runs.md)")
     for f in dataclasses.fields(MoshiOptions):
         required = f.default is dataclasses.MISSING
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, required=required,
@@ -64,7 +110,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> MoshiBridge:
     names = [f.name for f in dataclasses.fields(MoshiOptions)]
     options = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-    return MoshiBridge(load(MoshiOptions.parse(options)))
+    model = load(MoshiOptions.parse(options))
+    batch = getattr(args, "batch", 1) or 1
+    if batch < 1:
+        raise SystemExit("--batch must be >= 1")
+    return BatchedMoshiBridge(model, batch) if batch > 1 else MoshiBridge(model)
 
 
 if __name__ == "__main__":

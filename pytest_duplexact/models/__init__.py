@@ -65,6 +65,12 @@ def is_stepped(model: Any) -> bool:
     return not isinstance(model, type) and isinstance(model, SteppedModel)
 
 
+def is_batched(model: Any) -> bool:
+    """A stepped model that also offers the batched contract (base.BatchedSteppedModel)."""
+    return is_stepped(model) and all(callable(getattr(model, name, None)) for name in
+                                     ("open_batch", "start_slot", "step_batch", "finish_slot"))
+
+
 def is_streaming(model: Any) -> bool:
     return not isinstance(model, type) and isinstance(model, StreamingModel)
 

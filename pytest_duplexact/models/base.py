@@ -14,7 +14,7 @@ supply a native, time-aligned transcript of its own speech.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -57,6 +57,33 @@ class SteppedModel(Protocol):
     def step(self, frame: np.ndarray) -> StepOutput | np.ndarray: ...
 
     def finish(self) -> None: ...
+
+
+@runtime_checkable
+class BatchedSteppedModel(SteppedModel, Protocol):
+    """Optional beside ``SteppedModel``: many trials share each model call
+    (``--duplexact-batch=B``, docs/runs.md). The harness calls ``open_batch(B)`` once, then
+    ``start_slot(slot, info)`` when a trial takes slot 0..B-1, ``step_batch`` once per frame
+    of the lockstep with one input frame per stepped slot (``{slot: frame}``; the answer maps
+    the same slots to what ``step`` would return, or to an Exception: that trial's error
+    alone), and ``finish_slot(slot)`` when the trial ends.
+
+    ``slots_reset_alone``: True when one slot can start while the others run (a finished slot
+    takes the next trial at once; idle slots are left out of ``step_batch``). False: the
+    harness runs waves: up to B trials start together, a finished slot is fed silence (its
+    answer discarded) until every trial of the wave has ended, and only then does the next
+    wave start."""
+
+    slots_reset_alone: bool
+
+    def open_batch(self, size: int) -> None: ...
+
+    def start_slot(self, slot: int, info: SessionInfo) -> None: ...
+
+    def step_batch(self, frames: Mapping[int, np.ndarray]
+                   ) -> Mapping[int, "StepOutput | np.ndarray | Exception"]: ...
+
+    def finish_slot(self, slot: int) -> None: ...
 
 
 @runtime_checkable

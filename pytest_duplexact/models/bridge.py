@@ -51,6 +51,7 @@ from .base import ModelError, SessionInfo, StepOutput
 from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
 from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Event, ItemDone, TranscriptDelta,
                         Chunker, TransientModelError, stop_and_close)
+from .slots import PerSlotBatch
 from .words import TextStream
 
 log = logging.getLogger(__name__)
@@ -199,8 +200,11 @@ def probe(client: BridgeClient) -> wire.Ready:
 
 # --- stepped ----------------------------------------------------------------------------------
 
-class BridgeStepped:
-    """A stepped bridge as a ``SteppedModel``: one connection per trial, lockstep frames."""
+class BridgeStepped(PerSlotBatch):
+    """A stepped bridge as a ``SteppedModel``: one connection per trial, lockstep frames.
+    Batched (``--duplexact-batch=B``): each slot is a connection of its own; ``step_batch``
+    sends every slot's frame before it waits for the answers, so a server that batches
+    (bridges/kit.py, BatchStepper) steps them in one model call."""
 
     retries_transient = True  # a refused or dropped connection: run the trial again
 
@@ -252,13 +256,37 @@ class BridgeStepped:
             return kind, payload
 
     def step(self, frame: np.ndarray) -> StepOutput:
-        c, k = self.client, self._k
-        at = f"step {k} ({k * self.ready.frame_s:.2f} s)"
+        self._send(frame)
+        return self._answer()
+
+    def step_batch(self, frames) -> dict:
+        out: dict = {}
+        for slot, frame in frames.items():  # all frames out first: the server gathers them
+            try:
+                self._slots[slot]._send(frame)
+            except Exception as e:
+                out[slot] = e
+        for slot in frames:
+            if slot not in out:
+                try:
+                    out[slot] = self._slots[slot]._answer()
+                except Exception as e:  # this trial's error alone
+                    out[slot] = e
+        return out
+
+    def _at(self) -> str:
+        return f"step {self._k} ({self._k * self.ready.frame_s:.2f} s)"
+
+    def _send(self, frame: np.ndarray) -> None:
         try:
             self._ws.send(wire.audio(frame))
         except ConnectionClosed as e:
-            raise TransientModelError(f"{c.label}: the connection dropped at {at} "
-                                      f"({_close_code(e)})") from None
+            raise TransientModelError(f"{self.client.label}: the connection dropped at "
+                                      f"{self._at()} ({_close_code(e)})") from None
+
+    def _answer(self) -> StepOutput:
+        c, k = self.client, self._k
+        at = self._at()
         texts: list[str] = []
         deadline = _Deadline(c.step_timeout)
         while True:

@@ -19,6 +19,7 @@ from ..data import audio
 from ..listen.activity import EnergyGate
 from ..data.timeline import Word
 from .base import SessionInfo, StepOutput
+from .slots import PerSlotBatch
 from .playback import Player, Speech
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -33,7 +34,7 @@ def response() -> Speech:
     return Speech.of(audio.read(ASSETS / "response.flac"), words)
 
 
-class EndpointModel:
+class EndpointModel(PerSlotBatch):  # --duplexact-batch: models/slots.py
     name = "endpoint"
     sample_rate = 16_000
     frame_size = 320  # 20 ms

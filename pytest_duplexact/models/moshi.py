@@ -159,6 +159,94 @@ class MoshiModel:
             self._stack.close()  # leaves streaming: the next start gets fresh state
             self._stack = None
 
+    # --- batched stepping (--duplexact-batch; module doc, "Batches") -------------------------
+    slots_reset_alone = True  # moshi's reset_streaming(reset_mask) and set_exec_mask
+
+    def open_batch(self, size: int) -> None:
+        from moshi.models import LMGen
+
+        self.finish()
+        # out of sync: each slot's own offset decides its acoustic delay, not the shared one
+        self._batch_gen = LMGen(self.lm, support_out_of_sync=True, **self.sampling)
+        self._stack = ExitStack()
+        self._stack.enter_context(self.mimi.streaming(size))
+        self._stack.enter_context(self._batch_gen.streaming(size))
+        self._size = size
+        self._slot_state: dict[int, _SlotState] = {}
+        self._batch_rng: dict | None = None  # seeded at the first start_slot (the run seed)
+        self._silence = np.zeros(FRAME_SIZE, dtype=np.float32)
+
+    def _mask(self, slots) -> Any:
+        mask = self._torch.zeros(self._size, dtype=self._torch.bool, device=self.device)
+        mask[list(slots)] = True
+        return mask
+
+    def start_slot(self, slot: int, info: SessionInfo) -> None:
+        if self._batch_rng is None:
+            self._batch_rng = _seeded_states(self._torch, self.device,
+                                             trial_seed(info.seed, self.seed))
+        mask = self._mask([slot])
+        self.mimi.reset_streaming(mask)
+        self._batch_gen.reset_streaming(mask)
+        self._slot_state[slot] = _SlotState()
+
+    def step_batch(self, frames) -> dict[int, StepOutput]:
+        ks = {s: self._slot_state[s].k for s in frames}
+        return {s: StepOutput(audio, self._slot_state[s].text.feed(ks[s], piece))
+                for s, (audio, piece) in self.step_batch_pieces(frames).items()}
+
+    def step_batch_pieces(self, frames) -> dict[int, tuple[np.ndarray, str | None]]:
+        """``step_piece`` for every slot in ``frames`` in one batched call (a bridge sends
+        the pieces; ``step_batch`` turns them into words)."""
+        torch = self._torch
+        slots = sorted(frames)
+        states = self._slot_state
+        with torch.no_grad(), _OwnRng(torch, self.device, self._batch_rng) as own:
+            x = torch.zeros(self._size, 1, FRAME_SIZE, device=self.device)
+            for s in slots:
+                x[s, 0] = torch.from_numpy(np.asarray(frames[s], dtype=np.float32))
+            stepping = self._mask(slots)
+            self.mimi.set_exec_mask(stepping)
+            codes = self.mimi.encode(x)
+            first = [s for s in slots if states[s].k == 0]
+            if first:  # as the server: re-pad the encoder after a trial's first frame
+                self.mimi.reset_streaming(self._mask(first))
+            self._batch_gen.set_exec_mask(stepping)
+            tokens = self._batch_gen.step(codes[:, :, :1])  # [B, 1 + dep_q, 1]
+            audio_tokens = tokens[:, 1:]
+            made = stepping & (audio_tokens >= 0).all(dim=2).all(dim=1)  # past its delay
+            pcm = None
+            if bool(made.any()):
+                self.mimi.set_exec_mask(made)
+                pcm = self.mimi.decode(torch.where(audio_tokens >= 0, audio_tokens, 0))
+                pcm = pcm[:, 0].float().cpu().numpy()
+            made_list = made.cpu().tolist()
+            text_ids = tokens[:, 0, 0].cpu().tolist()
+        self._batch_rng = own.states
+        out = {}
+        for s in slots:
+            st = states[s]
+            answer = (pcm[s].copy(), int(text_ids[s])) if made_list[s] else (self._silence, None)
+            audio, text_id = st.pending or (self._silence, None)  # heard one frame later
+            st.pending = answer
+            st.k += 1
+            out[s] = (audio, self._piece(text_id))
+        return out
+
+    def finish_slot(self, slot: int) -> None:
+        self._slot_state.pop(slot, None)
+
+
+class _SlotState:
+    """One batched trial's frame count, held-back answer and text stream (``start``'s)."""
+
+    __slots__ = ("k", "pending", "text")
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.pending: tuple[np.ndarray, int | None] | None = None
+        self.text = TextStream(FRAME_S)
+
 
 def _seeded_states(torch, device, seed: int) -> dict:
     """The global RNG states (CPU, and the CUDA device if any) after seeding with ``seed``,

@@ -17,6 +17,7 @@ from ..listen.activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze
 from ..data.instance import Instance
 from ..data.timeline import Word
 from .base import SessionInfo, StepOutput
+from .slots import PerSlotBatch
 from .playback import Player, Speech
 
 # Every clip the oracle speaks: pauses longer than this are shortened to PAUSE_S (energy
@@ -91,7 +92,7 @@ def _input_levels(clip: np.ndarray, sample_rate: int) -> tuple[float, float]:
     return on, on - (INPUT_ON_DB - INPUT_OFF_DB)
 
 
-class OracleModel:
+class OracleModel(PerSlotBatch):  # --duplexact-batch: models/slots.py
     name = "oracle"
     sample_rate = 16_000
     frame_size = 320  # 20 ms

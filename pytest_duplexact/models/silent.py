@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from .base import SessionInfo
+from .slots import PerSlotBatch
 
 
-class SilentModel:
+class SilentModel(PerSlotBatch):  # --duplexact-batch: models/slots.py
     name = "silent"
     sample_rate = 16_000
     frame_size = 320  # 20 ms

@@ -99,7 +99,7 @@ class SteppedDuplex(Duplex):
         self._closed = False
         self._watch = watchdog.current()  # each answer from the model is a sign of progress
         self._step_many = _step_many_of(model)
-        self._guard("start", lambda: model.start(info))
+        self._guard("start", lambda: self._start_model(info))
         self._answered()
 
     # --- clock -------------------------------------------------------------------------------
@@ -124,17 +124,26 @@ class SteppedDuplex(Duplex):
     def _step(self, frame: np.ndarray) -> None:
         # The hot loop of a stepped run (one call per model frame): the guard is inlined and
         # the checks are the cheapest numpy offers, measured in benchmarks/harness.py.
-        k = self._steps
-        t0 = k * self.frame_size / self.model_rate
         try:
             out = self.model.step(frame)
         except ModelError:
             raise
         except Exception as e:
-            raise ModelError(f"model {self._name} failed in step on instance "
-                             f"{self.info.instance.id} at {t0:.2f} s: {type(e).__name__}: "
-                             f"{e}") from e
+            raise self._failed("step", e) from e
+        self._accept(out)
+
+    def _failed(self, what: str, e: Exception) -> ModelError:
+        """A model call that raised, as this instance's ModelError."""
+        return ModelError(f"model {self._name} failed in {what} on instance "
+                          f"{self.info.instance.id} at {self._frame_time(self._steps):.2f} s: "
+                          f"{type(e).__name__}: {e}")
+
+    def _accept(self, out) -> None:
+        """The model's answer to the next frame (``step``'s, or one slot's of
+        ``step_batch``): checked, then added to the output track."""
         self._answered()
+        k = self._steps
+        t0 = k * self.frame_size / self.model_rate
         audio, words = (out.audio, out.transcript) if isinstance(out, StepOutput) else (out, ())
         raw = np.asarray(audio)
         if raw.dtype is not _F32 and (problem := dtype_problem(raw)) is not None:
@@ -186,25 +195,31 @@ class SteppedDuplex(Duplex):
         self._steps = k + n
         self._output.append(audio if self._same_rate else self._from_model.push(audio))
 
-    def _feed(self, model_rate_samples: np.ndarray) -> None:
+    async def _feed(self, model_rate_samples: np.ndarray) -> None:
         data = np.concatenate([self._carry, model_rate_samples]) if self._carry.size \
             else model_rate_samples
         f = self.frame_size
         n = len(data) // f
-        with np.errstate(over="ignore"):  # a huge frame's sum of squares: see level_problem
-            if n and self._step_many is not None:
-                self._step_block(data[: n * f].reshape(n, f))
-            else:
-                for k in range(n):
-                    self._step(data[k * f: (k + 1) * f])
         self._carry = data[n * f:].copy() if n * f < len(data) else _EMPTY
+        if n:
+            await self._step_frames(data[: n * f].reshape(n, f))
+
+    async def _step_frames(self, frames: np.ndarray) -> None:
+        """Step whole frames (an (n, frame_size) array); the batched session
+        (pipelines/batch.py) hands them to the shared model call instead."""
+        with np.errstate(over="ignore"):  # a huge frame's sum of squares: see level_problem
+            if self._step_many is not None:
+                self._step_block(frames)
+            else:
+                for frame in frames:
+                    self._step(frame)
 
     async def push(self, samples: np.ndarray) -> None:
         if self._closed:
             raise RuntimeError("push() after close()")
         samples = np.asarray(samples, dtype=np.float32).reshape(-1)
         self._input.append(samples)
-        self._feed(self._to_model.push(samples))
+        await self._feed(self._to_model.push(samples))
 
     # --- what a listener has heard -----------------------------------------------------------
     def heard(self) -> np.ndarray:
@@ -231,11 +246,17 @@ class SteppedDuplex(Duplex):
             raise watchdog.TrialAbandoned(f"instance {self.info.instance.id}: abandoned by "
                                           "the watchdog")
 
+    def _start_model(self, info: SessionInfo) -> None:
+        self.model.start(info)
+
+    def _finish_model(self) -> None:
+        self.model.finish()
+
     def _finish_quietly(self) -> None:
         if self._watch.abandoned:  # the next instance may be using the model already
             return
         try:
-            self.model.finish()
+            self._finish_model()
         except Exception:  # the error being raised already says what went wrong
             pass
 
@@ -246,15 +267,16 @@ class SteppedDuplex(Duplex):
             raise RuntimeError("close() called twice")
         self._closed = True
         try:
-            self._feed(self._to_model.flush())
+            await self._feed(self._to_model.flush())
             if self._carry.size:
-                self._feed(np.zeros(self.frame_size - self._carry.size, dtype=np.float32))
+                await self._feed(np.zeros(self.frame_size - self._carry.size,
+                                          dtype=np.float32))
             self._output.append(self._from_model.flush())
         except BaseException:
             self._finish_quietly()
             raise
         self._unless_abandoned()
-        self._guard("finish", self.model.finish, self.now)
+        self._guard("finish", self._finish_model, self.now)
         n = self._input.size
         out = self._output.view()[:n]
         if len(out) < n:

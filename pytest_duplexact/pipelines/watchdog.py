@@ -245,7 +245,11 @@ async def watch_async(trial: Callable[[], Awaitable[T]], *, timeout: float, what
     loop = asyncio.get_running_loop()
     poll, progress = _poll(timeout, poll), _Progress(watch, loop.time())
     while True:
-        finished, _ = await asyncio.wait({task}, timeout=poll)
+        try:
+            finished, _ = await asyncio.wait({task}, timeout=poll)
+        except asyncio.CancelledError:  # the caller gave up on the trial: so does its task
+            task.cancel()
+            raise
         if finished:
             break
         if progress.silent_for(loop.time()) >= timeout:

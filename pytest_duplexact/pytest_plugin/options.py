@@ -125,6 +125,10 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("concurrency", "Instances in flight at once inside one worker (streaming models; "
         "default 1: one at a time).",
         default=1, kind="int", metavar="N"),
+    Opt("batch", "Stepped trials run in lockstep inside one worker, sharing each model call "
+        "(a model offering step_batch: the built-ins, moshi); default 1: one at a time "
+        "(docs/runs.md, how to pick B).",
+        default=1, kind="int", metavar="B"),
     Opt("timeout", "Seconds the model may go without answering (a stepped frame, a streaming "
         "chunk sent or event received) before its instance is an error naming the call it is "
         "stuck in.", default=60.0, kind="float", metavar="SECONDS"),

@@ -457,6 +457,9 @@ class DuplexactSession:
             concurrency = options.get(self.config, "concurrency")
             if concurrency < 1:
                 raise pytest.UsageError("--duplexact-concurrency must be >= 1")
+            batch = options.get(self.config, "batch")
+            if batch < 1:
+                raise pytest.UsageError("--duplexact-batch must be >= 1")
             cache_dir = options.get(self.config, "cache-dir")
             timeout = options.get(self.config, "timeout")
             judge_timeout = options.get(self.config, "judge-timeout")
@@ -468,7 +471,8 @@ class DuplexactSession:
             try:
                 self._harness = Harness.from_settings(
                     self.settings, self.run_dir, cache_dir=Path(cache_dir) if cache_dir else None,
-                    concurrency=concurrency, timeout=timeout, judge_timeout=judge_timeout,
+                    concurrency=concurrency, batch=batch, timeout=timeout,
+                    judge_timeout=judge_timeout,
                     bargein_branches=options.get(self.config, "bargein-branches") != "off",
                     audio_format=_audio_format(self.config))
             except SettingsError as e:
@@ -478,7 +482,21 @@ class DuplexactSession:
                                      f"be built: {type(e).__name__}: {e}")
                 raise ModelBuildError(self._build_error + "; every instance would fail the "
                                       "same way, so the run stops here") from e
+            self._say_batching()
         return self._harness
+
+    def _say_batching(self) -> None:
+        """How --duplexact-batch runs (slots or waves), once the model is known: on the
+        terminal as the first trial starts and again in the summary (serial runs)."""
+        batcher = getattr(self._harness.prefetcher, "batcher", None)
+        if batcher is None:
+            return
+        line = f"duplexact: batched stepping, {batcher.mode}"
+        self.messages.append(line)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and not self.worker:
+            tr.ensure_newline()
+            tr.write_line(line)
 
     def outcome(self, item, inst) -> InstanceOutcome:
         """The instance's outcome (stored when resumed, else run now), recorded on the test's

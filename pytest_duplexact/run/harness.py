@@ -19,6 +19,7 @@ from ..rules import scoring
 from ..data.instance import Instance
 from ..models.base import SessionInfo
 from .rundir import RunDir
+from .settings import SettingsError
 from ..data.results import ImmediateResult, InstanceOutcome, Verdict
 from ..listen.diagnosis import no_speech_diagnosis
 from ..data.timeline import Segment, Timeline
@@ -69,21 +70,24 @@ class Harness:
     seed: int = 0
     model_options: dict = field(default_factory=dict)
     fingerprint: str | None = None  # RunSettings.fingerprint() of the run
-    prefetcher: Any = None  # prefetch.Prefetcher when streaming with --duplexact-concurrency
+    # prefetch.Prefetcher when streaming with --duplexact-concurrency; batch.BatchRunner when
+    # stepping with --duplexact-batch
+    prefetcher: Any = None
     vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
     audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
 
     @classmethod
     def from_settings(cls, settings, run_dir: Path, *, cache_dir: Path | None = None,
-                      concurrency: int = 1, model: Any = None,
+                      concurrency: int = 1, batch: int = 1, model: Any = None,
                       timeout: float = DEFAULT_TIMEOUT, judge_timeout: float | None = None,
                       bargein_branches: bool = True, audio_format: str = "flac") -> "Harness":
         """The harness a run with these settings (settings.RunSettings) uses, without pytest:
         the model resolved from ``settings.model`` (unless ``model`` is given), judges,
         transcriber and simulator policy as the settings ask (wiring.py), caches under
         ``cache_dir`` (default <run_dir>/cache). ``concurrency`` > 1 keeps that many
-        streaming trials in flight (a stepped model computes one trial at a time).
+        streaming trials in flight; ``batch`` > 1 steps that many stepped trials in lockstep
+        with one shared model call (the model must offer ``step_batch``: models/base.py).
         ``timeout``: seconds the model may go without answering (watchdog.py);
         ``judge_timeout``: seconds per judge / transcription question, retries included."""
         from ..judges.cache import RequestCache
@@ -107,7 +111,18 @@ class Harness:
         # a server that answers one request at a time (mini-omni2) says so: more in flight
         # would only queue behind each other and time the queue, not the model
         concurrency = min(concurrency, getattr(model, "max_concurrency", None) or concurrency)
-        if concurrency > 1 and is_streaming(model):
+        if batch > 1:
+            from ..models import is_batched
+            from .batch import BatchRunner
+
+            if not is_batched(model):
+                raise SettingsError(
+                    f"--duplexact-batch={batch}: model {settings.model!r} does not offer "
+                    "batched stepping (step_batch, start_slot, finish_slot: docs/models.md); "
+                    "use --duplexact-batch=1" + (" and --duplexact-concurrency for a streaming "
+                                                 "model" if is_streaming(model) else ""))
+            harness.prefetcher = BatchRunner(model, harness.record_async, batch, timeout)
+        elif concurrency > 1 and is_streaming(model):
             from .prefetch import Prefetcher
 
             harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout)
@@ -133,12 +148,14 @@ class Harness:
         return run_watched(lambda: self.record_async(instance), timeout=self.timeout,
                            what=f"instance {instance.id}")
 
-    async def record_async(self, instance: Instance):
+    async def record_async(self, instance: Instance, model: Any = None):
+        """The trial, with the harness's model or ``model`` (a batched slot's session
+        factory: run/batch.py)."""
         from ..pipelines import run_instance
 
         info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
-        return await run_instance(instance, self.model, info, policy=self.policy,
-                                  branches=self.bargein_branches)
+        return await run_instance(instance, self.model if model is None else model, info,
+                                  policy=self.policy, branches=self.bargein_branches)
 
     def timeline(self, recording) -> Timeline:
         from ..listen.segmentation import build_timeline

@@ -22,8 +22,11 @@ class Prefetcher:
         self.concurrency = concurrency
         self.timeout = timeout
         self._futures: dict[str, Future] = {}
-        self._loop = asyncio.new_event_loop()
         self._sem: asyncio.Semaphore | None = None
+        self._start_loop()
+
+    def _start_loop(self) -> None:
+        self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="duplexact-prefetch",
                                         daemon=True)
         self._thread.start()
