@@ -130,10 +130,13 @@ def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) ->
 
 
 def _remove_if_empty(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:  # not empty, or gone
-        pass
+    """A default run directory claimed for a run that never started; and its duplexact-runs/
+    parent too when nothing else is in it (a refused first run leaves no litter)."""
+    for f in (folder, folder.parent):
+        try:
+            f.rmdir()
+        except OSError:  # not empty, or gone
+            return
 
 
 def _holds_files(folder: Path) -> bool:

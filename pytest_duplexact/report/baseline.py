@@ -132,8 +132,8 @@ def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
     if why is None:
         try:
             rows, skipped, flips = paired.compare(current, baseline)
-        except paired.PairingError as e:
-            raise BaselineError(str(e)) from None
+        except paired.PairingError as e:  # name the file, as every baseline error does
+            raise BaselineError(f"{path}: {e}" if path else str(e)) from None
         pairing, method = "paired", paired.METHOD
         note = f"paired on the {len(current['instances'])} instance(s) both runs share"
     else:

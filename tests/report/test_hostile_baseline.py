@@ -48,6 +48,8 @@ def test_a_baseline_spoiled_mid_run_fails_the_gate_without_raising(tmp_path, mon
 
     spoiled = copy.deepcopy(rep)  # replaced mid-run, read past load's checks
     spoiled["summary"]["actions"]["wait"]["counts"]["n_I"] = "three"
+    # ... and an instance the paired comparison reads (same ids: the gate pairs them)
+    spoiled["instances"][0]["immediate"] = "success"
     monkeypatch.setattr(baseline, "load", lambda p: spoiled)
     section = gate(rep, str(path))
     assert section["passed"] is False and str(path) in section["message"]
