@@ -12,6 +12,7 @@ controller through ``workerinput`` (xdist's public ``pytest_configure_node``).""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -252,6 +253,18 @@ def _check_baseline(config) -> str | None:
     except BaselineError as e:
         raise pytest.UsageError(f"{flag}: {e}") from None
     return path
+
+
+def _once_fixed(e: OSError) -> str:
+    """When the resume hint after a failed report write will work: room only for a full disk."""
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "once there is room"
+    if e.errno == errno.ENOENT:
+        return f"once {Path(e.filename or '').parent} exists" if e.filename else \
+            "once its folder exists"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "once it may be written"
+    return "once that is fixed"
 
 
 class ModelBuildError(Exception):
@@ -644,11 +657,11 @@ class DuplexactSession:
                     rel = str(self.run_dir)
                 write_json(Path(path), {**report, "run_dir": Path(rel).as_posix()})
             except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
-                unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
+                unwritten.append((f"duplexact: ERROR: could not write {path}: {e}", e))
         if unwritten:
-            self.messages += unwritten + [
+            self.messages += [line for line, _ in unwritten] + [
                 f"duplexact: the finished instances are journaled in "
-                f"{RunDir(self.run_dir).instances}; once there is room, pytest "
+                f"{RunDir(self.run_dir).instances}; {_once_fixed(unwritten[0][1])}, pytest "
                 f"--duplexact-resume={self.run_dir} writes the report"]
             return 1 if exitstatus in (0, 1) else None
         self._publish(report)
