@@ -40,10 +40,11 @@ def many(n: int, **kw) -> list[InstanceOutcome]:
 @pytest.mark.parametrize("imm, sub, expected", [
     (V.SUCCESS, V.SUCCESS, dict(n_I=1, I_success=1, n_S=1, S_success=1)),
     (V.SUCCESS, V.FAILURE, dict(n_I=1, I_success=1, n_S=1)),
-    (V.SUCCESS, V.NOT_JUDGED, dict(n_I=1, I_success=1, not_judged=1)),
-    (V.SUCCESS, None, dict(n_I=1, I_success=1, not_judged=1)),  # subsequent never evaluated
-    (V.SUCCESS, V.JUDGE_ERROR, dict(n_I=1, I_success=1, judge_errors=1)),
-    (V.SUCCESS, V.NOT_APPLICABLE, dict(n_I=1, I_success=1, not_applicable=1)),
+    (V.SUCCESS, V.NOT_JUDGED, dict(n_I=1, I_success=1, not_judged=1, not_judged_S=1)),
+    (V.SUCCESS, None, dict(n_I=1, I_success=1, not_judged=1, not_judged_S=1)),  # subsequent never evaluated
+    (V.SUCCESS, V.JUDGE_ERROR, dict(n_I=1, I_success=1, judge_errors=1, judge_errors_S=1)),
+    (V.SUCCESS, V.NOT_APPLICABLE, dict(n_I=1, I_success=1, not_applicable=1,
+                                         not_applicable_S=1)),
     (V.FAILURE, None, dict(n_I=1)),
     # a failed immediate never enters S, whatever its subsequent says
     (V.FAILURE, V.SUCCESS, dict(n_I=1)),
@@ -229,7 +230,8 @@ def test_json_shape_is_plain_and_documented():
                          "condition_timings"}
     assert set(stop["counts"]) == {"n", "n_I", "I_success", "I", "n_S", "S_success", "S",
                                    "excluded", "errors", "not_judged", "judge_errors",
-                                   "not_applicable"}
+                                   "not_applicable", "not_judged_S", "judge_errors_S",
+                                   "not_applicable_S"}
     assert set(stop["timing"]) == {"n", "median", "p25", "p75", "iqr"}
     assert d["total"]["n"] == 6 * len(taxonomy.CONDITIONS)
 
