@@ -319,3 +319,17 @@ def test_every_breakdown_pools_to_the_action(outs):
         if a.timing is not None:
             assert a.timing.n == sum(t.n for t in a.condition_timings.values())
     assert Aggregate.from_dict(json.loads(json.dumps(agg.to_dict()))) == agg
+
+
+def test_the_not_in_a_rate_note_labels_each_stage():
+    """backchannel's unjudged immediate stage and take_turn's unjudged follow-through both
+    read "not judged": the note says which stage each is."""
+    from pytest_duplexact.report import why_no_rate
+
+    c = (Counts.of(out(imm=V.NOT_JUDGED)) + Counts.of(out(imm=V.NOT_JUDGED))
+         + sum((Counts.of(out(imm=V.SUCCESS, sub=None)) for _ in range(7)), Counts())
+         + Counts.of(out(imm=V.EXCLUDED)))
+    assert why_no_rate(c.to_dict()) == "1 excluded, 2 not judged (I), 7 not judged (S)"
+    old = {k: v for k, v in c.to_dict().items() if not k.endswith("_S")}  # an older report
+    assert why_no_rate(old) == "1 excluded, 9 not judged"
+    assert Counts.from_dict(old).not_judged_S == 0

@@ -255,16 +255,18 @@ def _check_baseline(config) -> str | None:
     return path
 
 
-def _once_fixed(e: OSError) -> str:
-    """When the resume hint after a failed report write will work: room only for a full disk."""
+def _once_fixed(e: OSError, path: Path) -> str:
+    """When the resume hint after a failed report write will work: room only for a full
+    disk (a missing folder or a bad path is not a disk without room)."""
     if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return "once there is room"
+    if e.errno == errno.EISDIR:
+        return f"once {path} is not a folder"
     if e.errno == errno.ENOENT:
-        return f"once {Path(e.filename or '').parent} exists" if e.filename else \
-            "once its folder exists"
+        return f"once {path.parent} exists"
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "once it may be written"
-    return "once that is fixed"
+        return f"once {path.parent} may be written"
+    return f"once {path} can be written"
 
 
 class ModelBuildError(Exception):
@@ -657,11 +659,12 @@ class DuplexactSession:
                     rel = str(self.run_dir)
                 write_json(Path(path), {**report, "run_dir": Path(rel).as_posix()})
             except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
-                unwritten.append((f"duplexact: ERROR: could not write {path}: {e}", e))
+                unwritten.append((f"duplexact: ERROR: could not write {path}: {e}",
+                                  _once_fixed(e, Path(path))))
         if unwritten:
             self.messages += [line for line, _ in unwritten] + [
                 f"duplexact: the finished instances are journaled in "
-                f"{RunDir(self.run_dir).instances}; {_once_fixed(unwritten[0][1])}, pytest "
+                f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, pytest "
                 f"--duplexact-resume={self.run_dir} writes the report"]
             return 1 if exitstatus in (0, 1) else None
         self._publish(report)
