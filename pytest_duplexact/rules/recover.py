@@ -28,8 +28,8 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
     if hits:
         offset = fmt_near(hits[0].start - tl.cue.end, lo - tl.cue.end, hi - tl.cue.end,
                           sign="+")
-        return success(f"substantive recovery at {offset} s of the interruption end, inside {fmt_window(lo, hi)}", window=(lo, hi),
-                       onset=hits[0].start)
+        return success(f"substantive recovery at {offset} s of the interruption end, inside "
+                       f"{fmt_window(lo, hi)}", window=(lo, hi), onset=hits[0].start)
     return failure(f"no substantive onset inside {fmt_window(lo, hi)} (interruption ends "
                    f"{tl.cue.end:.2f} s)", window=(lo, hi))
 
