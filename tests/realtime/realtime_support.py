@@ -74,6 +74,27 @@ def on_client_clock(session, server_t: float, client_t0: float) -> float:
     return session.t0_monotonic + server_t - client_t0
 
 
+def played_until(session) -> float:
+    """When a listener would stop hearing the session's audio, on the server's clock: each
+    chunk plays at 1x from when the fake actually sent it, behind what is still playing (its
+    own lateness on a loaded machine included). Both fakes record ``sent`` this way."""
+    end = 0.0
+    for m in session.sent:
+        if "audio_ms" in m:
+            end = max(end, m["t"]) + m["audio_ms"] / 1000
+    return end
+
+
+def stall(rec) -> float:
+    """The trial's largest input delay behind the wall clock (s), as the harness recorded it
+    (``input_lag max``, when it exceeded a chunk): a stall of the event loop also delays
+    reading the audio that arrived during it, so a timing bound holds up to this much more.
+    Timing tests measure against it, so their verdict does not depend on the machine's load;
+    the unloaded figures are benchmarks/harness.py's."""
+    return max([float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
+                if what.startswith("input_lag max")] or [0.0])
+
+
 TIMED_TEXT = "one two three four five six"
 TIMING_TRIALS = [  # (user speech end s, answer after ms, speak s): the same for each adapter
     (0.60, 300, 0.50), (0.60, 450, 0.80), (0.80, 350, 1.00), (0.70, 600, 0.40),

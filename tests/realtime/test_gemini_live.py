@@ -31,6 +31,7 @@ from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.pipelines import run_instance
 
 from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
+                              played_until, stall,
                               assert_transcript_cut_at, assert_transcript_never_ahead,
                               event_kinds, load_fake_server, on_client_clock, run_concurrently,
                               run_timed_trials, run_trial, user_clip)
@@ -70,23 +71,6 @@ def model_for(srv, script=None, **options):
     if script is not None:
         options["system_instruction"] = "SCRIPT " + json.dumps(script)
     return factory(base_url=srv.base_url, silence_duration_ms=str(SILENCE_MS), **options)
-
-
-def played_until(session) -> float:
-    """When a listener would stop hearing the session's audio, on the server's clock: each
-    chunk plays at 1x from when it was sent, behind what is still playing. (At pace 4 this
-    is the first send plus the length, unless the shared loop stalled the fake itself.)"""
-    end = 0.0
-    for m in session.sent:
-        if "audio_ms" in m:
-            end = max(end, m["t"]) + m["audio_ms"] / 1000
-    return end
-
-
-def stall(rec) -> float:
-    """The trial's largest input delay behind the wall clock (s), when it exceeded a chunk."""
-    return max([float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
-                if what.startswith("input_lag max")] or [0.0])
 
 
 # --- timing accuracy ---------------------------------------------------------------------
