@@ -56,14 +56,24 @@ class Trial(NamedTuple):
     session: Any    # the adapter's session (its usage)
 
 
-async def run_trial(model, clip: np.ndarray, block: float = 0.1) -> Trial:
-    """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each."""
+SETTLE_S = 30.0  # at most this much silence after a clip waiting for ``until`` (no hang)
+
+
+async def run_trial(model, clip: np.ndarray, block: float = 0.1,
+                    until: Callable[[StreamingDuplex], bool] | None = None) -> Trial:
+    """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each;
+    with ``until``, then silence, block by block, until it holds (at most SETTLE_S)."""
     d = await StreamingDuplex.open(model, None)
     snapshots = []
     step = int(block * SAMPLE_RATE)
     for i in range(0, len(clip), step):
         await d.push(clip[i:i + step])
         snapshots.append((d.now, d.transcript()))
+    extra = 0.0
+    while until is not None and not until(d) and extra < SETTLE_S:
+        await d.push(np.zeros(step, np.float32))
+        snapshots.append((d.now, d.transcript()))
+        extra += block
     session = d.session
     return Trial(await d.close(), snapshots, d.started_at, session)
 
@@ -109,11 +119,23 @@ async def run_timed_trials(server, trials: list[tuple[float, float, float]],
     user speaks from 0.2 s to ``end``, the fake answers ``answer_ms`` later with ``speak`` s
     of :data:`TIMED_TEXT`, and the clip runs ``tail_s`` past that. Each trial with the
     fake's record of its session, in trial order."""
+    def played_out(tag: str) -> Callable[[StreamingDuplex], bool]:
+        """The fake has finished its answer and a listener has heard all of it, ``tail_s``
+        ago: on a loaded machine the fake answers late, so the trial runs on until then
+        rather than for a fixed time (which once ended it mid-answer)."""
+        def done(d: StreamingDuplex) -> bool:
+            s = next((s for s in server.sessions if s.script.tag == tag), None)
+            answers = (getattr(s, "responses", None) or getattr(s, "turns", None)) if s else None
+            if not answers or any(a.status == "in_progress" for a in answers):
+                return False
+            return on_client_clock(s, played_until(s), d.started_at) + tail_s <= d.now
+        return done
+
     async def trial(i, end, answer_ms, speak):
         script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),
                   "text": TIMED_TEXT, "pace": 4.0}
         clip = user_clip([(0.2, end)], total=end + answer_ms / 1000 + speak + tail_s)
-        return await run_trial(model_for(server, script), clip)
+        return await run_trial(model_for(server, script), clip, until=played_out(str(i)))
 
     results = await asyncio.gather(*(trial(i, *t) for i, t in enumerate(trials)))
     sessions = {s.script.tag: s for s in server.sessions}
