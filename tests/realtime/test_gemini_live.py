@@ -31,7 +31,7 @@ from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.pipelines import run_instance
 
 from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
-                              played_until, stall,
+                              load_allowance, played_until, stall,
                               assert_transcript_cut_at, assert_transcript_never_ahead,
                               event_kinds, load_fake_server, on_client_clock, run_concurrently,
                               run_timed_trials, run_trial, user_clip)
@@ -85,14 +85,16 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api
     errors = []
     for (end, answer_ms, speak), ((rec, snapshots, t0, _), session) in zip(TRIALS, results):
         [turn] = session.turns
-        assert turn.status == "completed" and turn.audio_s == pytest.approx(speak)
+        assert turn.status == "completed" and turn.audio_s == pytest.approx(speak), \
+            (turn, [s.script.tag for s in srv.sessions].count(session.script.tag), rec.events)
         sent = on_client_clock(session, turn.audio_start, t0)
         heard_end = on_client_clock(session, played_until(session), t0)
         onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
         errors += [onset - sent, offset - heard_end]
         # a stall of this event loop (recorded as input_lag) also delays reading the audio
-        # that arrived during it: on a loaded host the bound holds up to that stall
-        assert max(abs(onset - sent), abs(offset - heard_end)) <= TOLERANCE + stall(rec)
+        # that arrived during it: on a loaded host the bound allows for it (load_allowance)
+        allowed = TOLERANCE + load_allowance(rec)
+        assert max(abs(onset - sent), abs(offset - heard_end)) <= allowed
         # the output transcription is the native transcript, on the heard audio, never ahead
         assert_transcript_never_ahead(rec, snapshots)
         assert rec.transcript[0].start >= onset - 0.01 and rec.transcript[-1].end <= offset + 0.01
@@ -128,7 +130,7 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
     sent = on_client_clock(session, turn.interrupted_at, t0)
     [cut] = [t for t, what in rec.events if what == "speech_started"]  # its arrival
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    late = stall(rec)
+    late = load_allowance(rec)
     assert abs(onset - on_client_clock(session, turn.audio_start, t0)) <= TOLERANCE + late
     print(f"gemini-live barge-in: playback stopped {(offset - cut) * 1000:+.1f} ms from "
           f"the arrival of interrupted, {(offset - sent) * 1000:+.1f} ms from its sending")
@@ -178,7 +180,7 @@ async def test_no_interruption_keeps_the_reply_playing(api_key, tls):
     assert turn.generated > [t for kind, t, _ in session.speech if kind == "started"][1]
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     heard_end = on_client_clock(session, played_until(session), t0)
-    assert abs(offset - heard_end) <= TOLERANCE + stall(rec)  # all of it played
+    assert abs(offset - heard_end) <= TOLERANCE + load_allowance(rec)  # all of it played
     assert not any(what == "speech_started" for _, what in rec.events)
 
 
