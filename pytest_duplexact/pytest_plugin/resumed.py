@@ -66,6 +66,11 @@ def load(config: pytest.Config) -> str | None:
     resume = options.get(config, "resume")
     if not resume:
         return None
+    given = options.get(config, "run-dir")
+    if given and Path(given).resolve() != Path(resume).resolve():
+        raise pytest.UsageError(
+            f"--duplexact-resume={resume} and --duplexact-run-dir={given}: a resumed run "
+            "continues in its own folder; drop --duplexact-run-dir")
     values = stored_values(_read(resume))
     taken = {k: v for k, v in values.items() if not options.given(config, k)}
     config.stash[options.RESUMED] = taken
