@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .pytest_plugin import options, own_tests
+from .pytest_plugin import options, own_tests, resumed
 from .data.results import InstanceOutcome
 from .pytest_plugin.session import (PROPERTY, USAGE_PROPERTY, DuplexactSession, JudgeUnavailable,
                                     param_id)
@@ -32,10 +32,13 @@ def pytest_configure(config: pytest.Config) -> None:
     install_log_filter()  # --log-level=DEBUG shows websockets' handshake headers: keys masked
     config.addinivalue_line("markers", "duplexact: a DuplexAct benchmark instance")
     config.addinivalue_line("markers", "duplexact_unselected: an action outside the selection")
+    taken = resumed.load(config)  # --duplexact-resume: the run's own model, options, selection
     spec = options.get(config, "model")
     if not spec:
         return
     session = DuplexactSession(config, spec)
+    if taken and not session.worker:
+        session.notices.append(taken)
     config.stash[SESSION] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
     # `pytest --duplexact-model=...` runs the suites shipped in the package, from anywhere;

@@ -40,10 +40,11 @@ def many(n: int, **kw) -> list[InstanceOutcome]:
 @pytest.mark.parametrize("imm, sub, expected", [
     (V.SUCCESS, V.SUCCESS, dict(n_I=1, I_success=1, n_S=1, S_success=1)),
     (V.SUCCESS, V.FAILURE, dict(n_I=1, I_success=1, n_S=1)),
-    (V.SUCCESS, V.NOT_JUDGED, dict(n_I=1, I_success=1, not_judged=1)),
-    (V.SUCCESS, None, dict(n_I=1, I_success=1, not_judged=1)),  # subsequent never evaluated
-    (V.SUCCESS, V.JUDGE_ERROR, dict(n_I=1, I_success=1, judge_errors=1)),
-    (V.SUCCESS, V.NOT_APPLICABLE, dict(n_I=1, I_success=1, not_applicable=1)),
+    (V.SUCCESS, V.NOT_JUDGED, dict(n_I=1, I_success=1, not_judged=1, not_judged_S=1)),
+    (V.SUCCESS, None, dict(n_I=1, I_success=1, not_judged=1, not_judged_S=1)),  # subsequent never evaluated
+    (V.SUCCESS, V.JUDGE_ERROR, dict(n_I=1, I_success=1, judge_errors=1, judge_errors_S=1)),
+    (V.SUCCESS, V.NOT_APPLICABLE, dict(n_I=1, I_success=1, not_applicable=1,
+                                         not_applicable_S=1)),
     (V.FAILURE, None, dict(n_I=1)),
     # a failed immediate never enters S, whatever its subsequent says
     (V.FAILURE, V.SUCCESS, dict(n_I=1)),
@@ -229,7 +230,8 @@ def test_json_shape_is_plain_and_documented():
                          "condition_timings"}
     assert set(stop["counts"]) == {"n", "n_I", "I_success", "I", "n_S", "S_success", "S",
                                    "excluded", "errors", "not_judged", "judge_errors",
-                                   "not_applicable"}
+                                   "not_applicable", "not_judged_S", "judge_errors_S",
+                                   "not_applicable_S"}
     assert set(stop["timing"]) == {"n", "median", "p25", "p75", "iqr"}
     assert d["total"]["n"] == 6 * len(taxonomy.CONDITIONS)
 
@@ -317,3 +319,17 @@ def test_every_breakdown_pools_to_the_action(outs):
         if a.timing is not None:
             assert a.timing.n == sum(t.n for t in a.condition_timings.values())
     assert Aggregate.from_dict(json.loads(json.dumps(agg.to_dict()))) == agg
+
+
+def test_the_not_in_a_rate_note_labels_each_stage():
+    """backchannel's unjudged immediate stage and take_turn's unjudged follow-through both
+    read "not judged": the note says which stage each is."""
+    from pytest_duplexact.report import why_no_rate
+
+    c = (Counts.of(out(imm=V.NOT_JUDGED)) + Counts.of(out(imm=V.NOT_JUDGED))
+         + sum((Counts.of(out(imm=V.SUCCESS, sub=None)) for _ in range(7)), Counts())
+         + Counts.of(out(imm=V.EXCLUDED)))
+    assert why_no_rate(c.to_dict()) == "1 excluded, 2 not judged (I), 7 not judged (S)"
+    old = {k: v for k, v in c.to_dict().items() if not k.endswith("_S")}  # an older report
+    assert why_no_rate(old) == "1 excluded, 9 not judged"
+    assert Counts.from_dict(old).not_judged_S == 0

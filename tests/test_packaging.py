@@ -9,6 +9,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 
@@ -41,3 +43,32 @@ def test_a_users_project_gets_no_warning_from_the_plugin(pytester):
     # does under an outer xdist run); none may come from us or pytest-asyncio.
     warned = [line for line in out.splitlines() if "Warning" in line]
     assert not [w for w in warned if "duplexact" in w or "asyncio" in w], out
+
+
+def test_the_readmes_benchmark_command_installs_no_test_tools():
+    readme = (PYPROJECT.parent / "README.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1).splitlines()
+    benchmark, own_tests = block[0], block[1]
+    assert benchmark.startswith("pip install -e . && pytest --duplexact-model=oracle")
+    assert '".[dev]"' in own_tests and "python -m pytest" in own_tests
+
+
+@pytest.mark.parametrize("asyncio", ["absent", "present"])
+def test_the_checkouts_own_configuration_warns_with_or_without_the_dev_extra(pytester,
+                                                                             asyncio):
+    """The benchmark command run inside the checkout reads its pyproject.toml and conftest.py:
+    without the dev extra pytest-asyncio is absent and its ini keys would warn "Unknown config
+    option"; with it, they are its settings. Neither warns."""
+    config = PYPROJECT.read_text()
+    pytester.makepyprojecttoml(config[config.index("[tool.pytest.ini_options]"):]
+                               .replace('testpaths = ["tests"]', "testpaths = []"))
+    pytester.makeconftest((PYPROJECT.parent / "conftest.py").read_text())
+    blocked = ["-p", "no:asyncio"] if asyncio == "absent" else []
+    res = pytester.runpytest("--duplexact-model=silent", "-p", "no:cacheprovider",
+                             "--duplexact-condition=wait.inter_sentential_pause",
+                             "--duplexact-limit=1", "-W", "default", *blocked)
+    out = res.stdout.str()
+    res.assert_outcomes(passed=1)
+    assert "Unknown config option" not in out and "Warning" not in out, out
+    if asyncio == "present":
+        assert "asyncio_default_fixture_loop_scope=function" in out  # its header: the key read

@@ -423,6 +423,9 @@ def check_dataset(root: Path | str, check_audio: bool = True,
     root = Path(root).resolve()
     manifest = root / MANIFEST
     chk = _Checker(manifest)
+    if not root.is_dir():  # a typo in the path: one line, not two "missing" files
+        return None, [Problem(str(root), None, None, "no such folder" if not root.exists()
+                              else "not a folder")]
     header = read_header(root, chk)
     if not manifest.is_file():
         chk.problems.append(Problem(str(manifest), None, None, f"missing {MANIFEST}"))

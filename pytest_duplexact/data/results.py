@@ -30,7 +30,7 @@ class ImmediateResult:
     verdict: Verdict
     reason: str
     window: tuple[float, float] | None = None
-    onset: float | None = None  # the qualifying onset, where the rule has one
+    onset: float | None = None  # the qualifying onset, or the one a failure's reason names
     evidence: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -21,9 +21,11 @@ and checked before its module is imported.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
+import re
 import sys
 from importlib.metadata import entry_points
 from typing import Any
@@ -133,8 +135,10 @@ def _factory(spec: str):
         return _load(spec, spec)
     ep = _entry_point(spec)
     if ep is None:
+        close = difflib.get_close_matches(spec, registered_names(), n=1)
         raise UnknownModel(
-            f"unknown model {spec!r}. Known: {', '.join(registered_names())}, "
+            f"unknown model {spec!r}{f' (did you mean {close[0]!r}?)' if close else ''}. "
+            f"Known: {', '.join(registered_names())}, "
             f"recorded:DIR, or an import path 'package.module:factory' (docs/models.md)")
     try:
         return ep.load()
@@ -165,7 +169,51 @@ def _check_options(factory, options: dict, spec: str) -> None:
                          f"({', '.join(options) or 'none'}): {e}; its factory takes "
                          f"{getattr(factory, '__name__', 'factory')}{sig}") from None
     except ValueError:  # no signature available (builtins, C extensions): just call it
-        pass
+        return
+    for name, value in options.items():
+        param = sig.parameters.get(name)
+        if param is not None:
+            problem = value_problem(param, value)
+            if problem:
+                declared = str(param).replace(repr(param.annotation), str(param.annotation))
+                raise ValueError(f"option {name}={value}: expected {problem}, as its factory "
+                                 f"declares ({declared})")
+
+
+_SCALARS = {"bool": "true or false", "int": "an integer", "float": "a number"}
+_PLAIN = {"bool", "int", "float", "str", "None", "Optional", "Union", "typing"}
+_TRUE_FALSE = ("true", "false", "1", "0", "yes", "no", "on", "off")
+
+
+def value_problem(param: inspect.Parameter, value) -> str | None:
+    """What a command-line (string) value lacks to fit a factory parameter annotated (or
+    defaulted) as a bool, int or float, or None when it fits or the type says nothing we
+    can check (no annotation, a str, a class of the model's own)."""
+    if not isinstance(value, str):
+        return None
+    ann = param.annotation
+    if ann is inspect.Parameter.empty:
+        default = param.default
+        names = {type(default).__name__} if isinstance(default, (bool, int, float)) else set()
+    else:
+        names = set(re.findall(r"[A-Za-z_]\w*", ann if isinstance(ann, str) else
+                               getattr(ann, "__name__", str(ann))))
+    wanted = [t for t in _SCALARS if t in names]
+    if not wanted or names - _PLAIN:
+        return None
+    if "None" in names and value.lower() in ("none", "null", ""):
+        return None
+    for t in wanted:
+        try:
+            if t == "bool":
+                if value.lower() in _TRUE_FALSE:
+                    return None
+            else:
+                (int if t == "int" else float)(value)
+                return None
+        except ValueError:
+            pass
+    return " or ".join(_SCALARS[t] for t in wanted)
 
 
 def preflight(spec: str, **options) -> None:

@@ -70,7 +70,8 @@ def _entry_point_names() -> list[tuple[str, str]]:
 def render(names: list[str] | None = None, options: dict[str, str] | None = None
            ) -> tuple[str, bool]:
     """The listing, and whether every model named in ``names`` is ready (True when listing
-    all). With ``options`` (one named model), its preflight runs too."""
+    all). Every model whose requirements are met runs its preflight (with ``options`` for one
+    named model)."""
     out: list[str] = []
     all_ready = True
     wanted = names or list(BUILTINS)
@@ -84,7 +85,9 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
             raise SystemExit(f"duplexact models: {name!r} is not a built-in model; built-ins: "
                              f"{', '.join(BUILTINS)}; the paper's: {', '.join(paper_names())}")
         lines, state = describe(name, req, options)
-        if names and state == "ready":
+        # the adapter's own preflight (a key read two ways, a server URL option) decides the
+        # rest, in the list as for one name, so both say the same
+        if state == "ready":
             try:
                 preflight(name, **(options or {}))
                 lines += _reached(name, options or {})

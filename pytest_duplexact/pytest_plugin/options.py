@@ -1,6 +1,8 @@
 """Every ``--duplexact-*`` option, each with its ini / ``[tool.pytest.ini_options]`` key.
 
-A command-line value wins over the ini value, which wins over the default.
+A command-line value wins over the ini value, which wins over the default. Under
+``--duplexact-resume`` the resumed run's own settings (its run.json, ``resumed.py``) come
+between the ini value and the default, so the printed resume command works as printed.
 """
 
 from __future__ import annotations
@@ -138,6 +140,8 @@ OPTIONS: tuple[Opt, ...] = (
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}
+# option name -> the value the resumed run was started with (resumed.py fills it)
+RESUMED = pytest.StashKey[dict]()
 
 
 def addoption(parser: pytest.Parser) -> None:
@@ -170,8 +174,18 @@ def _split(values) -> list[str]:
     return [p for p in out if p]
 
 
+def given(config: pytest.Config, name: str) -> bool:
+    """Whether the user set this option (command line or ini), not just its default."""
+    o = BY_NAME[name]
+    return config.getoption(o.dest) is not None or config.getini(o.ini) not in (None, "", [],
+                                                                              False)
+
+
 def get(config: pytest.Config, name: str):
     o = BY_NAME[name]
+    resumed = config.stash.get(RESUMED, {})
+    if name in resumed and not given(config, name):
+        return resumed[name]
     cli = config.getoption(o.dest)
     if o.kind == "list":
         if name == "gate":  # a gate expression never contains a comma; keep one per entry

@@ -12,6 +12,7 @@ controller through ``workerinput`` (xdist's public ``pytest_configure_node``).""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -110,11 +111,7 @@ def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) ->
         return Path(config.workerinput["duplexact_run_dir"])
     resume = options.get(config, "resume")
     given = options.get(config, "run-dir")
-    if resume:
-        if given and Path(given).resolve() != Path(resume).resolve():
-            raise pytest.UsageError(
-                f"--duplexact-resume={resume} and --duplexact-run-dir={given}: a resumed run "
-                "continues in its own folder; drop --duplexact-run-dir")
+    if resume:  # resumed.load refused another --duplexact-run-dir already
         return Path(resume).resolve()
     if given:
         run_dir = Path(given).resolve()
@@ -253,6 +250,20 @@ def _check_baseline(config) -> str | None:
     except BaselineError as e:
         raise pytest.UsageError(f"{flag}: {e}") from None
     return path
+
+
+def _once_fixed(e: OSError, path: Path) -> str:
+    """When the resume hint after a failed report write will work: room only for a full
+    disk (a missing folder or a bad path is not a disk without room)."""
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return "once there is room"
+    if e.errno == errno.EISDIR:
+        return f"once {path} is not a folder"
+    if e.errno == errno.ENOENT:
+        return f"once {path.parent} exists"
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"once {path.parent} may be written"
+    return f"once {path} can be written"
 
 
 class ModelBuildError(Exception):
@@ -796,11 +807,12 @@ class DuplexactSession:
                     rel = str(self.run_dir)
                 write_json(Path(path), {**report, "run_dir": Path(rel).as_posix()})
             except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
-                unwritten.append(f"duplexact: ERROR: could not write {path}: {e}")
+                unwritten.append((f"duplexact: ERROR: could not write {path}: {e}",
+                                  _once_fixed(e, Path(path))))
         if unwritten:
-            self.messages += unwritten + [
+            self.messages += [line for line, _ in unwritten] + [
                 f"duplexact: the finished instances are journaled in "
-                f"{RunDir(self.run_dir).instances}; once there is room, pytest "
+                f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, pytest "
                 f"--duplexact-resume={self.run_dir} writes the report"]
             return 1 if exitstatus in (0, 1) else None
         self._publish(report)

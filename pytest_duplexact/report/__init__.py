@@ -78,13 +78,20 @@ def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: 
 
 
 def why_no_rate(c: dict) -> str:
-    """What kept a group's instances out of its rates, e.g. '3 excluded, 1 errors'."""
+    """What kept a group's instances out of its rates, each stage's own, e.g. '3 excluded,
+    2 not judged (I), 1 errors' (an excluded trial or an error is the whole instance)."""
     parts = []
     for key, label in (("excluded", "excluded"), ("not_judged", "not judged"),
                        ("judge_errors", "judge errors"), ("errors", "errors"),
                        ("not_applicable", "n/a")):
-        if c.get(key):
+        if not c.get(key):
+            continue
+        if f"{key}_S" not in c:  # excluded, errors, or a report older than the stage split
             parts.append(f"{c[key]} {label}")
+            continue
+        s_part = c[f"{key}_S"]
+        parts += [f"{n} {label} ({stage})" for n, stage in ((c[key] - s_part, "I"),
+                                                            (s_part, "S")) if n]
     return ", ".join(parts)
 
 

@@ -35,6 +35,8 @@ def _tally(c: dict, stage: str, v: Verdict) -> None:
         c[f"{stage}_success"] = int(v is Verdict.SUCCESS)
     elif v in _UNCOUNTED and not (stage == "S" and v is Verdict.EXCLUDED):
         c[_UNCOUNTED[v]] = 1
+        if stage == "S":  # which stage it was: "2 not judged (I)" differs from "(S)"
+            c[_UNCOUNTED[v] + "_S"] = 1
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class Counts:
     not_judged: int = 0  # a stage needed a judge and had none (or was never evaluated)
     judge_errors: int = 0  # a judge was asked and gave no usable answer
     not_applicable: int = 0  # immediate NOT_APPLICABLE, or S not applicable after I success
+    # the subsequent stage's share of the three above (the rest is the immediate stage's)
+    not_judged_S: int = 0
+    judge_errors_S: int = 0
+    not_applicable_S: int = 0
 
     @property
     def I(self) -> float | None:  # noqa: E743 - the paper's name
@@ -84,7 +90,9 @@ class Counts:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Counts":
-        return cls(**{f.name: int(d[f.name]) for f in fields(cls)})
+        # a report written before the stage split has no *_S keys
+        return cls(**{f.name: int(d[f.name] if f.name in d or not f.name.endswith("_S")
+                                  else 0) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

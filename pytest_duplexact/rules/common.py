@@ -42,6 +42,17 @@ def fmt_window(lo: float, hi: float) -> str:
     return f"[{lo:.2f}, {hi:.2f}] s"
 
 
+def fmt_near(t: float, *edges: float, sign: str = "") -> str:
+    """``t`` with two decimals, or as many more (up to six) as it takes never to print as an
+    edge it is not on: an onset 2 ms past a 0.5 s edge reads ``+0.502``, not ``+0.50``, so a
+    message never contradicts itself. ``sign="+"`` prints the sign."""
+    for digits in (2, 3, 4, 6):
+        text = f"{t:{sign}.{digits}f}"
+        if not any(abs(t - e) > EPS and text == f"{e:{sign}.{digits}f}" for e in edges):
+            return text
+    return text
+
+
 def substantive(tl: Timeline) -> list[Segment]:
     return [s for s in tl.segments if s.is_substantive]
 

@@ -13,7 +13,7 @@ from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, 
 from ..data.taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
 from ..data.timeline import Timeline
 from .base import SIMULATOR_REPLAY, Rule, Trial
-from .common import EPS, exceeds, fmt_window, silence_gaps, speech_overlaps
+from .common import EPS, exceeds, fmt_near, fmt_window, silence_gaps, speech_overlaps
 from .speech import model_after, model_before
 
 
@@ -42,11 +42,13 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
         return failure(f"no model speech in the window {fmt_window(lo, hi)}", window=(lo, hi))
     longest = max(gaps, key=lambda g: g.duration, default=None)
     if longest is not None and exceeds(longest.duration, HOLD_FLOOR_MAX_GAP_S):
-        return failure(f"silence gap of {longest.duration:.2f} s at {longest} inside "
+        return failure(f"silence gap of {fmt_near(longest.duration, HOLD_FLOOR_MAX_GAP_S)} s "
+                       f"at {longest} inside "
                        f"{fmt_window(lo, hi)} (max {HOLD_FLOOR_MAX_GAP_S:.2f} s)",
                        window=(lo, hi), evidence={"longest_gap": longest.duration})
     g = 0.0 if longest is None else longest.duration
-    return success(f"held the floor through {fmt_window(lo, hi)}; longest gap {g:.2f} s",
+    return success(f"held the floor through {fmt_window(lo, hi)}; longest gap "
+                   f"{fmt_near(g, HOLD_FLOOR_MAX_GAP_S)} s",
                    window=(lo, hi), evidence={"longest_gap": g})
 
 

@@ -11,7 +11,7 @@ from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import INTERRUPT_END_MARGIN_S
 from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
-from .common import fmt_window, onsets_in, substantive
+from .common import fmt_near, fmt_window, onsets_in, substantive
 from .speech import model_from, user_text, user_words
 
 
@@ -24,13 +24,13 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
     subs = substantive(tl)
     hits = onsets_in(subs, lo, hi) if hi >= lo else []
     if hits:
-        return success(f"substantive interruption at {hits[0].start:.2f} s, inside "
-                       f"{fmt_window(lo, hi)}", window=(lo, hi), onset=hits[0].start)
+        return success(f"substantive interruption at {fmt_near(hits[0].start, lo, hi)} s, "
+                       f"inside {fmt_window(lo, hi)}", window=(lo, hi), onset=hits[0].start)
     later = [s for s in subs if s.start > hi]
     if later:
-        return failure(f"first substantive onset after the window at {later[0].start:.2f} s "
-                       f"(window {fmt_window(lo, hi)}, user ends {ann.user_end:.2f} s)",
-                       window=(lo, hi))
+        return failure(f"first substantive onset after the window at "
+                       f"{fmt_near(later[0].start, hi)} s (window {fmt_window(lo, hi)}, user "
+                       f"ends {ann.user_end:.2f} s)", window=(lo, hi), onset=later[0].start)
     return failure(f"no substantive onset inside {fmt_window(lo, hi)}", window=(lo, hi))
 
 

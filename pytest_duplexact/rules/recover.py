@@ -10,7 +10,7 @@ from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import RECOVER_WINDOW
 from ..data.timeline import Timeline
 from .base import SIMULATOR_REPLAY, Rule, Trial
-from .common import fmt_window, onsets_in, substantive
+from .common import fmt_near, fmt_window, onsets_in, substantive
 from .hold_floor import excluded
 from .speech import model_before, segments_text
 
@@ -26,9 +26,10 @@ def immediate(ann: Annotations, tl: Timeline) -> ImmediateResult:
     lo, hi = window(tl)
     hits = onsets_in(substantive(tl), lo, hi)
     if hits:
-        return success(f"substantive recovery at {hits[0].start - tl.cue.end:+.2f} s of the "
-                       f"interruption end, inside {fmt_window(lo, hi)}", window=(lo, hi),
-                       onset=hits[0].start)
+        offset = fmt_near(hits[0].start - tl.cue.end, lo - tl.cue.end, hi - tl.cue.end,
+                          sign="+")
+        return success(f"substantive recovery at {offset} s of the interruption end, inside "
+                       f"{fmt_window(lo, hi)}", window=(lo, hi), onset=hits[0].start)
     return failure(f"no substantive onset inside {fmt_window(lo, hi)} (interruption ends "
                    f"{tl.cue.end:.2f} s)", window=(lo, hi))
 

@@ -9,7 +9,7 @@ from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import TAKE_TURN_WINDOWS
 from ..data.timeline import Timeline
 from .base import Requirements, Rule, Trial
-from .common import onsets_in, substantive
+from .common import fmt_near, onsets_in, substantive
 from .speech import model_from, user_text
 
 
@@ -26,12 +26,14 @@ def immediate(ann: Annotations, tl: Timeline, condition: str) -> ImmediateResult
     rel = f"[{rlo:g}, {rhi:g}] s of user end ({ann.user_end:.2f} s)"
     if hits:
         onset = hits[0].start
-        return success(f"substantive onset at {onset - ann.user_end:+.2f} s, inside {rel}",
+        offset = fmt_near(onset - ann.user_end, rlo, rhi, sign="+")
+        return success(f"substantive onset at {offset} s, inside {rel}",
                        window=(lo, hi), onset=onset)
     if subs:
         nearest = min(subs, key=lambda s: min(abs(s.start - lo), abs(s.start - hi)))
-        return failure(f"substantive onset at {nearest.start - ann.user_end:+.2f} s, outside "
-                       f"{rel}", window=(lo, hi))
+        offset = fmt_near(nearest.start - ann.user_end, rlo, rhi, sign="+")
+        return failure(f"substantive onset at {offset} s, outside {rel}", window=(lo, hi),
+                       onset=nearest.start)
     return failure(f"no substantive model speech at all (window {rel})", window=(lo, hi))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import random
 from dataclasses import dataclass
@@ -29,11 +30,14 @@ class Selection:
         for a in self.actions:
             if a not in taxonomy.ACTIONS:
                 raise SelectionError(f"unknown action {a!r}; known: {', '.join(taxonomy.ACTIONS)}")
-        ids = {c.id for c in taxonomy.CONDITIONS} | set(taxonomy.CONDITIONS_BY_KEY)
+        plain = list(dict.fromkeys(c.id for c in taxonomy.CONDITIONS))
+        ids = set(plain) | set(taxonomy.CONDITIONS_BY_KEY)
         for c in self.conditions:
             if c not in ids:
-                raise SelectionError(f"unknown condition {c!r}; use an id such as 'delayed' "
-                                     "or 'take_turn.delayed'")
+                close = difflib.get_close_matches(c, sorted(ids), n=1)
+                raise SelectionError(
+                    f"unknown condition {c!r}{f' (did you mean {close[0]!r}?)' if close else ''}"
+                    f"; known: {', '.join(plain)} (or action.condition, e.g. take_turn.delayed)")
         for s in self.scenarios:
             if s not in taxonomy.SCENARIOS:
                 raise SelectionError(f"unknown scenario {s!r}; known: "

@@ -11,9 +11,17 @@ from pytest_duplexact.data.timeline import Cue, Segment, Timeline, Word
 
 FAKE_KEY = "sk-FAKE-duplexact-0d15ea5e-not-a-real-key"
 
-# Small, fast retries: the tests count attempts, they do not wait for them.
+# Small, fast retries: the tests count attempts, they do not wait for them. The attempt limit is
+# long: a local reply never reaches it, however loaded the machine (a 0.5 s one did under
+# load, turning a scripted reply into a timeout and a retry the test did not expect).
 FAST = RetryPolicy(max_attempts=3, backoff_base=0.01, backoff_cap=0.02, retry_after_cap=0.05,
-                   timeout=0.5)
+                   timeout=30.0)
+# Where a test scripts a Hang, the attempt limit it waits out: short enough to keep the test
+# short, two orders of magnitude above a local reply (milliseconds) so that on a loaded
+# machine only the hang reaches it. A Hang of HANG_S outlasts any test: the fake server ends
+# it when it stops.
+HANG_TIMEOUT = 2.0
+HANG_S = 120.0
 
 
 class Sleeps(list):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from judgekit import FAKE_KEY, FAST
+from judgekit import FAKE_KEY, FAST, HANG_S, HANG_TIMEOUT
 
 from pytest_duplexact.judges import ConfigError, JudgeClient, RetryPolicy
 from pytest_duplexact.judges.client import YES_NO_SCHEMA
@@ -67,7 +67,8 @@ def test_429_is_retried_honouring_retry_after_within_the_cap(judge, openai_serve
 
 
 def test_5xx_and_dropped_connections_back_off_exponentially(openai_server, fake_key, sleeps):
-    policy = RetryPolicy(max_attempts=4, backoff_base=0.01, backoff_cap=0.03, timeout=0.5)
+    policy = RetryPolicy(max_attempts=4, backoff_base=0.01, backoff_cap=0.03,
+                         timeout=FAST.timeout)  # no attempt may time out: only the script fails
     judge = JudgeClient(base_url=openai_server.url, policy=policy, sleep=sleeps)
     openai_server.script(Fail(500), Disconnect(), Fail(503), Reply("NO", "x"))
     assert judge.ask_yes_no("s", "u").verdict is False
@@ -75,11 +76,11 @@ def test_5xx_and_dropped_connections_back_off_exponentially(openai_server, fake_
 
 
 def test_a_hanging_server_times_out_and_is_retried(openai_server, fake_key, sleeps):
-    # 1 s, not less: the retry rebuilds the client, and a loaded CI machine once took longer
-    # than 0.2 s for that plus a scripted local reply (the hang still lasts 3 s)
-    policy = RetryPolicy(max_attempts=2, backoff_base=0.0, timeout=1.0)
+    # the retry rebuilds the client, and a loaded CI machine once took longer than 0.2 s for
+    # that plus a scripted local reply: the limit is one only the hang reaches (judgekit)
+    policy = RetryPolicy(max_attempts=2, backoff_base=0.0, timeout=HANG_TIMEOUT)
     judge = JudgeClient(base_url=openai_server.url, policy=policy, sleep=sleeps)
-    openai_server.script(Hang(3.0), Reply("YES", "fine"))
+    openai_server.script(Hang(HANG_S), Reply("YES", "fine"))
     ans = judge.ask_yes_no("s", "u")
     assert ans.verdict is True and judge.counters.calls == 2
 

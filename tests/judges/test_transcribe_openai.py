@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import soundfile as sf
-from judgekit import FAST
+from judgekit import FAST, HANG_S, HANG_TIMEOUT
 
 from pytest_duplexact.judges import RequestCache
 from pytest_duplexact.data.timeline import Word
@@ -51,8 +52,13 @@ def test_empty_audio_needs_no_request(asr, openai_server):
     assert openai_server.count == 0
 
 
-def test_retries_then_succeeds(asr, openai_server, sleeps):
-    openai_server.script(Fail(429, retry_after=0.01), Hang(2.0), Transcript([("ok", 0.0, 0.2)]))
+def test_retries_then_succeeds(openai_server, fake_key, sleeps):
+    """A 429, then an attempt that hangs (abandoned at the attempt limit), then an answer: the
+    limit is one that only the hang reaches, however loaded the machine (judgekit)."""
+    asr = OpenAITranscriber(base_url=openai_server.url, sleep=sleeps,
+                            policy=replace(FAST, timeout=HANG_TIMEOUT))
+    openai_server.script(Fail(429, retry_after=0.01), Hang(HANG_S),
+                         Transcript([("ok", 0.0, 0.2)]))
     assert asr.transcribe(SPEECH, 16000) == (Word(0.0, 0.2, "ok"),)
     assert asr.counters.calls == 3 and sleeps[0] == 0.01
 

@@ -39,6 +39,28 @@ def test_lists_every_builtin_with_its_needs(capsys, monkeypatch):
         assert f"option {option} " in out
 
 
+def test_the_list_says_what_each_model_says_on_its_own(capsys, monkeypatch):
+    """gemini-live's key may be either of two variables and minicpm-o needs a server_url
+    option: only their preflights know, and the list runs them too (it showed both [ready]
+    with neither set while `duplexact models NAME` said not ready)."""
+    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "XAI_API_KEY",
+                "DASHSCOPE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    _, listing = _models(capsys)
+    heads = {line.split()[0]: line for line in listing.splitlines() if not line.startswith(" ")}
+    for name in BUILTINS:
+        _, alone = _models(capsys, name)
+        state = alone.splitlines()[0].rpartition("  [")[2]
+        assert heads[name].endswith("  [" + state), (name, heads[name], state)
+    for name in ("gemini-live", "minicpm-o"):
+        assert "[not ready: " in heads[name]
+    monkeypatch.setenv("GOOGLE_API_KEY", SECRET)  # the second of gemini's two variables
+    _, listing = _models(capsys)
+    assert SECRET not in listing
+    assert [h for h in listing.splitlines() if h.startswith("gemini-live ")][0].endswith(
+        "[ready]")
+
+
 def test_a_set_key_is_reported_not_printed(capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     rc, out = _models(capsys, "gpt-realtime")

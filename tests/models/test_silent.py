@@ -1,6 +1,5 @@
-"""silent: digital silence on every pipeline, and fast."""
-
-import time
+"""silent: digital silence on every pipeline. How fast it runs is a figure of
+benchmarks/harness.py (stepped throughput), not a verdict here: a loaded machine is slow."""
 
 import pytest
 
@@ -14,9 +13,6 @@ from pipelines.helpers import instance_for, run
 @pytest.mark.parametrize("action", taxonomy.ACTIONS)
 def test_silent_on_every_pipeline(tmp_path, action):
     inst = instance_for(tmp_path, taxonomy.conditions_of(action)[0])
-    t = time.perf_counter()
     rec = run(run_instance(inst, resolve_model("silent")))
-    elapsed = time.perf_counter() - t
     assert not rec.output.any() and rec.transcript == ()
     assert len(rec.output) == len(rec.input) and rec.duration > 14.0
-    assert elapsed < 1.0, f"{elapsed:.2f} s for {rec.duration:.1f} s of audio"

@@ -47,10 +47,13 @@ def assert_playable(report: dict, tmp_path) -> None:
 
 
 def test_the_docs_example_scores_from_its_own_folder(tmp_path):
-    report = documented_run(tmp_path, "model", example_code(), "--duplexact-action=take_turn,wait")
+    report = documented_run(tmp_path, "model", example_code(),
+                            "--duplexact-action=take_turn,wait,stop")
     actions = report["summary"]["actions"]
     assert actions["take_turn"]["counts"]["I"] == 1 / 3  # delayed in time, immediate too late
-    assert actions["wait"]["counts"]["I"] == 2 / 3  # (docs)
+    assert actions["wait"]["counts"]["I"] == 1  # falls silent when the user resumes (docs)
+    # talked over, it stops: the stepped barge-in the docs show
+    assert actions["stop"]["counts"]["I"] == actions["stop"]["counts"]["S"] == 1
     assert_playable(report, tmp_path)
 
 

@@ -31,6 +31,7 @@ from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.pipelines import run_instance
 
 from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
+                              load_allowance, played_until, stall,
                               assert_transcript_cut_at, assert_transcript_never_ahead,
                               event_kinds, load_fake_server, on_client_clock, run_concurrently,
                               run_timed_trials, run_trial, user_clip)
@@ -72,23 +73,6 @@ def model_for(srv, script=None, **options):
     return factory(base_url=srv.base_url, silence_duration_ms=str(SILENCE_MS), **options)
 
 
-def played_until(session) -> float:
-    """When a listener would stop hearing the session's audio, on the server's clock: each
-    chunk plays at 1x from when it was sent, behind what is still playing. (At pace 4 this
-    is the first send plus the length, unless the shared loop stalled the fake itself.)"""
-    end = 0.0
-    for m in session.sent:
-        if "audio_ms" in m:
-            end = max(end, m["t"]) + m["audio_ms"] / 1000
-    return end
-
-
-def stall(rec) -> float:
-    """The trial's largest input delay behind the wall clock (s), when it exceeded a chunk."""
-    return max([float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
-                if what.startswith("input_lag max")] or [0.0])
-
-
 # --- timing accuracy ---------------------------------------------------------------------
 
 @pytest.mark.asyncio
@@ -101,14 +85,16 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times(api
     errors = []
     for (end, answer_ms, speak), ((rec, snapshots, t0, _), session) in zip(TRIALS, results):
         [turn] = session.turns
-        assert turn.status == "completed" and turn.audio_s == pytest.approx(speak)
+        assert turn.status == "completed" and turn.audio_s == pytest.approx(speak), \
+            (turn, [s.script.tag for s in srv.sessions].count(session.script.tag), rec.events)
         sent = on_client_clock(session, turn.audio_start, t0)
         heard_end = on_client_clock(session, played_until(session), t0)
         onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
         errors += [onset - sent, offset - heard_end]
         # a stall of this event loop (recorded as input_lag) also delays reading the audio
-        # that arrived during it: on a loaded host the bound holds up to that stall
-        assert max(abs(onset - sent), abs(offset - heard_end)) <= TOLERANCE + stall(rec)
+        # that arrived during it: on a loaded host the bound allows for it (load_allowance)
+        allowed = TOLERANCE + load_allowance(rec)
+        assert max(abs(onset - sent), abs(offset - heard_end)) <= allowed
         # the output transcription is the native transcript, on the heard audio, never ahead
         assert_transcript_never_ahead(rec, snapshots)
         assert rec.transcript[0].start >= onset - 0.01 and rec.transcript[-1].end <= offset + 0.01
@@ -144,7 +130,7 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
     sent = on_client_clock(session, turn.interrupted_at, t0)
     [cut] = [t for t, what in rec.events if what == "speech_started"]  # its arrival
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    late = stall(rec)
+    late = load_allowance(rec)
     assert abs(onset - on_client_clock(session, turn.audio_start, t0)) <= TOLERANCE + late
     print(f"gemini-live barge-in: playback stopped {(offset - cut) * 1000:+.1f} ms from "
           f"the arrival of interrupted, {(offset - sent) * 1000:+.1f} ms from its sending")
@@ -194,7 +180,7 @@ async def test_no_interruption_keeps_the_reply_playing(api_key, tls):
     assert turn.generated > [t for kind, t, _ in session.speech if kind == "started"][1]
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     heard_end = on_client_clock(session, played_until(session), t0)
-    assert abs(offset - heard_end) <= TOLERANCE + stall(rec)  # all of it played
+    assert abs(offset - heard_end) <= TOLERANCE + load_allowance(rec)  # all of it played
     assert not any(what == "speech_started" for _, what in rec.events)
 
 

@@ -24,7 +24,7 @@ from pytest_duplexact.pipelines.streaming import StreamingDuplex
 import realtime_support
 from realtime_support import (assert_dropped_mid_instance, assert_transcript_cut_at,
                               assert_transcript_never_ahead, event_kinds, fake, minicpm_fake,
-                              user_clip)
+                              load_allowance, stall, user_clip)
 
 CHUNK = 0.020
 TOLERANCE = 0.040
@@ -77,17 +77,21 @@ async def test_onsets_and_offsets_land_within_40ms_of_the_servers_send_times():
         session = sessions[str(i)]
         [turn] = session.turns
         assert turn.ended == "end_of_turn" and turn.steps == steps
-        # the answer comes in the step after the user's speech ended (+ answer_after_steps)
-        assert turn.first_audio_at - t0 == pytest.approx(np.ceil(end) + after + 1, abs=0.45)
+        # the answer comes in the step after the user's speech ended (+ answer_after_steps);
+        # a loop stall (recorded by the harness, realtime_support.stall) delays the fake too
+        late = load_allowance(rec)
+        assert abs(turn.first_audio_at - t0 - (np.ceil(end) + after + 1)) <= 0.45 + late
         onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-        errors += [onset - (turn.first_audio_at - t0),
-                   offset - played_end(session.results, t0, 1.0)]
+        trial_errors = [onset - (turn.first_audio_at - t0),
+                        offset - played_end(session.results, t0, 1.0)]
+        assert np.abs(trial_errors).max() <= TOLERANCE + late, (trial_errors, late)
+        errors += trial_errors
         assert_transcript_never_ahead(rec, snapshots, "one two three four five six")
         assert rec.transcript[0].start >= onset - 0.01 and rec.transcript[-1].end <= offset + 0.01
     errors = np.abs(errors)
     print(f"minicpm-o: onset/offset |error| over {len(TRIALS)} trials: median "
-          f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms")
-    assert errors.max() <= TOLERANCE, f"timing errors (s): {np.round(errors, 3)}"
+          f"{np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms; largest loop "
+          f"stall {max(stall(t.record) for t in results) * 1000:.0f} ms")
 
 
 BARGE_IN = {"answer_after_steps": 0, "speak_steps": 4, "audio_per_step_s": 1.5,
@@ -109,12 +113,12 @@ async def test_a_listen_mid_turn_cuts_playback_at_its_arrival():
     assert turn.ended == "interrupted" and turn.steps == 2
     cut = turn.cut_at - t0
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert onset == pytest.approx(turn.first_audio_at - t0, abs=TOLERANCE)
+    assert abs(onset - (turn.first_audio_at - t0)) <= TOLERANCE + load_allowance(rec)
     print(f"minicpm-o barge-in: playback stopped {(offset - cut) * 1000:+.1f} ms from the "
           f"interrupting listen result (queued audio left: "
           f"{(played_end(truth.results, t0, 1.5) - cut) * 1000:.0f} ms)")
     assert played_end(truth.results, t0, 1.5) > cut + 0.5  # there was audio left to cut
-    assert abs(offset - cut) <= CHUNK + 0.005
+    assert abs(offset - cut) <= CHUNK + 0.005 + load_allowance(rec)
     assert_transcript_cut_at(rec, offset, BARGE_IN["text"])
     kinds = event_kinds(rec)
     assert "speech_started" in kinds and "truncate" in kinds
@@ -129,7 +133,8 @@ async def test_cut_on_listen_false_lets_the_queued_audio_play_out():
                                         clip)
         truth = server.sessions[0]
     _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert offset == pytest.approx(played_end(truth.results, t0, 1.5), abs=TOLERANCE)
+    heard_end = played_end(truth.results, t0, 1.5)
+    assert abs(offset - heard_end) <= TOLERANCE + load_allowance(rec)
     assert offset > truth.turns[0].cut_at - t0 + 0.5
     assert not any(what.startswith("truncate") for _, what in rec.events)
 
@@ -158,7 +163,8 @@ async def test_the_protocol_the_adapter_speaks():
     # whole 1 s steps only (the last half second is never a step of its own); the first
     # goes out when its last 20 ms is due, as from a microphone
     assert [c["samples"] for c in chunks] == [16000, 16000]
-    assert chunks[0]["t"] - session.received[0]["t"] == pytest.approx(0.98, abs=0.03)
+    first = chunks[0]["t"] - session.received[0]["t"]
+    assert abs(first - 0.98) <= 0.03 + load_allowance(rec)
     assert session.stopped  # close() said stop, the server freed its worker
     assert len(rec.input) == int(2.5 * SAMPLE_RATE)
 

@@ -47,6 +47,27 @@ class MemorySession:
         self.closed = True
 
 
+class LoopStalls:
+    """The largest delay of a 5 ms heartbeat on this event loop while the block runs: what
+    the machine's load added to the loop's timers, measured beside the code under test (a
+    relative schedule's drift is many small delays, which a heartbeat does not see)."""
+
+    async def __aenter__(self):
+        self.max = 0.0
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def _beat(self):
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.005)
+            self.max = max(self.max, loop.time() - t - 0.005)
+
+    async def __aexit__(self, *exc):
+        self._task.cancel()
+
+
 def duplex(session, chunk_ms=20):
     return StreamingDuplex(session, input_sample_rate=OUT_RATE, output_sample_rate=OUT_RATE,
                            chunk_ms=chunk_ms)
@@ -57,13 +78,15 @@ async def test_input_goes_out_on_an_absolute_schedule_without_drift():
     session = MemorySession()
     d = duplex(session)
     loop = asyncio.get_running_loop()
-    start = loop.time()
-    for _ in range(7):  # uneven pushes: 130 ms each, not a multiple of the chunk
-        await d.push(np.zeros(int(0.13 * SAMPLE_RATE), np.float32))
-    elapsed = loop.time() - start
+    async with LoopStalls() as stalls:
+        start = loop.time()
+        for _ in range(7):  # uneven pushes: 130 ms each, not a multiple of the chunk
+            await d.push(np.zeros(int(0.13 * SAMPLE_RATE), np.float32))
+        elapsed = loop.time() - start
     rec = await d.close()
     assert d.now == pytest.approx(0.91)
-    assert elapsed == pytest.approx(0.91, abs=0.05)  # push returns when the audio is consumed
+    # push returns when the audio is consumed: never sooner, later only by the loop's stalls
+    assert 0.91 - 0.05 <= elapsed <= 0.91 + 0.05 + stalls.max, (elapsed, stalls.max)
     push = int(0.13 * SAMPLE_RATE)
     slots = [p * push + m for p in range(7) for m in range(0, push, d.chunk)]
     assert len(session.sends) == len(slots)
@@ -74,8 +97,11 @@ async def test_input_goes_out_on_an_absolute_schedule_without_drift():
         assert at >= due - 1e-3, "a chunk went out early"
         late.append(at - due)
     # each chunk is due at its absolute slot, so a stall (a busy machine) is caught up and
-    # never carried forward: typical lateness stays at the loop's timer resolution
-    assert np.median(late) < 0.005 and np.median(late[-10:]) < 0.005, np.round(late, 3)
+    # never carried forward: typical lateness stays at the loop's timer resolution, plus what
+    # the heartbeat saw the load add to any timer
+    bound = 0.005 + stalls.max
+    assert np.median(late) < bound and np.median(late[-10:]) < bound, (np.round(late, 3),
+                                                                      stalls.max)
     # exact resampling: everything but the filter's 4 ms lookahead has gone out
     lookahead = int(round(d._resampler.lag * OUT_RATE / SAMPLE_RATE))
     assert sum(n for _, n in session.sends) == int(round(0.91 * OUT_RATE)) - lookahead
@@ -97,9 +123,11 @@ async def test_output_is_heard_from_its_arrival_and_barge_in_truncates():
     rec = await d.close()
     assert len(session.truncates) == 1
     item, played_ms = session.truncates[0]
-    assert item == "it1" and played_ms == pytest.approx(300, abs=25)
+    # when the duplex read the events, up to the input lag it recorded on a loaded machine
+    late = d.max_input_lag
+    assert item == "it1" and abs(played_ms - 300) <= 25 + 1000 * late, (played_ms, late)
     loud = np.flatnonzero(np.abs(rec.output) > 0.05) / SAMPLE_RATE
-    assert loud[0] == pytest.approx(0.2, abs=0.02)
+    assert abs(loud[0] - 0.2) <= 0.02 + late
     assert loud[-1] - loud[0] == pytest.approx(played_ms / 1000, abs=0.003)
     events = [what for _, what in rec.events]
     assert events[:2] == ["speech_started", f"truncate it1 {played_ms}ms"]
@@ -203,6 +231,7 @@ async def test_stop_playback_is_a_client_side_barge_in():
     await d.push(np.zeros(3200, np.float32))
     rec = await d.close()
     [(item, played_ms)] = session.truncates
-    assert item == "a" and played_ms == pytest.approx(200, abs=15)
+    late = d.max_input_lag  # a loaded machine: stop_playback ran that much later
+    assert item == "a" and abs(played_ms - 200) <= 15 + 1000 * late, (played_ms, late)
     heard = np.flatnonzero(np.abs(rec.output) > 0.1) / SAMPLE_RATE
     assert heard[-1] - heard[0] == pytest.approx(played_ms / 1000, abs=0.005)

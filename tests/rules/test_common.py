@@ -172,3 +172,12 @@ def test_backchannels_never_break_a_yield(later):
     tl = timeline(sub(2.0, 5.5), *[s for s in later if s.start >= 5.5], cue=CUE, duration=20.0)
     assert stop.immediate(ANN, tl).success
     assert stop.subsequent(tl, stop.immediate(ANN, tl)).verdict is Verdict.SUCCESS
+
+
+def test_fmt_near_adds_digits_only_where_two_would_read_as_an_edge():
+    fmt_near = common.fmt_near
+    assert fmt_near(0.502, -1.0, 0.5, sign="+") == "+0.502"
+    assert fmt_near(0.4996, 0.5) == "0.4996"
+    assert fmt_near(0.5, 0.5) == "0.50"  # on the edge is on the edge
+    assert fmt_near(0.37, 0.5) == "0.37"
+    assert fmt_near(8.0600004, 8.06) == "8.06"  # within float rounding of the edge

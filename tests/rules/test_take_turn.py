@@ -106,3 +106,15 @@ def test_verdict_matches_an_independent_oracle(segments, condition):
     assert r.success == ok
     assert rel(condition) in r.reason
     assert r == take_turn.immediate(ANN, timeline(*segments), condition)
+
+
+def test_a_miss_near_the_edge_prints_enough_digits_and_carries_its_onset():
+    """+0.502 s is outside [-1, 0.5]: printed as +0.50 it would read as a contradiction; the
+    onset the reason names is the one outcome.json keeps (the HTML's dashed red line)."""
+    onset = USER_END + 0.502
+    r = take_turn.immediate(ANN, timeline(sub(onset, onset + 2)), "slight_overlap")
+    assert r.verdict is Verdict.FAILURE and r.onset == onset
+    assert "onset at +0.502 s, outside [-1, 0.5] s" in r.reason
+    inside = take_turn.immediate(ANN, timeline(sub(USER_END + 0.3, USER_END + 2)),
+                                 "slight_overlap")
+    assert "onset at +0.30 s, inside" in inside.reason  # away from an edge: two decimals
