@@ -84,14 +84,11 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
         if req is None:
             raise SystemExit(f"duplexact models: {name!r} is not a built-in model; built-ins: "
                              f"{', '.join(BUILTINS)}; the paper's: {', '.join(paper_names())}")
-        lines, state = describe(name, req, options)
-        # the adapter's own preflight (a key read two ways, a server URL option) decides the
-        # rest, in the list as for one name, so both say the same
+        lines, state = checked(name, req, options)
         if state == "ready":
             try:
-                preflight(name, **(options or {}))
                 lines += _reached(name, options or {})
-            except Exception as e:  # the model's own, user-facing message
+            except Exception as e:  # the client's own, user-facing message
                 state = f"not ready: {e}"
         lines[0] += f"  [{state}]"
         all_ready &= state == "ready"
@@ -108,6 +105,20 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
         for name in paper_names():
             out += ["  " + line for line in paper_lines(name)]
     return "\n".join(out) + "\n", all_ready or not names
+
+
+def checked(name: str, req: Requirements, options: dict[str, str] | None
+            ) -> tuple[list[str], str]:
+    """``describe``, then the adapter's own preflight (a key read two ways, a server URL
+    option) decides the rest: the list, one name and a paper model's route all say the
+    same."""
+    lines, state = describe(name, req, options)
+    if state == "ready":
+        try:
+            preflight(name, **(options or {}))
+        except Exception as e:  # the model's own, user-facing message
+            state = f"not ready: {e}"
+    return lines, state
 
 
 def _reached(name: str, options: dict[str, str]) -> list[str]:
@@ -131,9 +142,11 @@ def paper_lines(name: str) -> list[str]:
         if missing is not None:
             lines.append(f"    {r.kind}: {missing} in this install  [not runnable here]")
             continue
-        _, state = describe(r.plugin, REQUIREMENTS[r.plugin], None)
-        if r.kind in ("bridge", "native server") and state == "ready":
-            state = "needs its server"
+        if r.kind in ("bridge", "native server"):  # its server is on the model's machine
+            _, state = describe(r.plugin, REQUIREMENTS[r.plugin], None)
+            state = "needs its server" if state == "ready" else state
+        else:
+            _, state = checked(r.plugin, REQUIREMENTS[r.plugin], None)
         lines.append(f"    {r.kind}: --duplexact-model={r.plugin} {r.run}  [{state}]")
         if r.start:
             lines.append(f"      start: {r.start}")
