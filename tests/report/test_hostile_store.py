@@ -35,6 +35,7 @@ class _Config:
 
     def __init__(self, where: Path):
         self.invocation_params = type("P", (), {"dir": where})()
+        self.stash = {}  # options.get looks here for what a resume took from run.json
 
     def getoption(self, dest):
         return None
