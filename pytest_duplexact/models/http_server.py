@@ -102,3 +102,31 @@ async def shut_down(http: httpx2.AsyncClient, tasks: list, label: str) -> None:
         await asyncio.wait_for(http.aclose(), CLOSE_TIMEOUT_S)
     except Exception as e:
         log.debug("%s: closing the client failed: %s", label, type(e).__name__)
+
+
+# how long `duplexact models NAME -o server_url=...` waits for a server before saying no
+REACH_TIMEOUT_S = 10.0
+
+
+def probe(label: str, url: str, path: str, *, verify: bool,
+          timeout: float = REACH_TIMEOUT_S) -> httpx2.Response:
+    """One ``GET url + path`` within ``timeout`` seconds, for ``duplexact models NAME -o
+    server_url=...``: the answer, or the ``ModelError`` that says why nothing answered. A GET
+    creates no session on any of these servers (their session routes take POST)."""
+    try:
+        with httpx2.Client(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
+                           follow_redirects=False) as c:
+            return c.get(url.rstrip("/") + path)
+    except httpx2.HTTPError as e:
+        raise request_error(e, label, f"GET {path}", url) from None
+
+
+def reach_route(label: str, url: str, path: str, *, verify: bool) -> str:
+    """``path`` takes POST on the model's server, so a GET there is answered 405 (Method Not
+    Allowed) by that server and 404 by anything else listening at the address."""
+    r = probe(label, url, path, verify=verify)
+    if r.status_code == 404:
+        raise ModelError(f"{label}: an HTTP server answers at {shown_url(url)} but has no "
+                         f"{path} route: is it the model's own server?")
+    return f"HTTP {r.status_code} on GET {path} at {shown_url(url)} (the route is there)"
+

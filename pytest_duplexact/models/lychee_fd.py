@@ -39,8 +39,8 @@ import numpy as np
 
 from ..data.audio import resample
 from .base import ModelError, SessionInfo
-from .http_server import (CLOSE_TIMEOUT_S, client, deadline, json_body, request_error,
-                          shut_down, wav_bytes)
+from .http_server import (CLOSE_TIMEOUT_S, client, deadline, json_body, reach_route,
+                          request_error, shut_down, wav_bytes)
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
@@ -301,4 +301,11 @@ def factory(**options: Any) -> LycheeFD:
     return build(LycheeFD, LABEL, None, options)
 
 
+def reach(**options: Any) -> str:
+    """``duplexact models lychee-fd -o server_url=...``: whether Lychee-FD's app answers now."""
+    m = factory(**options)
+    return reach_route(LABEL, m.server_url, f"{API}/start", verify=m.verify)
+
+
 factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url
+factory.reach = reach  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .base import ModelError, SessionInfo
-from .http_server import client, request_error, shut_down, wav_bytes
+from .http_server import client, reach_route, request_error, shut_down, wav_bytes
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents
@@ -258,7 +258,15 @@ def factory(**options: Any) -> MiniOmni2:
     return build(MiniOmni2, LABEL, None, options)
 
 
+def reach(**options: Any) -> str:
+    """``duplexact models mini-omni2 -o server_url=...``: whether its /chat server answers now
+    (a GET, which it refuses: one POST at a time is all it serves)."""
+    m = factory(**options)
+    return reach_route(LABEL, m.server_url, "/chat", verify=m.verify)
+
+
 factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url
+factory.reach = reach  # type: ignore[attr-defined]
 
 
 __all__ = ["MiniOmni2", "MiniOmni2Session", "MultipartReader", "TurnDetector", "factory",

@@ -43,6 +43,7 @@ import numpy as np
 import socketio
 
 from .base import ModelError, SessionInfo
+from .http_server import probe
 from .model_options import (ModelConfigError, build, check_server_url, scrub_url, shown_url)
 from .pcm import from_pcm16, pcm16
 from .server_session import QueuedEvents, started
@@ -291,5 +292,22 @@ def _build(dialect: str, options: dict[str, Any]) -> SocketIOOmni:
     return build(SocketIOOmni, dialect, None, {**options, "dialect": dialect})
 
 
+def _reach(build) -> Any:
+    def reach(**options: Any) -> str:
+        """``duplexact models NAME -o server_url=...``: engine.io's handshake, the first thing
+        python-socketio's client asks; it opens no socket.io session (no user slot is taken:
+        the server's connect handler runs on the later CONNECT packet, never sent here)."""
+        m = build(**options)
+        r = probe(m.name, m.server_url, "/socket.io/?EIO=4&transport=polling", verify=m.verify)
+        if r.status_code != 200 or not r.text.startswith("0{") or '"sid"' not in r.text:
+            raise ModelError(f"{m.name}: {shown_url(m.server_url)} answered HTTP "
+                             f"{r.status_code} but no engine.io handshake: is it the model's "
+                             "socket.io server?")
+        return f"a socket.io server (engine.io handshake) at {shown_url(m.server_url)}"
+    return reach
+
+
 freeze_omni.preflight = freeze_omni  # type: ignore[attr-defined]  # options, server_url
 vita_15.preflight = vita_15  # type: ignore[attr-defined]
+freeze_omni.reach = _reach(freeze_omni)  # type: ignore[attr-defined]
+vita_15.reach = _reach(vita_15)  # type: ignore[attr-defined]
