@@ -747,17 +747,17 @@ class DuplexactSession:
         results = [gates.evaluate(g, lookup(report)) for g in self.gates]
         report["gates"] = [r.to_dict() for r in results]
         report["notes"] = list(self.notes)
-        report["usage"] = usage.total(self.usage.values())
-        from ..report.judging import section as judges_section
-
-        if (judged := judges_section(report["usage"])) is not None:
-            report["judges"] = judged  # which judges, and whether S is the paper's kind
-        from ..report.cost import PriceError, estimate, load_prices
+        from ..report.cost import PriceError, load_prices
 
         try:
-            report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
+            prices = load_prices(options.get(config, "prices"))
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
+            prices = None
             self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
+        from ..report.sections import add_run_sections
+
+        # usage, judges, cost, the paper side by side: the same sections merge adds
+        add_run_sections(report, usage.total(self.usage.values()), prices)
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
         missing = len(expected - {o.id for o in outcomes})
@@ -782,10 +782,6 @@ class DuplexactSession:
                 self._stop_file.unlink()
             except OSError:
                 pass
-        if self.settings.released is not None:  # the paper side by side (released/paper.py)
-            from ..released.paper import paper_section
-
-            report["paper_comparison"] = paper_section(report)
         baseline = self.baseline
         if baseline:  # regression gate (report/baseline.py): significant drops fail the run
             from ..report.baseline import gate
