@@ -13,8 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_duplexact.run.journal import INSTANCES_DIR, OUTCOME_FILE
 from pytest_duplexact.report import VOLATILE_KEYS
+from pytest_duplexact.run.journal import INSTANCES_DIR, OUTCOME_FILE
 
 ORACLE = "journal_model:oracle"  # speaks: VAD, timings and judges' inputs take part
 SILENT = "journal_model:silent"  # never speaks: no VAD, so pytest-xdist workers start fast

@@ -22,19 +22,18 @@ from pathlib import Path
 import pytest
 
 from .. import __version__
-from ..report import gates
-from . import options
-from ..data.netsafety import masked_repr
 from ..data import usage
+from ..data.instance import DatasetError, bundled_root, check_dataset
+from ..data.netsafety import masked_repr
+from ..data.results import InstanceOutcome, Verdict
+from ..report import gates
+from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
-from ..data.instance import DatasetError, bundled_root, check_dataset
-from ..data.results import InstanceOutcome, Verdict
-from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
-from ..run.rundir import claim_new
+from ..run.rundir import RUN_FILE, RunDir, claim_new, write_json
 from ..run.selection import Selection, SelectionError, parse_shard, select
 from ..run.settings import RunSettings, SettingsError
-from ..report.budget import STOP_FILE
+from . import options
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls

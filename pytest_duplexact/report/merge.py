@@ -23,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..run.rundir import write_json
 from ..data.results import InstanceOutcome, outcome_problem
+from ..run.rundir import write_json
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, build_report, read_report
 

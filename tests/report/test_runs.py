@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 # The VAD's native modules, imported once here: an in-process pytester run drops every module
 # it imported when it ends, and torch cannot be imported twice into one process.
 import silero_vad  # noqa: F401
