@@ -28,8 +28,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data import audio  # noqa: E402
-from pytest_duplexact.data.instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER,
-                                            MANIFEST, bundled_root)
+from pytest_duplexact.data.instance import (
+    ANNOTATION_FIELDS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HEADER,
+    MANIFEST,
+    bundled_root,
+)
 
 
 def load_average() -> list[float]:

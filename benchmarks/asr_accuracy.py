@@ -33,12 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_duplexact.listen import degrade, vad
 from pytest_duplexact.data.instance import bundled_root, load_dataset
-from pytest_duplexact.listen.segmentation import (MERGE_GAP_S, assign_words, merge_spans,
-                                                  transcribe_segments)
 from pytest_duplexact.data.taxonomy import BACKCHANNEL_MAX_WORDS
 from pytest_duplexact.data.timeline import count_words
+from pytest_duplexact.listen import degrade, vad
+from pytest_duplexact.listen.segmentation import (
+    MERGE_GAP_S,
+    assign_words,
+    merge_spans,
+    transcribe_segments,
+)
 from pytest_duplexact.listen.transcribe_offline import OfflineTranscriber
 
 _TOKEN = re.compile(r"\w[\w']*(?:[-.][\w']+)*")

@@ -177,7 +177,6 @@ def part_harness(args, work: Path) -> dict:
 
 def part_rehearsal(args, work: Path) -> dict:
     from rehearsal import plugin
-
     from runs_support import comparable
 
     dataset = replicate_dataset(work / "dataset", args.size)

@@ -102,12 +102,13 @@ def onset(output: np.ndarray, threshold: float = 0.01) -> float:
 
 def onsets(mode: str, trials: int) -> dict:
     """Heard onset minus the scripted speech onset, per trial (direct replay of silence)."""
+    import tempfile
+
+    from pytest_duplexact.data import audio
+    from pytest_duplexact.data.annotations import Annotations, Clip, Instance
     from pytest_duplexact.pipelines.direct import DirectReplay
     from pytest_duplexact.pipelines.stepped import SteppedDuplex
     from pytest_duplexact.pipelines.streaming import StreamingDuplex
-    from pytest_duplexact.data.annotations import Annotations, Clip, Instance
-    from pytest_duplexact.data import audio
-    import tempfile
 
     tmp = Path(tempfile.mkdtemp())
     audio.write(tmp / "user.flac", np.zeros(SAMPLE_RATE // 2, np.float32))

@@ -54,17 +54,26 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ROOT, Clock, load_average, load_module, machine, peak_rss_mb,  # noqa: E402
-                     plugin_run, replicate_dataset, stats_ms)
-
-from pytest_duplexact.data import audio, recording_io  # noqa: E402
-from pytest_duplexact.rules import scoring  # noqa: E402
-from pytest_duplexact.run import rundir as rundir_mod  # noqa: E402
-from pytest_duplexact.listen import degrade, segmentation, vad  # noqa: E402
 import asr_accuracy  # noqa: E402
 import run_size  # noqa: E402
 import vad_backends  # noqa: E402
+from _common import (  # noqa: E402
+    ROOT,
+    Clock,
+    load_average,
+    load_module,
+    machine,
+    peak_rss_mb,
+    plugin_run,
+    replicate_dataset,
+    stats_ms,
+)
+
+from pytest_duplexact.data import audio, recording_io  # noqa: E402
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
+from pytest_duplexact.listen import degrade, segmentation, vad  # noqa: E402
+from pytest_duplexact.rules import scoring  # noqa: E402
+from pytest_duplexact.run import rundir as rundir_mod  # noqa: E402
 
 MODELS = ("silent", "oracle", "endpoint")
 TARGETS = {
@@ -357,11 +366,11 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
     """One session: A at user_end + edge + delta (take_turn), then B and C with the hold gap;
     the cue spans B's speech into C, so the hold_floor window [cue.start, cue.end + 1] holds
     the gap and a second of C."""
+    from pytest_duplexact.data.taxonomy import BACKCHANNEL_MAX_WORDS, OBSERVATION_PERIOD_S
+    from pytest_duplexact.data.timeline import Cue
     from pytest_duplexact.models.base import SessionInfo
     from pytest_duplexact.pipelines import run_instance
     from pytest_duplexact.rules import hold_floor, take_turn
-    from pytest_duplexact.data.taxonomy import BACKCHANNEL_MAX_WORDS, OBSERVATION_PERIOD_S
-    from pytest_duplexact.data.timeline import Cue
 
     k = case["k"]
     host = hosts[k % len(hosts)]

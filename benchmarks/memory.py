@@ -31,6 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from _common import plugin_run
+
 from pytest_duplexact.data.instance import HEADER, MANIFEST, bundled_root
 
 

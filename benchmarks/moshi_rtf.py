@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from _common import ROOT, Clock, machine
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -71,8 +70,8 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    from moshi.models import loaders
     from models.moshi_tiny import fit_codebooks, mimi_config, write_checkpoints
+    from moshi.models import loaders
 
     from pytest_duplexact.models import resolve_model
 

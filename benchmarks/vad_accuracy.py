@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_duplexact.listen import vad
 from pytest_duplexact.data.instance import bundled_root, load_dataset
-from pytest_duplexact.listen.segmentation import MERGE_GAP_S, merge_spans
 from pytest_duplexact.data.timeline import Span
+from pytest_duplexact.listen import vad
+from pytest_duplexact.listen.segmentation import MERGE_GAP_S, merge_spans
 
 TARGET_MS = 50.0
 

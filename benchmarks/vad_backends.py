@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Clock, load_average  # noqa: E402
 
 from pytest_duplexact.data import audio  # noqa: E402
-from pytest_duplexact.listen import degrade, vad, vad_network  # noqa: E402
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
+from pytest_duplexact.listen import degrade, vad, vad_network  # noqa: E402
 
 
 def tracks(quick: bool) -> list[tuple[str, str, np.ndarray]]:

@@ -9,10 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from .pytest_plugin import options, own_tests, resumed
 from .data.results import InstanceOutcome
-from .pytest_plugin.session import (PROPERTY, USAGE_PROPERTY, DuplexactSession, JudgeUnavailable,
-                                    param_id)
+from .pytest_plugin import options, own_tests, resumed
+from .pytest_plugin.session import (
+    PROPERTY,
+    USAGE_PROPERTY,
+    DuplexactSession,
+    JudgeUnavailable,
+    param_id,
+)
 
 __all__ = ["PROPERTY", "SESSION", "USAGE_PROPERTY", "JudgeUnavailable", "param_id",
            "session_of", "suites_dir"]

@@ -13,8 +13,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from pytest_duplexact.run.journal import INSTANCES_DIR, OUTCOME_FILE
 from pytest_duplexact.report import VOLATILE_KEYS
+from pytest_duplexact.run.journal import INSTANCES_DIR, OUTCOME_FILE
 
 ORACLE = "journal_model:oracle"  # speaks: VAD, timings and judges' inputs take part
 SILENT = "journal_model:silent"  # never speaks: no VAD, so pytest-xdist workers start fast
@@ -39,6 +39,26 @@ def link_audio(src: Path, dst: Path) -> None:
     import shutil
 
     shutil.copytree(src, dst, copy_function=link)
+
+
+def replicated_dataset(out: Path, action: str, condition: str, copies: int) -> Path:
+    """A dataset in ``out``: the bundled instances of one condition, each ``copies`` times
+    (new ids ``<id>-r<k>``, the same audio), so a paired drop can reach significance."""
+    from pytest_duplexact.data.instance import bundled_root
+
+    src = bundled_root()
+    out.mkdir()
+    link_audio(src / "audio", out / "audio")
+    lines = []
+    for line in (src / "instances.jsonl").read_text().splitlines():
+        d = json.loads(line)
+        if d["action"] == action and d["condition"] == condition:
+            lines += [json.dumps(dict(d, id=f"{d['id']}-r{r}")) for r in range(copies)]
+    (out / "instances.jsonl").write_text("\n".join(lines) + "\n")
+    meta = json.loads((src / "dataset.json").read_text())
+    meta["instances"] = len(lines)
+    (out / "dataset.json").write_text(json.dumps(meta))
+    return out
 
 
 def selected_ids() -> list[str]:

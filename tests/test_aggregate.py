@@ -11,11 +11,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data import taxonomy
-from pytest_duplexact.report.aggregate import (Aggregate, Counts, Timing, aggregate,
-                                               format_action_cell, format_cell, format_rate,
-                                               format_timing)
-from pytest_duplexact.data.results import (ImmediateResult, InstanceOutcome, SubsequentResult,
-                                           Verdict)
+from pytest_duplexact.data.results import (
+    ImmediateResult,
+    InstanceOutcome,
+    SubsequentResult,
+    Verdict,
+)
+from pytest_duplexact.report.aggregate import (
+    Aggregate,
+    Counts,
+    Timing,
+    aggregate,
+    format_action_cell,
+    format_cell,
+    format_rate,
+    format_timing,
+)
 
 V = Verdict
 _ids = itertools.count()

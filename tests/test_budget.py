@@ -4,10 +4,11 @@ admits trials by it passes its budget by at most one trial's cost."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytest_duplexact.report.cost import load_prices
 from pytest_duplexact.report.budget import Budget, BudgetError, parse_duration
+from pytest_duplexact.report.cost import load_prices
 
 PRICES = {"currency": "USD", "models": {"m": {"audio_in_s": 1.0}}}
 

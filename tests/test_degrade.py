@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_duplexact.listen import degrade, vad
 from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.listen import degrade, vad
 
 SR = 16_000
 

@@ -9,9 +9,7 @@ and a barge-in instance, so VAD spans, timings and aggregation all take part.
 from __future__ import annotations
 
 import pytest
-
-from runs_support import (CONDITIONS, ORACLE, assert_same_report, comparable, read_report,
-                          runner)
+from runs_support import CONDITIONS, ORACLE, assert_same_report, comparable, read_report, runner
 
 
 @pytest.fixture(scope="module")

@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pytest_duplexact.run import journal
 from pytest_duplexact.data import usage
-from pytest_duplexact.run.harness import Harness
 from pytest_duplexact.data.instance import bundled_root, load_dataset
-from pytest_duplexact.run.journal import Status
-from pytest_duplexact.models.silent import SilentModel
-from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.data.recording_io import RECORDING_FILE, track_file
 from pytest_duplexact.judges import JudgePanel
+from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.pytest_plugin.session import RUN_FILE, _load_resumed
+from pytest_duplexact.run import journal
+from pytest_duplexact.run.harness import Harness
+from pytest_duplexact.run.journal import Status
 from pytest_duplexact.run.settings import IDENTITY_KEYS, SCORING_KEYS, RunSettings
 
 SETTINGS = {

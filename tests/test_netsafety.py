@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.judges import ConfigError, JudgeClient
 from pytest_duplexact.data.netsafety import ENV_ALLOW, insecure_url_problem
+from pytest_duplexact.judges import ConfigError, JudgeClient
 
 
 @pytest.mark.parametrize("url", [

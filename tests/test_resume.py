@@ -13,9 +13,17 @@ import signal
 import time
 
 import pytest
-
-from runs_support import (ORACLE, SILENT, assert_same_report, child_pids, finished,
-                          read_report, runner, selected_ids, wait_until)
+from runs_support import (
+    ORACLE,
+    SILENT,
+    assert_same_report,
+    child_pids,
+    finished,
+    read_report,
+    runner,
+    selected_ids,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 DELAY = "0.4"  # seconds per instance: room for the kill to land between outcomes

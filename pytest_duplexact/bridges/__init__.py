@@ -61,8 +61,18 @@ calls it from ``X``'s ``if __name__ == "__main__"``. ``BridgeServer(model).start
 serves from your own asyncio code. docs/models.md has a complete ~30-line example.
 """
 
-from .kit import (KEY_ENV, BridgeServer, OptionError, SessionEnded, Stepper, Trial, answer,
-                  main, parser, typed_options)
+from .kit import (
+                  KEY_ENV,
+                  BridgeServer,
+                  OptionError,
+                  SessionEnded,
+                  Stepper,
+                  Trial,
+                  answer,
+                  main,
+                  parser,
+                  typed_options,
+)
 from .wire import ProtocolError, Ready
 
 __all__ = ["BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready", "SessionEnded",

@@ -63,9 +63,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .kit import OptionError, Trial, main as serve_main
-from .modelkit import (FrameQueue, TextDeltas, add_option_flag, import_model, local_dir,
-                       server_defaults, trial_options)
+from .kit import OptionError, Trial
+from .kit import main as serve_main
+from .modelkit import (
+    FrameQueue,
+    TextDeltas,
+    add_option_flag,
+    import_model,
+    local_dir,
+    server_defaults,
+    trial_options,
+)
 
 NAME = "bayling-duplex"
 TOKEN_RATE = 12.5  # speech tokens per second (duplex.py: time_offset = x_ratio / 12.5)

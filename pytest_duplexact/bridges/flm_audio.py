@@ -43,9 +43,16 @@ from typing import Any
 
 import numpy as np
 
-from .kit import Trial, main as serve_main
-from .modelkit import (TextDeltas, add_option_flag, import_model, local_dir, server_defaults,
-                       trial_options)
+from .kit import Trial
+from .kit import main as serve_main
+from .modelkit import (
+    TextDeltas,
+    add_option_flag,
+    import_model,
+    local_dir,
+    server_defaults,
+    trial_options,
+)
 
 NAME = "flm-audio"
 MIMI_FILE = "tokenizer-e351c8d8-checkpoint125.safetensors"  # flmaudio/models/loaders.py

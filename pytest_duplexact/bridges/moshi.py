@@ -23,7 +23,8 @@ import dataclasses
 from typing import Any
 
 from ..models.moshi import FRAME_SIZE, SAMPLE_RATE, MoshiModel, MoshiOptions, load
-from .kit import main as serve_main, typed_options
+from .kit import main as serve_main
+from .kit import typed_options
 
 PROG = "python -m pytest_duplexact.bridges.moshi"
 

@@ -61,9 +61,16 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .kit import OptionError, Trial, main as serve_main
-from .modelkit import (TextDeltas, add_option_flag, import_model, local_dir, server_defaults,
-                       trial_options)
+from .kit import OptionError, Trial
+from .kit import main as serve_main
+from .modelkit import (
+    TextDeltas,
+    add_option_flag,
+    import_model,
+    local_dir,
+    server_defaults,
+    trial_options,
+)
 
 NAME = "voila"
 TASK = "chat_aiao_auto"  # infer.py --task-type for the autonomous model

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..data.instance import check_dataset
-from ..data.instance import dataset_summary as summary  # noqa: F401 (validate.summary)
+from ..data.instance import dataset_summary as summary  # also read as validate.summary
 
 
 def main(args) -> int:

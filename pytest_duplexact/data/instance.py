@@ -9,14 +9,14 @@ field, so a broken dataset fails before any model is called.
 from __future__ import annotations
 
 import json
-from collections import Counter
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
+from ..rules import RULES
 from . import audio, taxonomy
 from .annotations import Annotations, Clip, Instance
-from ..rules import RULES
 from .timeline import Word
 
 __all__ = ["ANNOTATION_FIELDS", "Annotations", "CLIP_ROLES", "Clip", "Dataset", "DatasetError",

@@ -6,10 +6,10 @@ values / environment; a panel without judges is valid and marks what needs a jud
 NOT_JUDGED.
 """
 
+from ..rules.speech import JudgeInputError
 from .audio_judge import AudioJudge
 from .cache import RequestCache
 from .calls import ConfigError, Counters, RequestFailed, RetryPolicy
-from ..rules.speech import JudgeInputError
 from .client import Answer, JudgeClient
 from .panel import JudgePanel
 from .simulator_llm import LLMSimulator

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import calls, prompts
-from .client import ChatJSON, ENV_BASE_URL
+from .client import ENV_BASE_URL, ChatJSON
 from .wav import wav_bytes
 
 DEFAULT_MODEL = "gpt-audio-1.5"

@@ -31,8 +31,8 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
-from ..data.netsafety import Secret  # noqa: F401 (judges.calls.Secret, as before)
-from ..data.retry import RetryPolicy  # noqa: F401 (judges.RetryPolicy)
+from ..data.netsafety import Secret  # also read as judges.calls.Secret
+from ..data.retry import RetryPolicy  # also read as judges.RetryPolicy
 from .cache import RequestCache, request_key
 
 T = TypeVar("T")

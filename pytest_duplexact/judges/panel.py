@@ -16,11 +16,11 @@ from typing import Sequence
 import numpy as np
 
 from .. import rules
-from ..data.audio import SAMPLE_RATE
 from ..data.annotations import Instance
+from ..data.audio import SAMPLE_RATE
 from ..data.results import ImmediateResult, SubsequentResult, Verdict
-from ..rules.backchannel import Judgement
 from ..data.timeline import Segment, Timeline
+from ..rules.backchannel import Judgement
 from . import calls, prompts
 from .audio_judge import AudioJudge
 from .cache import RequestCache

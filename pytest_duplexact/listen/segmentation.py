@@ -22,8 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from . import vad
 from ..data.timeline import Segment, Span, Timeline, Word
+from . import vad
 
 # Pauses shorter than this stay inside one segment: clause pauses (espeak: <= 0.15 s) and the
 # fixtures' 0.2 s between a turn's sentences do; "Yeah. [0.4 s] So ..." stays a backchannel

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data import audio
-from . import vad
 from ..data.timeline import Word
+from . import vad
 
 ENV_MODEL = "DUPLEXACT_TRANSCRIBER_MODEL"
 BUNDLED_MODEL = "tiny.en"
@@ -127,7 +127,7 @@ class OfflineTranscriber:
         if self._path is None:
             path, _ = resolve_model_path(self._requested)
             try:
-                import faster_whisper  # noqa: F401
+                import faster_whisper  # noqa: F401 (only whether it imports)
             except ImportError:
                 raise TranscriberUnavailable(
                     f"the offline transcriber needs faster-whisper: {INSTALL_HINT}") from None

@@ -17,10 +17,10 @@ from typing import Callable
 import numpy as np
 import openai
 
+from ..data.timeline import Word
 from ..judges import calls
 from ..judges.cache import RequestCache, sha256_hex
 from ..judges.wav import wav_bytes
-from ..data.timeline import Word
 
 DEFAULT_MODEL = "whisper-1"
 ENV_MODEL = "DUPLEXACT_TRANSCRIBE_MODEL"

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from ..data import audio
-from . import vad_network
 from ..data.timeline import Span
+from . import vad_network
 
 VAD_SAMPLE_RATE = 16_000
 FRAME = 512  # silero-vad's frame at 16 kHz (32 ms)

@@ -41,7 +41,7 @@ def backend() -> str:
     choice = os.environ.get(ENV, "").strip().lower() or "auto"
     if choice == "auto":
         try:
-            import onnxruntime  # noqa: F401
+            import onnxruntime  # noqa: F401 (only whether it imports)
         except ImportError:
             return "torch"
         return "onnx"

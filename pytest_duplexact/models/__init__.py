@@ -31,7 +31,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from . import requirements
-from .base import ModelError, SessionInfo, SteppedModel, StepOutput, StreamingModel
+from .base import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
 RECORDED_PREFIX = "recorded:"

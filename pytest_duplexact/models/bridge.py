@@ -49,9 +49,17 @@ from ..data.netsafety import Secret
 from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
 from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
-from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Event, ItemDone, TranscriptDelta,
-                        Chunker, TransientModelError, stop_and_close)
 from .slots import PerSlotBatch
+from .streaming import (
+    DEFAULT_CHUNK_MS,
+    AudioDelta,
+    Chunker,
+    Event,
+    ItemDone,
+    TranscriptDelta,
+    TransientModelError,
+    stop_and_close,
+)
 from .words import TextStream
 
 log = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 
 from ..data import audio
-from ..listen.activity import EnergyGate
 from ..data.timeline import Word
+from ..listen.activity import EnergyGate
 from .base import SessionInfo, StepOutput
-from .slots import PerSlotBatch
 from .playback import Player, Speech
+from .slots import PerSlotBatch
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 SILENCE_S = 0.7  # user silence that ends a turn

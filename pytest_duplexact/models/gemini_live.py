@@ -32,11 +32,25 @@ import numpy as np
 
 from ..data.netsafety import insecure_url_problem
 from .base import ModelError, SessionInfo
+from .model_options import (  # also read as gemini_live.ModelConfigError
+    TRANSIENT_HTTP,
+    ModelConfigError,
+    coerce,
+    connect_error,
+    scrub,
+)
 from .pcm import from_pcm16, pcm16
-from .model_options import (ModelConfigError, TRANSIENT_HTTP, coerce,  # noqa: F401
-                            connect_error, scrub)  # (gemini_live.ModelConfigError)
-from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
-                        TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
+from .streaming import (
+    DEFAULT_CHUNK_MS,
+    AudioDelta,
+    Error,
+    Event,
+    ItemDone,
+    ResponseDone,
+    SpeechStarted,
+    TranscriptDelta,
+    TransientModelError,
+)
 
 log = logging.getLogger(__name__)
 

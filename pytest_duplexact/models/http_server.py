@@ -15,10 +15,9 @@ import io
 import logging
 from typing import Any
 
-import numpy as np
-
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 import httpx2
+import numpy as np
 
 from .base import ModelError
 from .model_options import ModelConfigError, scrub_url, shown_url

@@ -39,13 +39,28 @@ import numpy as np
 
 from ..data.audio import resample
 from .base import ModelError, SessionInfo
-from .http_server import (CLOSE_TIMEOUT_S, client, deadline, json_body, reach_route,
-                          request_error, shut_down, wav_bytes)
+from .http_server import (
+    CLOSE_TIMEOUT_S,
+    client,
+    deadline,
+    json_body,
+    reach_route,
+    request_error,
+    shut_down,
+    wav_bytes,
+)
 from .model_options import ModelConfigError, build, check_server_url, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
-from .streaming import (AudioDelta, Error, Event, ItemDone, SpeechStarted, TranscriptDelta,
-                        TransientModelError)
+from .streaming import (
+    AudioDelta,
+    Error,
+    Event,
+    ItemDone,
+    SpeechStarted,
+    TranscriptDelta,
+    TransientModelError,
+)
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,6 @@ from .pcm import from_pcm16
 from .server_session import QueuedEvents
 from .streaming import AudioDelta, ItemDone, TranscriptDelta
 
-
 LABEL = "mini-omni2"
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000   # OUT_RATE in the web UIs

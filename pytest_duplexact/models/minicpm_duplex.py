@@ -45,6 +45,7 @@ from typing import Any, AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
@@ -53,8 +54,18 @@ from ..data.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
 from .server_session import started
-from .streaming import (AudioDelta, DEFAULT_CHUNK_MS, Error, Event, ItemDone, SpeechStarted,
-                        TranscriptDelta, TransientModelError, Chunker, stop_and_close)
+from .streaming import (
+    DEFAULT_CHUNK_MS,
+    AudioDelta,
+    Chunker,
+    Error,
+    Event,
+    ItemDone,
+    SpeechStarted,
+    TranscriptDelta,
+    TransientModelError,
+    stop_and_close,
+)
 
 log = logging.getLogger(__name__)
 

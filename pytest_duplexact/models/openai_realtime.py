@@ -29,11 +29,24 @@ from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed  # openai[realtime] brings websockets
 
 from .base import ModelError, SessionInfo
+from .model_options import (  # also read as openai_realtime.ModelConfigError
+    ModelConfigError,
+    coerce,
+    connect_error,
+    scrub,
+)
 from .pcm import from_pcm16, pcm16
-from .model_options import (ModelConfigError, coerce, connect_error,  # noqa: F401
-                            scrub)  # (openai_realtime.ModelConfigError)
-from .streaming import (AudioDelta, Error, Event, ItemDone, ResponseDone, SpeechStarted,
-                        TranscriptDelta, TransientModelError, DEFAULT_CHUNK_MS)
+from .streaming import (
+    DEFAULT_CHUNK_MS,
+    AudioDelta,
+    Error,
+    Event,
+    ItemDone,
+    ResponseDone,
+    SpeechStarted,
+    TranscriptDelta,
+    TransientModelError,
+)
 
 log = logging.getLogger(__name__)
 

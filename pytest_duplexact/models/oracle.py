@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..listen.activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
 from ..data.instance import Instance
 from ..data.timeline import Word
+from ..listen.activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
 from .base import SessionInfo, StepOutput
-from .slots import PerSlotBatch
 from .playback import Player, Speech
+from .slots import PerSlotBatch
 
 # Every clip the oracle speaks: pauses longer than this are shortened to PAUSE_S (energy
 # edges; the VAD's edges sit a little wider).

@@ -8,8 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..listen.activity import speech_spans
 from ..data.timeline import Word
+from ..listen.activity import speech_spans
 from .base import StepOutput
 
 FADE_S = 0.01  # a cut fades out over 10 ms instead of clicking

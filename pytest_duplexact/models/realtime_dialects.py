@@ -35,8 +35,13 @@ from openai import AsyncOpenAI
 
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, scrub
-from .openai_realtime import (OpenAIRealtimeSession, _connect_error, _is_transient, _tls_context,
-                              configured)
+from .openai_realtime import (
+    OpenAIRealtimeSession,
+    _connect_error,
+    _is_transient,
+    _tls_context,
+    configured,
+)
 from .streaming import DEFAULT_CHUNK_MS, Error, Event, TransientModelError
 
 TURN_DETECTION = ("server_vad", "none")

@@ -39,16 +39,23 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
+
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 import socketio
 
 from .base import ModelError, SessionInfo
 from .http_server import probe
-from .model_options import (ModelConfigError, build, check_server_url, scrub_url, shown_url)
+from .model_options import ModelConfigError, build, check_server_url, scrub_url, shown_url
 from .pcm import from_pcm16, pcm16
 from .server_session import QueuedEvents, started
-from .streaming import (AudioDelta, Error, ItemDone, SpeechStarted, TranscriptDelta,
-                        TransientModelError)
+from .streaming import (
+    AudioDelta,
+    Error,
+    ItemDone,
+    SpeechStarted,
+    TranscriptDelta,
+    TransientModelError,
+)
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, AsyncIterator, Callable, Protocol, Sequence, Union,
-                    runtime_checkable)
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Callable,
+    Protocol,
+    Sequence,
+    Union,
+    runtime_checkable,
+)
 
 from .base import ModelError
 

@@ -20,9 +20,9 @@ from dataclasses import replace
 from typing import Any, Awaitable, Callable, Union
 
 from ..data.instance import Instance
+from ..data.taxonomy import Pipeline
 from ..models import is_recorded, is_stepped, is_streaming
 from ..models.base import SessionInfo
-from ..data.taxonomy import Pipeline
 from .bargein import BargeInReplay
 from .direct import DirectReplay
 from .duplex import Duplex, Recording
@@ -107,9 +107,8 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
         raise ValueError(f"SessionInfo is for instance {info.instance.id}, not {instance.id}")
     # a stepped model across a network (the bridge client) may fail transiently too
     if is_streaming(model) or getattr(model, "retries_transient", False):
-        from .streaming import run_with_retry
-
         from ..data.usage import add_counts
+        from .streaming import run_with_retry
 
         spent: list = []
         recording = await run_with_retry(lambda: _run_once(instance, model, info, policy,

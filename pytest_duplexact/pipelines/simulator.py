@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..data.audio import SAMPLE_RATE, silence
-from ..listen.activity import EnergyGate
 from ..data.instance import Instance
 from ..data.timeline import Cue
+from ..listen.activity import EnergyGate
 from .direct import CHUNK_S, push_in_chunks
 from .duplex import Duplex, Recording
 from .policy import SimulatorPolicy, SimulatorState

@@ -13,13 +13,12 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from . import watchdog
 from ..data.audio import SAMPLE_RATE
-from ..models.base import ModelError, SessionInfo, SteppedModel, StepOutput
 from ..data.timeline import Word
+from ..models.base import ModelError, SessionInfo, StepOutput, SteppedModel
+from . import watchdog
 from .duplex import Duplex, Recording, Track
 from .output_check import dtype_problem, level_problem
-
 
 _F32 = np.dtype(np.float32)
 _EMPTY = np.zeros(0, dtype=np.float32)

@@ -28,15 +28,24 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from . import watchdog
 from ..data.audio import SAMPLE_RATE, resample
-from ..models.base import ModelError, SessionInfo, StreamingModel
-from ..models.streaming import (DEFAULT_CHUNK_MS, AudioDelta, Error, Event, ItemDone, ResponseDone,
-                                SpeechStarted, StreamingSession, TranscriptDelta,
-                                TransientModelError)
 from ..data.recording import Recording
 from ..data.retry import STREAMING, RetryPolicy
 from ..data.timeline import Word
+from ..models.base import ModelError, SessionInfo, StreamingModel
+from ..models.streaming import (
+    DEFAULT_CHUNK_MS,
+    AudioDelta,
+    Error,
+    Event,
+    ItemDone,
+    ResponseDone,
+    SpeechStarted,
+    StreamingSession,
+    TranscriptDelta,
+    TransientModelError,
+)
+from . import watchdog
 from .duplex import Duplex, Track
 from .output_check import dtype_problem, level_problem
 from .stepped import StreamResampler

@@ -22,19 +22,18 @@ from pathlib import Path
 import pytest
 
 from .. import __version__
-from ..report import gates
-from . import options
-from ..data.netsafety import masked_repr
 from ..data import usage
+from ..data.instance import DatasetError, bundled_root, check_dataset
+from ..data.netsafety import masked_repr
+from ..data.results import InstanceOutcome, Verdict
+from ..report import gates
+from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
-from ..data.instance import DatasetError, bundled_root, check_dataset
-from ..data.results import InstanceOutcome, Verdict
-from ..run.rundir import REPORT_FILE, RUN_FILE, RunDir, write_json  # noqa: F401 (the run's files)
-from ..run.rundir import claim_new
+from ..run.rundir import RUN_FILE, RunDir, claim_new, write_json
 from ..run.selection import Selection, SelectionError, parse_shard, select
 from ..run.settings import RunSettings, SettingsError
-from ..report.budget import STOP_FILE
+from . import options
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
@@ -747,17 +746,17 @@ class DuplexactSession:
         results = [gates.evaluate(g, lookup(report)) for g in self.gates]
         report["gates"] = [r.to_dict() for r in results]
         report["notes"] = list(self.notes)
-        report["usage"] = usage.total(self.usage.values())
-        from ..report.judging import section as judges_section
-
-        if (judged := judges_section(report["usage"])) is not None:
-            report["judges"] = judged  # which judges, and whether S is the paper's kind
-        from ..report.cost import PriceError, estimate, load_prices
+        from ..report.cost import PriceError, load_prices
 
         try:
-            report["cost"] = estimate(report["usage"], load_prices(options.get(config, "prices")))
+            prices = load_prices(options.get(config, "prices"))
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
+            prices = None
             self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
+        from ..report.sections import add_run_sections
+
+        # usage, judges, cost, the paper side by side: the same sections merge adds
+        add_run_sections(report, usage.total(self.usage.values()), prices)
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
         missing = len(expected - {o.id for o in outcomes})
@@ -782,10 +781,6 @@ class DuplexactSession:
                 self._stop_file.unlink()
             except OSError:
                 pass
-        if self.settings.released is not None:  # the paper side by side (released/paper.py)
-            from ..released.paper import paper_section
-
-            report["paper_comparison"] = paper_section(report)
         baseline = self.baseline
         if baseline:  # regression gate (report/baseline.py): significant drops fail the run
             from ..report.baseline import gate

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..report.explain import explain
 from ..data.results import InstanceOutcome, Verdict
+from ..report.explain import explain
 
 
 class DuplexactMiss(pytest.fail.Exception):

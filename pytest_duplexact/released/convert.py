@@ -31,12 +31,22 @@ from pathlib import Path
 import numpy as np
 
 from ..data import audio
-from ..data.instance import (ANNOTATION_FIELDS, FORMAT_NAME, FORMAT_VERSION, HEADER, MANIFEST,
-                             MAX_CLIP_S, TEXT_FIELDS, id_problem, instance_problems,
-                             required_fields, show_value)
+from ..data.instance import (
+    ANNOTATION_FIELDS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HEADER,
+    MANIFEST,
+    MAX_CLIP_S,
+    TEXT_FIELDS,
+    id_problem,
+    instance_problems,
+    required_fields,
+    show_value,
+)
 from . import ReleasedDataError
 from .mapping import COLUMNS, Mapping, lookup, to_seconds
-from .snapshot import Snapshot, cache_root  # noqa: F401 (cache_root: convert.cache_root)
+from .snapshot import Snapshot, cache_root  # cache_root: also read as convert.cache_root
 
 CONVERTER_VERSION = 2  # 2: rows checked by the loader at conversion, unique ids
 BATCH_ROWS = 8  # rows decoded at once (audio rows are large: ~0.5 MB per 10 s at 24 kHz)

@@ -10,9 +10,9 @@ from typing import Iterable
 
 from .. import __version__
 from ..data import taxonomy
-from .aggregate import aggregate
 from ..data.results import InstanceOutcome
 from ..run.settings import RunSettings
+from .aggregate import aggregate
 
 SCHEMA = "duplexact-report"
 VERSION = 1

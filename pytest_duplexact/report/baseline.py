@@ -23,11 +23,10 @@ from pathlib import Path
 
 from ..data import taxonomy
 from ..run.settings import RunSettings, SettingsError
-from . import ReportFileError, read_report
-from . import paired
+from . import ReportFileError, paired, read_report
+from .count_checks import count_problems
 from .judging import section as judges_of
 from .stats import drop_test, holm, rate_of
-from .count_checks import count_problems
 
 DEFAULT_ALPHA = 0.05
 METHOD = ("unpaired one-sided test of a drop per action and condition (I and S): Fisher's "

@@ -15,8 +15,19 @@ from pathlib import Path
 from ..data import taxonomy
 from .baseline import against
 from .charts import paired_deltas_chart
-from .html import (AUDIO_MODES, CSS, DEFAULT_EMBED_LIMIT, HtmlError, _baseline_section,
-                   _chart, _esc, _instance_folder, _recording_roots, _table, instance_media)
+from .html import (
+    AUDIO_MODES,
+    CSS,
+    DEFAULT_EMBED_LIMIT,
+    HtmlError,
+    _baseline_section,
+    _chart,
+    _esc,
+    _instance_folder,
+    _recording_roots,
+    _table,
+    instance_media,
+)
 
 SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
             ".pair>div{min-width:0}.pair h4{margin:4px 0;font-size:13px}")

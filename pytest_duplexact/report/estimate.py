@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..data.taxonomy import OBSERVATION_PERIOD_S, Pipeline
-from ..pipelines import bargein as _bargein, simulator as _simulator
+from ..pipelines import bargein as _bargein
+from ..pipelines import simulator as _simulator
 
 # services a run may call besides the model (data/usage.py labels), and the settings that
 # name their models; local ones (offline transcriber, rule simulator) bill nothing

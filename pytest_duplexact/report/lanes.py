@@ -8,7 +8,6 @@ import html
 from ..data import taxonomy
 from ..data.timeline import count_words
 
-
 LANES = ("user speech", "cue", "rule window", "model speech (VAD)", "model segments", "events")
 
 

@@ -5,12 +5,19 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 from __future__ import annotations
 
 from ..data import taxonomy
-from .aggregate import NA
 from . import paper as paper_data
+from .aggregate import NA
 from .judging import s_note
+from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_rate_value)
+    action_rows,
+    condition_rows,
+    failed,
+    failure_reason,
+    fmt_rate,
+    fmt_rate_value,
+    fmt_timing,
+)
 from .stats import rate_of
-from .rows import (action_rows, condition_rows, failed, failure_reason,  # noqa: F401
-                   fmt_rate, fmt_rate_value, fmt_timing)
 
 MAX_LISTED_FAILURES = 200  # a PR comment has a size limit; the HTML view lists every one
 

@@ -5,8 +5,10 @@ of every shard sorted by id, the summary recomputed by ``aggregate`` from those 
 the settings of the shards with ``selection.shard`` cleared. It differs from that run's only in
 ``created`` (volatile) and in ``shards``, where each shard came from and where its recordings
 are (so the HTML view finds the audio). ``usage`` (remote calls, cache hits) is the shards'
-sum: equal to the unsharded run's where the calls are the same. Gates and baseline sections of the shards are dropped:
-they judged one shard; gate the merged report instead.
+sum: equal to the unsharded run's where the calls are the same. Usage, judges, cost and (released
+data) the paper side by side are added by ``sections.add_run_sections``, as the plugin adds them.
+Gates and baseline sections of the shards are dropped: they judged one shard; gate the merged
+report instead.
 
 Refused, with the file and field named: reports that are not DuplexAct reports, of different
 report versions, models, datasets, scoring settings or selections; overlapping instances;
@@ -21,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..run.rundir import write_json
 from ..data.results import InstanceOutcome, outcome_problem
+from ..run.rundir import write_json
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, build_report, read_report
 
@@ -149,18 +151,15 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
         notes.append(_missing_message(missing) + " (merged with --allow-incomplete)")
     merged["notes"] = notes
     usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
-    if usages:  # each shard's total; their sum is the whole run's
-        from ..data.usage import total
+    from ..data.usage import total
+    from .cost import load_prices
+    from .sections import add_run_sections
 
-        merged["usage"] = total(usages)
-        from .judging import section as judges_section
-
-        judged = judges_section(merged["usage"])
-        if judged is not None and any("judges" in rep for _, rep in loaded):
-            merged["judges"] = judged  # as each shard's run wrote it, over the whole run
-        from .cost import estimate, load_prices
-
-        merged["cost"] = estimate(merged["usage"], load_prices())
+    # usage (each shard's total; their sum is the whole run's), judges (as each shard's run
+    # wrote them, over the whole run), cost, the paper side by side: as the plugin adds them
+    add_run_sections(merged, total(usages) if usages else None,
+                     load_prices() if usages else None,
+                     judges=any("judges" in rep for _, rep in loaded))
     estimates = [rep["estimate"] for _, rep in loaded if rep.get("estimate")]
     if estimates and len(estimates) == len(loaded):  # shards run in parallel: walls overlap
         from .estimate import combine

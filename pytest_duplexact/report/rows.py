@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..data import taxonomy
-from .aggregate import NA
 from . import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
 from . import why_no_rate
+from .aggregate import NA
 from .stats import Rate, rate_of
 
 

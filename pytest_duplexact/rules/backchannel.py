@@ -22,7 +22,6 @@ from .common import fmt_window, inside
 from .speech import segment_text, segments_text, user_text
 
 
-
 def function_label(value: object) -> str:
     """A stage-3 label in the condition ids' spelling."""
     label = str(value).strip().lower()

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from ..data.annotations import Instance
 from ..data.results import ImmediateResult, SubsequentResult
-from . import RULES, Trial
 from ..data.timeline import Segment, Timeline
+from . import RULES, Trial
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, 
 from ..data.taxonomy import STOP_FINAL_GRACE_S
 from ..data.timeline import Timeline
 from .base import SIMULATOR_REPLAY, Rule, Trial
-from .common import EPS, END_TOLERANCE_S, active_at, fmt_window, list_segments, substantive
+from .common import END_TOLERANCE_S, EPS, active_at, fmt_window, list_segments, substantive
 
 
 def _excluded(tl: Timeline) -> ImmediateResult | None:

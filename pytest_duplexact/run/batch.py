@@ -18,9 +18,8 @@ import concurrent.futures
 import sys
 import time
 
-from ..pipelines.batch import Batcher, BatchedDuplex
-from ..pipelines.watchdog import (_GRACE, _Progress, _poll, _stack, _timed_out, describe,
-                                  watch_async)
+from ..pipelines.batch import BatchedDuplex, Batcher
+from ..pipelines.watchdog import _GRACE, _poll, _Progress, _stack, _timed_out, describe, watch_async
 from .prefetch import Prefetcher
 
 

@@ -7,23 +7,23 @@ killed run keeps every finished instance.
 
 from __future__ import annotations
 
-import traceback
 import dataclasses
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..rules import scoring
 from ..data.instance import Instance
+from ..data.results import ImmediateResult, InstanceOutcome, Verdict
+from ..data.timeline import Segment, Timeline
+from ..listen.diagnosis import no_speech_diagnosis
 from ..models.base import SessionInfo
+from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
+from ..rules import scoring
 from .rundir import RunDir
 from .settings import SettingsError
-from ..data.results import ImmediateResult, InstanceOutcome, Verdict
-from ..listen.diagnosis import no_speech_diagnosis
-from ..data.timeline import Segment, Timeline
-from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
 
 
 def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:

@@ -15,9 +15,17 @@ from enum import Enum
 from pathlib import Path
 
 from ..data.results import InstanceOutcome, Verdict, finite_number, outcome_problem
+from .rundir import (  # noqa: F401 (the run files' names: journal.OUTCOME_FILE, as before)
+    ERROR_FILE,
+    FINGERPRINT_KEY,
+    INSTANCES_DIR,
+    OUTCOME_FILE,
+    TIMELINE_FILE,
+    USAGE_KEY,
+    RunDir,
+    read_json_object,
+)
 
-from .rundir import (ERROR_FILE, FINGERPRINT_KEY, INSTANCES_DIR, OUTCOME_FILE,  # noqa: F401
-                     TIMELINE_FILE, USAGE_KEY, RunDir, read_json_object)
 
 class Status(str, Enum):
     FINISHED = "finished"  # reusable as is

@@ -20,8 +20,14 @@ from pytest_duplexact.models.model_options import ModelConfigError
 
 from .model_stubs import SCALE, bayling
 from .model_stubs.tokenizer import write_vocab
-from .model_support import (assert_echo, bridge_process, client_trial, constant_frames,
-                            dc_instance, run_steps)
+from .model_support import (
+    assert_echo,
+    bridge_process,
+    client_trial,
+    constant_frames,
+    dc_instance,
+    run_steps,
+)
 from .support import served
 
 FRAME = 1764  # one speech token (80 ms) at 22,050 Hz

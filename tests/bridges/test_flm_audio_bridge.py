@@ -16,8 +16,14 @@ from pytest_duplexact.bridges.modelkit import ModelMissing
 
 from .model_stubs import SCALE, flm
 from .model_stubs.tokenizer import FakeTokenizer, write_vocab
-from .model_support import (assert_echo, bridge_process, client_trial, constant_frames,
-                            dc_instance, run_steps)
+from .model_support import (
+    assert_echo,
+    bridge_process,
+    client_trial,
+    constant_frames,
+    dc_instance,
+    run_steps,
+)
 from .support import served
 
 WAIT = 5

@@ -11,8 +11,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from pytest_duplexact.bridges import OptionError, SessionEnded, Trial, typed_options, wire
 from bridges.support import served
+from pytest_duplexact.bridges import OptionError, SessionEnded, Trial, typed_options, wire
 
 RATE, FRAME = 16_000, 320
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_duplexact.bridges.modelkit import (FrameQueue, ModelMissing, TextDeltas,
-                                               import_model, local_dir, server_defaults,
-                                               trial_seed)
+from pytest_duplexact.bridges.modelkit import (
+    FrameQueue,
+    ModelMissing,
+    TextDeltas,
+    import_model,
+    local_dir,
+    server_defaults,
+    trial_seed,
+)
 
 
 # a byte-level tokenizer: ids are UTF-8 bytes, decoded as a whole (a split character is U+FFFD)

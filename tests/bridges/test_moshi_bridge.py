@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pipelines.helpers import cat, gap, make_instance, run, tone
 
+from bridges.support import served
 from pytest_duplexact.bridges import parser
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-
-from bridges.support import served
-from pipelines.helpers import cat, gap, make_instance, run, tone
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")

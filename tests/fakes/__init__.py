@@ -4,6 +4,18 @@
 """
 
 from .openai_server import (  # noqa: F401
-    Content, Disconnect, Drip, Fail, FakeOpenAI, Hang, JsonReply, Raw, Recorded, Refusal,
-    Reply, Transcript, openai_server, schema_default,
+    Content,
+    Disconnect,
+    Drip,
+    Fail,
+    FakeOpenAI,
+    Hang,
+    JsonReply,
+    Raw,
+    Recorded,
+    Refusal,
+    Reply,
+    Transcript,
+    openai_server,
+    schema_default,
 )

@@ -56,9 +56,19 @@ from websockets.exceptions import ConnectionClosed
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_ws import (OUT_RATE, FakeServer, JsonScript, SpeakingConnection, b64_pcm16, pause,
-                     scripted_reply, serve_until_stdin_closes, standalone_parser)
-from fake_ws import energy_bounds, speech  # noqa: F401  (tests use them from here)
+from fake_ws import (
+    OUT_RATE,
+    FakeServer,
+    JsonScript,
+    SpeakingConnection,
+    b64_pcm16,
+    energy_bounds,  # noqa: F401  (tests use it from here)
+    pause,
+    scripted_reply,
+    serve_until_stdin_closes,
+    speech,  # noqa: F401  (tests use it from here)
+    standalone_parser,
+)
 
 IN_RATE = 16_000
 FRAME = IN_RATE // 50  # 20 ms VAD frames

@@ -42,8 +42,15 @@ from websockets.exceptions import ConnectionClosed
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_ws import (OUT_RATE, FakeServer, JsonScript, serve_until_stdin_closes, speech,
-                     standalone_parser, tone)
+from fake_ws import (
+    OUT_RATE,
+    FakeServer,
+    JsonScript,
+    serve_until_stdin_closes,
+    speech,
+    standalone_parser,
+    tone,
+)
 
 IN_RATE = 16_000
 DUPLEX_CONFIG = {  # the demo's DuplexConfig fields and defaults

@@ -52,9 +52,17 @@ from websockets.exceptions import ConnectionClosed
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_ws import (FakeServer, JsonScript, SpeakingConnection, b64_pcm16, pause,
-                     scripted_reply, serve_until_stdin_closes, standalone_parser)
-from fake_ws import energy_bounds  # noqa: F401  (tests and benchmarks use it from here)
+from fake_ws import (
+    FakeServer,
+    JsonScript,
+    SpeakingConnection,
+    b64_pcm16,
+    energy_bounds,  # noqa: F401  (tests and benchmarks use it from here)
+    pause,
+    scripted_reply,
+    serve_until_stdin_closes,
+    standalone_parser,
+)
 
 RATE = 24_000
 FRAME = RATE // 50  # 20 ms VAD frames

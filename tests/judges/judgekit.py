@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_duplexact.data.instance import Annotations, Clip, Instance
-from pytest_duplexact.judges import RetryPolicy
 from pytest_duplexact.data.timeline import Cue, Segment, Timeline, Word
+from pytest_duplexact.judges import RetryPolicy
 
 FAKE_KEY = "sk-FAKE-duplexact-0d15ea5e-not-a-real-key"
 

@@ -9,11 +9,11 @@ import pytest
 from judgekit import BERLIN, TABLE_WORDS, make_instance, seg, timeline, words
 
 from pytest_duplexact.data import taxonomy
+from pytest_duplexact.data.timeline import Cue, MissingTranscript, Word
 from pytest_duplexact.judges import JudgePanel, prompts
 from pytest_duplexact.rules import RULES, Trial, backchannel
 from pytest_duplexact.rules.base import Rule
 from pytest_duplexact.rules.speech import JudgeInputError, split_segment
-from pytest_duplexact.data.timeline import Cue, MissingTranscript, Word
 
 
 def fields(inst, tl) -> dict[str, str]:

@@ -12,11 +12,11 @@ from judgekit import FAST, immediate_of, seg, timeline, trial
 
 from pytest_duplexact import rules
 from pytest_duplexact.data import taxonomy
+from pytest_duplexact.data.results import Verdict, failure
+from pytest_duplexact.data.timeline import Cue
 from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, RequestCache, prompts
 from pytest_duplexact.judges.audio_judge import DEFAULT_MODEL as AUDIO_MODEL
-from pytest_duplexact.data.results import Verdict, failure
 from pytest_duplexact.rules.backchannel import Judgement
-from pytest_duplexact.data.timeline import Cue
 from tests.fakes import Content, JsonReply, Reply
 
 CONDITIONS = [(c.action, c.id) for c in taxonomy.CONDITIONS]

@@ -12,6 +12,7 @@ import wave
 
 import numpy as np
 import pytest
+
 from pytest_duplexact.judges import AudioJudge, JudgeClient, RetryPolicy
 from pytest_duplexact.judges.calls import effective_base_url, endpoint_kind
 from pytest_duplexact.judges.client import YES_NO_SCHEMA, check_object

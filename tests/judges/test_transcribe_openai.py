@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 from judgekit import FAST, HANG_S, HANG_TIMEOUT
 
-from pytest_duplexact.judges import RequestCache
 from pytest_duplexact.data.timeline import Word
+from pytest_duplexact.judges import RequestCache
 from pytest_duplexact.listen.transcribe import Transcriber
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
 from tests.fakes import Fail, Hang, Transcript

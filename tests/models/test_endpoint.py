@@ -2,14 +2,21 @@
 backchannels, says its bundled >= 5-word reply."""
 
 import pytest
+from pipelines.helpers import (
+    cat,
+    direct_instance,
+    gap,
+    make_instance,
+    run,
+    simulator_instance,
+    spans,
+    tone,
+)
 
+from pytest_duplexact.data.timeline import count_words
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.endpoint import REACTION_S, SILENCE_S, response
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.data.timeline import count_words
-
-from pipelines.helpers import (cat, direct_instance, gap, make_instance, run, simulator_instance,
-                               spans, tone)
 
 
 def test_bundled_reply_has_speech_and_a_transcript():

@@ -10,14 +10,13 @@ import asyncio
 
 import numpy as np
 import pytest
+from pipelines.helpers import direct_instance, run
+from pipelines.test_batch import same
 
 from pytest_duplexact.models import is_batched, resolve_model
 from pytest_duplexact.models.base import SessionInfo
-
-from pipelines.helpers import direct_instance, run
-from pipelines.test_batch import same
 from pytest_duplexact.pipelines.bargein import BargeInReplay
-from pytest_duplexact.pipelines.batch import Batcher, BatchedDuplex
+from pytest_duplexact.pipelines.batch import BatchedDuplex, Batcher
 from pytest_duplexact.pipelines.direct import DirectReplay
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")

@@ -5,19 +5,33 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from pipelines.helpers import (
+    SR,
+    cat,
+    gap,
+    instance_for,
+    make_instance,
+    run,
+    simulator_instance,
+    spans,
+    speech_in,
+    timeline_of,
+    tone,
+)
 
 from pytest_duplexact.data import audio, taxonomy
-from pytest_duplexact.rules import scoring
 from pytest_duplexact.data.instance import Clip
-from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.oracle import (LEAD_IN_REPLY_S, REACTION_S, RECOVERY_AFTER_S,
-                                            TAKE_TURN_ONSET_S)
-from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.data.timeline import Word
-
-from pipelines.helpers import (SR, cat, gap, instance_for, make_instance, run,
-                              simulator_instance, spans, speech_in, timeline_of, tone)
+from pytest_duplexact.models import resolve_model
+from pytest_duplexact.models.oracle import (
+    LEAD_IN_REPLY_S,
+    REACTION_S,
+    RECOVERY_AFTER_S,
+    TAKE_TURN_ONSET_S,
+)
+from pytest_duplexact.pipelines import run_instance
+from pytest_duplexact.rules import scoring
 
 
 @pytest.fixture(scope="module")

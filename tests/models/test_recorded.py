@@ -6,14 +6,17 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
+from pipelines.helpers import direct_instance, run, simulator_instance, tone
 
+from pytest_duplexact.data.recording_io import (
+    RECORDING_FILE,
+    RecordingFormatError,
+    load_recording,
+    save_recording,
+)
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.data.recording_io import (RECORDING_FILE, RecordingFormatError,
-                                                load_recording, save_recording)
-
-from pipelines.helpers import direct_instance, run, simulator_instance, tone
 
 
 @pytest.fixture(scope="module")

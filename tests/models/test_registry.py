@@ -4,15 +4,20 @@ import sys
 from importlib.metadata import EntryPoint
 
 import pytest
+from pipelines.helpers import ScriptedModel
 
 import pytest_duplexact.models as models
-from pytest_duplexact.models import (BUILTINS, ENTRY_POINT_GROUP, UnknownModel, is_recorded,
-                                     is_stepped, resolve_model)
+from pytest_duplexact.models import (
+    BUILTINS,
+    ENTRY_POINT_GROUP,
+    UnknownModel,
+    is_recorded,
+    is_stepped,
+    resolve_model,
+)
 from pytest_duplexact.models.endpoint import EndpointModel
 from pytest_duplexact.models.oracle import OracleModel
 from pytest_duplexact.models.silent import SilentModel
-
-from pipelines.helpers import ScriptedModel
 
 
 @pytest.mark.parametrize("name,cls", [("silent", SilentModel), ("oracle", OracleModel),

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.bargein import OBSERVATION_S, TAKEOVER_MIN_SPEECH_S, BargeInReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-from pytest_duplexact.data.timeline import Word
 
 from .helpers import SR, ScriptedModel, direct_instance, run
 

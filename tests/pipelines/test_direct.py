@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay, push_in_chunks
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S
 
 from .helpers import SR, ScriptedModel, direct_instance, run
 

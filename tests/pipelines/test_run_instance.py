@@ -5,8 +5,13 @@ import pytest
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.models.base import ModelError, SessionInfo
-from pytest_duplexact.pipelines import (BargeInReplay, DirectReplay, SimulatorReplay,
-                                        pipeline_for, run_instance)
+from pytest_duplexact.pipelines import (
+    BargeInReplay,
+    DirectReplay,
+    SimulatorReplay,
+    pipeline_for,
+    run_instance,
+)
 from pytest_duplexact.pipelines.duplex import Recording
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 

@@ -4,14 +4,19 @@ force the cue; the cue's speech interval is recorded on the session clock."""
 import numpy as np
 import pytest
 
+from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.policy import SimulatorState
-from pytest_duplexact.pipelines.simulator import (MAX_WAIT_AFTER_SPEECH_S, MAX_WAIT_NO_SPEECH_S,
-                                                  OBSERVATION_S, RULE_MIN_SPEECH_S,
-                                                  RuleBasedSimulator, SimulatorReplay)
+from pytest_duplexact.pipelines.simulator import (
+    MAX_WAIT_AFTER_SPEECH_S,
+    MAX_WAIT_NO_SPEECH_S,
+    OBSERVATION_S,
+    RULE_MIN_SPEECH_S,
+    RuleBasedSimulator,
+    SimulatorReplay,
+)
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-from pytest_duplexact.data.timeline import Word
 
 from .helpers import SR, ScriptedModel, run, simulator_instance
 

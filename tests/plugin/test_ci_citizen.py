@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from pytest_duplexact.report import job_summary, store
+from tests.runs_support import replicated_dataset
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
@@ -43,26 +44,39 @@ def test_the_job_summary_stays_within_githubs_limit(tmp_path):
     assert job_summary.append(rep, env={}) is None
 
 
-def test_autosave_then_compare_with_latest_gates_on_a_significant_drop(pytester):
-    sel = ["--duplexact-condition=take_turn.delayed,wait.inter_sentential_pause"]
+def test_autosave_then_compare_with_latest_gates_on_a_significant_drop(pytester, tmp_path):
+    # the bundled take_turn.delayed instances twice over: 6 pairs, so 6/6 -> 0/6 is a
+    # significant paired drop (McNemar's exact p = 1/32, Holm over 2 comparisons: 1/16 < 0.1)
+    data = replicated_dataset(tmp_path / "data", "take_turn", "delayed", copies=2)
+    sel = [f"--duplexact-data={data}", "--duplexact-baseline-alpha=0.1", "-p",
+           "no:cacheprovider"]
     good = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-autosave",
-                                         *sel, "-p", "no:cacheprovider", timeout=300)
+                                         *sel, timeout=300)
     assert good.ret == 0 and "duplexact: stored this run as" in good.stdout.str()
     (first,) = store.entries(Path(pytester.path, ".duplexact"))
     assert first[0] == 1 and first[1].name.startswith("0001_oracle_")
     same = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-compare",
-                                         "--duplexact-autosave", *sel, "-p", "no:cacheprovider",
-                                         timeout=300)
+                                         "--duplexact-autosave", *sel, timeout=300)
     assert same.ret == 0, same.stdout.str()
     assert len(store.entries(Path(pytester.path, ".duplexact"))) == 2
+    report = _run_report(pytester, "oracle-*")
+    assert report["baseline"]["passed"] and report["baseline"]["drops"] == []
     worse = pytester.runpytest_subprocess("--duplexact-model=silent", "--duplexact-compare=1",
-                                          *sel, "-p", "no:cacheprovider", timeout=300)
-    report = json.loads(next(Path(pytester.path, "duplexact-runs").glob(
-        "silent-*/report.json")).read_text())
-    assert report["baseline"]["path"].endswith(first[1].name)
-    # 3/3 -> 0/3 on take_turn.delayed is not significant after Holm with n = 3; the gate
-    # decides the exit status all the same, and says what it compared
-    assert worse.ret in (0, 1) and "Baseline" in worse.stdout.str()
+                                          *sel, timeout=300)
+    report = _run_report(pytester, "silent-*")
+    b = report["baseline"]
+    assert b["path"].endswith(first[1].name) and b["pairing"] == "paired"
+    # every instance of the selection ran as a miss, not an error: the gate alone fails it
+    assert report["totals"] == {"instances": 6, "errors": 0}
+    assert not b["passed"] and b["drops"] == ["take_turn.I", "take_turn.delayed.I"]
+    assert worse.ret == 1 and "FAILED baseline: 2 of 2 comparison(s)" in worse.stdout.str()
+
+
+def _run_report(pytester, pattern: str) -> dict:
+    """The report of the one run whose run directory matches ``pattern`` (the newest)."""
+    runs = sorted(Path(pytester.path, "duplexact-runs").glob(pattern),
+                  key=lambda p: p.stat().st_mtime_ns)
+    return json.loads((runs[-1] / "report.json").read_text())
 
 
 def test_compare_without_a_stored_run_is_a_usage_error(pytester):

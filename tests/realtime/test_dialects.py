@@ -11,19 +11,28 @@ import secrets
 
 import numpy as np
 import pytest
+from realtime_support import (
+    assert_dropped_mid_instance,
+    assert_transcript_cut_at,
+    assert_transcript_never_ahead,
+    event_kinds,
+    fake,
+    load_allowance,
+    on_client_clock,
+    played_until,
+    run_timed_trials,
+    run_trial,
+    stall,
+    user_clip,
+)
 
-from pytest_duplexact.data import audio
 from pytest_duplexact import models
+from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError, check_transport
 from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-
-from realtime_support import (assert_dropped_mid_instance, assert_transcript_cut_at,
-                              assert_transcript_never_ahead, event_kinds, fake, on_client_clock,
-                              load_allowance, played_until, run_timed_trials, run_trial, stall,
-                              user_clip)
 
 CHUNK = 0.020
 TOLERANCE = 0.040

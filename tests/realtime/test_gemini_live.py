@@ -18,23 +18,38 @@ import pytest
 pytest.importorskip("google.genai")
 pytest.importorskip("trustme")
 
-from pytest_duplexact.data import audio
+from realtime_support import TIMING_TRIALS as TRIALS
+from realtime_support import (
+    assert_dropped_mid_instance,
+    assert_transcript_cut_at,
+    assert_transcript_never_ahead,
+    event_kinds,
+    load_allowance,
+    load_fake_server,
+    on_client_clock,
+    played_until,
+    run_concurrently,
+    run_timed_trials,
+    run_trial,
+    stall,
+    user_clip,
+)
+
 from pytest_duplexact import models
+from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models import gemini_live
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.gemini_live import ModelConfigError, factory
-from pytest_duplexact.models.streaming import (ItemDone, ResponseDone, SpeechStarted,
-                                               TransientModelError)
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from pytest_duplexact.data.retry import RetryPolicy
+from pytest_duplexact.models.streaming import (
+    ItemDone,
+    ResponseDone,
+    SpeechStarted,
+    TransientModelError,
+)
 from pytest_duplexact.pipelines import run_instance
-
-from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
-                              load_allowance, played_until, stall,
-                              assert_transcript_cut_at, assert_transcript_never_ahead,
-                              event_kinds, load_fake_server, on_client_clock, run_concurrently,
-                              run_timed_trials, run_trial, user_clip)
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # onsets and offsets within +-40 ms of the server's send times

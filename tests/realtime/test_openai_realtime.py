@@ -9,22 +9,36 @@ import logging
 
 import numpy as np
 import pytest
+from realtime_support import TIMING_TRIALS as TRIALS
+from realtime_support import (
+    assert_dropped_mid_instance,
+    assert_transcript_cut_at,
+    assert_transcript_never_ahead,
+    event_kinds,
+    fake,
+    load_allowance,
+    on_client_clock,
+    played_until,
+    run_concurrently,
+    run_timed_trials,
+    run_trial,
+    stall,
+    user_clip,
+)
 
-from pytest_duplexact.data import audio
 from pytest_duplexact import models
+from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.openai_realtime import (ModelConfigError, OpenAIRealtime,
-                                                     OpenAIRealtimeSession, factory)
+from pytest_duplexact.models.openai_realtime import (
+    ModelConfigError,
+    OpenAIRealtime,
+    OpenAIRealtimeSession,
+    factory,
+)
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from pytest_duplexact.data.retry import RetryPolicy
-
-from realtime_support import (TIMING_TRIALS as TRIALS, assert_dropped_mid_instance,
-                              assert_transcript_cut_at, assert_transcript_never_ahead,
-                              event_kinds, fake, load_allowance, on_client_clock,
-                              played_until, run_concurrently, run_timed_trials, run_trial,
-                              stall, user_clip)
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth

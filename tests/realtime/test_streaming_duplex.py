@@ -6,15 +6,19 @@ import asyncio
 
 import numpy as np
 import pytest
+from realtime_support import run_concurrently
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.streaming import (AudioDelta, ResponseDone, SpeechStarted,
-                                               TranscriptDelta, TransientModelError)
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.data.retry import RetryPolicy
-
-from realtime_support import run_concurrently
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.streaming import (
+    AudioDelta,
+    ResponseDone,
+    SpeechStarted,
+    TranscriptDelta,
+    TransientModelError,
+)
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 OUT_RATE = 24_000
 

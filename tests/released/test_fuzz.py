@@ -15,7 +15,8 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_duplexact.data.instance import load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
@@ -23,6 +24,7 @@ from pytest_duplexact.released.convert import plan
 from pytest_duplexact.released.mapping import MappingError, _merge, load_mapping
 from pytest_duplexact.released.snapshot import resolve_snapshot
 from tests.released.snapshot_builder import TEST_MAPPING, WAIT_FILE, wait_row, write_rows
+
 
 # Modest counts (a few seconds together); a loaded mapping costs a plan, a metadata value a
 # conversion. 150 mapping files are about what it takes to reach the shapes that crashed.

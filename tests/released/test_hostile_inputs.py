@@ -17,8 +17,14 @@ import pytest
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.instance import load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
-from tests.released.snapshot_builder import (TEST_MAPPING, WAIT_FILE, build, wait_row,
-                                             wav_bytes, write_rows)
+from tests.released.snapshot_builder import (
+    TEST_MAPPING,
+    WAIT_FILE,
+    build,
+    wait_row,
+    wav_bytes,
+    write_rows,
+)
 
 
 @pytest.fixture

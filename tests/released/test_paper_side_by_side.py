@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.report import paper as paper_data
 from pytest_duplexact.released.paper import paper_section
+from pytest_duplexact.report import paper as paper_data
 from tests.report.helpers import outcomes_for, report
 
 KEY = "take_turn.immediate"

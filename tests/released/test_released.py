@@ -256,3 +256,28 @@ def test_unreadable_audio_is_an_unmappable_row(snapshot, tmp_path, cache):
         "00001.parquet row 1)]: column input: unreadable audio (LibsndfileError" in msg
     root = resolve_data(f"hf:{bad}", mapping, skip_unmappable=True)
     assert len(load_dataset(root).instances) == 14
+
+
+def test_shards_of_a_released_data_run_merge_to_the_unsharded_report(pytester, snapshot, cache):
+    """A merged report of a released-data run has every section the unsharded run's has,
+    the paper side by side included (report/sections.py, called by the plugin and merge)."""
+    from pytest_duplexact.report import VOLATILE_KEYS
+    from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
+
+    snap, mapping, _ = snapshot
+    sel = [f"--duplexact-data=hf:{snap}", f"--duplexact-data-mapping={mapping}",
+           "--duplexact-model=silent", "--duplexact-action=wait,take_turn",
+           "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    pytester.runpytest(*sel, "--duplexact-run-dir=full", "--duplexact-report=full.json")
+    full = json.loads(Path(pytester.path, "full.json").read_text())
+    paths = []
+    for k in (1, 2, 3):
+        pytester.runpytest(*sel, f"--duplexact-shard={k}/3", f"--duplexact-run-dir=shard{k}")
+        paths.append(pytester.path / f"shard{k}" / "report.json")
+    merged = merge(paths)
+    assert max(s["instances"] for s in merged["shards"]) < 4  # really split
+    assert full["totals"]["instances"] == 4 and full["paper_comparison"]["covered"] == 4
+    skip = set(VOLATILE_KEYS + PROVENANCE_KEYS)
+    assert sorted(set(merged) - skip) == sorted(set(full) - skip)
+    for key in sorted(set(full) - skip):  # section by section, so a failure names it
+        assert merged[key] == full[key], key

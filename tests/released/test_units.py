@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_duplexact.released.mapping import load_mapping, lookup, normalise, to_seconds
 

@@ -10,9 +10,13 @@ import numpy as np
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.audio import write as write_audio
+from pytest_duplexact.data.results import (
+    ImmediateResult,
+    InstanceOutcome,
+    SubsequentResult,
+    Verdict,
+)
 from pytest_duplexact.report import build_report
-from pytest_duplexact.data.results import (ImmediateResult, InstanceOutcome, SubsequentResult,
-                                           Verdict)
 from pytest_duplexact.run.settings import RunSettings
 
 SCENARIOS = ("casual", "meeting", "interview")

@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+
 # The VAD's native modules, imported once here (see test_runs.py: an in-process pytester run
 # drops the modules it imported, and torch cannot be imported twice into one process).
 import silero_vad  # noqa: F401

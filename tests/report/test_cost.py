@@ -8,7 +8,6 @@ from pytest_duplexact.report import cost, markdown
 
 from .helpers import mixed_report
 
-
 USAGE = {
     "model": {"model": "gpt-realtime", "sessions": 3, "responses": 4, "audio_in_s": 47.3,
               "input_token_details.audio_tokens": 1000, "output_token_details.audio_tokens": 500,

@@ -19,7 +19,6 @@ from pytest_duplexact.report.stats import mcnemar_exact, paired_difference
 
 from .helpers import outcome, outcomes_for, report, write_run_dir
 
-
 # --- the statistics ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("worse", range(0, 26, 3))

@@ -10,15 +10,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 # The VAD's native modules, imported once here: an in-process pytester run drops every module
 # it imported when it ends, and torch cannot be imported twice into one process.
 import silero_vad  # noqa: F401
 import torch  # noqa: F401
 
-from pytest_duplexact.data.instance import bundled_root
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
-from tests.runs_support import link_audio
+from tests.runs_support import replicated_dataset
 
 QUIET = ["-p", "no:cacheprovider", "-q"]
 
@@ -78,21 +78,7 @@ def replicated_data(tmp_path) -> Path:
     """The bundled take_turn.delayed instances, each twice (new ids, same audio): 6 trials
     of one condition, enough for a drop from 6/6 to 0/6 to be significant at 0.1 (paired,
     McNemar's exact p = 1/32)."""
-    src = bundled_root()
-    out = tmp_path / "data"
-    out.mkdir()
-    link_audio(src / "audio", out / "audio")
-    lines = []
-    for line in (src / "instances.jsonl").read_text().splitlines():
-        d = json.loads(line)
-        if d["action"] == "take_turn" and d["condition"] == "delayed":
-            for r in range(2):
-                lines.append(json.dumps(dict(d, id=f"{d['id']}-r{r}")))
-    (out / "instances.jsonl").write_text("\n".join(lines) + "\n")
-    meta = json.loads((src / "dataset.json").read_text())
-    meta["instances"] = len(lines)
-    (out / "dataset.json").write_text(json.dumps(meta))
-    return out
+    return replicated_dataset(tmp_path / "data", "take_turn", "delayed", copies=2)
 
 
 def test_baseline_gate_quiet_on_replay_fires_on_worse_model(pytester, replicated_data):

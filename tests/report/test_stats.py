@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_duplexact.report.stats import (Rate, drop_test, fisher_drop, holm, rate_of,
-                                           small_sample, wilson, z_test_drop)
+from pytest_duplexact.report.stats import (
+    Rate,
+    drop_test,
+    fisher_drop,
+    holm,
+    rate_of,
+    small_sample,
+    wilson,
+    z_test_drop,
+)
 
 
 # Newcombe (1998), "Two-sided confidence intervals for the single proportion", Table I,

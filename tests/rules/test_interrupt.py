@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 
 from pytest_duplexact.data.results import Verdict
+from pytest_duplexact.data.taxonomy import INTERRUPT_END_MARGIN_S
 from pytest_duplexact.rules import interrupt
 from pytest_duplexact.rules.common import fmt_window
-from pytest_duplexact.data.taxonomy import INTERRUPT_END_MARGIN_S
 
 from .helpers import ann, bc, edge_probes, segment_lists, sub, timeline
 

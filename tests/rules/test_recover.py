@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 
 from pytest_duplexact.data.results import Verdict
+from pytest_duplexact.data.taxonomy import RECOVER_WINDOW
 from pytest_duplexact.rules import recover
 from pytest_duplexact.rules.common import fmt_window
-from pytest_duplexact.data.taxonomy import RECOVER_WINDOW
 
 from .helpers import ann, bc, edge_probes, segment_lists, sub, timeline
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.results import Verdict
+from pytest_duplexact.data.taxonomy import STOP_FINAL_GRACE_S
 from pytest_duplexact.rules import stop
 from pytest_duplexact.rules.common import END_TOLERANCE_S
-from pytest_duplexact.data.taxonomy import STOP_FINAL_GRACE_S
 
 from .helpers import ann, bc, segment_lists, sub, timeline
 
