@@ -53,6 +53,17 @@ def test_the_readmes_benchmark_command_installs_no_test_tools():
     assert '".[dev]"' in own_tests and "python -m pytest" in own_tests
 
 
+def test_ci_runs_exactly_the_readmes_test_command():
+    """.ci/run installs, then runs the README's second command's test part, and nothing else
+    after it (what CI runs is what a newcomer runs)."""
+    readme = (PYPROJECT.parent / "README.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1).splitlines()
+    command = block[1].split("#", 1)[0].split("&&", 1)[1].strip()
+    ci = (PYPROJECT.parent / ".ci" / "run").read_text().splitlines()
+    steps = [line.strip() for line in ci if line.strip() and not line.lstrip().startswith("#")]
+    assert steps[-1] == command
+
+
 @pytest.mark.parametrize("asyncio", ["absent", "present"])
 def test_the_checkouts_own_configuration_warns_with_or_without_the_dev_extra(pytester,
                                                                              asyncio):
