@@ -5,7 +5,9 @@ Two kinds, matching how such models really run:
 * ``SteppedModel`` (frame-stepped, e.g. Moshi-style): the harness feeds one input frame and
   gets the output frame for the same instant back; runs as fast as the model computes.
 * ``StreamingModel`` (e.g. hosted realtime APIs): an async session fed at wall-clock pace;
-  the adapter reports what a listener would hear and when (see ``models/streaming.py``).
+  the adapter reports the provider's events (the session protocol: ``models/streaming.py``)
+  and the harness turns them into what a listener would hear and when (the playback clock:
+  ``pipelines/streaming.py``).
 
 A model declares its own sample rate (and frame size); the harness resamples. Either kind may
 supply a native, time-aligned transcript of its own speech.
@@ -88,7 +90,8 @@ class BatchedSteppedModel(SteppedModel, Protocol):
 
 @runtime_checkable
 class StreamingModel(Protocol):
-    """See ``models/streaming.py`` for the session protocol and the playback clock."""
+    """The session protocol is in ``models/streaming.py``; the playback clock, in
+    ``pipelines/streaming.py``."""
 
     input_sample_rate: int
     output_sample_rate: int

@@ -16,7 +16,7 @@ three places only, and each is a small piece of data here (docs/models.md cites 
   and ``ping``, which carry nothing the harness needs.
 
 Neither provider has ``conversation.item.truncate``: after a barge-in the harness cuts playback
-locally (models/streaming.py) and ``truncate`` is a documented no-op, so the provider's history
+locally (pipelines/streaming.py) and ``truncate`` is a documented no-op, so the provider's history
 keeps the whole answer. Each session keeps what the provider reports it used in ``usage``.
 
 Keys come from ``XAI_API_KEY`` / ``DASHSCOPE_API_KEY`` only and live only inside the SDK client.
