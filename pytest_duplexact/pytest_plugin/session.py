@@ -404,6 +404,8 @@ class DuplexactSession:
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
         self._pytest_session: pytest.Session | None = None
         self._started = time.monotonic()
+        self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
+        self._billed_ids: set[str] = set()  # ... the tests counted in it
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
@@ -455,10 +457,8 @@ class DuplexactSession:
         self.budget = budget_for(config, self.estimate, prices)
         try:  # a stop left by an earlier, budgeted invocation of this run
             self._stop_file.unlink()
-        except FileNotFoundError:
+        except OSError:  # none; or a run directory we cannot write, refused just below
             pass
-        except OSError:
-            pass  # a run directory we cannot write is refused just below
 
     # --- the harness and one instance -------------------------------------------------------
 
@@ -643,16 +643,23 @@ class DuplexactSession:
             else:
                 kept.append((name, value))
         report.user_properties = kept
-        if self.budget is not None and report.when == "teardown":
-            self._check_budget()
+        if report.when == "teardown":
+            self._bill(report.nodeid)
+            if self.budget is not None:
+                self._check_budget()
 
     # --- the budget (report/budget.py) ---------------------------------------------------------
 
-    def _fresh_usage(self) -> list[dict]:
-        """What this invocation's own trials billed (outcomes a resume reused cost nothing
-        now)."""
-        return [self.usage[n] for n, o in self.outcomes.items()
-                if n in self.usage and o.get("id") not in self.resumed]
+    def _bill(self, nodeid: str) -> None:
+        """Add a finished test's usage to what this invocation's own trials billed (outcomes a
+        resume reused cost nothing now): once per test, as it finishes, so the budget's check
+        after each test does not re-add the whole run."""
+        outcome = self.outcomes.get(nodeid)
+        if outcome is None or nodeid not in self.usage or nodeid in self._billed_ids \
+                or outcome.get("id") in self.resumed:
+            return
+        self._billed_ids.add(nodeid)
+        self._billed = usage.total([self._billed, self.usage[nodeid]])
 
     def _in_flight(self) -> int:
         """Trials running while the controller decides: under xdist every worker's (at most
@@ -677,8 +684,7 @@ class DuplexactSession:
         """After each test: once the budget says no new trial may start, stop pytest before
         the next test, unless that test's trial is already in flight (it finishes and is
         scored first); under xdist, tell the workers and xdist's scheduler."""
-        fresh = self._fresh_usage()
-        self.budget.record(usage.total(fresh), len(fresh))
+        self.budget.record(self._billed, len(self._billed_ids))
         if self.budget.admits(self._in_flight()) or self._pytest_session is None:
             return
         from .spend import workers
@@ -769,7 +775,7 @@ class DuplexactSession:
             report["estimate"] = self.estimate
             report["measured"] = {"wall_s": round(time.monotonic() - self._started, 1),
                                   "cost": (report.get("cost") or {}).get("total"),
-                                  "instances": len(self._fresh_usage())}
+                                  "instances": len(self._billed_ids)}
         if self.budget is not None:
             report["budget"] = self.budget.to_dict()
             if self.budget.stopped:
