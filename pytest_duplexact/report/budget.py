@@ -19,6 +19,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from .estimate import hours
+
 STOP_FILE = "budget-stop.json"  # in the run directory, while a stopped run's workers wind down
 
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600}
@@ -87,7 +89,7 @@ class Budget:
                                     f"{self.per_trial:.4f} each" if in_flight else ""))
                 return False
         if self.max_wall is not None and elapsed >= self.max_wall:
-            self.stopped = f"wall-time limit of {_clock(self.max_wall)} reached"
+            self.stopped = f"wall-time limit of {hours(self.max_wall)} reached"
             return False
         return True
 
@@ -96,8 +98,3 @@ class Budget:
                 "currency": self.currency, "spent": round(self.spent, 6),
                 "stopped": self.stopped}
 
-
-def _clock(seconds: float) -> str:
-    from .estimate import hours
-
-    return hours(seconds)

@@ -121,24 +121,21 @@ def _per_audio(prices: dict, model: str) -> dict:
 def _from_audio(svc: Service, prices: dict, work: Workload) -> dict:
     """A service priced by audio seconds (directly, or through [audio_rates])."""
     entry = price_entry(prices, svc.model) or {}
-    rates = _per_audio(prices, svc.model)
+    # seconds priced directly are one unit a second; a transcriber's audio_s is model speech
+    direct = {"audio_in_s": ("in", 1.0), "audio_out_s": ("out", 1.0),
+              **({"audio_s": ("out", 1.0)} if svc.label == "transcriber" else {})}
+    rates = {**_per_audio(prices, svc.model), **direct}
     lo = hi = 0.0
     unknown = []
     for counter, price in entry.items():
-        if svc.label == "transcriber" and counter == "audio_s":  # transcribes model speech
-            hi += work.output_s * price
-        elif counter == "audio_in_s":
-            lo, hi = lo + work.stream_s[0] * price, hi + work.stream_s[1] * price
-        elif counter == "audio_out_s":
-            hi += work.output_s * price
-        elif counter in rates:
-            direction, per_s = rates[counter]
-            if direction == "in":
-                lo, hi = lo + work.stream_s[0] * per_s * price, hi + work.stream_s[1] * per_s * price
-            else:
-                hi += work.output_s * per_s * price
-        else:
+        if counter not in rates:
             unknown.append(counter)
+            continue
+        direction, per_s = rates[counter]
+        if direction == "in":
+            lo, hi = lo + work.stream_s[0] * per_s * price, hi + work.stream_s[1] * per_s * price
+        else:
+            hi += work.output_s * per_s * price
     basis = ("the model's speech, from none to filling every observation window"
              if svc.label == "transcriber" else
              "audio seconds: input as streamed; output from none to filling every "

@@ -147,8 +147,9 @@ def render(report: dict, failures: bool = True) -> str:
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
     from .estimate import versus
 
-    if versus(report):
-        out += ["", _esc(versus(report))]
+    line = versus(report)
+    if line:
+        out += ["", _esc(line)]
 
     out += ["", "### The paper's 14 models (Table 4)", ""] + _paper_table(report)
 

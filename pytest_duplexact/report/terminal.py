@@ -102,8 +102,9 @@ def render(report: dict, gate_results=()) -> list[str]:
         out += describe_cost(report["cost"])
     from .estimate import versus
 
-    if versus(report):
-        out.append(versus(report))
+    line = versus(report)
+    if line:
+        out.append(line)
     for note in report.get("notes", []):
         out.append(note)
     if gate_results:
