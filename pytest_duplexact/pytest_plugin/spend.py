@@ -57,10 +57,9 @@ def estimate_for(config, settings, instances, prices: dict, store: Path) -> dict
 
     kind, billed = model_kind(settings.model)
     if not billed and kind == "unknown":  # an import path with a price entry bills
-        from ..report.estimate import price_entry
+        from ..report.estimate import price_entry, priced_name
 
-        name = dict(settings.model_options).get("model") or settings.model
-        billed = price_entry(prices, name) is not None
+        billed = price_entry(prices, priced_name(settings)) is not None
     return plan(instances, settings, prices=prices, kind=kind, billed_model=billed,
                 concurrency=max(1, options.get(config, "concurrency") or 1),
                 workers=workers(config), previous=previous_report(store, settings),

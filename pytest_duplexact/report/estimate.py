@@ -88,10 +88,15 @@ class Service:
     billed: bool
 
 
+def priced_name(settings) -> str:
+    """The name the model under test is priced by: its ``model`` option (the provider's
+    model id, e.g. gpt-realtime's), else the model spec."""
+    return dict(settings.model_options).get("model") or settings.model
+
+
 def services_of(settings, billed_model: bool) -> list[Service]:
     """The services ``settings`` (run/settings.RunSettings) will call."""
-    opts = dict(settings.model_options)
-    out = [Service("model", opts.get("model") or settings.model, billed_model)]
+    out = [Service("model", priced_name(settings), billed_model)]
     if settings.judge:
         out.append(Service("text_judge", settings.judge, True))
     if settings.audio_judge:
