@@ -26,8 +26,10 @@ TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})  # rate limits, 
 
 
 class ModelConfigError(ModelError):
-    """The model cannot run as configured (missing key, package or server, bad option): raised
-    before any instance starts."""
+    """The model cannot run as configured (missing key, package or server, bad option, files
+    that are not the checkpoint they should be): raised before any instance starts. The one
+    class every adapter raises (also read as ``openai_realtime.ModelConfigError`` and the
+    like, where it is imported)."""
 
 
 def coerce(label: str, field: dataclasses.Field, value: Any) -> Any:
