@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import ssl
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
@@ -48,7 +47,14 @@ from ..bridges import wire
 from ..data.netsafety import Secret
 from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
-from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
+from .model_options import (
+    ModelConfigError,
+    check_transport,
+    coerce,
+    connect_error,
+    scrub,
+    tls_context,
+)
 from .slots import PerSlotBatch
 from .streaming import (
     DEFAULT_CHUNK_MS,
@@ -119,7 +125,7 @@ class BridgeClient:
                                    "open_timeout": self.connect_timeout,
                                    "close_timeout": self.close_timeout}
         if self.url.startswith("wss"):
-            options["ssl"] = _tls_context(self.ca_file)
+            options["ssl"] = tls_context(self.ca_file)
         return options
 
     def headers(self, key: Secret | None) -> dict[str, str] | None:
@@ -138,15 +144,6 @@ class BridgeClient:
 
     def scrubbed(self, payload: bytes) -> str:
         return scrub(wire.utf8(payload), self.key_env)
-
-
-_TLS: dict[str, ssl.SSLContext] = {}
-
-
-def _tls_context(ca_file: str = "") -> ssl.SSLContext:
-    if ca_file not in _TLS:  # loading the CA bundle costs ~40 ms: once per process
-        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
-    return _TLS[ca_file]
 
 
 def _ready_of(client: BridgeClient, kind: int, payload: bytes, transient: bool) -> wire.Ready:
