@@ -14,9 +14,10 @@ instance. Then, per READY's ``mode``:
   (``step_timeout``), so onsets are frame-exact and the run deterministic, as in process.
   The server's TEXT is the model's own words, timed by the frame they arrive with
   (models/words.py, the rule Moshi's inner monologue uses in process).
-* ``streaming``: a ``StreamingModel`` (models/streaming.py), on the wall clock as the hosted
-  adapters are: input goes out in READY-``frame``-sized AUDIO messages as it is due; each
-  AUDIO from the server plays from its arrival, and the TEXT before it belongs to it.
+* ``streaming``: a ``StreamingModel`` (models/base.py; its session: models/streaming.py), on
+  the wall clock as the hosted adapters are (pipelines/streaming.py): input goes out in
+  READY-``frame``-sized AUDIO messages as it is due; each AUDIO from the server plays from its
+  arrival, and the TEXT before it belongs to it.
 
 Errors: the server's ERROR, or its CLOSE before ours, is a model error of the instance
 (final). A refused or dropped connection, a handshake the server answers 429/502/503/504 and

@@ -17,7 +17,7 @@ Field names follow the demo's server and web client where its API page differs
 (``audio_base64`` not ``audio``, ``system_prompt`` not ``prefix_system_prompt``, errors in
 ``error`` not ``message``); ``prepare`` carries both prompt names.
 
-Mapping onto the streaming layer (models/streaming.py): the duplex pushes 20 ms pieces on
+Mapping onto the streaming layer (pipelines/streaming.py): the duplex pushes 20 ms pieces on
 the wall clock; this session collects them into whole ``step_ms`` chunks, so each chunk goes
 out the moment its last 20 ms is due, as from a live microphone. A model turn (consecutive
 speak results) is one item. There is no VAD event: the model *itself* stops talking when it

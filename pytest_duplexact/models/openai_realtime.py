@@ -249,7 +249,7 @@ class OpenAIRealtimeSession:
         self.session: dict[str, Any] = {}
         self._in_rate, self._out_rate = in_rate, out_rate
         # what the provider reports (response.usage, summed) plus the audio each way: the
-        # report's `model` service (usage.py)
+        # report's `model` service (data/usage.py)
         self.usage: dict[str, float] = {"responses": 0, "audio_in_s": 0.0,
                                         "audio_out_s": 0.0}
 

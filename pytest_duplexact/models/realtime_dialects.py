@@ -194,7 +194,7 @@ class QwenOmniRealtime(DialectRealtime):
         return config
 
 
-# One SDK client per event loop, endpoint and key (see openai_realtime._client for why).
+# One SDK client per event loop, endpoint and key (openai_realtime._CLIENTS says why).
 _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
     weakref.WeakKeyDictionary()
 
