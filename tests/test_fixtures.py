@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data import audio, taxonomy
-from pytest_duplexact.data.instance import Instance, bundled_root, load_dataset
+from pytest_duplexact.data.annotations import Instance
+from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.data.timeline import count_words
 
 SR = audio.SAMPLE_RATE

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.instance import Instance
+from ..data.annotations import Instance
 from ..data.timeline import Word
 from ..listen.activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
 from .base import SessionInfo, StepOutput
