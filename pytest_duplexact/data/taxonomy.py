@@ -114,8 +114,10 @@ class ActionRecord:
     label: str  # its name in the report's tables (Table 4)
     conditions: tuple[Condition, ...]  # its L2 conditions, in Table 16 order
     oracle_clips: tuple[str, ...]  # the model-side clips the built-in oracle speaks
-    released_config: str  # its config in the released parquet (released/mapping.toml)
-    released_items: int  # its released instances (the dataset card; Candor excluded)
+    # its config in the released parquet (released/mapping.toml) and its instances there (the
+    # dataset card; Candor excluded); None: not in the released data
+    released_config: str | None = None
+    released_items: int | None = None
     prompt: str | None = None  # its subsequent prompt (judges/prompts.py); None: S by rule
     timing: Timing | None = None
     cue_purpose: str | None = None  # Simulator Replay: what its cue is for (ours, C.2)

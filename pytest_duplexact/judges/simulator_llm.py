@@ -25,6 +25,7 @@ ENV_SIMULATOR_BASE_URL = "DUPLEXACT_SIMULATOR_BASE_URL"
 SIMULATOR_RETRY = calls.RetryPolicy(max_attempts=2, backoff_base=0.25, backoff_cap=0.5,
                                     retry_after_cap=1.0, timeout=10.0)
 
+
 def cue_purpose(cond: taxonomy.Condition) -> str:
     """What the cue is for, shown to the decision model: its action record's (ours)."""
     record = taxonomy.RECORDS[cond.action]

@@ -105,16 +105,21 @@ def problems(rec: taxonomy.ActionRecord, rule) -> list[str]:
         out.append(f"{a}: a cue purpose, but its conditions are not Simulator Replay")
     if not rec.cue_purpose and simulated == {True}:
         out.append(f"{a}: no cue purpose (Simulator Replay shows it to the LLM simulator)")
-    # the released data: its config and its audio columns in mapping.toml, its item count
-    if MAPPING["configs"].get(rec.released_config) != a:
-        out.append(f"{a}: config {rec.released_config!r} does not map to {a} in "
-                   "released/mapping.toml [configs]")
-    roles = set(MAPPING["audio"].get(a, {}))
-    wanted = set(rec.oracle_clips).union(*(rule.requires(c.id).clips for c in rec.conditions)
-                                         if rule is not None else ())
-    out += [f"{a}: released/mapping.toml [audio.{a}] has no {r!r}" for r in sorted(wanted - roles)]
-    if not (isinstance(rec.released_items, int) and rec.released_items > 0):
-        out.append(f"{a}: no released item count")
+    # the released data (if it has the action): its config and audio columns in
+    # mapping.toml, its item count
+    if (rec.released_config is None) != (rec.released_items is None):
+        out.append(f"{a}: a released config without an item count, or the reverse")
+    if rec.released_config is not None:
+        if MAPPING["configs"].get(rec.released_config) != a:
+            out.append(f"{a}: config {rec.released_config!r} does not map to {a} in "
+                       "released/mapping.toml [configs]")
+        roles = set(MAPPING["audio"].get(a, {}))
+        wanted = set(rec.oracle_clips).union(*(rule.requires(c.id).clips
+                                               for c in rec.conditions) if rule else ())
+        out += [f"{a}: released/mapping.toml [audio.{a}] has no {r!r}"
+                for r in sorted(wanted - roles)]
+    if rec.released_items is not None and rec.released_items <= 0:
+        out.append(f"{a}: released item count {rec.released_items}")
     # its suite and its fixtures
     suite = PACKAGE / "suites" / f"test_{a}.py"
     if not suite.is_file() or f'action_test("{a}")' not in suite.read_text(encoding="utf-8"):
@@ -152,7 +157,7 @@ def test_a_record_with_every_piece_wrong_is_named_piece_by_piece():
         "recover: oracle clip 'lead_in' is not a model-side clip role",
         "recover: no cue purpose (Simulator Replay shows it to the LLM simulator)",
         "recover: config 'recovery' does not map to recover in released/mapping.toml [configs]",
-        "recover: no released item count",
+        "recover: released item count 0",
     ]
 
 
@@ -169,6 +174,11 @@ def test_a_ninth_action_with_only_its_record_lacks_the_other_pieces():
         "repair: no suite (suites/test_repair.py calling action_test('repair'))",
         "repair: no bundled fixture of repair.immediate",
     ]
+    # not in the released data: no mapping to check, but both pieces or neither
+    assert not any("mapping.toml" in p for p in problems(
+        replace(ninth, released_config=None, released_items=None), None))
+    assert "repair: a released config without an item count, or the reverse" in problems(
+        replace(ninth, released_items=None), None)
     # its rule present but filling a prompt its record does not name
     assert "repair: the record's prompt and the rule's judge_fields() disagree" in problems(
         replace(ninth, prompt=None), replace_action(RULES["take_turn"], "repair"))
