@@ -28,6 +28,7 @@ from ..data.netsafety import masked_repr
 from ..data.results import InstanceOutcome, Verdict
 from ..report import gates
 from ..report.budget import STOP_FILE
+from ..rules import requires
 from ..run import journal
 from ..run.harness import Harness
 from ..run.rundir import RUN_FILE, RunDir, claim_new, write_json
@@ -349,7 +350,7 @@ class DuplexactSession:
                     f"--duplexact-data-mapping={options.get(config, 'data-mapping')}: a mapping "
                     "applies to released data only (--duplexact-data=hf:OWNER/NAME or "
                     f"hf:/folder), and this run reads {root}; drop the mapping or use hf: data")
-        dataset, problems = check_dataset(root)
+        dataset, problems = check_dataset(root, requires=requires)
         if problems:
             raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
                                     + str(DatasetError(problems)))
