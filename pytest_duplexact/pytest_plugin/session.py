@@ -743,7 +743,7 @@ class DuplexactSession:
     def finish(self, exitstatus: int) -> int | None:
         """Build and write the report, evaluate gates; returns the new exit status when gates
         decide it."""
-        from ..report import model
+        from ..report import builder, model
 
         config = self.config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
@@ -775,7 +775,7 @@ class DuplexactSession:
                 pass
         baseline = self.baseline
         # the same function merge builds its report with: every section, in report.json order
-        report = model.build(
+        report = builder.build(
             outcomes, self.settings, self.model_spec, selected=[i.id for i in self.instances],
             usage=usage.total(self.usage.values()), prices=prices, gates=self.gates,
             notes=notes, estimate=self.estimate,
@@ -814,7 +814,7 @@ class DuplexactSession:
                              "timelines, report.json)")
         if not (self.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
-        return 0 if model.passed(report) else 1
+        return 0 if builder.passed(report) else 1
 
     def _publish(self, report) -> None:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub

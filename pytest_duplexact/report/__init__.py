@@ -4,12 +4,16 @@ gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Iterable
 
+from .. import __version__
+from ..data import taxonomy
 from ..data.results import InstanceOutcome
 from ..run.settings import RunSettings
-from .model import SCHEMA, VERSION, Report, as_report, base  # noqa: F401 (the package's API)
+from .aggregate import aggregate
+from .model import SCHEMA, VERSION, Report, as_report  # noqa: F401 (the package's API)
 
 # differ between otherwise identical runs: the time, where a copy of the report sits relative
 # to its run directory, and the invocation's plan and wall time (its estimate depends on -n,
@@ -49,10 +53,28 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
 
 def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str,
                  selected: Iterable[str] | None = None) -> dict:
-    """The sections every report has (model.base) as a dict; a run's final report is
-    ``model.build``'s. ``selected``: the ids of every instance the run's selection holds
+    """The sections every report has, as a dict (a run's final report is
+    ``builder.build``'s). ``selected``: the ids of every instance the run's selection holds
     (default: those with an outcome), so a merge can tell which of them no report has."""
-    return base(outcomes, settings, model, selected).to_json()
+    outcomes = sorted(outcomes, key=lambda o: o.id)
+    selected = sorted(set(selected) if selected is not None else {o.id for o in outcomes})
+    agg = aggregate(outcomes).to_dict()
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "generator": f"pytest-duplexact {__version__}",
+        "model": model,
+        "settings": settings.to_dict(),
+        "taxonomy": [{"action": c.action, "condition": c.id, "label": c.label,
+                      "pipeline": c.pipeline.value} for c in taxonomy.CONDITIONS],
+        "totals": {"instances": len(outcomes), "errors": sum(o.error is not None
+                                                             for o in outcomes)},
+        "summary": agg,
+        "instances": [o.to_dict() for o in outcomes],
+        "selected": selected,
+        "gates": [],
+    }
 
 
 def why_no_rate(c: dict) -> str:

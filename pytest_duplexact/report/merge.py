@@ -150,9 +150,9 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
     usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
     estimates = [rep["estimate"] for _, rep in loaded if rep.get("estimate")]
     from ..data.usage import total
+    from .builder import build
     from .cost import load_prices
     from .estimate import combine
-    from .model import build
 
     try:
         # the function the plugin builds its report with: usage (each shard's total; their
