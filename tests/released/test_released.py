@@ -261,7 +261,8 @@ def test_unreadable_audio_is_an_unmappable_row(snapshot, tmp_path, cache):
 
 def test_shards_of_a_released_data_run_merge_to_the_unsharded_report(pytester, snapshot, cache):
     """A merged report of a released-data run has every section the unsharded run's has,
-    the paper side by side included (report/sections.py, called by the plugin and merge)."""
+    the paper side by side included (report/builder.py ``build``, called by the plugin and
+    merge)."""
     from pytest_duplexact.report import VOLATILE_KEYS
     from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
 
