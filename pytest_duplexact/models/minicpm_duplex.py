@@ -50,7 +50,7 @@ import numpy as np
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
-from ..data.netsafety import BearerHeaders, Secret
+from ..remote.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
 from .server_session import started

@@ -21,10 +21,10 @@ import io
 import os
 from pathlib import Path
 
+from ..data import paper as paper_data
 from ..data import taxonomy
 from ..run.rundir import RunDir
 from . import markdown as md
-from . import paper as paper_data
 from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     actions_chart,
     conditions_chart,

@@ -4,8 +4,8 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 
 from __future__ import annotations
 
+from ..data import paper as paper_data
 from ..data import taxonomy
-from . import paper as paper_data
 from .aggregate import NA
 from .judging import s_note
 from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_rate_value)
@@ -125,7 +125,7 @@ def render(report: dict, failures: bool = True) -> str:
                       + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows,
                       "lrrr" + "r" * len(acts))
     if report.get("paper_comparison"):
-        from ..released.paper import render_lines
+        from .paper_comparison import render_lines
 
         out += ["", "### The paper side by side (released data)", ""]
         out += ["    " + line for line in render_lines(report["paper_comparison"])]

@@ -24,6 +24,6 @@ def add_run_sections(report: dict, usage: dict | None, prices: dict | None,
 
             report["cost"] = estimate(usage, prices)
     if report["settings"].get("released") is not None:  # only runs on the released data
-        from ..released.paper import paper_section
+        from .paper_comparison import paper_section
 
         report["paper_comparison"] = paper_section(report)

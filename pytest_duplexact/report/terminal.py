@@ -83,7 +83,7 @@ def render(report: dict, gate_results=()) -> list[str]:
     if report["summary"].get("corpora"):
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
     if report.get("paper_comparison"):
-        from ..released.paper import render_lines
+        from .paper_comparison import render_lines
 
         out += [""] + render_lines(report["paper_comparison"])
     if any(WIDE_MARK in line for line in out):
