@@ -38,7 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from .data.netsafety import install_log_filter
+    from .remote.netsafety import install_log_filter
 
     install_log_filter()  # --log-level=DEBUG shows websockets' handshake headers: keys masked
     config.addinivalue_line("markers", "duplexact: a DuplexAct benchmark instance")

@@ -176,7 +176,7 @@ def test_active_frames_edges():
 @needs_espeak
 def test_a_cached_result_is_reused_without_running_the_network(dialogue, tmp_path,
                                                                  monkeypatch):
-    from pytest_duplexact.judges.cache import RequestCache
+    from pytest_duplexact.remote.cache import RequestCache
 
     x, _ = dialogue
     cache = RequestCache(tmp_path)

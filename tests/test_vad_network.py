@@ -87,7 +87,7 @@ def test_the_cache_key_names_the_backend(monkeypatch):
 
 
 def test_a_result_cached_by_one_backend_is_not_served_to_the_other(monkeypatch, tmp_path, clips):
-    from pytest_duplexact.judges.cache import RequestCache
+    from pytest_duplexact.remote.cache import RequestCache
 
     cache = RequestCache(tmp_path)
     x = clips[0][1]

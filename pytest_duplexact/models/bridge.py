@@ -25,7 +25,7 @@ a READY that does not come within ``ready_timeout`` are transient (the trial is 
 scratch). A step with no answer within ``step_timeout`` is a model error naming the step.
 
 Key: ``DUPLEXACT_BRIDGE_API_KEY``, when set, goes as ``Authorization: Bearer`` and never over
-plain ``ws://`` to another machine (data/netsafety.py; ``allow_insecure=true`` opts out). It
+plain ``ws://`` to another machine (remote/netsafety.py; ``allow_insecure=true`` opts out). It
 is held masked (``Secret``), so a ``-l`` traceback cannot show it.
 """
 
@@ -45,8 +45,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
 from ..bridges import wire
-from ..data.netsafety import Secret
 from ..data.timeline import Word
+from ..remote.netsafety import Secret
 from .base import ModelError, SessionInfo, StepOutput
 from .model_options import (
     ModelConfigError,

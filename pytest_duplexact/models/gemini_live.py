@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..data.netsafety import insecure_url_problem
+from ..remote.netsafety import insecure_url_problem
 from .base import ModelError, SessionInfo
 from .model_options import (  # also read as gemini_live.ModelConfigError
     TRANSIENT_HTTP,

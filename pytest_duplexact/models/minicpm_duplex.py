@@ -49,7 +49,7 @@ import numpy as np
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
-from ..data.netsafety import BearerHeaders, Secret
+from ..remote.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
 from .model_options import (
     ModelConfigError,

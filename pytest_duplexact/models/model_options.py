@@ -74,7 +74,7 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
     """Refuse a URL that would send the key unencrypted to another machine: the package's
     one rule (netsafety.py), opted out of by ``allow_insecure=true`` or its environment
     switch."""
-    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem
 
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "ws", "wss"):
@@ -147,7 +147,7 @@ def tls_context(ca_file: str = "") -> ssl.SSLContext:
 
 def shown_url(url: str) -> str:
     """``url`` as it may appear in a message or a log: a ``user:password@`` part is masked."""
-    from ..data.netsafety import mask_credentials
+    from ..remote.netsafety import mask_credentials
 
     return mask_credentials(url)
 
@@ -172,7 +172,7 @@ def check_server_url(label: str, url: str, example: str) -> None:
     if urlsplit(url).scheme.lower() not in ("http", "https"):
         raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
                                "http:// or https://")
-    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem
 
     if urlsplit(url).password and insecure_url_problem(url, label) is not None:
         raise ModelConfigError(

@@ -107,7 +107,7 @@ class OpenAIRealtime:
         if self.chunk_ms <= 0 or self.connect_timeout <= 0:
             raise ModelConfigError(f"{self.model}: chunk_ms and connect_timeout must be "
                                    "positive")
-        from ..data.netsafety import insecure_url_problem
+        from ..remote.netsafety import insecure_url_problem
 
         problem = insecure_url_problem(self.base_url or os.environ.get("OPENAI_BASE_URL"),
                                        f"{self.model}: base_url")

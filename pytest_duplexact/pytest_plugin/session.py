@@ -24,8 +24,8 @@ import pytest
 from .. import __version__
 from ..data import usage
 from ..data.instance import DatasetError, bundled_root, check_dataset
-from ..data.netsafety import masked_repr
 from ..data.results import InstanceOutcome, Verdict
+from ..remote.netsafety import masked_repr
 from ..report import gates
 from ..report.budget import STOP_FILE
 from ..rules import requires
@@ -196,7 +196,7 @@ def _preflight(config, spec: str, settings: RunSettings) -> None:
 
 def _check_urls(settings: RunSettings) -> None:
     """Judge / transcriber / simulator base URLs that would carry the key in clear."""
-    from ..data.netsafety import insecure_url_problem
+    from ..remote.netsafety import insecure_url_problem
 
     if not (settings.judge or settings.audio_judge
             or settings.transcriber not in (None, "auto", "native", "offline")
@@ -340,7 +340,7 @@ class DuplexactSession:
         data = options.get(config, "data")
         released = None
         if data and str(data).startswith("hf:"):  # the released benchmark (released/)
-            from ..released.run import resolve_for_run
+            from .released_data import resolve_for_run
 
             root, released = resolve_for_run(config, data)
         else:

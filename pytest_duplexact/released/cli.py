@@ -6,7 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import HF_PREFIX, ReleasedDataError
+from . import HF_PREFIX
+from .errors import ReleasedDataError
 
 
 def _spec(source: str) -> str:

@@ -44,7 +44,7 @@ from ..data.instance import (
     show_value,
 )
 from ..rules import requires
-from . import ReleasedDataError
+from .errors import ReleasedDataError
 from .mapping import COLUMNS, Mapping, lookup, to_seconds
 from .snapshot import Snapshot, cache_root  # cache_root: also read as convert.cache_root
 
@@ -579,7 +579,7 @@ def import_snapshot(snap: Snapshot, m: Mapping, out: Path, skip_unmappable: bool
     return out
 
 
-# what released/run.py's describe() reads of a cached conversion's header
+# what pytest_plugin/released_data.py's describe() reads of a cached conversion's header
 _HEADER_KEYS = ("snapshot", "revision", "mapping", "mapping_sha256", "rows", "instances",
                 "source_sample_rates")
 

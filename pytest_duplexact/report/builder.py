@@ -55,7 +55,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
             sections["cost"] = cost_estimate(usage, prices)
     report = report.replace(**sections)
     if report.released is not None:  # only runs on the released data
-        from ..released.paper import paper_section
+        from .paper_comparison import paper_section
 
         report = report.replace(paper_comparison=paper_section(report))
     if estimate is not None:

@@ -21,10 +21,10 @@ import io
 import os
 from pathlib import Path
 
+from ..data import paper as paper_data
 from ..data import taxonomy
 from ..run.rundir import RunDir
 from . import markdown as md
-from . import paper as paper_data
 from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     actions_chart,
     conditions_chart,
@@ -281,7 +281,7 @@ def _corpora_section(report: Report) -> str:
 def _paper_comparison_section(section: dict) -> str:
     out = [f'<p class="warn">{_esc(section["note"])}</p>',
            f'<p class="muted">{_esc(section["method"])}</p>']
-    def paper_n(r):  # for I the paper's n is a lower bound (released/paper.py)
+    def paper_n(r):  # for I the paper's n is a lower bound (report/paper_comparison.py)
         return ("\u2265" if r["paper_n_is_lower_bound"] else "=") + str(r["paper_n"])
 
     rows = [[f"{r['action']}.{r['condition']}", r["metric"], r["model"],

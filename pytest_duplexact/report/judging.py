@@ -1,6 +1,6 @@
 """Which judges decided the run's judged verdicts, and whether its S rates can stand beside
 the paper's: the report's ``judges`` section, from what the judges recorded in ``usage``
-(their model, the kind of server that answered and its URL; judges/calls.endpoint_kind).
+(their model, the kind of server that answered and its URL; remote/calls.endpoint_kind).
 
 A judge served by anything but OpenAI's API (vLLM, llama.cpp's server, Ollama, a proxy) is
 *self-hosted*: whatever its model is called, it is not the paper's GPT-5.4, so every view

@@ -4,8 +4,8 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 
 from __future__ import annotations
 
+from ..data import paper as paper_data
 from ..data import taxonomy
-from . import paper as paper_data
 from .aggregate import NA
 from .judging import s_note
 from .model import Report, as_report
@@ -129,7 +129,7 @@ def render(report: Report | dict, failures: bool = True) -> str:
                       + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows,
                       "lrrr" + "r" * len(acts))
     if report.paper_comparison:
-        from ..released.paper import render_lines
+        from .paper_comparison import render_lines
 
         out += ["", "### The paper side by side (released data)", ""]
         out += ["    " + line for line in render_lines(report.paper_comparison)]

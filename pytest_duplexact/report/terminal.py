@@ -87,7 +87,7 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if report.summary.corpora:
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
     if report.paper_comparison:
-        from ..released.paper import render_lines
+        from .paper_comparison import render_lines
 
         out += [""] + render_lines(report.paper_comparison)
     if any(WIDE_MARK in line for line in out):

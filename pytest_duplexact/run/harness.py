@@ -73,7 +73,7 @@ class Harness:
     # prefetch.Prefetcher when streaming with --duplexact-concurrency; batch.BatchRunner when
     # stepping with --duplexact-batch
     prefetcher: Any = None
-    vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
+    vad_cache: Any = None  # remote.cache.RequestCache: a re-scored recording skips the VAD
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
     audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
 
@@ -90,8 +90,8 @@ class Harness:
         with one shared model call (the model must offer ``step_batch``: models/base.py).
         ``timeout``: seconds the model may go without answering (watchdog.py);
         ``judge_timeout``: seconds per judge / transcription question, retries included."""
-        from ..judges.cache import RequestCache
         from ..models import is_streaming, resolve_model
+        from ..remote.cache import RequestCache
         from .wiring import make_panel, make_policy, make_transcriber
 
         run_dir = Path(run_dir)

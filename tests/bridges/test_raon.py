@@ -8,13 +8,13 @@ import pytest
 from fakes.raon_gateway import FakeRaonGateway, Script
 from pipelines.helpers import cat, gap, make_instance, spans, tone
 
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.raon_speechchat import RaonSpeechChat
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
+from pytest_duplexact.remote.retry import RetryPolicy
 
 QUICK = RetryPolicy(max_attempts=2, backoff_base=0.0)
 

@@ -10,8 +10,9 @@ import traceback
 import pytest
 from judgekit import FAKE_KEY, FAST, HANG_S
 
-from pytest_duplexact.judges import JudgeClient, RetryPolicy, calls
+from pytest_duplexact.judges import JudgeClient, RetryPolicy
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
+from pytest_duplexact.remote import calls
 from tests.fakes import Drip, Hang, Raw, Reply
 
 DRIP_BODY_S = 15.0  # what one dripped answer (300+ bytes at 20 bytes/s) would take in full

@@ -38,7 +38,6 @@ from realtime_support import (
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models import gemini_live
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.gemini_live import ModelConfigError, factory
@@ -50,6 +49,7 @@ from pytest_duplexact.models.streaming import (
 )
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.remote.retry import RetryPolicy
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # onsets and offsets within +-40 ms of the server's send times
@@ -438,7 +438,7 @@ async def test_usage_of_a_retried_instance_counts_every_attempt(api_key, tls, mo
     from pytest_duplexact.pipelines.direct import DirectReplay
     from pytest_duplexact.rules import requires
 
-    monkeypatch.setattr("pytest_duplexact.data.retry.RetryPolicy.delay",
+    monkeypatch.setattr("pytest_duplexact.remote.retry.RetryPolicy.delay",
                         lambda self, attempt, retry_after=None: 0.01)
     # a short observation period: this is about accounting, not about the pipeline
     monkeypatch.setattr(pipelines, "pipeline_for", lambda inst, *args: DirectReplay(

@@ -29,7 +29,6 @@ from realtime_support import (
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.openai_realtime import (
     ModelConfigError,
@@ -39,6 +38,7 @@ from pytest_duplexact.models.openai_realtime import (
 )
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.remote.retry import RetryPolicy
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth

@@ -9,7 +9,6 @@ import pytest
 from realtime_support import run_concurrently
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.streaming import (
     AudioDelta,
@@ -19,6 +18,7 @@ from pytest_duplexact.models.streaming import (
     TransientModelError,
 )
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.remote.retry import RetryPolicy
 
 OUT_RATE = 24_000
 

@@ -186,7 +186,7 @@ def test_a_damaged_cached_conversion_is_rebuilt(tmp_path, mapping, cache, damage
     else:
         unmappable.unlink()
     assert resolve_data(f"hf:{snap}", mapping) == root
-    from pytest_duplexact.released.run import describe
+    from pytest_duplexact.pytest_plugin.released_data import describe
 
     assert describe(root, f"hf:{snap}")["instances"] == 1
     assert [i.id for i in load_dataset(root, requires=requires).instances] == ["wait-a"]
@@ -292,7 +292,7 @@ def test_missing_config_folders_name_the_absent_actions(pytester, tmp_path, mapp
     res = pytester.runpytest(*base, f"--duplexact-action={others}")
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
     assert len([ln for ln in res.stdout.lines if "::" in ln]) == 6
-    from pytest_duplexact.released.run import describe
+    from pytest_duplexact.pytest_plugin.released_data import describe
 
     root = resolve_data(f"hf:{snap}", mapping)
     assert describe(root, f"hf:{snap}")["absent_configs"] == {"hold_floor": "hold_floor",

@@ -162,7 +162,7 @@ def test_incomplete_mapping_is_reported_grouped_and_refused(pytester, snapshot, 
     assert not [p for p in (cache / "released").iterdir() if p.is_dir()]  # nothing converted
     # with the switch: converted without them, and the run's settings list them
     root = resolve_data(f"hf:{bad}", mapping, skip_unmappable=True)
-    from pytest_duplexact.released.run import describe
+    from pytest_duplexact.pytest_plugin.released_data import describe
 
     d = describe(root, f"hf:{bad}")
     assert d["unmappable"] == 5 and d["instances"] == 10

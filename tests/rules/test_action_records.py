@@ -28,7 +28,7 @@ from pytest_duplexact.data.instance import (
     bundled_root,
 )
 from pytest_duplexact.judges import prompts
-from pytest_duplexact.released import paper
+from pytest_duplexact.report import paper_comparison as paper
 from pytest_duplexact.rules import RULES
 from pytest_duplexact.rules.base import Rule
 

@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 
 from ..data import taxonomy
-from ..pipelines.policy import SimulatorState
-from . import calls, prompts
-from .cache import RequestCache
-from .client import DEFAULT_MODEL, ENV_BASE_URL, ENV_MODEL, JudgeClient
+from ..judges import prompts
+from ..judges.client import DEFAULT_MODEL, ENV_BASE_URL, ENV_MODEL, JudgeClient
+from ..remote import calls
+from ..remote.cache import RequestCache
+from .policy import SimulatorState
 
 ENV_SIMULATOR_MODEL = "DUPLEXACT_SIMULATOR_MODEL"
 ENV_SIMULATOR_BASE_URL = "DUPLEXACT_SIMULATOR_BASE_URL"

@@ -13,9 +13,9 @@ significant".
 
 from __future__ import annotations
 
+from ..data import paper as paper_data
 from ..data import taxonomy
-from ..report import paper as paper_data
-from ..report.stats import drop_test, holm, rate_of
+from .stats import drop_test, holm, rate_of
 
 ALPHA = 0.05
 PAPER_TOTAL = 4691
