@@ -116,7 +116,8 @@ def test_the_session_leaves_the_plugin_manager_at_unconfigure(pytester):
         probe = _Probe()
         pytester.inline_run("--duplexact-model=silent", "--collect-only",
                             f"--duplexact-run-dir=run{k}", "-p", "no:cacheprovider",
-                            "-p", "no:randomly", "-p", "no:asyncio", plugins=[probe])
+                            "-p", "no:randomly", "-p", "no:asyncio", "-p", "no:benchmark",
+                            plugins=[probe])
         assert probe.during is not None and probe.during.run_dir.name == f"run{k}"
         assert probe.config.pluginmanager.get_plugin("duplexact-session") is None
         assert not probe.config.pluginmanager.is_registered(probe.during)
