@@ -34,6 +34,7 @@ from _common import ROOT, Clock, load_average, machine, replicate_dataset
 sys.path.insert(0, str(ROOT / "tests"))
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
+from pytest_duplexact.rules import requires  # noqa: E402
 from pytest_duplexact.run.harness import Harness, RunKnobs  # noqa: E402
 from pytest_duplexact.run.settings import RunSettings  # noqa: E402
 
@@ -62,7 +63,8 @@ def pick(n: int) -> list:
     """``n`` bundled instances, the pipelines interleaved (every third is a simulator or
     barge-in trial), the same for every B."""
     by_pipe: dict[str, list] = {}
-    for inst in sorted(load_dataset(bundled_root()).instances, key=lambda i: i.id):
+    for inst in sorted(load_dataset(bundled_root(), requires=requires).instances,
+                       key=lambda i: i.id):
         by_pipe.setdefault(inst.pipeline.value, []).append(inst)
     order = [p for p in ("direct", "simulator", "barge_in") if p in by_pipe]
     out = []

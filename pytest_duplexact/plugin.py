@@ -28,6 +28,12 @@ SESSION = pytest.StashKey[DuplexactSession]()
 PLUGIN_NAME = "duplexact-session"
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from .report import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.addoption(parser)
 

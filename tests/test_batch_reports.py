@@ -20,6 +20,7 @@ from runs_support import CONDITIONS, SILENT, assert_same_report, read_report, ru
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.report import build_report
+from pytest_duplexact.rules import requires
 from pytest_duplexact.run.harness import Harness, RunKnobs
 from pytest_duplexact.run.selection import Selection, select
 from pytest_duplexact.run.settings import RunSettings
@@ -50,8 +51,8 @@ def run_in_process(model: str, batch: int, run_dir: Path, cache: Path, insts) ->
 
 @pytest.fixture(scope="module")
 def selected():
-    insts = select(load_dataset(bundled_root()).instances, Selection(conditions=CONDITIONS,
-                                                                      limit=2))
+    insts = select(load_dataset(bundled_root(), requires=requires).instances,
+                   Selection(conditions=CONDITIONS, limit=2))
     assert len(insts) > 4 and {i.pipeline.value for i in insts} == {"direct", "simulator",
                                                                      "barge_in"}
     return sorted(insts, key=lambda i: (i.action, i.id))

@@ -23,6 +23,7 @@ from pytest_duplexact.judges import JudgePanel
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.pytest_plugin.configure import load_resumed
+from pytest_duplexact.rules import requires
 from pytest_duplexact.run import journal
 from pytest_duplexact.run.harness import Harness
 from pytest_duplexact.run.journal import Status
@@ -46,7 +47,7 @@ def rs(d: dict) -> RunSettings:
 
 @pytest.fixture(scope="module")
 def instances():
-    data = load_dataset(bundled_root())
+    data = load_dataset(bundled_root(), requires=requires)
     # one instance of each pipeline: direct replay, simulator replay, barge-in
     wanted = ("take_turn", "stop", "interrupt")
     return [next(i for i in data.instances if i.action == a) for a in wanted]

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from pytest_duplexact.data.instance import Annotations, Instance
+from pytest_duplexact.data.annotations import Annotations, Instance
 from pytest_duplexact.run.selection import Selection, SelectionError, parse_shard, select, shard_of
 
 

@@ -276,10 +276,14 @@ AUDIO_FUNCTION_SYSTEM = (
     + ', "reason": "<one short sentence>"}.')
 AUDIO_FUNCTION_USER = "Classify the feedback function of this backchannel."
 
-SUBSEQUENT: dict[str, Prompt] = {p.name: p for p in
-                                 (WAIT, IGNORE, TAKE_TURN, BACKCHANNEL, HOLD_FLOOR, INTERRUPT,
-                                  RECOVER)}
-ALL: dict[str, Prompt] = {**SUBSEQUENT, BACKCHANNEL_GENUINE.name: BACKCHANNEL_GENUINE}
+# The subsequent-execution prompts by name; which action reads which is its record's
+# ``prompt`` (taxonomy.RECORDS).
+CATALOGUE: dict[str, Prompt] = {p.name: p for p in
+                                (WAIT, IGNORE, TAKE_TURN, BACKCHANNEL, HOLD_FLOOR, INTERRUPT,
+                                 RECOVER)}
+SUBSEQUENT: dict[str, Prompt] = {a: CATALOGUE[r.prompt] for a, r in taxonomy.RECORDS.items()
+                                 if r.prompt is not None}
+ALL: dict[str, Prompt] = {**CATALOGUE, BACKCHANNEL_GENUINE.name: BACKCHANNEL_GENUINE}
 
 # OURS: the Simulator Replay decision (paper C.2 describes its inputs, not its prompt). It
 # decides only *when* the fixed cue is played, never what it says.

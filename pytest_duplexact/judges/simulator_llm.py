@@ -25,17 +25,12 @@ ENV_SIMULATOR_BASE_URL = "DUPLEXACT_SIMULATOR_BASE_URL"
 SIMULATOR_RETRY = calls.RetryPolicy(max_attempts=2, backoff_base=0.25, backoff_cap=0.5,
                                     retry_after_cap=1.0, timeout=10.0)
 
-# What each simulator-replay cue is for, shown to the decision model (ours).
-_CUE_ROLE = {
-    "stop": "The user interrupts to take the floor.",
-    "hold_floor": "A cue that does not require the model to give up the floor.",
-    "recover": "An interruption that the model should adapt its response to afterwards.",
-}
-
 
 def cue_purpose(cond: taxonomy.Condition) -> str:
-    detail = cond.judge_context or f"{taxonomy.ACTION_LABELS[cond.action]}: {cond.label}."
-    return f"{_CUE_ROLE.get(cond.action, '')} {detail}".strip()
+    """What the cue is for, shown to the decision model: its action record's (ours)."""
+    record = taxonomy.RECORDS[cond.action]
+    detail = cond.judge_context or f"{record.label}: {cond.label}."
+    return f"{record.cue_purpose or ''} {detail}".strip()
 
 
 def simulator_fields(state: SimulatorState) -> dict[str, str]:

@@ -14,9 +14,10 @@ instance. Then, per READY's ``mode``:
   (``step_timeout``), so onsets are frame-exact and the run deterministic, as in process.
   The server's TEXT is the model's own words, timed by the frame they arrive with
   (models/words.py, the rule Moshi's inner monologue uses in process).
-* ``streaming``: a ``StreamingModel`` (models/streaming.py), on the wall clock as the hosted
-  adapters are: input goes out in READY-``frame``-sized AUDIO messages as it is due; each
-  AUDIO from the server plays from its arrival, and the TEXT before it belongs to it.
+* ``streaming``: a ``StreamingModel`` (models/base.py; its session: models/streaming.py), on
+  the wall clock as the hosted adapters are (pipelines/streaming.py): input goes out in
+  READY-``frame``-sized AUDIO messages as it is due; each AUDIO from the server plays from its
+  arrival, and the TEXT before it belongs to it.
 
 Errors: the server's ERROR, or its CLOSE before ours, is a model error of the instance
 (final). A refused or dropped connection, a handshake the server answers 429/502/503/504 and
@@ -33,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import ssl
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
@@ -48,7 +48,14 @@ from ..bridges import wire
 from ..data.netsafety import Secret
 from ..data.timeline import Word
 from .base import ModelError, SessionInfo, StepOutput
-from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
+from .model_options import (
+    ModelConfigError,
+    check_transport,
+    coerce,
+    connect_error,
+    scrub,
+    tls_context,
+)
 from .slots import PerSlotBatch
 from .streaming import (
     DEFAULT_CHUNK_MS,
@@ -119,7 +126,7 @@ class BridgeClient:
                                    "open_timeout": self.connect_timeout,
                                    "close_timeout": self.close_timeout}
         if self.url.startswith("wss"):
-            options["ssl"] = _tls_context(self.ca_file)
+            options["ssl"] = tls_context(self.ca_file)
         return options
 
     def headers(self, key: Secret | None) -> dict[str, str] | None:
@@ -138,15 +145,6 @@ class BridgeClient:
 
     def scrubbed(self, payload: bytes) -> str:
         return scrub(wire.utf8(payload), self.key_env)
-
-
-_TLS: dict[str, ssl.SSLContext] = {}
-
-
-def _tls_context(ca_file: str = "") -> ssl.SSLContext:
-    if ca_file not in _TLS:  # loading the CA bundle costs ~40 ms: once per process
-        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
-    return _TLS[ca_file]
 
 
 def _ready_of(client: BridgeClient, kind: int, payload: bytes, transient: bool) -> wire.Ready:

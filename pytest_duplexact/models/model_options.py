@@ -6,13 +6,15 @@ the names against the adapter's dataclass, converts each value to its field's ty
 the option when it does not fit. ``check_transport`` refuses to send a key in clear text to
 another machine (plain ``http``/``ws`` to a non-loopback host) unless the user opted in.
 ``scrub`` keeps keys out of provider messages; ``connect_error`` turns a failed handshake into
-the error every network adapter raises (retried when transient).
+the error every network adapter raises (retried when transient); ``tls_context`` is the one TLS
+context per CA file every secure connection shares.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import ssl
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -26,8 +28,10 @@ TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})  # rate limits, 
 
 
 class ModelConfigError(ModelError):
-    """The model cannot run as configured (missing key, package or server, bad option): raised
-    before any instance starts."""
+    """The model cannot run as configured (missing key, package or server, bad option, files
+    that are not the checkpoint they should be): raised before any instance starts. The one
+    class every adapter raises (also read as ``openai_realtime.ModelConfigError`` and the
+    like, where it is imported)."""
 
 
 def coerce(label: str, field: dataclasses.Field, value: Any) -> Any:
@@ -125,6 +129,18 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
     if isinstance(e, OSError) or "websockets" in type(e).__module__:  # TimeoutError is an OSError
         return TransientModelError(why)
     return ModelError(why)
+
+
+_TLS: dict[str, ssl.SSLContext] = {}
+
+
+def tls_context(ca_file: str = "") -> ssl.SSLContext:
+    """The verifying TLS context for ``ca_file`` (empty: the system's CA bundle). Loading a
+    bundle costs ~40 ms of CPU on the event loop that also paces every other session's input,
+    so each is made once per process and shared."""
+    if ca_file not in _TLS:
+        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
+    return _TLS[ca_file]
 
 
 # --- servers the user starts (the open models' own demo servers) ------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 from .. import __version__
 from ..data.instance import DatasetError, bundled_root, check_dataset
+from ..rules import requires
 from ..run import journal
 from ..run.rundir import RUN_FILE, RunDir, claim_new
 from ..run.settings import RunSettings
@@ -42,7 +43,7 @@ def load_dataset(config: pytest.Config, run: RunConfig):
                 f"--duplexact-data-mapping={run.data_mapping}: a mapping "
                 "applies to released data only (--duplexact-data=hf:OWNER/NAME or "
                 f"hf:/folder), and this run reads {root}; drop the mapping or use hf: data")
-    dataset, problems = check_dataset(root)
+    dataset, problems = check_dataset(root, requires=requires)
     if problems:
         raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
                                 + str(DatasetError(problems)))

@@ -24,7 +24,6 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
-from ..report import gates
 from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
@@ -441,15 +440,10 @@ class DuplexactSession:
     def finish(self, exitstatus: int) -> int | None:
         """Build and write the report, evaluate gates; returns the new exit status when gates
         decide it."""
-        from ..report import build_report, lookup
+        from ..report import builder, model
 
         config = self.config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
-        report = build_report(outcomes, self.settings, self.model_spec,
-                              selected=[i.id for i in self.instances])
-        results = [gates.evaluate(g, lookup(report)) for g in self.gates]
-        report["gates"] = [r.to_dict() for r in results]
-        report["notes"] = list(self.notes)
         from ..report.cost import PriceError, load_prices
 
         try:
@@ -457,43 +451,41 @@ class DuplexactSession:
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
             prices = None
             self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
-        from ..report.sections import add_run_sections
-
-        # usage, judges, cost, the paper side by side: the same sections merge adds
-        add_run_sections(report, usage.total(self.usage.values()), prices)
+        notes = list(self.notes)
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
         missing = len(expected - {o.id for o in outcomes})
         if missing:  # the report is incomplete: say so in it, and how to finish it
-            report["notes"].append(
+            notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
-        if self.estimate is not None:  # beside what was measured: how far to trust it
-            report["estimate"] = self.estimate
-            report["measured"] = {"wall_s": round(time.monotonic() - self._started, 1),
-                                  "cost": (report.get("cost") or {}).get("total"),
-                                  "instances": len(self._billed_ids)}
         if self.budget is not None:
-            report["budget"] = self.budget.to_dict()
             if self.budget.stopped:
                 line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
                         f"instances; resume with pytest --duplexact-resume={self.run_dir}")
-                report["notes"].append(line)
+                notes.append(line)
                 self.messages.append(f"duplexact: {line}")
             try:
                 self._stop_file.unlink()
             except OSError:
                 pass
         baseline = self.baseline
-        if baseline:  # regression gate (report/baseline.py): significant drops fail the run
-            from ..report.baseline import gate
-
-            report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
-        self.report, self.gate_results = report, results
+        # the same function merge builds its report with: every section, in report.json order
+        report = builder.build(
+            outcomes, self.settings, self.model_spec, selected=[i.id for i in self.instances],
+            usage=usage.total(self.usage.values()), prices=prices, gates=self.gates,
+            notes=notes, estimate=self.estimate,
+            measured=model.Measured(round(time.monotonic() - self._started, 1),
+                                    len(self._billed_ids)),
+            budget=self.budget.to_dict() if self.budget is not None else None,
+            baseline=baseline,
+            baseline_alpha=options.get(config, "baseline-alpha") if baseline else None)
+        config.hook.pytest_duplexact_report(report=report, config=config)
+        self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
-        add_suite_properties(config, report)
+        add_suite_properties(config, report.to_json())
         unwritten = []
         for path in (RunDir(self.run_dir).report_file, options.get(config, "report")):
             if not path:
@@ -504,7 +496,7 @@ class DuplexactSession:
                     rel = os.path.relpath(self.run_dir, where)
                 except ValueError:  # another drive (Windows)
                     rel = str(self.run_dir)
-                write_json(Path(path), {**report, "run_dir": Path(rel).as_posix()})
+                write_json(Path(path), report.replace(run_dir=Path(rel).as_posix()).to_json())
             except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
                 unwritten.append((f"duplexact: ERROR: could not write {path}: {e}",
                                   _once_fixed(e, Path(path))))
@@ -519,13 +511,9 @@ class DuplexactSession:
                              "timelines, report.json)")
         if not (self.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
-        errors = report["totals"]["errors"]
-        passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
-        return 0 if passed and errors == 0 else 1
+        return 0 if builder.passed(report) else 1
 
-
-
-    def _publish(self, report: dict) -> None:
+    def _publish(self, report) -> None:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
         Actions job summary. Either failing is said, never fatal: the run dir has the
         report."""

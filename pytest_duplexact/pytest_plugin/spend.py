@@ -17,11 +17,11 @@ def model_kind(spec: str) -> tuple[str, bool]:
     building it (an import path is only known once built: "unknown", not billed unless the
     price table knows its name)."""
     from ..models import RECORDED_PREFIX
-    from ..models.requirements import REQUIREMENTS
+    from ..models.builtins import BUILTINS
 
     if spec.startswith(RECORDED_PREFIX):
         return "replay", False
-    req = REQUIREMENTS.get(spec)
+    req = BUILTINS.get(spec)
     return (req.kind, req.billed) if req is not None else ("unknown", False)
 
 

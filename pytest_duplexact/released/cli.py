@@ -48,6 +48,7 @@ def main(args) -> int:
         return 1
     from ..data.instance import dataset_summary as summary
     from ..data.instance import load_dataset
+    from ..rules import requires
 
-    print(summary(load_dataset(out)))
+    print(summary(load_dataset(out, requires=requires)))
     return 0

@@ -29,10 +29,14 @@ def section(usage: dict | None) -> dict | None:
     return {**found, "self_hosted": hosted, "S_rates": SELF_HOSTED_NOTE if hosted else None}
 
 
-def s_note(report: dict) -> str | None:
+def s_note(report) -> str | None:
     """The mark every view puts on S: ``self-hosted judge: not comparable with the paper's
-    GPT-5.4 (text judge qwen2.5 at http://127.0.0.1:8000/v1)``, or None."""
-    sec = report.get("judges") or section(report.get("usage"))
+    GPT-5.4 (text judge qwen2.5 at http://127.0.0.1:8000/v1)``, or None. ``report``: a
+    ``model.Report`` or a report dict."""
+    from .model import as_report
+
+    report = as_report(report)
+    sec = report.judges or section(report.usage)
     if not sec or not sec.get("self_hosted"):
         return None
     who = "; ".join(f"{label.replace('_', ' ')} {j['model']} at {j['url']}"

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.instance import Instance
+from ..data.annotations import Instance
 from ..data.results import ImmediateResult, InstanceOutcome, Verdict
 from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis

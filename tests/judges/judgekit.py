@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_duplexact.data.instance import Annotations, Clip, Instance
+from pytest_duplexact.data.annotations import Annotations, Clip, Instance
 from pytest_duplexact.data.timeline import Cue, Segment, Timeline, Word
 from pytest_duplexact.judges import RetryPolicy
 

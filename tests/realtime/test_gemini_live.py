@@ -436,13 +436,14 @@ async def test_usage_of_a_retried_instance_counts_every_attempt(api_key, tls, mo
     from pytest_duplexact import pipelines
     from pytest_duplexact.data.instance import bundled_root, load_dataset
     from pytest_duplexact.pipelines.direct import DirectReplay
+    from pytest_duplexact.rules import requires
 
     monkeypatch.setattr("pytest_duplexact.data.retry.RetryPolicy.delay",
                         lambda self, attempt, retry_after=None: 0.01)
     # a short observation period: this is about accounting, not about the pipeline
     monkeypatch.setattr(pipelines, "pipeline_for", lambda inst, *args: DirectReplay(
         observation_s=0.8))
-    inst = next(i for i in load_dataset(bundled_root()).instances
+    inst = next(i for i in load_dataset(bundled_root(), requires=requires).instances
                 if i.action == "take_turn")
     drop_first = lambda i: fake.Script(drop_after_ms=500 if i == 0 else None,  # noqa: E731
                                        answer_after_ms=200, speak_s=0.5)
