@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 from pytest_duplexact.rules import requires  # noqa: E402
-from pytest_duplexact.run.harness import Harness  # noqa: E402
+from pytest_duplexact.run.harness import Harness, RunKnobs  # noqa: E402
 from pytest_duplexact.run.settings import RunSettings  # noqa: E402
 
 
@@ -77,8 +77,8 @@ def pick(n: int) -> list:
 
 def record_all(model, name: str, batch: int, insts, work: Path) -> dict:
     """Record every instance as the plugin would (submit the next 2B, then wait for each)."""
-    h = Harness.from_settings(RunSettings(model=name), work / f"{name}-b{batch}", model=model,
-                              batch=batch, timeout=600)
+    h = Harness.from_settings(RunSettings(model=name), work / f"{name}-b{batch}",
+                              RunKnobs(batch=batch, timeout=600), model=model)
     clock = ModelClock(model, batch)
     seconds, load0 = 0.0, load_average()
     try:
@@ -156,8 +156,8 @@ def part_harness(args, work: Path) -> dict:
     model = Silent80()
     insts = pick(2 * b)
     clock = ModelClock(model, b)
-    h = Harness.from_settings(RunSettings(model="silent"), work / "silent-b16", model=model,
-                              batch=b, timeout=600)
+    h = Harness.from_settings(RunSettings(model="silent"), work / "silent-b16",
+                              RunKnobs(batch=b, timeout=600), model=model)
     frames = 0
     try:
         with Clock() as c:

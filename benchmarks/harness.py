@@ -153,11 +153,11 @@ class Stages:
 def plugin_harness(model, model_name: str, run_dir: Path, panel=None,
                    cache_dir: Path | None = None):
     """A Harness wired as the plugin wires one with default options (Harness.from_settings)."""
-    from pytest_duplexact.run.harness import Harness
+    from pytest_duplexact.run.harness import Harness, RunKnobs
     from pytest_duplexact.run.settings import RunSettings
 
-    h = Harness.from_settings(RunSettings(model=model_name), run_dir, cache_dir=cache_dir,
-                              model=model)
+    h = Harness.from_settings(RunSettings(model=model_name), run_dir,
+                              RunKnobs(cache_dir=cache_dir), model=model)
     if panel is not None:
         h.panel = panel
     return h

@@ -470,7 +470,7 @@ def test_the_fingerprint_covers_the_audio_not_the_folder(tmp_path):
     """Resume must not reuse outcomes scored on other audio; shards on other machines (other
     paths) must still agree."""
     from pytest_duplexact.data.instance import load_dataset
-    from pytest_duplexact.pytest_plugin.session import dataset_fingerprint
+    from pytest_duplexact.pytest_plugin.configure import dataset_fingerprint
 
     a = make_dataset(tmp_path / "a", TEMPLATES[:3])
     b = make_dataset(tmp_path / "elsewhere" / "b", TEMPLATES[:3])
