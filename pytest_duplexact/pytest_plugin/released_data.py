@@ -13,12 +13,12 @@ from ..data import taxonomy
 from ..released import resolve_data
 from ..released.convert import UNMAPPABLE_FILE, describe_absent
 from ..released.errors import ReleasedDataError
-from . import options
+from .config import RunConfig
 
 
 def resolve_for_run(config, data: str) -> tuple[Path, dict]:
-    mapping = options.get(config, "data-mapping")
-    skip = options.get(config, "skip-unmappable")
+    run = RunConfig.of(config)
+    mapping, skip = run.data_mapping, run.skip_unmappable
 
     def log(msg: str) -> None:
         """Progress (downloading, converting): this runs in pytest_configure, before the
@@ -36,24 +36,24 @@ def resolve_for_run(config, data: str) -> tuple[Path, dict]:
     except ReleasedDataError as e:
         raise pytest.UsageError(f"--duplexact-data={data}: refusing to start: {e}") from None
     released = describe(root, data)
-    _refuse_absent_actions(config, data, released["absent_configs"])
+    _refuse_absent_actions(run, data, released["absent_configs"])
     return root, released
 
 
-def _selected_actions(config) -> set[str]:
-    actions = set(options.get(config, "action")) or set(taxonomy.ACTIONS)
-    conditions = set(options.get(config, "condition"))
+def _selected_actions(run: RunConfig) -> set[str]:
+    actions = set(run.selection.actions) or set(taxonomy.ACTIONS)
+    conditions = set(run.selection.conditions)
     if conditions:
         actions &= {c.action for c in taxonomy.CONDITIONS
                     if c.id in conditions or f"{c.action}.{c.id}" in conditions}
     return actions
 
 
-def _refuse_absent_actions(config, data: str, absent: dict[str, str]) -> None:
+def _refuse_absent_actions(run: RunConfig, data: str, absent: dict[str, str]) -> None:
     """A snapshot without some configs' parquet (a renamed folder, a partial copy) would run
     the other actions under a report that reads as the whole benchmark: refused, as
     unmappable rows are, unless the selection leaves those actions out."""
-    wanted = _selected_actions(config)
+    wanted = _selected_actions(run)
     missing = {c: a for c, a in absent.items() if a in wanted}
     if not missing:
         return

@@ -30,17 +30,12 @@ from ..run.harness import Harness
 from ..run.rundir import RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
-from . import configure, options, preflight
+from . import configure, preflight
 from .config import RunConfig
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
 _UNSELECTED = pytest.mark.duplexact_unselected
-
-
-def _store(config) -> Path:
-    """The store folder (finish and _publish, which still read options by pytest config)."""
-    return RunConfig.of(config).store
 
 
 def _once_fixed(e: OSError, path: Path) -> str:
@@ -442,12 +437,12 @@ class DuplexactSession:
         decide it."""
         from ..report import builder, model
 
-        config = self.config
+        config, run = self.config, self.run_config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
         from ..report.cost import PriceError, load_prices
 
         try:
-            prices = load_prices(options.get(config, "prices"))
+            prices = load_prices(run.prices)
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
             prices = None
             self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
@@ -480,14 +475,14 @@ class DuplexactSession:
                                     len(self._billed_ids)),
             budget=self.budget.to_dict() if self.budget is not None else None,
             baseline=baseline,
-            baseline_alpha=options.get(config, "baseline-alpha") if baseline else None)
+            baseline_alpha=run.baseline_alpha if baseline else None)
         config.hook.pytest_duplexact_report(report=report, config=config)
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
         add_suite_properties(config, report.to_json())
         unwritten = []
-        for path in (RunDir(self.run_dir).report_file, options.get(config, "report")):
+        for path in (RunDir(self.run_dir).report_file, run.report):
             if not path:
                 continue
             try:  # each copy says where its recordings are, relative to itself ("." in it)
@@ -519,9 +514,9 @@ class DuplexactSession:
         report."""
         from ..report import job_summary, store
 
-        if options.get(self.config, "autosave"):
+        if self.run_config.autosave:
             try:
-                saved = store.save(report, _store(self.config))
+                saved = store.save(report, self.run_config.store)
                 self.messages.append(f"duplexact: stored this run as {saved}")
             except OSError as e:
                 self.messages.append(f"duplexact: WARNING: could not store this run: {e}")
