@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from judgekit import BERLIN, TABLE_WORDS, make_instance, seg, timeline, words
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.timeline import Cue, MissingTranscript, Word
@@ -14,6 +13,7 @@ from pytest_duplexact.judges import JudgePanel, prompts
 from pytest_duplexact.rules import RULES, Trial, backchannel
 from pytest_duplexact.rules.base import Rule
 from pytest_duplexact.rules.speech import JudgeInputError, split_segment
+from tests.judges.judgekit import BERLIN, TABLE_WORDS, make_instance, seg, timeline, words
 
 
 def fields(inst, tl) -> dict[str, str]:

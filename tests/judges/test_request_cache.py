@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from judgekit import FAKE_KEY, FAST, make_instance, seg, timeline, words
 
 from pytest_duplexact.data.results import success
 from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, RequestCache
 from pytest_duplexact.judges.cache import canonical, request_key, sha256_hex
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber
 from tests.fakes import Fail, Reply, Transcript
+from tests.judges.judgekit import FAKE_KEY, FAST, make_instance, seg, timeline, words
 
 REQ = {"endpoint": "chat.completions", "model": "m", "messages": [{"role": "user",
                                                                    "content": "hi"}]}

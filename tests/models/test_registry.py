@@ -4,7 +4,6 @@ import sys
 from importlib.metadata import EntryPoint
 
 import pytest
-from pipelines.helpers import ScriptedModel
 
 import pytest_duplexact.models as models
 from pytest_duplexact.models import (
@@ -18,6 +17,7 @@ from pytest_duplexact.models import (
 from pytest_duplexact.models.endpoint import EndpointModel
 from pytest_duplexact.models.oracle import OracleModel
 from pytest_duplexact.models.silent import SilentModel
+from tests.pipelines.helpers import ScriptedModel
 
 
 @pytest.mark.parametrize("name,cls", [("silent", SilentModel), ("oracle", OracleModel),
