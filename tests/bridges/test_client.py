@@ -20,16 +20,8 @@ from pytest_duplexact.pipelines.bargein import BargeInReplay
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from tests.bridges.support import scripted_server
-from tests.pipelines.helpers import (
-    cat,
-    direct_instance,
-    gap,
-    make_instance,
-    run,
-    simulator_instance,
-    spans,
-    tone,
-)
+from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
+from tests.support.builders import make_instance
 
 
 def bridge(url: str, **options):

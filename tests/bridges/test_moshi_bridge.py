@@ -15,7 +15,8 @@ from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from tests.bridges.support import served
-from tests.pipelines.helpers import cat, gap, make_instance, run, tone
+from tests.pipelines.helpers import cat, gap, run, tone
+from tests.support.builders import make_instance
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")

@@ -14,7 +14,8 @@ from pytest_duplexact.models.raon_speechchat import RaonSpeechChat
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
 from tests.fakes.raon_gateway import FakeRaonGateway, Script
-from tests.pipelines.helpers import cat, gap, make_instance, spans, tone
+from tests.pipelines.helpers import cat, gap, spans, tone
+from tests.support.builders import make_instance
 
 QUICK = RetryPolicy(max_attempts=2, backoff_base=0.0)
 

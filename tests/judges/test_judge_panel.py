@@ -17,7 +17,8 @@ from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, Request
 from pytest_duplexact.judges.audio_judge import DEFAULT_MODEL as AUDIO_MODEL
 from pytest_duplexact.rules.backchannel import Judgement
 from tests.fakes import Content, JsonReply, Reply
-from tests.judges.judgekit import FAST, immediate_of, seg, timeline, trial
+from tests.judges.judgekit import FAST, immediate_of, trial
+from tests.support.builders import seg, timeline
 
 CONDITIONS = [(c.action, c.id) for c in taxonomy.CONDITIONS]
 JUDGED = [ac for ac in CONDITIONS if ac[0] != "stop"]

@@ -12,7 +12,8 @@ from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, Request
 from pytest_duplexact.judges.cache import canonical, request_key, sha256_hex
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber
 from tests.fakes import Fail, Reply, Transcript
-from tests.judges.judgekit import FAKE_KEY, FAST, make_instance, seg, timeline, words
+from tests.judges.judgekit import FAKE_KEY, FAST, judged_instance
+from tests.support.builders import seg, timeline, words
 
 REQ = {"endpoint": "chat.completions", "model": "m", "messages": [{"role": "user",
                                                                    "content": "hi"}]}
@@ -120,12 +121,12 @@ def test_no_api_key_in_anything_the_judges_write(openai_server, fake_key, tmp_pa
     cache = RequestCache(tmp_path / "cache")
     panel = JudgePanel(JudgeClient(base_url=openai_server.url, policy=FAST),
                        AudioJudge(base_url=openai_server.url, policy=FAST), cache=cache)
-    inst = make_instance("take_turn", "immediate",
+    inst = judged_instance("take_turn", "immediate",
                          user_words=words(("Hello", 0.0, 0.5), ("there", 0.6, 1.0)),
                          user_start=0.0, user_end=1.0)
     tl = timeline(seg(1.2, 3.0, "Hi, how can I help you today?"))
     out = panel.subsequent(inst, tl, success("ok", onset=1.2))
-    bc = make_instance("backchannel", "affirmative", user_words=words(("So", 0.0, 0.5)),
+    bc = judged_instance("backchannel", "affirmative", user_words=words(("So", 0.0, 0.5)),
                        user_start=0.0, user_end=2.0, backchannel_point=0.5)
     cand = seg(0.6, 0.9, "mm-hmm")
     panel.backchannel_stages(bc, timeline(cand), cand, np.full(4800, 0.01, np.float32))

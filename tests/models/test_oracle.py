@@ -24,7 +24,6 @@ from tests.pipelines.helpers import (
     cat,
     gap,
     instance_for,
-    make_instance,
     run,
     simulator_instance,
     spans,
@@ -32,6 +31,7 @@ from tests.pipelines.helpers import (
     timeline_of,
     tone,
 )
+from tests.support.builders import make_instance
 
 
 @pytest.fixture(scope="module")

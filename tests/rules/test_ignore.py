@@ -18,8 +18,8 @@ from tests.rules.helpers import (
     segment_lists,
     shifted,
     sub,
-    timeline,
 )
+from tests.support.builders import timeline
 
 ANN = ann(user_start=0.5, user_end=9.0, other_start=4.0, other_end=6.25)
 

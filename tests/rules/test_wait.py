@@ -18,8 +18,8 @@ from tests.rules.helpers import (
     segment_lists,
     shifted,
     sub,
-    timeline,
 )
+from tests.support.builders import timeline
 
 ANN = ann(user_start=1.0, user_end=8.0, pause_start=3.0, pause_end=3.6)
 CONDITIONS = [c.id for c in taxonomy.conditions_of("wait")]
