@@ -44,6 +44,7 @@ from pytest_duplexact.listen.segmentation import (
     transcribe_segments,
 )
 from pytest_duplexact.listen.transcribe_offline import OfflineTranscriber
+from pytest_duplexact.rules import requires
 
 _TOKEN = re.compile(r"\w[\w']*(?:[-.][\w']+)*")
 
@@ -92,7 +93,7 @@ def edit_distance(ref: list[str], hyp: list[str]) -> int:
 
 def clips_with_transcripts(root: Path):
     seen = {}
-    for inst in load_dataset(root).instances:
+    for inst in load_dataset(root, requires=requires).instances:
         for role, clip in inst.clips.items():
             if clip.transcript and clip.path not in seen:
                 seen[clip.path] = (role, clip)

@@ -32,7 +32,8 @@ from pathlib import Path
 from _common import ROOT, Clock, load_average, machine, replicate_dataset
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
-from pytest_duplexact.run.harness import Harness  # noqa: E402
+from pytest_duplexact.rules import requires  # noqa: E402
+from pytest_duplexact.run.harness import Harness, RunKnobs  # noqa: E402
 from pytest_duplexact.run.settings import RunSettings  # noqa: E402
 
 
@@ -60,7 +61,8 @@ def pick(n: int) -> list:
     """``n`` bundled instances, the pipelines interleaved (every third is a simulator or
     barge-in trial), the same for every B."""
     by_pipe: dict[str, list] = {}
-    for inst in sorted(load_dataset(bundled_root()).instances, key=lambda i: i.id):
+    for inst in sorted(load_dataset(bundled_root(), requires=requires).instances,
+                       key=lambda i: i.id):
         by_pipe.setdefault(inst.pipeline.value, []).append(inst)
     order = [p for p in ("direct", "simulator", "barge_in") if p in by_pipe]
     out = []
@@ -73,8 +75,8 @@ def pick(n: int) -> list:
 
 def record_all(model, name: str, batch: int, insts, work: Path) -> dict:
     """Record every instance as the plugin would (submit the next 2B, then wait for each)."""
-    h = Harness.from_settings(RunSettings(model=name), work / f"{name}-b{batch}", model=model,
-                              batch=batch, timeout=600)
+    h = Harness.from_settings(RunSettings(model=name), work / f"{name}-b{batch}",
+                              RunKnobs(batch=batch, timeout=600), model=model)
     clock = ModelClock(model, batch)
     seconds, load0 = 0.0, load_average()
     try:
@@ -151,8 +153,8 @@ def part_harness(args, work: Path) -> dict:
     model = Silent80()
     insts = pick(2 * b)
     clock = ModelClock(model, b)
-    h = Harness.from_settings(RunSettings(model="silent"), work / "silent-b16", model=model,
-                              batch=b, timeout=600)
+    h = Harness.from_settings(RunSettings(model="silent"), work / "silent-b16",
+                              RunKnobs(batch=b, timeout=600), model=model)
     frames = 0
     try:
         with Clock() as c:

@@ -10,7 +10,9 @@ the built-in ``silent``, ``oracle`` and ``endpoint`` models offline, and ``oracl
 ``endpoint`` judged (text judge, audio judge, LLM simulator) against the fake OpenAI server of
 the tests on 127.0.0.1. ``compare`` checks, per run, ``report.json`` without its volatile keys
 (``created``; the bundled dataset's path is masked, its fingerprint kept), the terminal
-output (durations dropped, the run folder masked) and every file under ``instances/`` byte for byte, and, for the judged runs, the
+output (durations dropped, the run folder masked) and every file under ``instances/`` byte for
+byte (in JSON files the fake judge server's port and the measured wall time are masked: they
+differ between any two runs of the same code), and, for the judged runs, the
 chat requests the judges and the simulator sent (``requests.json``: model, messages and schema
 name, in order; audio parts replaced by a digest of their bytes).
 
@@ -44,6 +46,14 @@ if str(ROOT) not in sys.path:
 
 KEY = "sk-equivalence-fake-0000000000"
 VOLATILE = ("created",)
+# What differs between any two runs of the same code: the fake judge server's port (in the
+# judges' endpoint_url) and the wall time a run measured.
+_PORT = re.compile(r"127\.0\.0\.1:\d+")
+_WALL = re.compile(r"(wall_s\": |wall )[0-9.]+")
+
+
+def _mask(text: str) -> str:
+    return _WALL.sub(r"\g<1>0", _PORT.sub("127.0.0.1:<port>", text))
 OFFLINE = ("silent", "oracle", "endpoint")
 JUDGED = ("oracle", "endpoint")
 
@@ -110,7 +120,7 @@ def record(out: Path, pythonpath: str | None = None) -> None:
 def _report(path: Path, strip_fields: bool = False) -> str:
     """The report without its volatile keys; the dataset's path (the checkout's bundled
     fixtures, which moves with the checkout) is masked, its content fingerprint kept."""
-    rep = json.loads(path.read_text(encoding="utf-8"))
+    rep = json.loads(_mask(path.read_text(encoding="utf-8")))
     rep = {k: v for k, v in rep.items() if k not in VOLATILE}
     if isinstance(rep.get("settings"), dict) and "dataset" in rep["settings"]:
         rep["settings"] = {**rep["settings"], "dataset": "<bundled>"}
@@ -139,15 +149,19 @@ def _terminal(log: Path, run_root: Path) -> list[str]:
     without its durations and with the run's own folder masked."""
     if not log.is_file():
         return []
-    return [line.replace(str(run_root), "<runs>") for line in log.read_text().splitlines()
+    return [_mask(line.replace(str(run_root), "<runs>")) for line in log.read_text().splitlines()
             if not re.search(r" in [0-9.]+s\b", line)]
 
 
 def _same_file(a: Path, b: Path, strip_fields: bool) -> bool:
     if a.read_bytes() == b.read_bytes():
         return True
-    if strip_fields and a.name == "outcome.json":
-        return _strip(json.loads(a.read_text())) == _strip(json.loads(b.read_text()))
+    if a.suffix == ".json":
+        ta, tb = _mask(a.read_text()), _mask(b.read_text())
+        if ta == tb:
+            return True
+        if strip_fields and a.name == "outcome.json":
+            return _strip(json.loads(ta)) == _strip(json.loads(tb))
     return False
 
 

@@ -72,7 +72,10 @@ from _common import (  # noqa: E402
 from pytest_duplexact.data import audio, recording_io  # noqa: E402
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 from pytest_duplexact.listen import degrade, segmentation, vad  # noqa: E402
-from pytest_duplexact.rules import scoring  # noqa: E402
+from pytest_duplexact.rules import (
+    requires,  # noqa: E402
+    scoring,  # noqa: E402
+)
 from pytest_duplexact.run import rundir as rundir_mod  # noqa: E402
 
 MODELS = ("silent", "oracle", "endpoint")
@@ -150,11 +153,11 @@ class Stages:
 def plugin_harness(model, model_name: str, run_dir: Path, panel=None,
                    cache_dir: Path | None = None):
     """A Harness wired as the plugin wires one with default options (Harness.from_settings)."""
-    from pytest_duplexact.run.harness import Harness
+    from pytest_duplexact.run.harness import Harness, RunKnobs
     from pytest_duplexact.run.settings import RunSettings
 
-    h = Harness.from_settings(RunSettings(model=model_name), run_dir, cache_dir=cache_dir,
-                              model=model)
+    h = Harness.from_settings(RunSettings(model=model_name), run_dir,
+                              RunKnobs(cache_dir=cache_dir), model=model)
     if panel is not None:
         h.panel = panel
     return h
@@ -211,7 +214,7 @@ def throughput_worker(args) -> dict:
 
         vad._load()  # silero's weights; the harness loads them on first use
         model = resolve_model(args.model)
-        ds = load_dataset(args.dataset)
+        ds = load_dataset(args.dataset, requires=requires)
         instances = list(ds.instances[:: args.stride])[: args.limit]
     run_dir = Path(args.run_dir)
     h = plugin_harness(model, args.model, run_dir)
@@ -470,7 +473,7 @@ def summarise_precision(rows: list[dict]) -> dict:
 
 
 def precision(quick: bool, conditions=PRECISION_CONDITIONS) -> dict:
-    ds = load_dataset(bundled_root())
+    ds = load_dataset(bundled_root(), requires=requires)
     hosts = ds.by_condition("take_turn", "immediate")
     clips = speech_clips(ds)
     cases = precision_cases(quick, conditions)
@@ -534,7 +537,7 @@ def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Pa
     from pytest_duplexact.judges import JudgePanel
     from pytest_duplexact.models import resolve_model
 
-    instances = list(load_dataset(dataset).instances[::stride])[:limit]
+    instances = list(load_dataset(dataset, requires=requires).instances[::stride])[:limit]
     opened = Counter()
     real_open = pipelines.open_duplex
 
@@ -611,7 +614,7 @@ def gate_check(quick: bool, context_ms: tuple[int, ...] | None = None) -> dict:
     from pytest_duplexact.models.base import SessionInfo
     from pytest_duplexact.pipelines import run_instance
 
-    ds = load_dataset(bundled_root())
+    ds = load_dataset(bundled_root(), requires=requires)
     tracks: list[tuple[str, np.ndarray]] = []
     seen = set()
     for inst in ds.instances[:: 3 if quick else 1]:

@@ -36,6 +36,7 @@ from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.data.timeline import Span
 from pytest_duplexact.listen import vad
 from pytest_duplexact.listen.segmentation import MERGE_GAP_S, merge_spans
+from pytest_duplexact.rules import requires
 
 TARGET_MS = 50.0
 
@@ -121,7 +122,7 @@ class Tally:
 
 
 def run(dataset_root: Path, merge_gap: float, params: vad.VadParams):
-    ds = load_dataset(dataset_root)
+    ds = load_dataset(dataset_root, requires=requires)
     clips: dict[Path, tuple[str, object]] = {}
     for inst in ds.instances:
         for role, clip in inst.clips.items():

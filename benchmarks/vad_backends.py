@@ -25,6 +25,7 @@ from _common import Clock, load_average  # noqa: E402
 from pytest_duplexact.data import audio  # noqa: E402
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 from pytest_duplexact.listen import degrade, vad, vad_network  # noqa: E402
+from pytest_duplexact.rules import requires  # noqa: E402
 
 
 def tracks(quick: bool) -> list[tuple[str, str, np.ndarray]]:
@@ -33,7 +34,7 @@ def tracks(quick: bool) -> list[tuple[str, str, np.ndarray]]:
     from pytest_duplexact.models.base import SessionInfo
     from pytest_duplexact.pipelines import run_instance
 
-    ds = load_dataset(bundled_root())
+    ds = load_dataset(bundled_root(), requires=requires)
     clips, seen = [], set()
     for inst in ds.instances:
         for clip in inst.clips.values():

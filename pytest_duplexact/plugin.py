@@ -1,6 +1,7 @@
 """pytest glue, kept thin (the pytest11 entry module): the options, the two fixtures the suites
-use, and, when ``--duplexact-model`` is given, the run's ``DuplexactSession`` (session.py)
-registered as a plugin, whose hook methods do the rest.
+use, and, when ``--duplexact-model`` is given, the run's ``RunConfig`` (every option read
+once: pytest_plugin/config.py) and its ``DuplexactSession`` (session.py) registered as a
+plugin, whose hook methods do the rest; both leave at unconfigure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 
 from .data.results import InstanceOutcome
 from .pytest_plugin import options, own_tests, resumed
+from .pytest_plugin.config import RUN_CONFIG, RunConfig
 from .pytest_plugin.session import (
     PROPERTY,
     USAGE_PROPERTY,
@@ -26,22 +28,29 @@ SESSION = pytest.StashKey[DuplexactSession]()
 PLUGIN_NAME = "duplexact-session"
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from .report import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.addoption(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from .data.netsafety import install_log_filter
+    from .remote.netsafety import install_log_filter
 
     install_log_filter()  # --log-level=DEBUG shows websockets' handshake headers: keys masked
     config.addinivalue_line("markers", "duplexact: a DuplexAct benchmark instance")
     config.addinivalue_line("markers", "duplexact_unselected: an action outside the selection")
     taken = resumed.load(config)  # --duplexact-resume: the run's own model, options, selection
-    spec = options.get(config, "model")
-    if not spec:
-        return
-    session = DuplexactSession(config, spec)
+    if not options.get(config, "model"):
+        return  # not a benchmark run: no other option is read, none refused
+    run = config.stash[RUN_CONFIG] = RunConfig.from_pytest(config)
+    spec = run.model
+    session = DuplexactSession(config, run)
     if taken and not session.worker:
         session.notices.append(taken)
     config.stash[SESSION] = session
@@ -53,6 +62,18 @@ def pytest_configure(config: pytest.Config) -> None:
         if note:
             session.notices.append(note)
         config.args[:] = [str(suites_dir())]
+
+
+@pytest.hookimpl(trylast=True)  # after the session's own pytest_unconfigure (its lock)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session leaves the plugin manager as pytest's LogXML does: nothing of this run
+    outlives its config (a later in-process run, pytester's, starts clean)."""
+    session = config.stash.get(SESSION, None)
+    if session is not None:
+        del config.stash[SESSION]
+        config.pluginmanager.unregister(session)
+    if RUN_CONFIG in config.stash:
+        del config.stash[RUN_CONFIG]
 
 
 def session_of(config: pytest.Config) -> DuplexactSession | None:

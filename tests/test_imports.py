@@ -1,17 +1,21 @@
-"""The package's import structure (docs/architecture.md): no module imports itself back through
-a circle of module-level imports, and the plain data and the rules import no audio or I/O
-library, so they stay pure, fast to import and testable without audio.
+"""The package's import structure (docs/architecture.md): every import goes down the floors of
+the table "The floors" in docs/architecture.md (read from the doc, so the doc cannot drift from
+the code), no module imports itself back through a circle, and the plain data and the rules
+import no audio or I/O library, so they stay pure, fast to import and testable without audio.
 
 The graph is read statically (ast) from every module's top-level imports, the way Python runs
 them when the module is first imported; imports inside functions (deferred on purpose, e.g.
 ``Clip.load``) and under ``TYPE_CHECKING`` are not edges. Importing ``a.b.c`` also runs
 ``a/__init__`` and ``a/b/__init__``, so a module depends on the packages of what it imports
-(not on its own packages, which are already being imported when it runs).
+(not on its own packages, which are already being imported when it runs). The floor check and
+the second circle check read every import, deferred ones included; there a module that takes
+a name its own package's ``__init__`` defines (``from . import Error``) depends on it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest_duplexact
 
 PACKAGE = Path(pytest_duplexact.__file__).resolve().parent
 NAME = "pytest_duplexact"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 # Libraries that read, write, decode or resample audio or run models on it. numpy is allowed in
 # the data layer in principle, but none of it needs it today, so it is held to none either.
 HEAVY = ("soundfile", "soxr", "torch", "numpy", "silero_vad", "faster_whisper", "openai",
@@ -89,6 +94,9 @@ def _imports(name: str, path: Path, known: set[str],
             else:
                 mod = node.module or ""
             targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        if deferred and isinstance(node, ast.ImportFrom) and name.startswith(mod + ".") \
+                and mod in known and any(f"{mod}.{a.name}" not in known for a in node.names):
+            inside.add(mod)  # ``from . import Error``: a name its package's __init__ defines
         for t in targets:
             if t.split(".")[0] != NAME:
                 outside.add(t.split(".")[0])
@@ -145,6 +153,63 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+Floors = list[tuple[int, tuple[str, ...]]]  # (floor, module prefixes) per row of the table
+
+
+def _floor_table(markdown: str) -> Floors:
+    """The rows of the table under "## The floors": (floor, modules named in the package
+    column). ``cli/`` names the package ``pytest_duplexact.cli``, ``plugin.py`` the module."""
+    section = markdown.split("\n## The floors\n", 1)[1].split("\n## ", 1)[0]
+    rows: Floors = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].isdigit():
+            continue  # prose, the header, the |---| line
+        paths = re.findall(r"`([^`]+)`", cells[1])
+        assert paths and re.sub(r"`[^`]+`|[,\s]|and", "", cells[1]) == "", \
+            f"the package cell of floor {cells[0]} names something other than paths: {cells[1]}"
+        mods = []
+        for p in paths:
+            assert p.endswith(("/", ".py")), f"floor {cells[0]}: {p!r} is not a folder/ or a .py"
+            mods.append(".".join([NAME, *p.removesuffix("/").removesuffix(".py").split("/")]))
+        rows.append((int(cells[0]), tuple(mods)))
+    assert rows, "no floor table under '## The floors'"
+    return rows
+
+
+def _row_of(module: str, floors: Floors) -> int | None:
+    """The index of the row naming the longest prefix of ``module``, or None."""
+    best, length = None, -1
+    for i, (_, prefixes) in enumerate(floors):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > length:
+                best, length = i, len(p)
+    return best
+
+
+def _floor_violations(graph: dict[str, set[str]], floors: Floors) -> list[tuple[str, str, str]]:
+    """(importer, imported, why) for every edge that does not go down the floors: to a higher
+    floor, or to another row of the same floor. The package root imports nothing and is
+    imported by everything (parent packages run first), so it has no floor."""
+    out = []
+    for a in sorted(graph):
+        if a == NAME:
+            continue
+        ra = _row_of(a, floors)
+        for b in sorted(graph[a]):
+            if b == NAME:
+                continue
+            rb = _row_of(b, floors)
+            if ra is None or rb is None or ra == rb:
+                continue  # unplaced modules fail test_every_module_has_a_floor
+            fa, fb = floors[ra][0], floors[rb][0]
+            if fb > fa:
+                out.append((a, b, f"floor {fa} imports floor {fb}"))
+            elif fb == fa:
+                out.append((a, b, f"floor {fa} imports another row of its own floor"))
+    return out
+
+
 def _pure(name: str) -> bool:
     rest = name.split(".")[1:]
     return bool(rest) and (rest[0] == "rules" or ".".join(rest) in PURE)
@@ -195,3 +260,87 @@ def test_importing_the_floor_loads_no_audio_library(module):
                          timeout=60, cwd=PACKAGE.parent)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "", f"{module} loads {res.stdout.strip()}"
+
+
+@pytest.fixture(scope="module")
+def floors() -> Floors:
+    return _floor_table(ARCHITECTURE.read_text(encoding="utf-8"))
+
+
+def test_every_module_has_a_floor(floors):
+    named = [p for _, prefixes in floors for p in prefixes]
+    mods = set(_modules())
+    assert not [p for p in named if p not in mods], "the floor table names what is not there"
+    unplaced = sorted(m for m in mods if m != NAME and _row_of(m, floors) is None)
+    assert not unplaced, f"modules in no row of docs/architecture.md's floor table: {unplaced}"
+
+
+def test_imports_go_down_the_floors(floors):
+    """docs/architecture.md's table is the rule, deferred imports included: a function-level
+    import of a higher floor still makes the lower floor depend on it."""
+    bad = _floor_violations(_graph(deferred=True)[0], floors)
+    assert not bad, "imports against the floors (docs/architecture.md):\n" + "\n".join(
+        f"{a} -> {b}: {why}" for a, b, why in bad)
+
+
+SYNTHETIC = """# x
+
+## The floors
+
+Prose with a `code/` span that is not a row.
+
+| floor | package | what lives there |
+| --- | --- | --- |
+| 2 | `top/`, `entry.py` | the top |
+| 1 | `mid/` | the middle, `not/a/row/` here |
+| 1 | `side/` | beside the middle |
+| 0 | `low/` | the bottom |
+| 3 | `low/lifted.py` | one module of low/ that sits above the rest and top/ |
+
+## Next section
+
+| 9 | `ignored/` | another table |
+"""
+
+
+def test_the_floor_table_is_read_from_the_markdown():
+    rows = _floor_table(SYNTHETIC)
+    assert rows == [(2, (f"{NAME}.top", f"{NAME}.entry")), (1, (f"{NAME}.mid",)),
+                    (1, (f"{NAME}.side",)), (0, (f"{NAME}.low",)), (3, (f"{NAME}.low.lifted",))]
+    assert _row_of(f"{NAME}.low.lifted", rows) == 4  # the longest path wins
+    assert _row_of(f"{NAME}.low.other", rows) == 3
+    assert _row_of(f"{NAME}.lowly", rows) is None  # a prefix of the name is not a package
+    with pytest.raises(AssertionError, match="other than paths"):
+        _floor_table(SYNTHETIC.replace("| 0 | `low/` |", "| 0 | `low/` (mostly) |"))
+
+
+def test_the_floor_check_finds_a_violation():
+    """A synthetic graph: each kind of edge the check must refuse, and those it must allow."""
+    rows = _floor_table(SYNTHETIC)
+    p = f"{NAME}."
+    graph = {p + "top.a": {p + "mid.b", p + "low", p + "entry", NAME},  # down, own row: fine
+             p + "mid.b": {p + "top.a"},                 # up a floor
+             p + "side.c": {p + "mid.b"},                # sideways on floor 1
+             p + "low.d": {p + "low.e", p + "side.c"},   # own row fine; up to floor 1 not
+             p + "low.lifted": {p + "low.e", p + "top.a"},  # lifted above top/: fine
+             p + "low.e": {p + "low.lifted"},            # its own package, but floor 3
+             NAME: set()}
+    assert _floor_violations(graph, rows) == [
+        (p + "low.d", p + "side.c", "floor 0 imports floor 1"),
+        (p + "low.e", p + "low.lifted", "floor 0 imports floor 3"),
+        (p + "mid.b", p + "top.a", "floor 1 imports floor 2"),
+        (p + "side.c", p + "mid.b", "floor 1 imports another row of its own floor"),
+    ]
+
+
+def test_a_child_taking_a_name_from_its_packages_init_depends_on_it(tmp_path):
+    """The circle ReleasedDataError made: released/__init__ imported its children lazily, and
+    they imported the error back from it."""
+    known = {f"{NAME}.pkg", f"{NAME}.pkg.child", f"{NAME}.pkg.other"}
+    child = tmp_path / "child.py"
+    child.write_text("from . import Error, other\n", encoding="utf-8")
+    assert _imports(f"{NAME}.pkg.child", child, known, deferred=True)[0] == \
+        {f"{NAME}.pkg", f"{NAME}.pkg.other"}
+    assert _imports(f"{NAME}.pkg.child", child, known)[0] == {f"{NAME}.pkg.other"}
+    child.write_text("from . import other\n", encoding="utf-8")  # a submodule: no edge
+    assert _imports(f"{NAME}.pkg.child", child, known, deferred=True)[0] == {f"{NAME}.pkg.other"}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..data.instance import check_dataset
 from ..data.instance import dataset_summary as summary  # also read as validate.summary
+from ..rules import requires
 
 
 def main(args) -> int:
@@ -22,7 +23,8 @@ def main(args) -> int:
               "instances.jsonl)", file=sys.stderr)
         return 1
     decode = not args.no_audio and not getattr(args, "headers_only", False)
-    dataset, problems = check_dataset(root, check_audio=not args.no_audio, decode=decode)
+    dataset, problems = check_dataset(root, check_audio=not args.no_audio, decode=decode,
+                                      requires=requires)
     if problems:
         for p in problems:
             print(p)

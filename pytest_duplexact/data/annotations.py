@@ -33,7 +33,7 @@ class Clip:
 
 @dataclass(frozen=True)
 class Annotations:
-    """The annotated instants of an instance, in seconds (clocks: rules.base.Requirements)."""
+    """The annotated instants of an instance, in seconds (clocks: Requirements)."""
 
     user_start: float | None = None
     user_end: float | None = None
@@ -57,6 +57,22 @@ class Annotations:
     @property
     def other(self) -> Span:
         return Span(self.other_start, self.other_end)
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What an instance of one condition must carry (docs/dataset-format.md): each action's
+    rule says it (``requires`` in rules/<action>.py) and the loader (instance.py) is given it.
+    Clip times are on the user clip's clock except ``cue_start`` / ``cue_end`` (the cue
+    clip's).
+
+    ``within_user``: (first, last, message) annotation pairs that must lie inside
+    [user_start, user_end]; ``message`` is the problem reported on ``first``."""
+
+    clips: tuple[str, ...]
+    annotations: tuple[str, ...]
+    texts: tuple[str, ...]
+    within_user: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

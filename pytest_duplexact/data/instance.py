@@ -4,6 +4,9 @@ A dataset is a folder with ``dataset.json`` (format name and version) and ``inst
 (one instance a line) plus the audio files those lines name. Loading checks everything a run
 relies on and reports *every* problem at once, each naming the file, the instance and the
 field, so a broken dataset fails before any model is called.
+
+What each condition must carry is its rule's (rules/<action>.py, a floor above): the caller
+gives it as ``requires`` (``rules.requires``).
 """
 
 from __future__ import annotations
@@ -13,16 +16,16 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
+from typing import Callable
 
-from ..rules import RULES
 from . import audio, taxonomy
-from .annotations import Annotations, Clip, Instance
+from .annotations import Annotations, Clip, Instance, Requirements
 from .timeline import Word
 
 __all__ = ["ANNOTATION_FIELDS", "Annotations", "CLIP_ROLES", "Clip", "Dataset", "DatasetError",
            "FORMAT_NAME", "FORMAT_VERSION", "HEADER", "Instance", "MANIFEST", "Problem",
-           "TEXT_FIELDS", "bundled_root", "check_dataset", "id_problem", "instance_problems",
-           "load_dataset", "parse_instance", "read_header", "show_value"]
+           "Requires", "TEXT_FIELDS", "bundled_root", "check_dataset", "id_problem",
+           "instance_problems", "load_dataset", "parse_instance", "read_header", "show_value"]
 
 FORMAT_NAME = "duplexact-dataset"
 FORMAT_VERSION = 1
@@ -39,21 +42,8 @@ ANNOTATION_FIELDS = (
     "interrupt_target", "backchannel_point", "cue_start", "cue_end",
 )
 
-# What the built-in oracle speaks per action (it performs the expected action with these;
-# the model-side clips are optional for every other model).
-ORACLE_CLIPS: dict[str, tuple[str, ...]] = {
-    "wait": ("reference",), "ignore": ("reference",), "take_turn": ("reference",),
-    "backchannel": ("reference", "backchannel"), "stop": ("reference",),
-    "hold_floor": ("reference",), "interrupt": ("reference",),
-    "recover": ("reference", "recovery"),
-}
-
-
-def required_fields(action: str, condition: str) -> dict[str, tuple[str, ...]]:
-    """The clips, annotations and texts the loader requires of ``action.condition`` (the
-    action's own ``requires``, rules/<action>.py)."""
-    need = RULES[action].requires(condition)
-    return {"clips": need.clips, "ann": need.annotations, "text": need.texts}
+# (action, condition) -> what an instance of it must carry: rules.requires.
+Requires = Callable[[str, str], Requirements]
 
 
 @dataclass(frozen=True)
@@ -235,7 +225,7 @@ def _parse_clip(raw, root: Path, chk: _Checker, iid: str, role: str, check_audio
 
 
 def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bool = True,
-                   decode: bool = False):
+                   decode: bool = False, *, requires: Requires):
     """One manifest line -> Instance, or None with problems recorded on ``chk``."""
     if not isinstance(obj, dict):
         chk.add(f"line {line_no}", None, "each line must be a JSON object")
@@ -274,7 +264,7 @@ def parse_instance(obj, root: Path, chk: _Checker, line_no: int, check_audio: bo
                 f"unknown corpus {_show(corpus)}; known: {', '.join(taxonomy.CORPORA)}")
         ok = False
 
-    need = RULES[action].requires(cond)
+    need = requires(action, cond)
     raw_audio = {} if obj.get("audio") is None else obj["audio"]
     if not isinstance(raw_audio, dict):
         chk.add(iid, "audio", "must be an object mapping clip roles to files")
@@ -408,18 +398,20 @@ def read_header(root: Path, chk: _Checker) -> dict:
     return header
 
 
-def instance_problems(obj, root: Path | str, line_no: int = 1) -> list[Problem]:
+def instance_problems(obj, root: Path | str, line_no: int = 1, *,
+                      requires: Requires) -> list[Problem]:
     """What the loader would refuse in one manifest line of the dataset at ``root`` (its audio
     files read); the released-data converter checks each row with it as it writes the row."""
     root = Path(root).resolve()
     chk = _Checker(root / MANIFEST)
-    parse_instance(obj, root, chk, line_no)
+    parse_instance(obj, root, chk, line_no, requires=requires)
     return chk.problems
 
 
-def check_dataset(root: Path | str, check_audio: bool = True,
-                  decode: bool = False) -> tuple[Dataset | None, list[Problem]]:
-    """Parse and validate a dataset folder; returns (dataset or None, every problem found)."""
+def check_dataset(root: Path | str, check_audio: bool = True, decode: bool = False, *,
+                  requires: Requires) -> tuple[Dataset | None, list[Problem]]:
+    """Parse and validate a dataset folder; returns (dataset or None, every problem found).
+    ``requires``: what each condition must carry (``rules.requires``)."""
     root = Path(root).resolve()
     manifest = root / MANIFEST
     chk = _Checker(manifest)
@@ -452,7 +444,7 @@ def check_dataset(root: Path | str, check_audio: bool = True,
         except (ValueError, RecursionError) as e:  # huge integers, absurd nesting
             chk.add(f"line {line_no}", None, f"not valid JSON: {str(e)[:100]}")
             continue
-        inst = parse_instance(obj, root, chk, line_no, check_audio, decode)
+        inst = parse_instance(obj, root, chk, line_no, check_audio, decode, requires=requires)
         iid = obj.get("id") if isinstance(obj, dict) else None
         if isinstance(iid, str):
             if iid in seen:
@@ -474,8 +466,8 @@ def check_dataset(root: Path | str, check_audio: bool = True,
     return Dataset(root, str(header.get("name", root.name)), tuple(instances)), []
 
 
-def load_dataset(root: Path | str, check_audio: bool = True) -> Dataset:
-    dataset, problems = check_dataset(root, check_audio)
+def load_dataset(root: Path | str, check_audio: bool = True, *, requires: Requires) -> Dataset:
+    dataset, problems = check_dataset(root, check_audio, requires=requires)
     if problems:
         raise DatasetError(problems)
     return dataset

@@ -1,7 +1,10 @@
 """The DuplexAct taxonomy: the one place that names actions, conditions, windows and thresholds.
 
 Everything else (instance loader, rules, judges, suites, reports) reads this module; no other
-module spells a condition id. Source: SPEC.md §1-§5 and Appendix B of the DuplexAct paper.
+module spells a condition id. Each action is one ``ActionRecord`` (``RECORDS``): its label,
+conditions, timing diagnostic, judge prompt, oracle clips, cue purpose and released config;
+``ACTIONS``, ``CONDITIONS`` and the other per-action tables are views of the records. Source:
+SPEC.md §1-§5 and Appendix B of the DuplexAct paper.
 """
 
 from __future__ import annotations
@@ -17,42 +20,6 @@ class Pipeline(str, Enum):
     SIMULATOR = "simulator"  # Simulator Replay: lead-in, then a cue injected mid-response
     BARGE_IN = "barge_in"  # Simulator Replay for interrupt: the user holds the floor
 
-
-# --- L1 actions, in the paper's Table 4 order ---------------------------------------------
-ACTIONS: tuple[str, ...] = (
-    "wait",
-    "ignore",
-    "take_turn",
-    "backchannel",
-    "stop",
-    "hold_floor",
-    "interrupt",
-    "recover",
-)
-
-ACTION_LABELS: dict[str, str] = {
-    "wait": "Wait",
-    "ignore": "Ignore",
-    "take_turn": "Take Turn",
-    "backchannel": "Backchannel",
-    "stop": "Stop",
-    "hold_floor": "Hold Floor",
-    "interrupt": "Interrupt",
-    "recover": "Recover",
-}
-
-# Actions whose timing diagnostic (SPEC §5) is reported as T in Table 4, and its title on the
-# HTML report's chart.
-TIMING_DIAGNOSTIC: dict[str, str] = {
-    "stop": "yield_latency",
-    "interrupt": "interruption_timing_difference",
-    "recover": "recovery_latency",
-}
-TIMING_TITLES: dict[str, str] = {
-    "stop": "yield latency",
-    "interrupt": "timing vs target",
-    "recover": "latency after the cue",
-}
 
 # "unspecified": an instance whose data does not say (the released set may not); reported
 # under that name, never dropped.
@@ -98,79 +65,6 @@ class Condition:
         return self.judge_key or self.id
 
 
-def _c(action, cid, label, pipeline, judge_key=None, judge_context=None) -> Condition:
-    return Condition(action, cid, label, pipeline, judge_key, judge_context)
-
-
-_D, _S, _B = Pipeline.DIRECT, Pipeline.SIMULATOR, Pipeline.BARGE_IN
-
-# The 24 conditions, in the paper's Table 16 order within each action.
-CONDITIONS: tuple[Condition, ...] = (
-    _c("wait", "inter_sentential_pause", "Inter-sentential", _D, "inter_sentential_pause",
-       "The wait interval is a pause between sentences. The user\u2019s continuing contribution is "
-       "what they say after that pause (the next sentence and anything that follows until the "
-       "model responds)."),
-    _c("wait", "intra_sentential_pause", "Intra-sentential", _D, "intra_sentential_pause",
-       "The wait interval is a pause inside a sentence. The user\u2019s continuing contribution is "
-       "what they say after that pause (the rest of the sentence and anything that follows until "
-       "the model responds)."),
-    _c("wait", "continuous_speech", "Continuous", _D, "no_pause",
-       "There is no annotated pause. The wait interval is the user\u2019s continuous turn. The "
-       "user\u2019s continuing contribution is that turn (and anything said after it, if any) "
-       "until the model responds."),
-    _c("ignore", "background_speech", "Background", _D),
-    _c("ignore", "other_directed_speech", "Other-directed", _D),
-    _c("take_turn", "immediate", "Immediate", _D),
-    _c("take_turn", "delayed", "Delayed", _D),
-    _c("take_turn", "slight_overlap", "Slight overlap", _D),
-    _c("backchannel", "affirmative", "Affirmative", _D),
-    _c("backchannel", "uncertainty", "Uncertainty", _D),
-    _c("stop", "direct_interruption", "Direct", _S),
-    _c("hold_floor", "continue", "Continue", _S, "continue_current_response",
-       "Continue the current response without unnecessary change."),
-    _c("hold_floor", "shorten", "Shorten", _S, "continue_but_shorten",
-       "Shorten or condense the ongoing response."),
-    _c("hold_floor", "simplify", "Simplify", _S, "continue_with_simplification",
-       "Simplify the language or content of the ongoing response."),
-    _c("hold_floor", "background_speech", "Background", _S, "continue_with_background_speech",
-       "Preserve the current content; do not treat background speech as addressed input."),
-    _c("hold_floor", "other_directed_speech", "Other-dir.", _S,
-       "continue_with_other_directed_speech",
-       "Preserve the current content; do not treat other-directed speech as addressed input."),
-    _c("interrupt", "help", "Help", _B, "interrupt_for_help",
-       "The user is proceeding in a direction where timely help would matter. An interruption "
-       "is needed to offer the specific assistance or constraint the current situation "
-       "requires."),
-    _c("interrupt", "safety", "Safety", _B, "interrupt_for_safety",
-       "The user is describing a dangerous or hazardous behaviour. An interruption is needed to "
-       "flag the specific safety risk and to say why it is dangerous or what to do instead."),
-    _c("recover", "wrap_up", "Wrap up", _S),
-    _c("recover", "repeat", "Repeat", _S),
-    _c("recover", "ask_follow_up", "Ask follow-up", _S),
-    _c("recover", "enrich", "Enrich", _S),
-    _c("recover", "shift_topic", "Shift topic", _S),
-    _c("recover", "revise", "Revise", _S),
-)
-
-CONDITIONS_BY_KEY: dict[str, Condition] = {c.key: c for c in CONDITIONS}
-
-
-def conditions_of(action: str) -> tuple[Condition, ...]:
-    if action not in ACTIONS:
-        raise KeyError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
-    return tuple(c for c in CONDITIONS if c.action == action)
-
-
-def condition(action: str, condition_id: str) -> Condition:
-    try:
-        return CONDITIONS_BY_KEY[f"{action}.{condition_id}"]
-    except KeyError:
-        known = ", ".join(c.id for c in conditions_of(action))
-        raise KeyError(
-            f"unknown condition {condition_id!r} for action {action!r}; known: {known}"
-        ) from None
-
-
 # --- Windows and thresholds (SPEC §2-§3, paper Appendix B), in seconds ----------------------
 
 BACKCHANNEL_MAX_WORDS = 3  # a segment of <= 3 words is a backchannel, > 3 substantive
@@ -195,6 +89,153 @@ HOLD_FLOOR_MAX_GAP_S = 0.50  # longest silence gap allowed inside that window
 INTERRUPT_END_MARGIN_S = 1.0  # window is [user_start, user_end - 1.0]
 RECOVER_WINDOW: tuple[float, float] = (-2.0, 5.0)  # relative to interruption end
 STOP_FINAL_GRACE_S = 1.0  # substantive onsets in the intervention's last 1.0 s are allowed
+
+# --- The actions: one record each, in the paper's Table 4 order ----------------------------
+
+@dataclass(frozen=True)
+class Timing:
+    """An action's timing diagnostic (SPEC §5), reported as T in Table 4."""
+
+    diagnostic: str  # its name in the outcome and the report, e.g. yield_latency
+    title: str  # its title on the HTML report's chart
+    minimum: float | None  # the least value it can take (its rule's window); None: no floor
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    """Everything about one L1 action that is not its rule's logic; the logic is
+    ``rules/<action>.py``, whose ``RULE.record`` is this. Every consumer reads the record (no
+    parallel per-action tables): the report its label, conditions and timing, the gates the
+    timing's minimum, the judges its prompt, the oracle its clips, the LLM simulator its cue
+    purpose, the released data its config and item count. tests/rules/test_action_records.py
+    checks that every piece is there and agrees with the rest of the package."""
+
+    action: str
+    label: str  # its name in the report's tables (Table 4)
+    conditions: tuple[Condition, ...]  # its L2 conditions, in Table 16 order
+    oracle_clips: tuple[str, ...]  # the model-side clips the built-in oracle speaks
+    # its config in the released parquet (released/mapping.toml) and its instances there (the
+    # dataset card; Candor excluded); None: not in the released data
+    released_config: str | None = None
+    released_items: int | None = None
+    prompt: str | None = None  # its subsequent prompt (judges/prompts.py); None: S by rule
+    timing: Timing | None = None
+    cue_purpose: str | None = None  # Simulator Replay: what its cue is for (ours, C.2)
+
+
+def _record(action: str, label: str, conditions, **pieces) -> ActionRecord:
+    """``conditions``: (id, label, pipeline[, judge_key, judge_context]) rows."""
+    return ActionRecord(action, label, tuple(Condition(action, *row) for row in conditions),
+                        **pieces)
+
+
+_D, _S, _B = Pipeline.DIRECT, Pipeline.SIMULATOR, Pipeline.BARGE_IN
+
+# The 24 conditions within their actions, in the paper's Table 16 order.
+RECORDS: dict[str, ActionRecord] = {r.action: r for r in (
+    _record("wait", "Wait", (
+        ("inter_sentential_pause", "Inter-sentential", _D, "inter_sentential_pause",
+         "The wait interval is a pause between sentences. The user\u2019s continuing "
+         "contribution is what they say after that pause (the next sentence and anything that "
+         "follows until the model responds)."),
+        ("intra_sentential_pause", "Intra-sentential", _D, "intra_sentential_pause",
+         "The wait interval is a pause inside a sentence. The user\u2019s continuing "
+         "contribution is what they say after that pause (the rest of the sentence and anything "
+         "that follows until the model responds)."),
+        ("continuous_speech", "Continuous", _D, "no_pause",
+         "There is no annotated pause. The wait interval is the user\u2019s continuous turn. The "
+         "user\u2019s continuing contribution is that turn (and anything said after it, if any) "
+         "until the model responds.")),
+        oracle_clips=("reference",), released_config="wait", released_items=370,
+        prompt="wait"),
+    _record("ignore", "Ignore", (
+        ("background_speech", "Background", _D),
+        ("other_directed_speech", "Other-directed", _D)),
+        oracle_clips=("reference",), released_config="ignore", released_items=400,
+        prompt="ignore"),
+    _record("take_turn", "Take Turn", (
+        ("immediate", "Immediate", _D),
+        ("delayed", "Delayed", _D),
+        ("slight_overlap", "Slight overlap", _D)),
+        oracle_clips=("reference",), released_config="turn_taking", released_items=445,
+        prompt="take_turn"),
+    _record("backchannel", "Backchannel", (
+        ("affirmative", "Affirmative", _D),
+        ("uncertainty", "Uncertainty", _D)),
+        oracle_clips=("reference", "backchannel"), released_config="backchannel",
+        released_items=294, prompt="backchannel"),
+    _record("stop", "Stop", (
+        ("direct_interruption", "Direct", _S),),
+        oracle_clips=("reference",), released_config="stop", released_items=42,
+        timing=Timing("yield_latency", "yield latency", 0.0),
+        cue_purpose="The user interrupts to take the floor."),
+    _record("hold_floor", "Hold Floor", (
+        ("continue", "Continue", _S, "continue_current_response",
+         "Continue the current response without unnecessary change."),
+        ("shorten", "Shorten", _S, "continue_but_shorten",
+         "Shorten or condense the ongoing response."),
+        ("simplify", "Simplify", _S, "continue_with_simplification",
+         "Simplify the language or content of the ongoing response."),
+        ("background_speech", "Background", _S, "continue_with_background_speech",
+         "Preserve the current content; do not treat background speech as addressed input."),
+        ("other_directed_speech", "Other-dir.", _S, "continue_with_other_directed_speech",
+         "Preserve the current content; do not treat other-directed speech as addressed "
+         "input.")),
+        oracle_clips=("reference",), released_config="hold_floor", released_items=729,
+        prompt="hold_floor",
+        cue_purpose="A cue that does not require the model to give up the floor."),
+    _record("interrupt", "Interrupt", (
+        ("help", "Help", _B, "interrupt_for_help",
+         "The user is proceeding in a direction where timely help would matter. An "
+         "interruption is needed to offer the specific assistance or constraint the current "
+         "situation requires."),
+        ("safety", "Safety", _B, "interrupt_for_safety",
+         "The user is describing a dangerous or hazardous behaviour. An interruption is needed "
+         "to flag the specific safety risk and to say why it is dangerous or what to do "
+         "instead.")),
+        oracle_clips=("reference",), released_config="interrupt_user", released_items=400,
+        prompt="interrupt",
+        timing=Timing("interruption_timing_difference", "timing vs target", None)),
+    _record("recover", "Recover", (
+        ("wrap_up", "Wrap up", _S),
+        ("repeat", "Repeat", _S),
+        ("ask_follow_up", "Ask follow-up", _S),
+        ("enrich", "Enrich", _S),
+        ("shift_topic", "Shift topic", _S),
+        ("revise", "Revise", _S)),
+        oracle_clips=("reference", "recovery"), released_config="respond_and_recover",
+        released_items=776, prompt="recover",
+        timing=Timing("recovery_latency", "latency after the cue", RECOVER_WINDOW[0]),
+        cue_purpose="An interruption that the model should adapt its response to afterwards."),
+)}
+
+# Views of the records, for the readers that want one piece of every action.
+ACTIONS: tuple[str, ...] = tuple(RECORDS)
+ACTION_LABELS: dict[str, str] = {a: r.label for a, r in RECORDS.items()}
+# Actions whose timing diagnostic is reported as T, and its title on the HTML report's chart.
+TIMING_DIAGNOSTIC: dict[str, str] = {a: r.timing.diagnostic for a, r in RECORDS.items()
+                                     if r.timing is not None}
+TIMING_TITLES: dict[str, str] = {a: r.timing.title for a, r in RECORDS.items()
+                                 if r.timing is not None}
+CONDITIONS: tuple[Condition, ...] = tuple(c for r in RECORDS.values() for c in r.conditions)
+CONDITIONS_BY_KEY: dict[str, Condition] = {c.key: c for c in CONDITIONS}
+
+
+def conditions_of(action: str) -> tuple[Condition, ...]:
+    if action not in RECORDS:
+        raise KeyError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
+    return RECORDS[action].conditions
+
+
+def condition(action: str, condition_id: str) -> Condition:
+    try:
+        return CONDITIONS_BY_KEY[f"{action}.{condition_id}"]
+    except KeyError:
+        known = ", ".join(c.id for c in conditions_of(action))
+        raise KeyError(
+            f"unknown condition {condition_id!r} for action {action!r}; known: {known}"
+        ) from None
+
 
 # Rates and their presentation.
 RATE_KINDS: tuple[str, ...] = ("I", "S")

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import calls, prompts
+from ..remote import calls
+from ..remote.wav import wav_bytes
+from . import prompts
 from .client import ENV_BASE_URL, ChatJSON
-from .wav import wav_bytes
 
 DEFAULT_MODEL = "gpt-audio-1.5"
 ENV_MODEL = "DUPLEXACT_AUDIO_JUDGE_MODEL"

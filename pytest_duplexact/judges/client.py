@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import openai
 
-from . import calls
-from .cache import RequestCache, sha256_hex
+from ..remote import calls
+from ..remote.cache import RequestCache, sha256_hex
 
 DEFAULT_MODEL = "gpt-5.4"  # the paper's judge and simulator (GPT-5.4)
 ENV_MODEL = "DUPLEXACT_JUDGE_MODEL"

@@ -1,10 +1,11 @@
 """The judges as the harness sees them: one object, built from options, never raising for a
 judge's failure.
 
-``subsequent``: subsequent follow-through for any action (stop by rule, the others by the
-text judge on the paper's prompt). ``backchannel_stages``: stages 2 (text judge) and 3 (audio
-judge) of backchannel immediate execution. A panel without judges is valid: what needs a
-judge is NOT_JUDGED, with the reason; a judge that gives no usable answer makes JUDGE_ERROR.
+``ask_subsequent``: the text judge's subsequent follow-through on the paper's prompt, asked
+by rules/scoring.py once the rule has not decided (``missing_text_judge`` says why it cannot
+be). ``backchannel_stages``: stages 2 (text judge) and 3 (audio judge) of backchannel
+immediate execution. A panel without judges is valid: what needs a judge is NOT_JUDGED, with
+the reason; a judge that gives no usable answer makes JUDGE_ERROR.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import numpy as np
 from .. import rules
 from ..data.annotations import Instance
 from ..data.audio import SAMPLE_RATE
-from ..data.results import ImmediateResult, SubsequentResult, Verdict
+from ..data.results import SubsequentResult, Verdict
 from ..data.timeline import Segment, Timeline
+from ..remote import calls
+from ..remote.cache import RequestCache
 from ..rules.backchannel import Judgement
-from . import calls, prompts
+from . import prompts
 from .audio_judge import AudioJudge
-from .cache import RequestCache
 from .client import JudgeClient
 
 OFF = ("off", "none")  # a model option with one of these values disables that judge
@@ -46,28 +48,18 @@ class JudgePanel:
     def __repr__(self) -> str:
         return f"JudgePanel(text={self.text!r}, audio={self.audio!r})"
 
-    # --- subsequent follow-through ---------------------------------------------------------
+    # --- subsequent follow-through (rules/scoring.py decides when to ask) -------------------
 
-    def subsequent(self, instance: Instance, timeline: Timeline,
-                   immediate: ImmediateResult | None) -> SubsequentResult:
-        """S for one trial: what the action's rule decides itself, else the text judge on the
-        paper's prompt with the fields the rule builds (rules/<action>.py)."""
-        rule, trial = rules.RULES[instance.action], rules.Trial(instance, timeline)
-        if immediate is None or not immediate.success:
-            return SubsequentResult(Verdict.NOT_APPLICABLE, "immediate execution did not "
-                                    "succeed")
-        decided = rule.subsequent(trial, immediate)
-        if decided is not None:
-            return decided
-        if self.text is None:
-            return SubsequentResult(Verdict.NOT_JUDGED, "no text judge configured " +
-                                    (self._why() or "(--duplexact-judge)"))
-        fields = rule.judge_fields(trial, immediate)
-        # The paper decides some without asking: no later speech is a failure (B.2, B.7).
-        decided = rule.without_judge(fields)
-        if decided is not None:
-            return decided
-        prompt = prompts.SUBSEQUENT[instance.action]
+    def missing_text_judge(self) -> str | None:
+        """Why S cannot be judged (the NOT_JUDGED reason), or ``None`` with a text judge."""
+        if self.text is not None:
+            return None
+        return "no text judge configured " + (self._why() or "(--duplexact-judge)")
+
+    def ask_subsequent(self, action: str, fields: dict[str, str]) -> SubsequentResult:
+        """The text judge's S on the action's paper prompt filled with ``fields`` (the rule's
+        judge_fields): SUCCESS / FAILURE from its YES / NO, JUDGE_ERROR without an answer."""
+        prompt = prompts.SUBSEQUENT[action]
         system, user = prompt.render(fields)
         answer = self.text.ask_yes_no(system, user)
         # whether the answer came from the cache is counted in the report's usage, not here:

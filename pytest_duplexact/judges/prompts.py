@@ -17,7 +17,7 @@ Page furniture that the extraction dropped into the middle of four templates ("2
 ...) is removed. Stop has no judge (rules only, B.4).
 
 OURS (the paper gives no exact text): the backchannel stage-2 "genuine backchannel?" prompt,
-the stage-3 audio-judge prompt and the simulator prompt (in simulator_llm.py). They follow the
+the stage-3 audio-judge prompt and the simulator prompt (used by pipelines/simulator_llm.py). They follow the
 paper's wording where it describes the stage, and are marked ``verbatim=False``.
 """
 
@@ -276,10 +276,14 @@ AUDIO_FUNCTION_SYSTEM = (
     + ', "reason": "<one short sentence>"}.')
 AUDIO_FUNCTION_USER = "Classify the feedback function of this backchannel."
 
-SUBSEQUENT: dict[str, Prompt] = {p.name: p for p in
-                                 (WAIT, IGNORE, TAKE_TURN, BACKCHANNEL, HOLD_FLOOR, INTERRUPT,
-                                  RECOVER)}
-ALL: dict[str, Prompt] = {**SUBSEQUENT, BACKCHANNEL_GENUINE.name: BACKCHANNEL_GENUINE}
+# The subsequent-execution prompts by name; which action reads which is its record's
+# ``prompt`` (taxonomy.RECORDS).
+CATALOGUE: dict[str, Prompt] = {p.name: p for p in
+                                (WAIT, IGNORE, TAKE_TURN, BACKCHANNEL, HOLD_FLOOR, INTERRUPT,
+                                 RECOVER)}
+SUBSEQUENT: dict[str, Prompt] = {a: CATALOGUE[r.prompt] for a, r in taxonomy.RECORDS.items()
+                                 if r.prompt is not None}
+ALL: dict[str, Prompt] = {**CATALOGUE, BACKCHANNEL_GENUINE.name: BACKCHANNEL_GENUINE}
 
 # OURS: the Simulator Replay decision (paper C.2 describes its inputs, not its prompt). It
 # decides only *when* the fixed cue is played, never what it says.

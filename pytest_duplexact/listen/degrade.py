@@ -74,9 +74,10 @@ def white(n: int, seed: int) -> np.ndarray:
 def _talkers() -> tuple[np.ndarray, ...]:
     """The bundled fixtures' user clips, trimmed of leading and trailing silence."""
     from ..data.instance import bundled_root, load_dataset
+    from ..rules import requires
 
     out, seen = [], set()
-    for inst in load_dataset(bundled_root()).instances:
+    for inst in load_dataset(bundled_root(), requires=requires).instances:
         clip = inst.clips.get("user")
         if clip is None or clip.path in seen:
             continue

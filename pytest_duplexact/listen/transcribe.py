@@ -88,7 +88,7 @@ def get_transcriber(name: str, **opts) -> Transcriber:
         return takes_any or key in params
 
     if "cache_dir" in opts and takes("cache") and not (params and "cache_dir" in params):
-        from ..judges.cache import RequestCache
+        from ..remote.cache import RequestCache
 
         opts["cache"] = RequestCache(opts.pop("cache_dir"))
     for key in _CONTEXT:

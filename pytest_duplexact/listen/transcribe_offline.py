@@ -7,7 +7,7 @@ the optional extra ``asr`` (``pip install pytest-duplexact[asr]``) and are impor
 a clip is first transcribed, so the rest of the harness works without them.
 
 Decoding is deterministic (temperature 0 only, no sampling fallback) so a clip always gets the
-same words, which the request cache (judges/cache.py) relies on. Measured accuracy and speed
+same words, which the request cache (remote/cache.py) relies on. Measured accuracy and speed
 are in docs/timeline.md.
 """
 
@@ -97,7 +97,7 @@ class OfflineTranscriber:
 
     ``model_path``: a CTranslate2 Whisper folder (default: $DUPLEXACT_TRANSCRIBER_MODEL, then
     the bundled tiny.en). ``beam_size``: decoding beam. ``cpu_threads``: 0 = one per xdist
-    worker, else all cores. ``cache``: a judges.cache.RequestCache for transcripts keyed by
+    worker, else all cores. ``cache``: a remote.cache.RequestCache for transcripts keyed by
     the exact audio. ``lazy``: when True, a missing package or model is reported on first use
     instead of here (the harness's "auto" mode only needs it for models without a native
     transcript)."""

@@ -1,7 +1,7 @@
 """whisper-1 behind the Transcriber interface: the paper's ASR for model speech (D.1).
 
 One ``audio.transcriptions`` request per clip (verbose_json, word timestamps), through the same
-cache and retry policy as the judges (judges/calls.py). The model, base URL and key come from
+cache and retry policy as the judges (remote/calls.py). The model, base URL and key come from
 the constructor or DUPLEXACT_TRANSCRIBE_MODEL / DUPLEXACT_TRANSCRIBE_BASE_URL /
 OPENAI_API_KEY. A clip that cannot be transcribed raises TranscriptionError: the instance
 is then a harness error, never a model failure.
@@ -18,9 +18,9 @@ import numpy as np
 import openai
 
 from ..data.timeline import Word
-from ..judges import calls
-from ..judges.cache import RequestCache, sha256_hex
-from ..judges.wav import wav_bytes
+from ..remote import calls
+from ..remote.cache import RequestCache, sha256_hex
+from ..remote.wav import wav_bytes
 
 DEFAULT_MODEL = "whisper-1"
 ENV_MODEL = "DUPLEXACT_TRANSCRIBE_MODEL"

@@ -416,7 +416,7 @@ def _implementation(backend: str) -> dict:
 
 
 def cache_request(x: np.ndarray, params: VadParams) -> dict:
-    """The cache key material (judges/cache.py ``RequestCache``) of ``speech_spans`` on 16 kHz
+    """The cache key material (remote/cache.py ``RequestCache``) of ``speech_spans`` on 16 kHz
     float32 audio ``x``: the audio by its sha256, every parameter, the implementation."""
     return {"endpoint": "vad/speech_spans", "audio_sha256": hashlib.sha256(
                 np.ascontiguousarray(x, dtype=np.float32).tobytes()).hexdigest(),
@@ -429,7 +429,7 @@ def speech_spans(samples: np.ndarray, sample_rate: int,
     """Raw speech intervals of a mono track, seconds from its first sample, sorted and
     disjoint. Any sample rate; the VAD runs at 16 kHz.
 
-    ``cache``: a ``judges.cache.RequestCache``; the result for the same audio, parameters and
+    ``cache``: a ``remote.cache.RequestCache``; the result for the same audio, parameters and
     implementation is read from it instead of being computed (re-scoring a run from disk
     would otherwise spend nearly all its time here: docs/benchmarks.md)."""
     x = as_mono(samples, sample_rate)

@@ -3,7 +3,7 @@
 ``resolve_model(spec, **options)`` accepts, in this order:
 
 1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
-2. a built-in name (``BUILTINS``): silent, oracle, endpoint, gpt-realtime, gemini-live,
+2. a built-in name (``BUILTINS``, models/builtins.py): silent, oracle, endpoint, gpt-realtime, gemini-live,
    grok-voice, qwen-omni-realtime, minicpm-o, moshi, bridge (any server speaking the bridge
    protocol, docs/bridge-protocol.md), raon-speechchat, by name the models behind our
    model bridges: flm-audio, bayling-duplex, voila (models/bridged.py), and the models
@@ -15,8 +15,8 @@
 called with ``options`` as keyword arguments (strings when they come from the
 command line) and must return a stepped or streaming model (models/base.py). Modules are
 imported only when named, so a missing optional dependency only matters to its model. What
-each built-in needs (packages, keys, checkpoint files) is declared in models/requirements.py
-and checked before its module is imported.
+each built-in needs (packages, keys, checkpoint files) is declared in its row of
+models/builtins.py and checked before its module is imported.
 """
 
 from __future__ import annotations
@@ -30,34 +30,11 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from . import requirements
 from .base import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
+from .builtins import BUILTINS, RECORDED
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
 RECORDED_PREFIX = "recorded:"
-
-BUILTINS: dict[str, str] = {
-    "silent": "pytest_duplexact.models.silent:SilentModel",
-    "oracle": "pytest_duplexact.models.oracle:OracleModel",
-    "endpoint": "pytest_duplexact.models.endpoint:EndpointModel",
-    "gpt-realtime": "pytest_duplexact.models.openai_realtime:factory",
-    "gemini-live": "pytest_duplexact.models.gemini_live:factory",
-    "grok-voice": "pytest_duplexact.models.realtime_dialects:grok_voice",
-    "qwen-omni-realtime": "pytest_duplexact.models.realtime_dialects:qwen_omni_realtime",
-    "minicpm-o": "pytest_duplexact.models.minicpm_duplex:factory",
-    "moshi": "pytest_duplexact.models.moshi:factory",
-    "bridge": "pytest_duplexact.models.bridge:factory",
-    "raon-speechchat": "pytest_duplexact.models.raon_speechchat:factory",
-    # the bridge route by model name (models/bridged.py): the bridge runs on the model's machine
-    "flm-audio": "pytest_duplexact.models.bridged:flm_audio",
-    "bayling-duplex": "pytest_duplexact.models.bridged:bayling_duplex",
-    "voila": "pytest_duplexact.models.bridged:voila",
-    "freeze-omni": "pytest_duplexact.models.socketio_omni:freeze_omni",
-    "vita-1.5": "pytest_duplexact.models.socketio_omni:vita_15",
-    "lychee-fd": "pytest_duplexact.models.lychee_fd:factory",
-    "mini-omni2": "pytest_duplexact.models.mini_omni2:factory",
-}
-
 
 class UnknownModel(LookupError):
     pass
@@ -127,10 +104,10 @@ def registered_names() -> list[str]:
                                    - set(BUILTINS))
 
 
-def _factory(spec: str):
+def factory_for(spec: str):
     """What ``spec`` names: the factory to call (or a ready object)."""
     if spec in BUILTINS:
-        return _load(BUILTINS[spec], spec)
+        return _load(BUILTINS[spec].factory, spec)
     if ":" in spec:
         return _load(spec, spec)
     ep = _entry_point(spec)
@@ -148,11 +125,9 @@ def _factory(spec: str):
 
 
 def _recorded(spec: str, options: dict):
-    from .recorded import RecordedModel
-
     if options:
         raise ValueError(f"model {spec!r} takes no options (got {', '.join(options)})")
-    return RecordedModel(spec[len(RECORDED_PREFIX):])
+    return _load(RECORDED.factory, spec)(spec[len(RECORDED_PREFIX):])
 
 
 def _check_options(factory, options: dict, spec: str) -> None:
@@ -216,6 +191,13 @@ def value_problem(param: inspect.Parameter, value) -> str | None:
     return " or ".join(_SCALARS[t] for t in wanted)
 
 
+def _check_needs(spec: str, options: dict) -> None:
+    """A built-in's packages and files, before its module is imported (requirements.py)."""
+    row = BUILTINS.get(spec)
+    if row is not None:
+        row.check(spec, options)
+
+
 def preflight(spec: str, **options) -> None:
     """Check, without building the model (no weights loaded, no connection), that ``spec``
     names a model and ``options`` fit its factory; then run the factory's own
@@ -225,8 +207,8 @@ def preflight(spec: str, **options) -> None:
     if spec.startswith(RECORDED_PREFIX):
         _recorded(spec, options)
         return
-    requirements.check(spec, options)
-    factory = _factory(spec)
+    _check_needs(spec, options)
+    factory = factory_for(spec)
     _check_options(factory, options, spec)
     check = getattr(factory, "preflight", None)
     if callable(check):
@@ -239,8 +221,8 @@ def resolve_model(spec: str, **options) -> Any:
     spec = spec.strip()
     if spec.startswith(RECORDED_PREFIX):
         return _recorded(spec, options)
-    requirements.check(spec, options)
-    factory = _factory(spec)
+    _check_needs(spec, options)
+    factory = factory_for(spec)
     _check_options(factory, options, spec)
     model = factory(**options) if callable(factory) else factory
     if not (is_stepped(model) or is_streaming(model) or is_recorded(model)):
@@ -253,6 +235,6 @@ def resolve_model(spec: str, **options) -> Any:
 
 __all__ = [
     "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
-    "StreamingModel", "UnknownModel", "is_recorded", "is_stepped", "is_streaming", "preflight",
-    "registered_names", "resolve_model",
+    "StreamingModel", "UnknownModel", "factory_for", "is_recorded", "is_stepped", "is_streaming",
+    "preflight", "registered_names", "resolve_model",
 ]

@@ -14,9 +14,10 @@ instance. Then, per READY's ``mode``:
   (``step_timeout``), so onsets are frame-exact and the run deterministic, as in process.
   The server's TEXT is the model's own words, timed by the frame they arrive with
   (models/words.py, the rule Moshi's inner monologue uses in process).
-* ``streaming``: a ``StreamingModel`` (models/streaming.py), on the wall clock as the hosted
-  adapters are: input goes out in READY-``frame``-sized AUDIO messages as it is due; each
-  AUDIO from the server plays from its arrival, and the TEXT before it belongs to it.
+* ``streaming``: a ``StreamingModel`` (models/base.py; its session: models/streaming.py), on
+  the wall clock as the hosted adapters are (pipelines/streaming.py): input goes out in
+  READY-``frame``-sized AUDIO messages as it is due; each AUDIO from the server plays from its
+  arrival, and the TEXT before it belongs to it.
 
 Errors: the server's ERROR, or its CLOSE before ours, is a model error of the instance
 (final). A refused or dropped connection, a handshake the server answers 429/502/503/504 and
@@ -24,7 +25,7 @@ a READY that does not come within ``ready_timeout`` are transient (the trial is 
 scratch). A step with no answer within ``step_timeout`` is a model error naming the step.
 
 Key: ``DUPLEXACT_BRIDGE_API_KEY``, when set, goes as ``Authorization: Bearer`` and never over
-plain ``ws://`` to another machine (data/netsafety.py; ``allow_insecure=true`` opts out). It
+plain ``ws://`` to another machine (remote/netsafety.py; ``allow_insecure=true`` opts out). It
 is held masked (``Secret``), so a ``-l`` traceback cannot show it.
 """
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import ssl
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
@@ -45,10 +45,17 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
 from ..bridges import wire
-from ..data.netsafety import Secret
 from ..data.timeline import Word
+from ..remote.netsafety import Secret
 from .base import ModelError, SessionInfo, StepOutput
-from .model_options import ModelConfigError, check_transport, coerce, connect_error, scrub
+from .model_options import (
+    ModelConfigError,
+    check_transport,
+    coerce,
+    connect_error,
+    scrub,
+    tls_context,
+)
 from .slots import PerSlotBatch
 from .streaming import (
     DEFAULT_CHUNK_MS,
@@ -119,7 +126,7 @@ class BridgeClient:
                                    "open_timeout": self.connect_timeout,
                                    "close_timeout": self.close_timeout}
         if self.url.startswith("wss"):
-            options["ssl"] = _tls_context(self.ca_file)
+            options["ssl"] = tls_context(self.ca_file)
         return options
 
     def headers(self, key: Secret | None) -> dict[str, str] | None:
@@ -138,15 +145,6 @@ class BridgeClient:
 
     def scrubbed(self, payload: bytes) -> str:
         return scrub(wire.utf8(payload), self.key_env)
-
-
-_TLS: dict[str, ssl.SSLContext] = {}
-
-
-def _tls_context(ca_file: str = "") -> ssl.SSLContext:
-    if ca_file not in _TLS:  # loading the CA bundle costs ~40 ms: once per process
-        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
-    return _TLS[ca_file]
 
 
 def _ready_of(client: BridgeClient, kind: int, payload: bytes, transient: bool) -> wire.Ready:

@@ -3,8 +3,8 @@ the model's own environment), by name: ``--duplexact-model=flm-audio
 --duplexact-model-option url=ws://gpu-box:8765`` is ``--duplexact-model=bridge`` with the same
 options, plus a check that the server's READY names that model (a bridge of another model
 at the URL is a configuration error, not a run of the wrong model). ``BRIDGED`` is the one
-table of these names: the built-ins (models/__init__.py), their requirements rows
-(``duplexact models``) and docs/models.md follow it.
+table of these names: their rows in the table of built-ins (models/builtins.py), their
+paper routes (models/paper_models.py) and docs/models.md follow it.
 """
 
 from __future__ import annotations

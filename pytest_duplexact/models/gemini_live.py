@@ -8,7 +8,7 @@ decides when the model answers; a barge-in is ``serverContent.interrupted``, aft
 harness cuts local playback. The Live API has no item ids and no truncate call: each model turn
 is numbered here, and ``truncate`` is a no-op (the server already discarded the rest of the
 turn when it sent ``interrupted``). Timing, playback and transcript alignment live in
-``models/streaming.py`` (docs/models.md, docs/realtime.md).
+``pipelines/streaming.py`` (docs/models.md, docs/realtime.md).
 
 The API key is read from ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY`` only, by the SDK client,
 which sends it in the ``x-goog-api-key`` handshake header (never in the URL). This module
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ..data.netsafety import insecure_url_problem
+from ..remote.netsafety import insecure_url_problem
 from .base import ModelError, SessionInfo
 from .model_options import (  # also read as gemini_live.ModelConfigError
     TRANSIENT_HTTP,

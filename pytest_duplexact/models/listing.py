@@ -9,7 +9,7 @@ start on the model's machine, and whether this install can run it (models/paper_
                                              now (it connects once: READY, then CLOSE)
     duplexact models flm-audio               one of the paper's models: its routes
 
-Reads ``requirements.REQUIREMENTS``; packages are found without importing them, keys are only
+Reads the table of built-ins (models/builtins.py); packages are found without importing them, keys are only
 reported as set or missing (never printed). Exit status: 0, or 1 when a named model is not
 ready.
 """
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from . import BUILTINS, ENTRY_POINT_GROUP, _factory, preflight
+from . import ENTRY_POINT_GROUP, factory_for, preflight
+from .builtins import BUILTINS, RECORDED
 from .paper_models import NATIVE_TRANSCRIPT, ROSTER, ROUTES, SIMULATOR, paper_names
-from .requirements import RECORDED, REQUIREMENTS, Requirements, file_problem
+from .requirements import Builtin, file_problem
 
 DOTS = 30
 
@@ -29,7 +30,7 @@ def _line(label: str, status: str) -> str:
     return f"    {label} {'.' * max(2, DOTS - len(label))} {status}"
 
 
-def describe(name: str, req: Requirements, options: dict[str, str] | None) -> tuple[list[str],
+def describe(name: str, req: Builtin, options: dict[str, str] | None) -> tuple[list[str],
                                                                                     str]:
     """The lines for one model and its state: ``ready``, ``not ready`` or ``needs options``
     (required checkpoint options not given: only a run, or ``-o``, can tell)."""
@@ -76,7 +77,7 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
     all_ready = True
     wanted = names or list(BUILTINS)
     for name in wanted:
-        req = REQUIREMENTS.get(name)
+        req = BUILTINS.get(name)
         if req is None and name in paper_names():
             out += paper_lines(name)
             all_ready &= any(r.missing() is None for r in ROUTES.get(name, ()))
@@ -107,7 +108,7 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
     return "\n".join(out) + "\n", all_ready or not names
 
 
-def checked(name: str, req: Requirements, options: dict[str, str] | None
+def checked(name: str, req: Builtin, options: dict[str, str] | None
             ) -> tuple[list[str], str]:
     """``describe``, then the adapter's own preflight (a key read two ways, a server URL
     option) decides the rest: the list, one name and a paper model's route all say the
@@ -124,7 +125,7 @@ def checked(name: str, req: Requirements, options: dict[str, str] | None
 def _reached(name: str, options: dict[str, str]) -> list[str]:
     """For a model behind a server (a factory with ``reach``): connect once, say what
     answered (raises with the client's message when nothing does)."""
-    reach = getattr(_factory(name), "reach", None)
+    reach = getattr(factory_for(name), "reach", None)
     return [_line("server", f"reachable: {reach(**options)}")] if callable(reach) else []
 
 
@@ -143,10 +144,10 @@ def paper_lines(name: str) -> list[str]:
             lines.append(f"    {r.kind}: {missing} in this install  [not runnable here]")
             continue
         if r.kind in ("bridge", "native server"):  # its server is on the model's machine
-            _, state = describe(r.plugin, REQUIREMENTS[r.plugin], None)
+            _, state = describe(r.plugin, BUILTINS[r.plugin], None)
             state = "needs its server" if state == "ready" else state
         else:
-            _, state = checked(r.plugin, REQUIREMENTS[r.plugin], None)
+            _, state = checked(r.plugin, BUILTINS[r.plugin], None)
         lines.append(f"    {r.kind}: --duplexact-model={r.plugin} {r.run}  [{state}]")
         if r.start:
             lines.append(f"      start: {r.start}")

@@ -17,7 +17,7 @@ Field names follow the demo's server and web client where its API page differs
 (``audio_base64`` not ``audio``, ``system_prompt`` not ``prefix_system_prompt``, errors in
 ``error`` not ``message``); ``prepare`` carries both prompt names.
 
-Mapping onto the streaming layer (models/streaming.py): the duplex pushes 20 ms pieces on
+Mapping onto the streaming layer (pipelines/streaming.py): the duplex pushes 20 ms pieces on
 the wall clock; this session collects them into whole ``step_ms`` chunks, so each chunk goes
 out the moment its last 20 ms is due, as from a live microphone. A model turn (consecutive
 speak results) is one item. There is no VAD event: the model *itself* stops talking when it
@@ -39,7 +39,6 @@ import json
 import logging
 import os
 import secrets
-import ssl
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
@@ -50,9 +49,16 @@ import numpy as np
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
-from ..data.netsafety import BearerHeaders, Secret
+from ..remote.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
-from .model_options import ModelConfigError, build, check_transport, connect_error, scrub
+from .model_options import (
+    ModelConfigError,
+    build,
+    check_transport,
+    connect_error,
+    scrub,
+    tls_context,
+)
 from .server_session import started
 from .streaming import (
     DEFAULT_CHUNK_MS,
@@ -148,7 +154,7 @@ class MiniCPMO:
                                    "open_timeout": self.connect_timeout,
                                    "additional_headers": _auth_headers()}
         if url.startswith("wss"):
-            options["ssl"] = _tls_context()
+            options["ssl"] = tls_context()
         try:
             ws = await ws_connect(url, **options)
         except Exception as e:
@@ -160,15 +166,6 @@ def _auth_headers() -> BearerHeaders | None:
     """The key, when set, in a masked holder: never a plain str in a frame local that a
     ``-l`` traceback or a junit report would print."""
     return BearerHeaders(Secret(os.environ[KEY_ENV])) if os.environ.get(KEY_ENV) else None
-
-
-_TLS: list[ssl.SSLContext] = []
-
-
-def _tls_context() -> ssl.SSLContext:
-    if not _TLS:  # loading the CA bundle costs ~40 ms of loop time: once per process
-        _TLS.append(ssl.create_default_context())
-    return _TLS[0]
 
 
 def _connect_error(e: BaseException) -> ModelError:

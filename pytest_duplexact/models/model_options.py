@@ -6,13 +6,15 @@ the names against the adapter's dataclass, converts each value to its field's ty
 the option when it does not fit. ``check_transport`` refuses to send a key in clear text to
 another machine (plain ``http``/``ws`` to a non-loopback host) unless the user opted in.
 ``scrub`` keeps keys out of provider messages; ``connect_error`` turns a failed handshake into
-the error every network adapter raises (retried when transient).
+the error every network adapter raises (retried when transient); ``tls_context`` is the one TLS
+context per CA file every secure connection shares.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import ssl
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -26,8 +28,10 @@ TRANSIENT_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})  # rate limits, 
 
 
 class ModelConfigError(ModelError):
-    """The model cannot run as configured (missing key, package or server, bad option): raised
-    before any instance starts."""
+    """The model cannot run as configured (missing key, package or server, bad option, files
+    that are not the checkpoint they should be): raised before any instance starts. The one
+    class every adapter raises (also read as ``openai_realtime.ModelConfigError`` and the
+    like, where it is imported)."""
 
 
 def coerce(label: str, field: dataclasses.Field, value: Any) -> Any:
@@ -70,7 +74,7 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
     """Refuse a URL that would send the key unencrypted to another machine: the package's
     one rule (netsafety.py), opted out of by ``allow_insecure=true`` or its environment
     switch."""
-    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem
 
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "ws", "wss"):
@@ -127,11 +131,23 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
     return ModelError(why)
 
 
+_TLS: dict[str, ssl.SSLContext] = {}
+
+
+def tls_context(ca_file: str = "") -> ssl.SSLContext:
+    """The verifying TLS context for ``ca_file`` (empty: the system's CA bundle). Loading a
+    bundle costs ~40 ms of CPU on the event loop that also paces every other session's input,
+    so each is made once per process and shared."""
+    if ca_file not in _TLS:
+        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
+    return _TLS[ca_file]
+
+
 # --- servers the user starts (the open models' own demo servers) ------------------------------
 
 def shown_url(url: str) -> str:
     """``url`` as it may appear in a message or a log: a ``user:password@`` part is masked."""
-    from ..data.netsafety import mask_credentials
+    from ..remote.netsafety import mask_credentials
 
     return mask_credentials(url)
 
@@ -156,7 +172,7 @@ def check_server_url(label: str, url: str, example: str) -> None:
     if urlsplit(url).scheme.lower() not in ("http", "https"):
         raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
                                "http:// or https://")
-    from ..data.netsafety import ENV_ALLOW, insecure_url_problem
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem
 
     if urlsplit(url).password and insecure_url_problem(url, label) is not None:
         raise ModelConfigError(

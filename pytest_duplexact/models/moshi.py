@@ -39,7 +39,9 @@ from typing import Any
 import numpy as np
 
 from .base import ModelError, SessionInfo, StepOutput
-from .requirements import REQUIREMENTS, NotReady, local_file_problem
+from .builtins import BUILTINS
+from .model_options import ModelConfigError
+from .requirements import NotReady, local_file_problem
 from .words import TextStream
 
 SAMPLE_RATE = 24_000
@@ -51,10 +53,6 @@ DTYPES = ("float32", "bfloat16", "float16")
 _CONFIG_ONLY_KEYS = ("moshi_name", "mimi_name", "mimi_config_name", "tokenizer_name",
                      "lora_name", "model_type", "lm_gen_config", "tts_config", "stt_config",
                      "model_id")
-
-
-class ModelConfigError(ModelError):
-    """The options or checkpoint cannot make a Moshi model: raised before any instance."""
 
 
 # --- the model ---------------------------------------------------------------------------------
@@ -340,7 +338,7 @@ class MoshiOptions:
 
     def check_files(self) -> None:
         problems = []
-        for f in REQUIREMENTS["moshi"].files:
+        for f in BUILTINS["moshi"].files:
             value = getattr(self, f.option)
             if value:
                 problems += local_file_problem(f.option, f.what, value)

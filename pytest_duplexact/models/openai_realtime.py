@@ -5,7 +5,11 @@ Speaks the GA realtime protocol through the ``openai`` SDK's websocket client
 detection (server_vad or semantic_vad) decides when the model answers, and a barge-in is
 ``input_audio_buffer.speech_started`` followed by our ``conversation.item.truncate`` with the
 audio actually played. Timing, playback and the transcript alignment live in
-``models/streaming.py``; this module only translates the protocol (docs/realtime.md).
+``pipelines/streaming.py``; this module only translates the protocol (docs/realtime.md).
+
+The OpenAI-style dialects (models/realtime_dialects.py) share the handshake and its errors
+(``open_connection``, ``connect_failure``), the session-setup error mapping (``setup_error``,
+``is_transient``) and the session itself.
 
 The API key is read from ``OPENAI_API_KEY`` only (by the SDK client); this module never
 holds, logs or repeats it.
@@ -19,7 +23,6 @@ import dataclasses
 import json
 import logging
 import os
-import ssl
 import weakref
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -34,6 +37,7 @@ from .model_options import (  # also read as openai_realtime.ModelConfigError
     coerce,
     connect_error,
     scrub,
+    tls_context,
 )
 from .pcm import from_pcm16, pcm16
 from .streaming import (
@@ -103,7 +107,7 @@ class OpenAIRealtime:
         if self.chunk_ms <= 0 or self.connect_timeout <= 0:
             raise ModelConfigError(f"{self.model}: chunk_ms and connect_timeout must be "
                                    "positive")
-        from ..data.netsafety import insecure_url_problem
+        from ..remote.netsafety import insecure_url_problem
 
         problem = insecure_url_problem(self.base_url or os.environ.get("OPENAI_BASE_URL"),
                                        f"{self.model}: base_url")
@@ -144,24 +148,29 @@ class OpenAIRealtime:
     async def connect(self, info: SessionInfo) -> "OpenAIRealtimeSession":
         client = _client(self.base_url)
         url = client.websocket_base_url or client.base_url
-        options = {"ssl": _tls_context()} if str(url).startswith(("https", "wss")) else {}
-        manager = client.realtime.connect(model=self.model,
-                                          websocket_connection_options=options)
-        try:
-            conn = await asyncio.wait_for(manager.enter(), self.connect_timeout)
-        except Exception as e:
-            raise _connect_error(e, self.model) from None
+        conn = await open_connection(client, str(url), self.model, self.connect_timeout)
         session = OpenAIRealtimeSession(conn, self.interrupt_response)
         return await configured(session, self.session_config(), self.connect_timeout,
                                 self.model)
 
 
-# Building an SDK client or a TLS context loads the CA bundle (~40 ms of CPU on the event
-# loop that also paces every other session's input), so both are made once and shared: one
-# client per event loop and endpoint, one TLS context per process.
+# Building an SDK client loads the CA bundle (~40 ms of CPU on the event loop that also paces
+# every other session's input), so one is made per event loop and endpoint and shared (the TLS
+# context likewise, once per process: model_options.tls_context).
 _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
     weakref.WeakKeyDictionary()
-_TLS: list[ssl.SSLContext] = []
+
+
+async def open_connection(client: AsyncOpenAI, url: str, model: str, timeout: float,
+                          key_env: str = KEY_ENV) -> Any:
+    """The SDK's realtime websocket for ``model`` at ``url`` (TLS for https/wss), entered
+    within ``timeout``; a failed handshake raises ``connect_failure``'s error."""
+    options = {"ssl": tls_context()} if url.startswith(("https", "wss")) else {}
+    manager = client.realtime.connect(model=model, websocket_connection_options=options)
+    try:
+        return await asyncio.wait_for(manager.enter(), timeout)
+    except Exception as e:
+        raise connect_failure(e, model, key_env) from None
 
 
 async def configured(session, config: dict[str, Any], timeout: float, model: str):
@@ -189,13 +198,9 @@ def _client(base_url: str | None) -> AsyncOpenAI:
     return per_loop[key]
 
 
-def _tls_context() -> ssl.SSLContext:
-    if not _TLS:
-        _TLS.append(ssl.create_default_context())
-    return _TLS[0]
-
-
-def _connect_error(e: BaseException, model: str, key_env: str = KEY_ENV) -> ModelError:
+def connect_failure(e: BaseException, model: str, key_env: str = KEY_ENV) -> ModelError:
+    """A failed realtime handshake as the error that says what to do (a rejected key names
+    ``key_env``; busy or unreachable is transient)."""
     return connect_error(e, model, (key_env,),
                          not_found="the realtime endpoint: unknown model or wrong base URL")
 
@@ -213,9 +218,21 @@ def add_usage(total: dict[str, float], usage: Any, prefix: str = "") -> None:
             total[name] = total.get(name, 0) + value
 
 
-def _is_transient(kind: str, code: str) -> bool:
+def is_transient(kind: str, code: str) -> bool:
+    """Whether a server ``error`` event (its ``type`` and ``code``) is worth a fresh
+    session: rate limits, server errors, an expired session."""
     return "rate_limit" in kind or "rate_limit" in code or kind == "server_error" \
         or code == "session_expired"
+
+
+def setup_error(err: dict[str, Any], key_env: str) -> ModelError:
+    """A server ``error`` event during session setup as the instance's error (transient when
+    ``is_transient``), the key scrubbed from its message."""
+    msg = f"session setup failed: {err.get('code') or err.get('type')}: " \
+          f"{scrub(err.get('message'), key_env)}"
+    if is_transient(str(err.get("type") or ""), str(err.get("code") or "")):
+        return TransientModelError(msg)
+    return ModelError(msg)
 
 
 class OpenAIRealtimeSession:
@@ -232,7 +249,7 @@ class OpenAIRealtimeSession:
         self.session: dict[str, Any] = {}
         self._in_rate, self._out_rate = in_rate, out_rate
         # what the provider reports (response.usage, summed) plus the audio each way: the
-        # report's `model` service (usage.py)
+        # report's `model` service (data/usage.py)
         self.usage: dict[str, float] = {"responses": 0, "audio_in_s": 0.0,
                                         "audio_out_s": 0.0}
 
@@ -269,12 +286,7 @@ class OpenAIRealtimeSession:
                 self.session = ev.get("session") or {}
                 return
             elif kind == "error":
-                err = ev.get("error") or {}
-                msg = f"session setup failed: {err.get('code') or err.get('type')}: " \
-                      f"{scrub(err.get('message'), KEY_ENV)}"
-                if _is_transient(str(err.get("type") or ""), str(err.get("code") or "")):
-                    raise TransientModelError(msg)
-                raise ModelError(msg)
+                raise setup_error(ev.get("error") or {}, self._key_env)
 
     async def send(self, pcm: np.ndarray) -> None:
         # The hot path: one append per chunk per session. send_raw skips the SDK's typed
@@ -324,7 +336,7 @@ class OpenAIRealtimeSession:
         if kind == "error":
             err = ev.get("error") or {}
             kind_, code = str(err.get("type") or ""), str(err.get("code") or "")
-            transient = _is_transient(kind_, code)
+            transient = is_transient(kind_, code)
             return Error(scrub(err.get("message") or kind_, KEY_ENV), code=code or kind_ or None,
                          fatal=transient, transient=transient)
         return None

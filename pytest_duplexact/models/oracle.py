@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.instance import Instance
+from ..data import taxonomy
+from ..data.annotations import Instance
 from ..data.timeline import Word
 from ..listen.activity import FRAME_S, Change, EnergyGate, speech_spans, squeeze_pauses
 from .base import SessionInfo, StepOutput
@@ -52,11 +53,9 @@ def missing_clips(instances) -> str | None:
     optional in the format, docs/dataset-format.md), else None."""
     from collections import Counter
 
-    from ..data.instance import ORACLE_CLIPS
-
     lacking = Counter()
     for inst in instances:
-        for role in ORACLE_CLIPS[inst.action]:
+        for role in taxonomy.RECORDS[inst.action].oracle_clips:
             if role not in inst.clips:
                 lacking[(inst.action, role)] += 1
     if not lacking:
@@ -107,7 +106,7 @@ class OracleModel(PerSlotBatch):  # --duplexact-batch: models/slots.py
         self.k = 0
         self.phase = "scheduled"
         ann = inst.annotations
-        if self.action in ("stop", "hold_floor", "recover"):
+        if inst.pipeline is taxonomy.Pipeline.SIMULATOR:  # stop, hold_floor, recover
             self._start_simulator(inst)
         elif self.action == "take_turn":
             self.player.play(_speech(inst, "reference"),

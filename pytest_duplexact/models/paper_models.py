@@ -2,9 +2,8 @@
 whose route exists (``duplexact models`` lists both; docs/models.md has the recipes).
 
 ``ROSTER`` is the paper's list, fixed. ``ROUTES`` has one entry per model with a way to run it:
-an adapter adding a model adds its entry here (beside its ``BUILTINS`` line and its
-``requirements.REQUIREMENTS`` entry). A roster name without an entry is listed as having no
-adapter in this install. An entry is only listed as runnable when what it names exists here:
+an adapter adding a model adds its entry here (beside its row in models/builtins.py). A roster
+name without an entry is listed as having no adapter in this install. An entry is only listed as runnable when what it names exists here:
 its plugin model is a built-in and its bridge module (if any) is in the package; nothing is
 imported to find out.
 """
@@ -14,8 +13,8 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from . import BUILTINS
 from .bridged import BRIDGED
+from .builtins import BUILTINS
 
 # (our name, the paper's name, its checkpoint or API model in Table 14)
 ROSTER: tuple[tuple[str, str, str], ...] = (

@@ -35,14 +35,8 @@ from openai import AsyncOpenAI
 
 from .base import ModelError, SessionInfo
 from .model_options import ModelConfigError, build, check_transport, scrub
-from .openai_realtime import (
-    OpenAIRealtimeSession,
-    _connect_error,
-    _is_transient,
-    _tls_context,
-    configured,
-)
-from .streaming import DEFAULT_CHUNK_MS, Error, Event, TransientModelError
+from .openai_realtime import OpenAIRealtimeSession, configured, open_connection, setup_error
+from .streaming import DEFAULT_CHUNK_MS, Error, Event
 
 TURN_DETECTION = ("server_vad", "none")
 
@@ -110,13 +104,8 @@ class DialectRealtime:
 
     async def connect(self, info: SessionInfo) -> "DialectSession":
         client = _client(self.url, self.KEY_ENV)
-        options = {"ssl": _tls_context()} if self.url.startswith(("https", "wss")) else {}
-        manager = client.realtime.connect(model=self.model,
-                                          websocket_connection_options=options)
-        try:
-            conn = await asyncio.wait_for(manager.enter(), self.connect_timeout)
-        except Exception as e:
-            raise _connect_error(e, self.model, self.KEY_ENV) from None
+        conn = await open_connection(client, self.url, self.model, self.connect_timeout,
+                                     self.KEY_ENV)
         return await configured(DialectSession(conn, self), self.session_config(),
                                 self.connect_timeout, self.model)
 
@@ -205,7 +194,7 @@ class QwenOmniRealtime(DialectRealtime):
         return config
 
 
-# One SDK client per event loop, endpoint and key (see openai_realtime._client for why).
+# One SDK client per event loop, endpoint and key (openai_realtime._CLIENTS says why).
 _CLIENTS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict]" = \
     weakref.WeakKeyDictionary()
 
@@ -246,12 +235,7 @@ class DialectSession(OpenAIRealtimeSession):
                 self.session = ev.get("session") or {}
                 return
             if kind == "error":
-                err = ev.get("error") or {}
-                msg = f"session setup failed: {err.get('code') or err.get('type')}: " \
-                      f"{scrub(err.get('message'), self._key_env)}"
-                if _is_transient(str(err.get("type") or ""), str(err.get("code") or "")):
-                    raise TransientModelError(msg)
-                raise ModelError(msg)
+                raise setup_error(ev.get("error") or {}, self._key_env)
 
     def _translate(self, ev: dict[str, Any]) -> Event | None:
         kind = ev.get("type")

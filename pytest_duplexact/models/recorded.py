@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.instance import Instance
+from ..data.annotations import Instance
 from ..data.recording import Recording
 from ..data.recording_io import RecordingFormatError, has_metadata, load_recording, read_instance_id
 from ..data.taxonomy import Pipeline

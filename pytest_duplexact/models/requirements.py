@@ -1,11 +1,13 @@
-"""What each built-in model needs to run here, declared as data (docs/models.md §3).
+"""What a built-in model needs to run here, and its row in the table of built-ins
+(models/builtins.py, docs/models.md §3).
 
-One ``Requirements`` entry per built-in name in ``REQUIREMENTS``: the Python packages it imports,
-the environment variables it reads (API keys), and the options that must name local files
-(checkpoints). Everything is checked without importing the packages or opening the files'
+A ``Builtin`` row says where the model's factory is (an import path, imported only when the
+model is named), how ``duplexact models`` shows it, and what it needs: the Python packages it
+imports, the environment variables it reads (API keys), and the options that must name local
+files (checkpoints). Everything is checked without importing the packages or opening the files'
 contents, so ``duplexact models`` can list every model on a machine that has none of them, and
 ``models.preflight`` can fail a run with one message that names everything missing before the
-adapter module is even imported. A new adapter adds one entry here beside its ``BUILTINS`` line.
+adapter module is even imported.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from pathlib import Path
 from typing import Mapping
 
 from .base import ModelError
-from .bridged import BRIDGED
 
 # Hub addresses a user might copy from a model card: we never download, so say so.
 _REMOTE_PREFIXES = ("hf://", "http://", "https://", "s3://", "gs://")
@@ -40,7 +41,10 @@ class FileOption:
 
 
 @dataclass(frozen=True)
-class Requirements:
+class Builtin:
+    """One built-in model: its factory, what ``duplexact models`` shows, what it needs."""
+
+    factory: str  # "package.module:attr", imported only when the model is named
     summary: str  # one line: what the model is
     kind: str  # "stepped", "streaming" or "replay"
     packages: tuple[Package, ...] = ()
@@ -67,6 +71,14 @@ class Requirements:
         if keys:
             out += [f"environment variable {k} is not set" for k in self.missing_env()]
         return out + self.file_problems(options)
+
+    def check(self, name: str, options: Mapping[str, object]) -> None:
+        """Raise ``NotReady`` naming every missing package and file of built-in ``name``."""
+        # a missing key is the adapter's own preflight's to explain (where to get it, which
+        # provider): here only what must exist before its module can even be imported
+        problems = self.problems(options, keys=False)
+        if problems:
+            raise NotReady(f"model {name!r} cannot run here: " + "; ".join(problems))
 
 
 def file_problem(f: FileOption, value: object) -> list[str]:
@@ -96,90 +108,7 @@ def _importable(module: str) -> bool:
         return False
 
 
-_OPENAI = (Package("openai", "core dependency of pytest-duplexact"),
-           Package("websockets", "pip install 'openai[realtime]'"))
-_WEBSOCKETS = (Package("websockets", "core dependency of pytest-duplexact"),)
-
-_SOCKETIO = (Package("socketio", "pip install 'python-socketio[asyncio-client]==5.18.1'"),
-             Package("aiohttp", "pip install 'python-socketio[asyncio-client]==5.18.1'"))
-_HTTPX2 = Package("httpx2", "core dependency of pytest-duplexact (through openai)")
-
-REQUIREMENTS: dict[str, Requirements] = {
-    "silent": Requirements("digital silence in every frame: the lower bound", "stepped"),
-    "oracle": Requirements("privileged reference: performs each expected action with the "
-                           "instance's own clips", "stepped"),
-    "endpoint": Requirements("cascade baseline: energy endpointing, then one fixed spoken "
-                             "reply", "stepped"),
-    "gpt-realtime": Requirements("OpenAI Realtime API (hosted)", "streaming", packages=_OPENAI,
-                                 env=("OPENAI_API_KEY",), billed=True),
-    # the key may be GEMINI_API_KEY or GOOGLE_API_KEY: the adapter's preflight checks either
-    "gemini-live": Requirements("Google Gemini Live API (hosted; GEMINI_API_KEY or "
-                                "GOOGLE_API_KEY)", "streaming",
-                                packages=(Package("google.genai",
-                                                  "pip install 'pytest-duplexact[gemini]'"),),
-                                billed=True),
-    "grok-voice": Requirements("xAI Grok Voice Agent API (hosted, OpenAI Realtime dialect)",
-                               "streaming", packages=_OPENAI, env=("XAI_API_KEY",), billed=True),
-    "qwen-omni-realtime": Requirements("Alibaba DashScope Qwen-Omni Realtime (hosted, OpenAI "
-                                       "Realtime dialect)", "streaming", packages=_OPENAI,
-                                       env=("DASHSCOPE_API_KEY",), billed=True),
-    # the server URL is an option, checked by the adapter's own preflight; its key is optional
-    "minicpm-o": Requirements("MiniCPM-o behind its duplex demo server (server_url option)",
-                              "streaming", packages=(Package("websockets",
-                                                             "pip install 'openai[realtime]'"),)),
-    # the open models' own demo servers: server_url is an option, checked by each preflight
-    "freeze-omni": Requirements("Freeze-Omni behind its socket.io demo server bin/server.py "
-                                "(server_url option)", "streaming", packages=_SOCKETIO),
-    "vita-1.5": Requirements("VITA-1.5 behind its socket.io web demo web_demo/server.py "
-                             "(server_url option)", "streaming", packages=_SOCKETIO),
-    "lychee-fd": Requirements("Lychee-FD behind its HTTP + server-sent-events app "
-                              "lychee_fd/app.py (server_url option)", "streaming",
-                              packages=(_HTTPX2,)),
-    "mini-omni2": Requirements("Mini-Omni2 behind its turn-based /chat server server.py "
-                               "(server_url option; Direct Replay only)", "streaming",
-                               packages=(_HTTPX2,)),
-    "moshi": Requirements(
-        "Kyutai Moshi from local checkpoint files (moshi 0.2.13)", "stepped",
-        packages=(Package("moshi", MOSHI_INSTALL), Package("sentencepiece", MOSHI_INSTALL),
-                  Package("safetensors", MOSHI_INSTALL), Package("einops", MOSHI_INSTALL),
-                  Package("huggingface_hub", MOSHI_INSTALL)),
-        files=(FileOption("mimi_weights", "Mimi codec weights, .safetensors"),
-               FileOption("lm_weights", "Moshi LM weights, .safetensors"),
-               FileOption("tokenizer", "SentencePiece text tokenizer, .model"),
-               FileOption("lm_config", "LM config.json; default: Moshi 7B", required=False),
-               FileOption("mimi_config", "Mimi config json; default: the released Mimi",
-                          required=False))),
-    # the server URL is an option, checked (and the server probed) by the adapter itself
-    "bridge": Requirements("any model behind the duplexact bridge protocol v1 (url option; "
-                           "docs/bridge-protocol.md)", "stepped or streaming, as the server "
-                           "says", packages=_WEBSOCKETS),
-    "raon-speechchat": Requirements("Raon-SpeechChat behind its demo gateway, natively (url "
-                                    "option)", "streaming", packages=_WEBSOCKETS),
-    # url option, as for bridge; what to start on the model's machine: its paper route
-    **{name: Requirements(f"{b.title} behind pytest_duplexact.bridges.{b.module} on the "
-                          "model's machine (url option)", "stepped, bridge",
-                          packages=_WEBSOCKETS)
-       for name, b in BRIDGED.items()},
-}
-
-# Not a BUILTINS name: a prefix (models/__init__.py), listed by `duplexact models` all the same.
-RECORDED = Requirements("replays recordings saved earlier (recorded:DIR, a run directory)",
-                        "replay")
-
-
 class NotReady(ModelError):
     """A built-in model cannot run here; the message lists everything that is missing (a
     ``ModelError`` like the adapters' own configuration errors)."""
 
-
-def check(name: str, options: Mapping[str, object]) -> None:
-    """Raise ``NotReady`` naming every missing package, key and file of built-in ``name``
-    (nothing for names without an entry)."""
-    req = REQUIREMENTS.get(name)
-    if req is None:
-        return
-    # a missing key is the adapter's own preflight's to explain (where to get it, which
-    # provider): here only what must exist before its module can even be imported
-    problems = req.problems(options, keys=False)
-    if problems:
-        raise NotReady(f"model {name!r} cannot run here: " + "; ".join(problems))

@@ -12,7 +12,7 @@ Session protocol (what ``await model.connect(info)`` returns)::
         async def close(self) -> None
 
 A session may also have ``usage``: a flat dict of numbers its provider reported (tokens,
-audio seconds), read at ``close()`` into ``Recording.usage`` and totalled by usage.py.
+audio seconds), read at ``close()`` into ``Recording.usage`` and totalled by data/usage.py.
 
 ``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
 ``ResponseDone`` / ``Error``. An adapter raises ``TransientModelError`` (retried from scratch)

@@ -19,7 +19,7 @@ import inspect
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Union
 
-from ..data.instance import Instance
+from ..data.annotations import Instance
 from ..data.taxonomy import Pipeline
 from ..models import is_recorded, is_stepped, is_streaming
 from ..models.base import SessionInfo

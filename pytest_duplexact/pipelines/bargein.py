@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..data.annotations import Instance
 from ..data.audio import SAMPLE_RATE, silence
-from ..data.instance import Instance
 from ..data.taxonomy import BACKCHANNEL_MAX_WORDS
 from ..data.timeline import count_words
 from .direct import CHUNK_S, push_in_chunks

@@ -8,8 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..data.annotations import Instance
 from ..data.audio import SAMPLE_RATE, silence
-from ..data.instance import Instance
 from ..data.taxonomy import OBSERVATION_PERIOD_S
 from .duplex import Duplex, Recording
 

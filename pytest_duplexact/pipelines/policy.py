@@ -3,7 +3,7 @@
 A policy only decides *when*; it never produces content. The harness polls it every
 ``poll_interval`` seconds of session time while the model speaks, and force-injects at the
 deadline if it has not fired. The rule-based policy (simulator.py) is the offline default;
-the paper's LLM policy lives in judges/simulator_llm.py.
+the paper's LLM policy is simulator_llm.py (it asks a chat model through the judges' client).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..data.annotations import Instance
 from ..data.audio import SAMPLE_RATE, silence
-from ..data.instance import Instance
 from ..data.timeline import Cue
 from ..listen.activity import EnergyGate
 from .direct import CHUNK_S, push_in_chunks

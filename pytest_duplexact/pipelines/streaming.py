@@ -30,7 +30,6 @@ import numpy as np
 
 from ..data.audio import SAMPLE_RATE, resample
 from ..data.recording import Recording
-from ..data.retry import STREAMING, RetryPolicy
 from ..data.timeline import Word
 from ..models.base import ModelError, SessionInfo, StreamingModel
 from ..models.streaming import (
@@ -45,6 +44,7 @@ from ..models.streaming import (
     TranscriptDelta,
     TransientModelError,
 )
+from ..remote.retry import STREAMING, RetryPolicy
 from . import watchdog
 from .duplex import Duplex, Track
 from .output_check import dtype_problem, level_problem

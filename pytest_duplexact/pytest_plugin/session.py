@@ -1,9 +1,12 @@
-"""The run as one object: ``DuplexactSession`` reads the options once (dataset, selection, run
-directory, RunSettings, resume), is registered as a plugin on each pytest process (the way
-pytest's junitxml registers ``LogXML``) and does its work in hook methods: parametrizing the
-suites, running each instance for the fixture, collecting outcomes on the controller, and at
-the end the report, the gates and the exit status. plugin.py, the pytest11 entry module, only
-declares the options and fixtures and registers this object.
+"""The run as one object: ``DuplexactSession`` is built from the run's RunConfig (config.py:
+every option read once), is registered as a plugin on each pytest process (the way pytest's
+junitxml registers ``LogXML``, and unregistered at unconfigure the same way: plugin.py) and
+does its work in hook methods: parametrizing the suites, running each instance for the
+fixture, collecting outcomes on the controller, and at the end the report, the gates and the
+exit status. What the run is (dataset, settings, run directory, resume) is built by
+configure.py, the checks before it starts are preflight.py's, the estimate and budget
+spend.py's. plugin.py, the pytest11 entry module, only declares the options and fixtures and
+registers this object.
 
 Outcomes travel on each TestReport's ``user_properties`` (so pytest-xdist carries them from
 workers for free); only the controller aggregates. Under xdist the controller and every
@@ -13,242 +16,31 @@ controller through ``workerinput`` (xdist's public ``pytest_configure_node``).""
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import re
 import time
 from pathlib import Path
 
 import pytest
 
-from .. import __version__
 from ..data import usage
-from ..data.instance import DatasetError, bundled_root, check_dataset
-from ..data.netsafety import masked_repr
 from ..data.results import InstanceOutcome, Verdict
-from ..report import gates
 from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
-from ..run.rundir import RUN_FILE, RunDir, claim_new, write_json
-from ..run.selection import Selection, SelectionError, parse_shard, select
+from ..run.rundir import RunDir, write_json
+from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
-from . import options
+from . import configure, options, preflight
+from .config import RunConfig
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
 _UNSELECTED = pytest.mark.duplexact_unselected
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
-
-
-def dataset_fingerprint(dataset) -> str:
-    """sha256 of the manifest, the header and the bytes of every clip the loaded dataset's
-    instances name (sorted by path relative to the dataset folder): which instances,
-    annotations and audio. Content, not mtimes, so shards cloned on different machines agree;
-    a re-encoded or replaced clip makes stored outcomes stale (resume re-runs them). Cost:
-    one read of the audio per run (the bundled 6.6 MB in about 60 ms, 140 files)."""
-    root = Path(dataset.root)
-    h = hashlib.sha256()
-    for name in ("dataset.json", "instances.jsonl"):
-        p = root / name
-        h.update(name.encode())
-        h.update(p.read_bytes() if p.is_file() else b"")
-    # the loader checked that every clip exists and lies inside the folder
-    clips = {Path(c.path).relative_to(root.resolve()).as_posix(): Path(c.path)
-             for inst in dataset.instances for c in inst.clips.values()}
-    for rel in sorted(clips):
-        h.update(b"\0" + rel.encode("utf-8", "surrogateescape") + b"\0")
-        with open(clips[rel], "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def _model_options(config) -> tuple[tuple[str, str], ...]:
-    out = {}
-    for item in options.get(config, "model-option"):
-        if "=" not in item:
-            raise pytest.UsageError(f"--duplexact-model-option expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        # a repeated key: the last value wins; a password in a URL never shows in a repr
-        out[k.strip()] = masked_repr(v.strip())
-    return tuple(out.items())
-
-
-def settings_of(config, spec: str, dataset, selection: Selection, *,
-                released: dict | None = None, bargein_branches: str | None = None
-                ) -> RunSettings:
-    """The run's settings, read once from the options."""
-    simulator = options.get(config, "simulator")
-    return RunSettings(
-        model=spec,
-        model_options=_model_options(config),
-        dataset=str(dataset.root),
-        dataset_fingerprint=dataset_fingerprint(dataset),
-        judge=options.get(config, "judge"),
-        judge_base_url=options.get(config, "judge-base-url"),
-        audio_judge=options.get(config, "audio-judge"),
-        transcriber=options.get(config, "transcriber"),
-        simulator=simulator,
-        simulator_model=options.get(config, "simulator-model") if simulator == "llm" else None,
-        scoring_version=__version__,
-        selection=selection,
-        bargein_branches=bargein_branches,
-        released=released,
-    )
-
-
-def is_worker(config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def _resolve_run_dir(config, spec: str, shard: tuple[int, int] | None = None) -> Path:
-    if is_worker(config) and "duplexact_run_dir" in config.workerinput:
-        return Path(config.workerinput["duplexact_run_dir"])
-    resume = options.get(config, "resume")
-    given = options.get(config, "run-dir")
-    if resume:  # resumed.load refused another --duplexact-run-dir already
-        return Path(resume).resolve()
-    if given:
-        run_dir = Path(given).resolve()
-        if _holds_files(run_dir):
-            raise pytest.UsageError(
-                f"--duplexact-run-dir={given}: {run_dir} is not empty{_what_run(run_dir)}; "
-                f"continue that run with --duplexact-resume={given}, or choose a new folder")
-        return run_dir
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    part = "" if shard is None else "-shard%dof%d" % shard  # shards of one run never collide
-    base = Path(config.invocation_params.dir) / "duplexact-runs" / f"{_slug(spec)}-{stamp}{part}"
-    return claim_new(base)  # runs started in the same second: base-2, base-3, ...
-
-
-def _remove_if_empty(folder: Path) -> None:
-    """A default run directory claimed for a run that never started; and its duplexact-runs/
-    parent too when nothing else is in it (a refused first run leaves no litter)."""
-    for f in (folder, folder.parent):
-        try:
-            f.rmdir()
-        except OSError:  # not empty, or gone
-            return
-
-
-def _holds_files(folder: Path) -> bool:
-    from ..run.runlock import LOCK_FILE
-
-    try:
-        return any(p.name != LOCK_FILE for p in folder.iterdir())
-    except (FileNotFoundError, NotADirectoryError):
-        return folder.exists()
-
-
-def _what_run(run_dir: Path) -> str:
-    try:
-        return f" (it holds a run of model {RunDir(run_dir).read_run_settings()['model']!r})"
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-
-
-def _load_resumed(run_dir: Path, settings: RunSettings,
-                  wanted_ids: set[str]) -> tuple[dict, list]:
-    """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
-    instance, from each outcome's fingerprint and files) and the messages for the terminal.
-    Harness and judge errors are retried; outcomes scored under other settings are re-run,
-    never mixed in."""
-    run_file = RunDir(run_dir).run_file
-    if not run_file.is_file():
-        raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
-                                "DuplexAct run directory?")
-    try:
-        old = RunSettings.from_dict(RunDir(run_dir).read_run_settings())
-    except (ValueError, KeyError, TypeError) as e:  # SettingsError is a ValueError
-        raise pytest.UsageError(f"--duplexact-resume={run_dir}: {RUN_FILE} is damaged "
-                                f"({type(e).__name__}: {e}); start a new run directory") from None
-    diff = settings.identity_changes(old)
-    if diff:
-        raise pytest.UsageError(f"--duplexact-resume={run_dir}: this is a different run "
-                                f"({'; '.join(diff)}); start a new run directory instead")
-    found = journal.scan(run_dir, wanted_ids, settings.fingerprint())
-    messages = [f"duplexact: resuming {run_dir}: {found.summary()}"]
-    changed = settings.scoring_changes(old)
-    stale = found.count(journal.Status.STALE)
-    if changed or stale:
-        why = f"settings changed ({'; '.join(changed)})" if changed else \
-            "some outcomes were stored under other settings"
-        messages.append(f"duplexact: WARNING: {why}: {stale} stored outcome(s) scored under "
-                        "the old settings are invalidated and re-run, never mixed with new ones")
-    return found.finished, messages
-
-
-def _preflight(config, spec: str, settings: RunSettings) -> None:
-    """Fail before any instance runs when the model cannot work at all (unknown name, missing
-    API key): models may expose ``preflight(**options)`` on their factory."""
-    from ..models import preflight
-
-    try:
-        preflight(spec, **settings.options)
-    except Exception as e:  # the model's own, user-facing message
-        raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
-
-
-def _check_urls(settings: RunSettings) -> None:
-    """Judge / transcriber / simulator base URLs that would carry the key in clear."""
-    from ..data.netsafety import insecure_url_problem
-
-    if not (settings.judge or settings.audio_judge
-            or settings.transcriber not in (None, "auto", "native", "offline")
-            or settings.simulator == "llm"):
-        return  # nothing remote is asked for
-    for what, url in (("--duplexact-judge-base-url", settings.judge_base_url),
-                      *((name, os.environ.get(name)) for name in (
-                          "DUPLEXACT_JUDGE_BASE_URL", "DUPLEXACT_AUDIO_JUDGE_BASE_URL",
-                          "DUPLEXACT_SIMULATOR_BASE_URL", "DUPLEXACT_TRANSCRIBE_BASE_URL",
-                          "OPENAI_BASE_URL"))):
-        problem = insecure_url_problem(url, what)
-        if problem:
-            raise pytest.UsageError(problem)
-
-
-def _preflight_data(spec: str, instances) -> None:
-    """The built-in oracle speaks the model-side clips; without them it cannot run at all."""
-    if spec == "oracle":
-        from ..models.oracle import missing_clips
-
-        why = missing_clips(instances)
-        if why:
-            raise pytest.UsageError(f"--duplexact-model=oracle: {why}")
-
-
 def _store(config) -> Path:
-    from ..report.store import DEFAULT_STORE
-
-    return Path(config.invocation_params.dir, options.get(config, "storage") or DEFAULT_STORE)
-
-
-def _check_baseline(config) -> str | None:
-    """The baseline report this run is gated against: --duplexact-baseline, or the stored run
-    --duplexact-compare names (resolved now, before this run can be stored itself)."""
-    from ..report.baseline import BaselineError, check_option
-    from ..report.store import StoreError, find
-
-    path, ref = options.get(config, "baseline"), options.get(config, "compare")
-    if path and ref:
-        raise pytest.UsageError("--duplexact-baseline and --duplexact-compare both name a "
-                                "baseline; give one")
-    flag = "--duplexact-baseline"
-    if ref:
-        flag = f"--duplexact-compare={ref}"
-        try:
-            path = str(find(_store(config), ref))
-        except StoreError as e:
-            raise pytest.UsageError(f"{flag}: {e}") from None
-    try:
-        check_option(path, options.get(config, "baseline-alpha"))
-    except BaselineError as e:
-        raise pytest.UsageError(f"{flag}: {e}") from None
-    return path
+    """The store folder (finish and _publish, which still read options by pytest config)."""
+    return RunConfig.of(config).store
 
 
 def _once_fixed(e: OSError, path: Path) -> str:
@@ -307,73 +99,22 @@ def param_id(inst) -> str:
     return f"{inst.condition}-{rest}"
 
 
-def _selection(config) -> Selection:
-    return Selection(
-        actions=tuple(options.get(config, "action")),
-        conditions=tuple(options.get(config, "condition")),
-        scenarios=tuple(options.get(config, "scenario")),
-        sources=tuple(options.get(config, "source")),
-        corpora=tuple(options.get(config, "corpus")),
-        limit=options.get(config, "limit"),
-        seed=options.get(config, "seed"),
-        shard=parse_shard(options.get(config, "shard")),
-    )
-
-
-def _audio_format(config) -> str:
-    from ..data.recording_io import AUDIO_FORMATS
-
-    fmt = str(options.get(config, "audio-format") or "flac").strip().lower()
-    if fmt not in AUDIO_FORMATS:
-        raise pytest.UsageError(f"--duplexact-audio-format={fmt!r}: use flac or wav")
-    return fmt
-
-
 class DuplexactSession:
     """What the plugin knows for this pytest process (controller or worker), and its hooks."""
 
-    def __init__(self, config: pytest.Config, spec: str):
+    def __init__(self, config: pytest.Config, run: RunConfig):
         self.config = config
-        self.model_spec = spec
-        self.worker = is_worker(config)
-        data = options.get(config, "data")
-        released = None
-        if data and str(data).startswith("hf:"):  # the released benchmark (released/)
-            from ..released.run import resolve_for_run
-
-            root, released = resolve_for_run(config, data)
-        else:
-            root = Path(data or bundled_root()).resolve()
-            if options.get(config, "data-mapping"):
-                raise pytest.UsageError(
-                    f"--duplexact-data-mapping={options.get(config, 'data-mapping')}: a mapping "
-                    "applies to released data only (--duplexact-data=hf:OWNER/NAME or "
-                    f"hf:/folder), and this run reads {root}; drop the mapping or use hf: data")
-        dataset, problems = check_dataset(root)
-        if problems:
-            raise pytest.UsageError(f"--duplexact-data={root}: refusing to start.\n"
-                                    + str(DatasetError(problems)))
+        self.run_config = run
+        self.model_spec = run.model
+        self.worker = run.worker
+        dataset, released = configure.load_dataset(config, run)
         try:
-            sel = _selection(config)
-            self.instances = select(dataset.instances, sel)
+            self.instances = select(dataset.instances, run.selection)
         except SelectionError as e:
             raise pytest.UsageError(f"duplexact selection: {e}") from None
-        try:
-            self.gates = [gates.parse(g) for g in options.get(config, "gate")]
-        except gates.GateError as e:
-            raise pytest.UsageError(str(e)) from None
-        _audio_format(config)  # a bad value is refused before anything runs
-        branches = options.get(config, "bargein-branches")
-        if branches not in ("on", "off"):
-            raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
-        has_branches = any(r in i.clips for i in dataset.instances
-                           for r in ("branch_acknowledged", "branch_ignored"))
-        # recorded (and fingerprinted) only for data that has branch clips: it changes what
-        # those instances hear, and nothing else
-        self.settings: RunSettings = settings_of(
-            config, spec, dataset, sel, released=released,
-            bargein_branches=branches if has_branches else None)
-        self.run_dir = _resolve_run_dir(config, spec, sel.shard)
+        self.gates = list(run.gates)
+        self.settings: RunSettings = configure.settings_of(run, dataset, released=released)
+        self.run_dir = configure.resolve_run_dir(run)
         self.notes: list[str] = []  # into the report
         if released is not None and released["unmappable"]:
             self.notes.append(f"{released['unmappable']} row(s) of the released data skipped "
@@ -392,13 +133,14 @@ class DuplexactSession:
         self._build_error: str | None = None
         self._next_item = None  # the item pytest runs after the current one (look-ahead)
         self.expected: set[str] | None = None  # instance ids pytest collected to run
-        if options.get(config, "resume"):
+        if run.resume:
             wanted = {i.id for i in self.instances}
             if self.worker:  # the controller checked run.json (and rewrote it)
                 self.resumed = journal.scan(self.run_dir, wanted,
                                             self.settings.fingerprint()).finished
             else:
-                self.resumed, self.messages = _load_resumed(self.run_dir, self.settings, wanted)
+                self.resumed, self.messages = configure.load_resumed(self.run_dir,
+                                                                     self.settings, wanted)
         self.estimate: dict | None = None  # report/estimate.py (controller)
         self.budget = None  # report/budget.Budget (controller), with --duplexact-max-cost/-wall
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
@@ -409,52 +151,23 @@ class DuplexactSession:
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
-                _check_urls(self.settings)
-                _preflight(config, spec, self.settings)
-                _preflight_data(spec, self.instances)
-                self.baseline = _check_baseline(config)
+                self.baseline = preflight.check(run, self.settings, self.instances)
             except BaseException:  # the run never starts: no empty default run dir left behind
-                if not (options.get(config, "resume") or options.get(config, "run-dir")):
-                    _remove_if_empty(self.run_dir)
+                if not (run.resume or run.run_dir):
+                    configure.remove_if_empty(self.run_dir)
                 raise
-            from ..run.runlock import RunDirLocked, RunLock
-
-            try:
-                self.lock = RunLock.acquire(self.run_dir)
-            except (RunDirLocked, OSError) as e:
-                raise pytest.UsageError(str(e)) from None
-            try:
-                RunDir(self.run_dir).write_run(self.settings.to_dict(), __version__,
-                                               self.settings.fingerprint())
-            except OSError as e:
-                self.lock.release()
-                raise pytest.UsageError(f"cannot write the run directory {self.run_dir}: "
-                                        f"{e}") from None
+            self.lock = configure.open_run_dir(self.run_dir, self.settings)
             # A resumed folder keeps its earlier report until this session's replaces it (on
             # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
 
     def _plan(self, config) -> None:
-        """The estimate (always: the header line, report.json) and the budget; with
-        --duplexact-estimate, print the estimate and end before anything is created."""
-        from ..report.cost import PriceError, load_prices
-        from ..report.estimate import describe
-        from .spend import budget_for, estimate_for
+        """The estimate and the budget (spend.py); with --duplexact-estimate the run ends
+        there, before anything is created."""
+        from .spend import plan_run
 
-        try:
-            prices = load_prices(options.get(config, "prices"))
-        except PriceError as e:
-            raise pytest.UsageError(f"--duplexact-prices: {e}") from None
-        self.estimate = estimate_for(config, self.settings, self.instances, prices,
-                                     _store(config))
-        lines = describe(self.estimate)
-        if self.resumed:
-            lines[0] += f" ({len(self.resumed)} already finished: not run again)"
-        if options.get(config, "estimate"):
-            print("\n".join(lines), flush=True)
-            pytest.exit("duplexact: estimate only: no model was called, nothing was written",
-                        returncode=0)
+        self.estimate, lines, self.budget = plan_run(config, self.run_config, self.settings,
+                                                     self.instances, len(self.resumed))
         self.notices += lines
-        self.budget = budget_for(config, self.estimate, prices)
         try:  # a stop left by an earlier, budgeted invocation of this run
             self._stop_file.unlink()
         except OSError:  # none; or a run directory we cannot write, refused just below
@@ -467,27 +180,11 @@ class DuplexactSession:
         """Built on first use (in the first test's setup), so a usage error in the model's
         wiring is reported by pytest, and collection-only runs build nothing."""
         if self._harness is None:
-            concurrency = options.get(self.config, "concurrency")
-            if concurrency < 1:
-                raise pytest.UsageError("--duplexact-concurrency must be >= 1")
-            batch = options.get(self.config, "batch")
-            if batch < 1:
-                raise pytest.UsageError("--duplexact-batch must be >= 1")
-            cache_dir = options.get(self.config, "cache-dir")
-            timeout = options.get(self.config, "timeout")
-            judge_timeout = options.get(self.config, "judge-timeout")
-            if not (timeout > 0 and judge_timeout > 0):
-                raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must "
-                                        "be > 0")
+            knobs = self.run_config.knobs()  # a bad number errors each test, as it always did
             if self._build_error is not None:  # said once, with its traceback, already
                 raise ModelBuildError(self._build_error) from None
             try:
-                self._harness = Harness.from_settings(
-                    self.settings, self.run_dir, cache_dir=Path(cache_dir) if cache_dir else None,
-                    concurrency=concurrency, batch=batch, timeout=timeout,
-                    judge_timeout=judge_timeout,
-                    bargein_branches=options.get(self.config, "bargein-branches") != "off",
-                    audio_format=_audio_format(self.config))
+                self._harness = Harness.from_settings(self.settings, self.run_dir, knobs)
             except SettingsError as e:
                 raise pytest.UsageError(str(e)) from None
             except Exception as e:  # the model's factory (or its weights) failed
@@ -666,11 +363,11 @@ class DuplexactSession:
         ``concurrency`` each), serially the prefetcher's."""
         from .spend import workers
 
-        if is_worker(self.config) or self._pytest_session is None:
+        if self.worker or self._pytest_session is None:
             return 0
         n = workers(self.config)
         if n > 1:
-            return n * max(1, options.get(self.config, "concurrency") or 1)
+            return n * max(1, self.run_config.concurrency or 1)
         pre = self._harness.prefetcher if self._harness is not None else None
         return pre.in_flight() if pre is not None else 0
 
@@ -743,15 +440,10 @@ class DuplexactSession:
     def finish(self, exitstatus: int) -> int | None:
         """Build and write the report, evaluate gates; returns the new exit status when gates
         decide it."""
-        from ..report import build_report, lookup
+        from ..report import builder, model
 
         config = self.config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
-        report = build_report(outcomes, self.settings, self.model_spec,
-                              selected=[i.id for i in self.instances])
-        results = [gates.evaluate(g, lookup(report)) for g in self.gates]
-        report["gates"] = [r.to_dict() for r in results]
-        report["notes"] = list(self.notes)
         from ..report.cost import PriceError, load_prices
 
         try:
@@ -759,43 +451,41 @@ class DuplexactSession:
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
             prices = None
             self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
-        from ..report.sections import add_run_sections
-
-        # usage, judges, cost, the paper side by side: the same sections merge adds
-        add_run_sections(report, usage.total(self.usage.values()), prices)
+        notes = list(self.notes)
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
         missing = len(expected - {o.id for o in outcomes})
         if missing:  # the report is incomplete: say so in it, and how to finish it
-            report["notes"].append(
+            notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
-        if self.estimate is not None:  # beside what was measured: how far to trust it
-            report["estimate"] = self.estimate
-            report["measured"] = {"wall_s": round(time.monotonic() - self._started, 1),
-                                  "cost": (report.get("cost") or {}).get("total"),
-                                  "instances": len(self._billed_ids)}
         if self.budget is not None:
-            report["budget"] = self.budget.to_dict()
             if self.budget.stopped:
                 line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
                         f"instances; resume with pytest --duplexact-resume={self.run_dir}")
-                report["notes"].append(line)
+                notes.append(line)
                 self.messages.append(f"duplexact: {line}")
             try:
                 self._stop_file.unlink()
             except OSError:
                 pass
         baseline = self.baseline
-        if baseline:  # regression gate (report/baseline.py): significant drops fail the run
-            from ..report.baseline import gate
-
-            report["baseline"] = gate(report, baseline, options.get(config, "baseline-alpha"))
-        self.report, self.gate_results = report, results
+        # the same function merge builds its report with: every section, in report.json order
+        report = builder.build(
+            outcomes, self.settings, self.model_spec, selected=[i.id for i in self.instances],
+            usage=usage.total(self.usage.values()), prices=prices, gates=self.gates,
+            notes=notes, estimate=self.estimate,
+            measured=model.Measured(round(time.monotonic() - self._started, 1),
+                                    len(self._billed_ids)),
+            budget=self.budget.to_dict() if self.budget is not None else None,
+            baseline=baseline,
+            baseline_alpha=options.get(config, "baseline-alpha") if baseline else None)
+        config.hook.pytest_duplexact_report(report=report, config=config)
+        self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
-        add_suite_properties(config, report)
+        add_suite_properties(config, report.to_json())
         unwritten = []
         for path in (RunDir(self.run_dir).report_file, options.get(config, "report")):
             if not path:
@@ -806,7 +496,7 @@ class DuplexactSession:
                     rel = os.path.relpath(self.run_dir, where)
                 except ValueError:  # another drive (Windows)
                     rel = str(self.run_dir)
-                write_json(Path(path), {**report, "run_dir": Path(rel).as_posix()})
+                write_json(Path(path), report.replace(run_dir=Path(rel).as_posix()).to_json())
             except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
                 unwritten.append((f"duplexact: ERROR: could not write {path}: {e}",
                                   _once_fixed(e, Path(path))))
@@ -821,13 +511,9 @@ class DuplexactSession:
                              "timelines, report.json)")
         if not (self.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
-        errors = report["totals"]["errors"]
-        passed = all(r.passed for r in results) and (not baseline or report["baseline"]["passed"])
-        return 0 if passed and errors == 0 else 1
+        return 0 if builder.passed(report) else 1
 
-
-
-    def _publish(self, report: dict) -> None:
+    def _publish(self, report) -> None:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
         Actions job summary. Either failing is said, never fatal: the run dir has the
         report."""

@@ -1,5 +1,6 @@
-"""The run's estimate and budget, from the options (report/estimate.py, report/budget.py hold the
-logic; this module only reads the options, the store and the pytest-xdist layout)."""
+"""The run's estimate and budget, from its RunConfig (report/estimate.py, report/budget.py hold the
+logic; this module only reads the run's configuration, the store and the pytest-xdist
+layout)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from . import options
+from .config import RunConfig
 
 
 def model_kind(spec: str) -> tuple[str, bool]:
@@ -16,11 +17,11 @@ def model_kind(spec: str) -> tuple[str, bool]:
     building it (an import path is only known once built: "unknown", not billed unless the
     price table knows its name)."""
     from ..models import RECORDED_PREFIX
-    from ..models.requirements import REQUIREMENTS
+    from ..models.builtins import BUILTINS
 
     if spec.startswith(RECORDED_PREFIX):
         return "replay", False
-    req = REQUIREMENTS.get(spec)
+    req = BUILTINS.get(spec)
     return (req.kind, req.billed) if req is not None else ("unknown", False)
 
 
@@ -52,7 +53,29 @@ def previous_report(store: Path, settings) -> dict | None:
     return None
 
 
-def estimate_for(config, settings, instances, prices: dict, store: Path) -> dict:
+def plan_run(config, run: RunConfig, settings, instances, resumed: int):
+    """(estimate, the lines to show before the run, budget or None): the estimate always (the
+    header line, report.json), the budget with --duplexact-max-cost / -wall; with
+    --duplexact-estimate, print the estimate and end before anything is created."""
+    from ..report.cost import PriceError, load_prices
+    from ..report.estimate import describe
+
+    try:
+        prices = load_prices(run.prices)
+    except PriceError as e:
+        raise pytest.UsageError(f"--duplexact-prices: {e}") from None
+    estimate = estimate_for(run, settings, instances, prices, workers(config))
+    lines = describe(estimate)
+    if resumed:
+        lines[0] += f" ({resumed} already finished: not run again)"
+    if run.estimate:
+        print("\n".join(lines), flush=True)
+        pytest.exit("duplexact: estimate only: no model was called, nothing was written",
+                    returncode=0)
+    return estimate, lines, budget_for(run, estimate, prices)
+
+
+def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:
     from ..report.estimate import plan
 
     kind, billed = model_kind(settings.model)
@@ -61,18 +84,18 @@ def estimate_for(config, settings, instances, prices: dict, store: Path) -> dict
 
         billed = price_entry(prices, priced_name(settings)) is not None
     return plan(instances, settings, prices=prices, kind=kind, billed_model=billed,
-                concurrency=max(1, options.get(config, "concurrency") or 1),
-                workers=workers(config), previous=previous_report(store, settings),
+                concurrency=max(1, run.concurrency or 1),
+                workers=n_workers, previous=previous_report(run.store, settings),
                 branches=settings.bargein_branches != "off")
 
 
-def budget_for(config, estimate: dict, prices: dict):
+def budget_for(run: RunConfig, estimate: dict, prices: dict):
     """The run's Budget, or None without --duplexact-max-cost / --duplexact-max-wall; refused
     (UsageError) where a service the run uses has no price."""
     from ..report.budget import Budget, BudgetError, parse_duration
 
-    max_cost = options.get(config, "max-cost")
-    wall = options.get(config, "max-wall")
+    run.need("max-cost")
+    max_cost, wall = run.max_cost, run.max_wall
     if max_cost is None and not wall:
         return None
     try:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import ReleasedDataError
+
 HF_PREFIX = "hf:"
-
-
-class ReleasedDataError(Exception):
-    """The released data cannot be used as asked; the message says why and what to do."""
+__all__ = ["HF_PREFIX", "ReleasedDataError", "is_released_spec", "resolve_data"]
 
 
 def is_released_spec(spec: str | None) -> bool:

@@ -6,7 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import HF_PREFIX, ReleasedDataError
+from . import HF_PREFIX
+from .errors import ReleasedDataError
 
 
 def _spec(source: str) -> str:
@@ -48,6 +49,7 @@ def main(args) -> int:
         return 1
     from ..data.instance import dataset_summary as summary
     from ..data.instance import load_dataset
+    from ..rules import requires
 
-    print(summary(load_dataset(out)))
+    print(summary(load_dataset(out, requires=requires)))
     return 0

@@ -41,10 +41,10 @@ from ..data.instance import (
     TEXT_FIELDS,
     id_problem,
     instance_problems,
-    required_fields,
     show_value,
 )
-from . import ReleasedDataError
+from ..rules import requires
+from .errors import ReleasedDataError
 from .mapping import COLUMNS, Mapping, lookup, to_seconds
 from .snapshot import Snapshot, cache_root  # cache_root: also read as convert.cache_root
 
@@ -224,7 +224,7 @@ def map_annotations(m: Mapping, r: _Row, action: str, rates: dict[str, int] | No
                     ) -> tuple[dict[str, float], dict[str, str]]:
     """Our annotations from the metadata; ``rates`` (role -> source rate) None checks presence
     only. Returns (values, problems for the required ones)."""
-    need = set(required_fields(action, r.condition)["ann"]) if r.condition else set()
+    need = set(requires(action, r.condition).annotations) if r.condition else set()
     values, problems = {}, {}
     for name in ANNOTATION_FIELDS:
         found = None
@@ -254,7 +254,7 @@ def map_annotations(m: Mapping, r: _Row, action: str, rates: dict[str, int] | No
 
 
 def map_texts(m: Mapping, r: _Row, action: str) -> tuple[dict[str, str], dict[str, str]]:
-    need = set(required_fields(action, r.condition)["text"]) if r.condition else set()
+    need = set(requires(action, r.condition).texts) if r.condition else set()
     texts, problems = {}, {}
     for name in TEXT_FIELDS:
         _, v = _first(r.meta, m.text_keys(name))
@@ -422,7 +422,7 @@ def _complete(m: Mapping, r: _Row, action: str, roles: dict, clips: dict, src_ra
     the row lacks (clips, annotations, texts) is added to ``problems``."""
     if not r.condition:
         return {}, {}
-    for role in required_fields(action, r.condition)["clips"]:
+    for role in requires(action, r.condition).clips:
         if role not in clips and f"audio.{role}" not in problems:
             cands = roles.get(role, [])
             problems[f"audio.{role}"] = (f"columns {cands} empty or absent" if cands else
@@ -453,7 +453,7 @@ def _loader_problems(line: dict, out: Path) -> dict[str, str]:
     another, ...), as unmappable fields: found here, with the parquet row, not later on the
     cache's instances.jsonl."""
     return {(p.field or "instance").removesuffix(".path"): p.message
-            for p in instance_problems(line, out)}
+            for p in instance_problems(line, out, requires=requires)}
 
 
 def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset(),
@@ -579,7 +579,7 @@ def import_snapshot(snap: Snapshot, m: Mapping, out: Path, skip_unmappable: bool
     return out
 
 
-# what released/run.py's describe() reads of a cached conversion's header
+# what pytest_plugin/released_data.py's describe() reads of a cached conversion's header
 _HEADER_KEYS = ("snapshot", "revision", "mapping", "mapping_sha256", "rows", "instances",
                 "source_sample_rates")
 

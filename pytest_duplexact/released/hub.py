@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import ReleasedDataError
+from .errors import ReleasedDataError
 
 DEADLINE_ENV = "DUPLEXACT_HUB_TIMEOUT"
 DEFAULT_DEADLINE_S = 3600.0  # the whole download; a snapshot of a few GB at a slow link
@@ -32,7 +32,7 @@ PROGRESS_EVERY_S = 15.0
 def scrub_hub(text: object) -> str:
     """A hub message minus the token: every key of the environment (``HF_TOKEN`` ...) and any
     ``Bearer ...`` value (netsafety.mask_secrets), and the saved one (``hf auth login``)."""
-    from ..data.netsafety import mask_secrets
+    from ..remote.netsafety import mask_secrets
 
     text = mask_secrets(str(text))
     try:

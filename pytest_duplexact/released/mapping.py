@@ -24,7 +24,7 @@ from typing import Any
 
 from ..data import taxonomy
 from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS, show_value
-from . import ReleasedDataError
+from .errors import ReleasedDataError
 
 BUNDLED = "mapping.toml"
 UNITS = ("s", "ms", "samples")

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ReleasedDataError, hub
+from . import hub
+from .errors import ReleasedDataError
 from .mapping import Mapping
 
 

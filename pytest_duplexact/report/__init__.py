@@ -13,9 +13,8 @@ from ..data import taxonomy
 from ..data.results import InstanceOutcome
 from ..run.settings import RunSettings
 from .aggregate import aggregate
+from .model import SCHEMA, VERSION, Report, as_report  # noqa: F401 (the package's API)
 
-SCHEMA = "duplexact-report"
-VERSION = 1
 # differ between otherwise identical runs: the time, where a copy of the report sits relative
 # to its run directory, and the invocation's plan and wall time (its estimate depends on -n,
 # the concurrency, the shard and the store: session.finish)
@@ -54,8 +53,9 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
 
 def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str,
                  selected: Iterable[str] | None = None) -> dict:
-    """``selected``: the ids of every instance the run's selection holds (default: those
-    with an outcome), so a merge can tell which of them no report has."""
+    """The sections every report has, as a dict (a run's final report is
+    ``builder.build``'s). ``selected``: the ids of every instance the run's selection holds
+    (default: those with an outcome), so a merge can tell which of them no report has."""
     outcomes = sorted(outcomes, key=lambda o: o.id)
     selected = sorted(set(selected) if selected is not None else {o.id for o in outcomes})
     agg = aggregate(outcomes).to_dict()
@@ -102,22 +102,17 @@ def timing_cell(t: dict | None) -> str:
     return format_timing(Timing.from_dict(t) if t else None)
 
 
-def counts_of(report: dict, action: str, condition: str | None = None) -> dict | None:
-    a = report["summary"]["actions"].get(action)
-    if a is None:
-        return None
-    return a["counts"] if condition is None else a["conditions"].get(condition)
+def counts_of(report: Report | dict, action: str, condition: str | None = None) -> dict | None:
+    return as_report(report).summary.counts(action, condition)
 
 
-def timing_of(report: dict, action: str, condition: str | None = None) -> dict | None:
-    a = report["summary"]["actions"].get(action)
-    if a is None:
-        return None
-    return a["timing"] if condition is None else a["condition_timings"].get(condition)
+def timing_of(report: Report | dict, action: str, condition: str | None = None) -> dict | None:
+    return as_report(report).summary.timing(action, condition)
 
 
-def lookup(report: dict):
+def lookup(report: Report | dict):
     """The gates' view of a report: (value or None, why it is missing)."""
+    report = as_report(report)  # parsed once, not per gate
 
     def get(action: str, condition: str | None, metric: str):
         where = action if condition is None else f"{action}.{condition}"

@@ -26,6 +26,7 @@ from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, paired, read_report
 from .count_checks import count_problems
 from .judging import section as judges_of
+from .model import as_report
 from .stats import drop_test, holm, rate_of
 
 DEFAULT_ALPHA = 0.05
@@ -52,11 +53,8 @@ def load(path: str | Path) -> dict:
     return d
 
 
-def _counts(report: dict, action: str, condition: str | None) -> dict | None:
-    a = report["summary"]["actions"].get(action)
-    if a is None:
-        return None
-    return a["counts"] if condition is None else a["conditions"].get(condition)
+def _counts(report, action: str, condition: str | None) -> dict | None:
+    return as_report(report).summary.counts(action, condition)
 
 
 def _settings(report: dict, which: str) -> RunSettings:

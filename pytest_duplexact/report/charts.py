@@ -7,9 +7,9 @@ from __future__ import annotations
 import io
 import re
 
+from ..data import paper as paper_data
 from ..data import taxonomy
 from . import markdown as md
-from . import paper as paper_data
 from .stats import rate_of
 
 SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S",

@@ -34,7 +34,10 @@ def main(args) -> int:
         return 2
 
 
-def _render(args, report: dict) -> int:
+def _render(args, stored: dict) -> int:
+    from .model import as_report
+
+    report = as_report(stored)  # parsed once; every view reads the typed report
     status = 0
     if getattr(args, "baseline", None):
         alpha = getattr(args, "baseline_alpha", None) or baseline_mod.DEFAULT_ALPHA
@@ -43,17 +46,18 @@ def _render(args, report: dict) -> int:
         except baseline_mod.BaselineError as e:
             print(f"duplexact report: {e}", file=sys.stderr)
             return 2
-        report["baseline"] = baseline_mod.compare(report, base, alpha, str(args.baseline))
-        status = 0 if report["baseline"]["passed"] else 1
+        report = report.replace(baseline=baseline_mod.compare(report, base, alpha,
+                                                              str(args.baseline)))
+        status = 0 if report.baseline["passed"] else 1
 
     from .terminal import render as render_terminal
 
     for line in render_terminal(report):
         print(line)
-    if report.get("gates"):  # stored results: the terminal view only prints live ones
+    if report.gates:  # stored results: the terminal view only prints live ones
         print("\nGates (as stored):")
-        for g in report["gates"]:
-            print(f"  {g['message']}")
+        for g in report.gates:
+            print(f"  {g.message}")
     if getattr(args, "markdown", None):
         from .markdown import render as render_markdown
 

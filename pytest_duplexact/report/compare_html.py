@@ -28,17 +28,17 @@ from .html import (
     _table,
     instance_media,
 )
+from .model import Report, as_report
 
 SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
             ".pair>div{min-width:0}.pair h4{margin:4px 0;font-size:13px}")
 
 
-def _summary(section: dict, a: dict, b: dict, a_path, b_path) -> str:
-    def who(rep, path):
-        s = rep.get("settings") or {}
-        return [str(path), rep.get("model"), rep.get("created"),
-                str(s.get("dataset_fingerprint"))[:12], rep.get("totals", {}).get("instances"),
-                s.get("judge") or "none"]
+def _summary(section: dict, a: Report, b: Report, a_path, b_path) -> str:
+    def who(rep: Report, path):
+        s = rep.settings or {}
+        return [str(path), rep.model, rep.created, str(s.get("dataset_fingerprint"))[:12],
+                rep.totals.instances if rep.totals else None, s.get("judge") or "none"]
 
     out = [_table(["", "report", "model", "created", "dataset fingerprint", "instances",
                    "judge"], [["A (baseline)"] + who(a, a_path), ["B (this run)"]
@@ -75,12 +75,13 @@ def _flip(f: dict, sides: dict, roots: dict, audio: str, embedded: bool,
     return "".join(parts) + "</div></div>"
 
 
-def render(section: dict, a: dict, b: dict, *, a_path=None, b_path=None, out_path=None,
+def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_path=None, out_path=None,
            audio: str = "embed", embed_limit: int = DEFAULT_EMBED_LIMIT) -> str:
     """The page as a string. ``section``: baseline.compare(b, a); ``audio`` as for the report
     page, the embed limit counted in flips (each embeds both runs' tracks)."""
     if audio not in AUDIO_MODES:
         raise HtmlError(f"audio must be one of {', '.join(AUDIO_MODES)}, got {audio!r}")
+    a, b = as_report(a), as_report(b)
     roots = {"A (baseline)": _recording_roots(a, Path(a_path) if a_path else None, ()),
              "B (this run)": _recording_roots(b, Path(b_path) if b_path else None, ())}
     out_dir = Path(out_path).resolve().parent if out_path else Path.cwd()
@@ -93,8 +94,8 @@ def render(section: dict, a: dict, b: dict, *, a_path=None, b_path=None, out_pat
             flip_html.append(f'<p class="note">Audio embedded for the first {embed_limit} '
                              f"of {len(flips)} flips; render with --audio=link to link every "
                              "recording instead.</p>")
-        sides = {"A (baseline)": (a.get("model"), {d["id"]: d for d in a["instances"]}),
-                 "B (this run)": (b.get("model"), {d["id"]: d for d in b["instances"]})}
+        sides = {"A (baseline)": (a.model, {d["id"]: d for d in a.instances}),
+                 "B (this run)": (b.model, {d["id"]: d for d in b.instances})}
         flip_html += [_flip(f, sides, roots, audio, audio == "embed" and k < embed_limit,
                             out_dir) for k, f in enumerate(flips)]
         flip_body = "".join(flip_html) if flips else '<p class="muted">No instance flipped.</p>'
@@ -108,18 +109,18 @@ def render(section: dict, a: dict, b: dict, *, a_path=None, b_path=None, out_pat
             + _baseline_section(section, in_report=False) + "</section>",
             f'<section id="flips"><h2>Flips</h2>{flip_body}</section>']
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("summary", "deltas", "flips"))
-    title = f"{b.get('model')} vs {against(section)}"
+    title = f"{b.model} vs {against(section)}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>DuplexAct comparison: {_esc(title)}</title>"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{CSS}{SIDE_CSS}</style></head><body>"
-            f"<header><h1>DuplexAct comparison: {_esc(b.get('model'))} vs "
-            f"{_esc(a.get('model'))}</h1><p>B {_esc(b.get('created', ''))} compared with "
-            f"A {_esc(a.get('created', ''))} \u00b7 {_esc(section['pairing'])}</p></header>"
+            f"<header><h1>DuplexAct comparison: {_esc(b.model)} vs "
+            f"{_esc(a.model)}</h1><p>B {_esc(b.created or '')} compared with "
+            f"A {_esc(a.created or '')} \u00b7 {_esc(section['pairing'])}</p></header>"
             f"<nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n")
 
 
-def write(section: dict, a: dict, b: dict, out_path, **kw) -> Path:
+def write(section: dict, a: Report | dict, b: Report | dict, out_path, **kw) -> Path:
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(section, a, b, out_path=out, **kw), encoding="utf-8")

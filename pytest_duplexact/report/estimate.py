@@ -276,9 +276,13 @@ def describe(est: dict) -> list[str]:
     return lines
 
 
-def versus(report: dict) -> str | None:
-    """One line: the estimate beside what the run measured (terminal, Markdown)."""
-    est, got = report.get("estimate"), report.get("measured")
+def versus(report) -> str | None:
+    """One line: the estimate beside what the run measured (terminal, Markdown); ``report``:
+    a ``model.Report`` or a report dict."""
+    from .model import as_report
+
+    report = as_report(report)
+    est, got = report.estimate, report.measured
     if not est or not got:
         return None
     cur = est["cost"]["currency"]

@@ -41,9 +41,10 @@ class Gate:
         return f"{where}.{self.metric}"
 
 
-# The least value each timing diagnostic can take (its rule's window): a bound below it is a
-# typo, not a gate. Interrupt's timing difference has no such floor.
-TIMING_MIN: dict[str, float] = {"stop": 0.0, "recover": taxonomy.RECOVER_WINDOW[0]}
+# The least value each timing diagnostic can take (its record's timing.minimum, from its
+# rule's window): a bound below it is a typo, not a gate. Interrupt's has no such floor.
+TIMING_MIN: dict[str, float] = {a: r.timing.minimum for a, r in taxonomy.RECORDS.items()
+                                if r.timing is not None and r.timing.minimum is not None}
 
 
 def parse(expr: str) -> Gate:

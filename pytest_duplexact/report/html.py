@@ -21,10 +21,10 @@ import io
 import os
 from pathlib import Path
 
+from ..data import paper as paper_data
 from ..data import taxonomy
 from ..run.rundir import RunDir
 from . import markdown as md
-from . import paper as paper_data
 from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     actions_chart,
     conditions_chart,
@@ -34,6 +34,7 @@ from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     timings_chart,
 )
 from .lanes import LANES, lanes_svg  # noqa: F401 (part of this module's interface)
+from .model import Report, as_report
 from .stats import rate_of
 
 AUDIO_MODES = ("embed", "link", "none")
@@ -143,14 +144,15 @@ def _chart(svg: str | None, empty: str) -> str:
     return f'<div class="chart">{svg}</div>' if svg else f'<p class="muted">{_esc(empty)}</p>'
 
 
-def _recording_roots(report: dict, report_path: Path | None, extra) -> list[Path]:
+def _recording_roots(report: Report | dict, report_path: Path | None, extra) -> list[Path]:
+    report = as_report(report)
     roots = [Path(p) for p in extra]
     if report_path is not None:
         roots.append(Path(report_path).resolve().parent)
     base = Path(report_path).resolve().parent if report_path is not None else Path.cwd()
-    if isinstance(report.get("run_dir"), str):  # relative to the report file (session.finish)
-        roots.append(base / report["run_dir"])
-    for s in report.get("shards") or []:
+    if isinstance(report.run_dir, str):  # relative to the report file (session.finish)
+        roots.append(base / report.run_dir)
+    for s in report.shards or ():
         if s.get("run_dir"):
             roots.append(Path(s["run_dir"]))
         roots.append(base / Path(s["report"]).parent.name)  # shard run dirs copied beside
@@ -183,47 +185,47 @@ def _selection_text(sel: dict) -> str:
     return "; ".join(parts) or "every instance"
 
 
-def _transcriber(report: dict) -> str:
+def _transcriber(report: Report) -> str:
     """The setting and, where it chose, the transcriber the run used (from its usage)."""
-    setting = (report.get("settings") or {}).get("transcriber") or "auto"
-    used = ((report.get("usage") or {}).get("transcriber") or {}).get("model")
+    setting = (report.settings or {}).get("transcriber") or "auto"
+    used = ((report.usage or {}).get("transcriber") or {}).get("model")
     return f"{setting} (used: {used})" if used and used != setting else setting
 
 
-def _summary(report: dict) -> str:
-    s = report.get("settings", {})
-    tot = report["totals"]
-    rows = [["model", report.get("model")], ["instances", tot["instances"]],
-            ["harness / model errors", tot["errors"]],
+def _summary(report: Report) -> str:
+    s = report.settings or {}
+    tot = report.totals
+    rows = [["model", report.model], ["instances", tot.instances],
+            ["harness / model errors", tot.errors],
             ["dataset", f"{s.get('dataset')} (fingerprint "
                         f"{str(s.get('dataset_fingerprint'))[:12]})"],
             ["text judge", s.get("judge") or "none (S not judged except stop)"],
             *([["judges' server", ", ".join(
                 f"{k.replace('_', ' ')}: {j['endpoint']} ({j['url']})"
-                for k, j in report["judges"].items() if isinstance(j, dict))]]
-              if report.get("judges") else []),
+                for k, j in report.judges.items() if isinstance(j, dict))]]
+              if report.judges else []),
             ["audio judge", s.get("audio_judge") or "none"],
             ["model options", ", ".join(f"{k}={v}" for k, v in
                                         (s.get("model_options") or {}).items()) or "none"],
             ["transcriber", _transcriber(report)], ["simulator", s.get("simulator")],
             ["selection", _selection_text(s.get("selection") or {})],
-            ["generator", report.get("generator")], ["created", report.get("created")]]
-    if report.get("shards"):
+            ["generator", report.generator], ["created", report.created]]
+    if report.shards:
         rows.append(["merged from", ", ".join(f"{x['shard']} ({x['instances']})"
-                                              for x in report["shards"])])
+                                              for x in report.shards)])
     out = [_table(["", "value"], [[k, "" if v is None else v] for k, v in rows], left={1})]
-    gates = report.get("gates") or []
+    gates = report.gate_list()
     if gates:
         out.append("<h3>Gates</h3><ul>" + "".join(
-            f'<li class="{"pass" if g["passed"] else "fail"}">{_esc(g["message"])}</li>'
+            f'<li class="{"pass" if g.passed else "fail"}">{_esc(g.message)}</li>'
             for g in gates) + "</ul>")
     else:
         out.append('<p class="muted">No gates were set (--duplexact-gate).</p>')
-    b = report.get("baseline")
+    b = report.baseline
     if b:
         out.append(f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])} '
                    '(<a href="#baseline">details</a>)</p>')
-    for note in report.get("notes") or []:
+    for note in report.note_lines():
         out.append(f'<p class="note">{_esc(note)}</p>')
     out.append(_s_mark(report))
     out.append('<p class="note">Every rate carries its n and a 95% Wilson interval '
@@ -261,12 +263,13 @@ def _condition_table(report: dict) -> str:
                    "not in a rate", "paper mean I / S"], rows, left={6})
 
 
-def _corpora_section(report: dict) -> str:
+def _corpora_section(report: Report) -> str:
     """Per corpus (released data only): pooled I / S, then per action."""
-    acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+    summary = report.summary
+    acts = [a for a in taxonomy.ACTIONS if a in summary.actions]
     rows = []
-    for corpus, c in report["summary"]["corpora"].items():
-        per = [report["summary"]["actions"][a].get("corpora", {}).get(corpus) for a in acts]
+    for corpus, c in summary.corpora.items():
+        per = [summary.corpus_counts(a, corpus) for a in acts]
         rows.append([corpus, md.fmt_rate(rate_of(c, "I")), md.fmt_rate(rate_of(c, "S")),
                      c["n"]] + ["\u2013" if x is None else
                                 f"{md.fmt_rate(rate_of(x, 'I'), ci=False)} / "
@@ -278,7 +281,7 @@ def _corpora_section(report: dict) -> str:
 def _paper_comparison_section(section: dict) -> str:
     out = [f'<p class="warn">{_esc(section["note"])}</p>',
            f'<p class="muted">{_esc(section["method"])}</p>']
-    def paper_n(r):  # for I the paper's n is a lower bound (released/paper.py)
+    def paper_n(r):  # for I the paper's n is a lower bound (report/paper_comparison.py)
         return ("\u2265" if r["paper_n_is_lower_bound"] else "=") + str(r["paper_n"])
 
     rows = [[f"{r['action']}.{r['condition']}", r["metric"], r["model"],
@@ -293,14 +296,14 @@ def _paper_comparison_section(section: dict) -> str:
     return "".join(out)
 
 
-def _paper_section(report: dict) -> str:
+def _paper_section(report: Report) -> str:
     pr = paper_data.load()
-    same = report["totals"]["instances"] == pr.instances
+    same = report.totals.instances == pr.instances
     out = [f'<p class="{"note" if same else "warn"}">{_esc(md.paper_note(report))}</p>']
     mine = {r.action: r for r in md.action_rows(report)}
     header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
                           taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
-    rows = [[f"{report.get('model')} (this run)"]
+    rows = [[f"{report.model} (this run)"]
             + [md.run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
     for m in pr.models:
         rows.append([m.name] + [md.paper_cell(pr.action(m.name, a),
@@ -374,9 +377,9 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
     return parts
 
 
-def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path,
+def _failures_section(report: Report, roots: list[Path], audio: str, out_dir: Path,
                       embed_limit: int) -> str:
-    bad = [i for i in report["instances"] if md.failed(i)]
+    bad = [i for i in report.instances if md.failed(i)]
     if not bad:
         return '<p class="muted">No failed instance.</p>'
     embed = _embed_choice(bad, embed_limit) if audio == "embed" else set()
@@ -418,7 +421,7 @@ def _failures_section(report: dict, roots: list[Path], audio: str, out_dir: Path
     return "".join(out)
 
 
-def render(report: dict, *, report_path: str | Path | None = None,
+def render(report: Report | dict, *, report_path: str | Path | None = None,
            out_path: str | Path | None = None, audio: str = "embed",
            embed_limit: int = DEFAULT_EMBED_LIMIT, recordings=()) -> str:
     """The page as a string. ``audio``: 'embed' (base64 in the page, failed instances only,
@@ -426,11 +429,12 @@ def render(report: dict, *, report_path: str | Path | None = None,
     ``recordings``: extra run directories to look for instance folders in."""
     if audio not in AUDIO_MODES:
         raise HtmlError(f"audio must be one of {', '.join(AUDIO_MODES)}, got {audio!r}")
+    report = as_report(report)
     roots = _recording_roots(report, Path(report_path) if report_path else None, recordings)
     out_dir = Path(out_path).resolve().parent if out_path else Path.cwd()
-    model = report.get("model", "?")
+    model = report.model or "?"
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in SECTIONS
-                  if s != "baseline" or report.get("baseline"))
+                  if s != "baseline" or report.baseline)
     body = [
         f'<section id="summary"><h2>Summary</h2>{_summary(report)}</section>',
         '<section id="actions"><h2>Actions: immediate (I) and follow-through (S)</h2>'
@@ -448,10 +452,10 @@ def render(report: dict, *, report_path: str | Path | None = None,
         '<section id="scenarios"><h2>Scenarios, Figure 5 style</h2><p class="muted">'
         'C: casual conversation, M: meeting, I: interview, S: customer service'
         + (', U: unspecified (the data does not say)' if any(
-            "unspecified" in a["scenarios"] for a in report["summary"]["actions"].values())
+            "unspecified" in a["scenarios"] for a in report.summary.actions.values())
            else '') + '; markers are '
         'this run\'s rates, whiskers their 95% Wilson intervals.</p>'
-        + _chart(scenarios_chart(report) if report["summary"]["actions"] else None,
+        + _chart(scenarios_chart(report) if report.summary.actions else None,
                  "no actions ran") + "</section>",
         '<section id="timings"><h2>Timing diagnostics</h2><p class="muted">Per instance '
         '(immediate successes only): stop yield latency, interrupt timing difference '
@@ -461,33 +465,33 @@ def render(report: dict, *, report_path: str | Path | None = None,
         f'<section id="paper"><h2>The paper\'s 14 models</h2>{_paper_section(report)}'
         "</section>",
     ]
-    if report["summary"].get("corpora"):  # released data: per corpus, the paper side by side
+    if report.summary.corpora:  # released data: per corpus, the paper side by side
         nav += '<a href="#corpora">corpora</a>'
         body.append(f'<section id="corpora"><h2>Corpora</h2>{_corpora_section(report)}'
                     "</section>")
-    if report.get("paper_comparison"):
+    if report.paper_comparison:
         nav += '<a href="#paper-comparison">paper comparison</a>'
         body.append('<section id="paper-comparison"><h2>The paper side by side, per '
                     f'condition</h2>{_s_mark(report)}'
-                    f'{_paper_comparison_section(report["paper_comparison"])}'
+                    f'{_paper_comparison_section(report.paper_comparison)}'
                     "</section>")
-    if report.get("baseline"):
+    if report.baseline:
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'
-                    f'{_baseline_section(report["baseline"])}</section>')
+                    f'{_baseline_section(report.baseline)}</section>')
     body.append('<section id="failures"><h2>Failed instances</h2>'
                 + _failures_section(report, roots, audio, out_dir, embed_limit)
                 + "</section>")
-    tot = report["totals"]
+    tot = report.totals
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>DuplexAct: {_esc(model)}</title>"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{CSS}</style></head><body>"
-            f"<header><h1>DuplexAct report: {_esc(model)}</h1><p>{tot['instances']} "
-            f"instance(s), {tot['errors']} error(s) \u00b7 {_esc(report.get('created', ''))}"
+            f"<header><h1>DuplexAct report: {_esc(model)}</h1><p>{tot.instances} "
+            f"instance(s), {tot.errors} error(s) \u00b7 {_esc(report.created or '')}"
             f"</p></header><nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n")
 
 
-def write(report: dict, out_path: str | Path, **kw) -> Path:
+def write(report: Report | dict, out_path: str | Path, **kw) -> Path:
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(report, out_path=out, **kw), encoding="utf-8")

@@ -1,6 +1,6 @@
 """Which judges decided the run's judged verdicts, and whether its S rates can stand beside
 the paper's: the report's ``judges`` section, from what the judges recorded in ``usage``
-(their model, the kind of server that answered and its URL; judges/calls.endpoint_kind).
+(their model, the kind of server that answered and its URL; remote/calls.endpoint_kind).
 
 A judge served by anything but OpenAI's API (vLLM, llama.cpp's server, Ollama, a proxy) is
 *self-hosted*: whatever its model is called, it is not the paper's GPT-5.4, so every view
@@ -29,10 +29,14 @@ def section(usage: dict | None) -> dict | None:
     return {**found, "self_hosted": hosted, "S_rates": SELF_HOSTED_NOTE if hosted else None}
 
 
-def s_note(report: dict) -> str | None:
+def s_note(report) -> str | None:
     """The mark every view puts on S: ``self-hosted judge: not comparable with the paper's
-    GPT-5.4 (text judge qwen2.5 at http://127.0.0.1:8000/v1)``, or None."""
-    sec = report.get("judges") or section(report.get("usage"))
+    GPT-5.4 (text judge qwen2.5 at http://127.0.0.1:8000/v1)``, or None. ``report``: a
+    ``model.Report`` or a report dict."""
+    from .model import as_report
+
+    report = as_report(report)
+    sec = report.judges or section(report.usage)
     if not sec or not sec.get("self_hosted"):
         return None
     who = "; ".join(f"{label.replace('_', ' ')} {j['model']} at {j['url']}"

@@ -4,10 +4,11 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 
 from __future__ import annotations
 
+from ..data import paper as paper_data
 from ..data import taxonomy
-from . import paper as paper_data
 from .aggregate import NA
 from .judging import s_note
+from .model import Report, as_report
 from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_rate_value)
     action_rows,
     condition_rows,
@@ -47,10 +48,11 @@ def run_action_cell(row: dict | None) -> str:
     return f"{i} / {s}"
 
 
-def paper_note(report: dict) -> str:
+def paper_note(report: Report | dict) -> str:
     """The caveat printed wherever the paper's numbers stand beside a run."""
     p = paper_data.load()
-    n = report["totals"]["instances"]
+    report = as_report(report)
+    n = report.totals.instances
     judged = f" Its S: {note}." if (note := s_note(report)) else ""
     if n == p.instances:
         return f"{p.note} This run also measured {n} instances.{judged}"
@@ -58,8 +60,8 @@ def paper_note(report: dict) -> str:
             f"are context, not a comparison.{judged}")
 
 
-def dataset_line(report: dict) -> str:
-    s = report.get("settings", {})
+def dataset_line(report: Report | dict) -> str:
+    s = as_report(report).settings or {}
     fp = (s.get("dataset_fingerprint") or "")[:12]
     return f"`{s.get('dataset', '?')}` (fingerprint {fp})"
 
@@ -81,15 +83,16 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
     return out
 
 
-def render(report: dict, failures: bool = True) -> str:
-    model = report.get("model", "?")
-    tot = report["totals"]
+def render(report: Report | dict, failures: bool = True) -> str:
+    report = as_report(report)
+    model = report.model or "?"
+    tot = report.totals
     out = [f"## DuplexAct: {_esc(model)}", ""]
-    out.append(f"{tot['instances']} instance(s), {tot['errors']} error(s) · data "
-               f"{dataset_line(report)} · {report.get('generator', '')} · "
-               f"{report.get('created', '')}")
-    if report.get("shards"):
-        out.append(f"Merged from {len(report['shards'])} shard report(s).")
+    out.append(f"{tot.instances} instance(s), {tot.errors} error(s) · data "
+               f"{dataset_line(report)} · {report.generator or ''} · "
+               f"{report.created or ''}")
+    if report.shards:
+        out.append(f"Merged from {len(report.shards)} shard report(s).")
     out += ["", "Rates in %, each with its 95% Wilson interval [lo\u2013hi] and its n; `~` marks "
             "an interval wider than \u00b110 points (too few instances to read the rate "
             "closely). T: median (IQR, n) in seconds.", ""]
@@ -111,11 +114,12 @@ def render(report: dict, failures: bool = True) -> str:
                    "not in a rate"], rows, "llrrrrrl")
     out += mark
 
-    if report["summary"].get("corpora"):  # data that names corpora (the released set)
-        acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+    summary = report.summary
+    if summary.corpora:  # data that names corpora (the released set)
+        acts = [a for a in taxonomy.ACTIONS if a in summary.actions]
         rows = []
-        for corpus, c in report["summary"]["corpora"].items():
-            per = [report["summary"]["actions"][a].get("corpora", {}).get(corpus) for a in acts]
+        for corpus, c in summary.corpora.items():
+            per = [summary.corpus_counts(a, corpus) for a in acts]
             rows.append([_esc(corpus), fmt_rate(rate_of(c, "I")), fmt_rate(rate_of(c, "S")),
                          str(c["n"])] + ["–" if x is None else
                                          f"{fmt_rate(rate_of(x, 'I'), ci=False)} / "
@@ -124,26 +128,26 @@ def render(report: dict, failures: bool = True) -> str:
         out += _table(["Corpus", "I % [95% CI]", "S % [95% CI]", "n"]
                       + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows,
                       "lrrr" + "r" * len(acts))
-    if report.get("paper_comparison"):
-        from ..released.paper import render_lines
+    if report.paper_comparison:
+        from .paper_comparison import render_lines
 
         out += ["", "### The paper side by side (released data)", ""]
-        out += ["    " + line for line in render_lines(report["paper_comparison"])]
+        out += ["    " + line for line in render_lines(report.paper_comparison)]
 
     out += ["", "### Gates", ""]
-    gates = report.get("gates") or []
+    gates = report.gate_list()
     if gates:
-        out += [f"- {'✅' if g['passed'] else '❌'} {g['message']}" for g in gates]
+        out += [f"- {'✅' if g.passed else '❌'} {g.message}" for g in gates]
     else:
         out.append("No gates were set (`--duplexact-gate`).")
 
-    if report.get("baseline"):
-        out += ["", "### Baseline comparison", ""] + _baseline(report["baseline"])
+    if report.baseline:
+        out += ["", "### Baseline comparison", ""] + _baseline(report.baseline)
 
-    if report.get("cost") and report["cost"]["services"]:
+    if report.cost and report.cost["services"]:
         from .cost import describe as describe_cost
 
-        head, *lines = describe_cost(report["cost"])
+        head, *lines = describe_cost(report.cost)
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
     from .estimate import versus
 
@@ -190,13 +194,13 @@ def _baseline(b: dict) -> list[str]:
     return out
 
 
-def _paper_table(report: dict) -> list[str]:
+def _paper_table(report: Report) -> list[str]:
     p = paper_data.load()
     out = [f"> {paper_note(report)}", ""]
     header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
                           taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
     mine = {r.action: r for r in action_rows(report)}
-    rows = [[f"**{report.get('model', 'this run')} (this run)**"]
+    rows = [[f"**{report.model or 'this run'} (this run)**"]
             + [run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
     for m in p.models:
         rows.append([m.name] + [paper_cell(p.action(m.name, a), a in taxonomy.TIMING_DIAGNOSTIC)
@@ -204,8 +208,8 @@ def _paper_table(report: dict) -> list[str]:
     return out + _table(header, rows, "l" + "r" * len(taxonomy.ACTIONS))
 
 
-def _failures(report: dict) -> list[str]:
-    bad = [i for i in report["instances"] if failed(i)]
+def _failures(report: Report) -> list[str]:
+    bad = [i for i in report.instances if failed(i)]
     if not bad:
         return ["None."]
     out = ["<details>", f"<summary>{len(bad)} failed instance(s)</summary>", ""]

@@ -5,8 +5,9 @@ of every shard sorted by id, the summary recomputed by ``aggregate`` from those 
 the settings of the shards with ``selection.shard`` cleared. It differs from that run's only in
 ``created`` (volatile) and in ``shards``, where each shard came from and where its recordings
 are (so the HTML view finds the audio). ``usage`` (remote calls, cache hits) is the shards'
-sum: equal to the unsharded run's where the calls are the same. Usage, judges, cost and (released
-data) the paper side by side are added by ``sections.add_run_sections``, as the plugin adds them.
+sum: equal to the unsharded run's where the calls are the same. The merged report is built by
+``model.build``, the function the plugin builds its report with, so it has every section the
+unsharded run's has (usage, judges, cost, the paper side by side).
 Gates and baseline sections of the shards are dropped: they judged one shard; gate the merged
 report instead.
 
@@ -26,7 +27,7 @@ from pathlib import Path
 from ..data.results import InstanceOutcome, outcome_problem
 from ..run.rundir import write_json
 from ..run.settings import RunSettings, SettingsError
-from . import ReportFileError, build_report, read_report
+from . import ReportFileError, read_report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
 
@@ -139,37 +140,38 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
         raise MergeError(_missing_message(missing) + "; rerun them (pytest "
                          "--duplexact-resume=<that shard's run dir>), or pass "
                          "--allow-incomplete to merge without them")
-    try:
-        merged = build_report(outcomes, settings, first["model"], selected=selected)
-    except ValueError as e:
-        raise MergeError(f"cannot aggregate the merged instances: {e}") from None
     notes: list[str] = []
     for _, rep in loaded:
         notes += [n for n in rep.get("notes", []) if n not in notes]
+    incomplete = None
     if missing:
-        merged["incomplete"] = sorted(i for ids in missing.values() for i in ids)
+        incomplete = [i for ids in missing.values() for i in ids]
         notes.append(_missing_message(missing) + " (merged with --allow-incomplete)")
-    merged["notes"] = notes
     usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
-    from ..data.usage import total
-    from .cost import load_prices
-    from .sections import add_run_sections
-
-    # usage (each shard's total; their sum is the whole run's), judges (as each shard's run
-    # wrote them, over the whole run), cost, the paper side by side: as the plugin adds them
-    add_run_sections(merged, total(usages) if usages else None,
-                     load_prices() if usages else None,
-                     judges=any("judges" in rep for _, rep in loaded))
     estimates = [rep["estimate"] for _, rep in loaded if rep.get("estimate")]
-    if estimates and len(estimates) == len(loaded):  # shards run in parallel: walls overlap
-        from .estimate import combine
+    from ..data.usage import total
+    from .builder import build
+    from .cost import load_prices
+    from .estimate import combine
 
-        merged["estimate"] = combine(estimates)
-    merged["shards"] = [
-        {"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
-         "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
-        for (p, rep), theirs in zip(loaded, parsed)]
-    return json.loads(json.dumps(merged))  # as written and read back (tuples -> lists)
+    try:
+        # the function the plugin builds its report with: usage (each shard's total; their
+        # sum is the whole run's), judges (as each shard's run wrote them, over the whole
+        # run), cost, the paper side by side, as an unsharded run has them
+        merged = build(
+            outcomes, settings, first["model"], selected=selected,
+            usage=total(usages) if usages else None, prices=load_prices() if usages else None,
+            judges=any("judges" in rep for _, rep in loaded), notes=notes,
+            incomplete=incomplete,
+            # shards run in parallel: their walls overlap
+            estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
+            else None,
+            shards=[{"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
+                     "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
+                    for (p, rep), theirs in zip(loaded, parsed)])
+    except ValueError as e:
+        raise MergeError(f"cannot aggregate the merged instances: {e}") from None
+    return json.loads(json.dumps(merged.to_json()))  # as written and read back (tuples -> lists)
 
 
 def _missing(loaded: list[tuple[Path, dict]], present: set[str]) -> dict[Path, list[str]]:

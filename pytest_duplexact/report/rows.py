@@ -11,6 +11,7 @@ from ..data import taxonomy
 from . import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
 from . import why_no_rate
 from .aggregate import NA
+from .model import Report, as_report
 from .stats import Rate, rate_of
 
 
@@ -55,33 +56,33 @@ def fmt_rate_value(v: float | None) -> str:
     return NA if v is None else f"{100 * v:.1f}"
 
 
-def action_rows(report: dict) -> list[ActionRow]:
+def action_rows(report: Report | dict) -> list[ActionRow]:
     """One row per action that ran, in the paper's order."""
+    summary = as_report(report).summary
     rows = []
     for action in taxonomy.ACTIONS:
-        a = report["summary"]["actions"].get(action)
-        if a is None:
+        c = summary.counts(action)
+        if c is None:
             continue
-        c = a["counts"]
         timed = action in taxonomy.TIMING_DIAGNOSTIC
         rows.append(ActionRow(action, taxonomy.ACTION_LABELS[action], rate_of(c, "I"),
-                              rate_of(c, "S"), a["timing"] if timed else None, timed, c["n"],
-                              why_no_rate(c)))
+                              rate_of(c, "S"), summary.timing(action) if timed else None, timed,
+                              c["n"], why_no_rate(c)))
     return rows
 
 
-def condition_rows(report: dict) -> list[ConditionRow]:
+def condition_rows(report: Report | dict) -> list[ConditionRow]:
     """One row per condition with at least one instance, in the paper's order."""
+    summary = as_report(report).summary
     rows = []
     for cond in taxonomy.CONDITIONS:
-        a = report["summary"]["actions"].get(cond.action)
-        c = None if a is None else a["conditions"].get(cond.id)
+        c = summary.counts(cond.action, cond.id)
         if c is None or not c["n"]:
             continue
         rows.append(ConditionRow(cond.key, cond.action, cond.id,
                                  taxonomy.ACTION_LABELS[cond.action], cond.label,
                                  rate_of(c, "I"), rate_of(c, "S"),
-                                 a["condition_timings"].get(cond.id), c["n"], why_no_rate(c)))
+                                 summary.timing(cond.action, cond.id), c["n"], why_no_rate(c)))
     return rows
 
 

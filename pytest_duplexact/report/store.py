@@ -36,17 +36,20 @@ def entries(store: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def save(report: dict, store: Path) -> Path:
-    """Write ``report`` as the store's next entry; returns its path. Numbering and writing
-    happen under the store's lock: runs finishing at once each get their own number."""
+def save(report, store: Path) -> Path:
+    """Write ``report`` (a ``model.Report`` or a report dict) as the store's next entry;
+    returns its path. Numbering and writing happen under the store's lock: runs finishing at
+    once each get their own number."""
     from ..run.rundir import write_json
+    from .model import as_report
 
+    report = as_report(report)
     store.mkdir(parents=True, exist_ok=True)
-    stamp = re.sub(r"[^0-9T]", "", str(report.get("created", "")))[:15] or "undated"
+    stamp = re.sub(r"[^0-9T]", "", str(report.created or ""))[:15] or "undated"
     with _locked(store):
         number = (entries(store)[-1][0] + 1) if entries(store) else 1
-        path = store / f"{number:04d}_{_slug(str(report.get('model', 'model')))}_{stamp}.json"
-        write_json(path, report)
+        path = store / f"{number:04d}_{_slug(str(report.model or 'model'))}_{stamp}.json"
+        write_json(path, report.to_json())
     return path
 
 

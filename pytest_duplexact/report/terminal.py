@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..data import taxonomy
 from .aggregate import NA
+from .model import Report, as_report
 from .rows import ConditionRow, action_rows, condition_rows, fmt_rate, fmt_timing
 from .stats import Rate, rate_of
 
@@ -35,7 +36,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def action_table(report: dict) -> list[str]:
+def action_table(report: Report | dict) -> list[str]:
     rows = [["action", "I", "S (n_S)", "T median (IQR, n)", "n", "valid I", "notes"]]
     for r in action_rows(report):
         s = NA if r.S.value is None else f"{_rate(r.S)} ({r.S.n})"
@@ -44,7 +45,7 @@ def action_table(report: dict) -> list[str]:
     return _table(rows)
 
 
-def condition_table(report: dict) -> list[str]:
+def condition_table(report: Report | dict) -> list[str]:
     rows = [["condition", "I / S (n_S)", "n", "notes"]]
     for r in condition_rows(report):
         rows.append([f"{r.action_label} / {r.label}", cell(r), str(r.n), r.notes])
@@ -59,60 +60,62 @@ def _counts_cell(c: dict | None) -> str:
     return f"{_rate(i)} / {NA if s.value is None else f'{_rate(s)} ({s.n})'}"
 
 
-def corpus_table(report: dict) -> list[str]:
+def corpus_table(report: Report | dict) -> list[str]:
     """Per corpus, pooled and per action (only data whose instances name their corpus)."""
-    corpora = report["summary"].get("corpora") or {}
-    acts = [a for a in taxonomy.ACTIONS if a in report["summary"]["actions"]]
+    summary = as_report(report).summary
+    acts = [a for a in taxonomy.ACTIONS if a in summary.actions]
     rows = [["corpus", "all"] + [taxonomy.ACTION_LABELS[a] for a in acts]]
-    for corpus, c in corpora.items():
-        rows.append([corpus, _counts_cell(c)] + [_counts_cell(
-            report["summary"]["actions"][a].get("corpora", {}).get(corpus)) for a in acts])
+    for corpus, c in summary.corpora.items():
+        rows.append([corpus, _counts_cell(c)] + [_counts_cell(summary.corpus_counts(a, corpus))
+                                                 for a in acts])
     return _table(rows)
 
 
-def render(report: dict, gate_results=()) -> list[str]:
+def render(report: Report | dict, gate_results=()) -> list[str]:
+    """``gate_results``: the gates to print (each with a ``message``), live ones: a stored
+    report's are printed by the caller that wants them (cli.py)."""
     from .judging import s_note
 
-    model = report.get("model", "?")
+    report = as_report(report)
+    model = report.model or "?"
     note = s_note(report)
     mark = [f"S: {note}"] if note else []
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
     out += action_table(report) + mark
     out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
     out += condition_table(report) + mark
-    if report["summary"].get("corpora"):
+    if report.summary.corpora:
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
-    if report.get("paper_comparison"):
-        from ..released.paper import render_lines
+    if report.paper_comparison:
+        from .paper_comparison import render_lines
 
-        out += [""] + render_lines(report["paper_comparison"])
+        out += [""] + render_lines(report.paper_comparison)
     if any(WIDE_MARK in line for line in out):
         out.append(WIDE_LEGEND)
-    tot = report["totals"]
-    if tot["errors"]:
-        out.append(f"{tot['errors']} instance(s) ended in a harness/model error and enter no "
+    errors = report.totals.errors
+    if errors:
+        out.append(f"{errors} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
-    if report.get("usage"):
+    if report.usage:
         from ..data.usage import describe
 
-        out += ["", "Remote services (models used, calls, cache):"] + describe(report["usage"])
-    if report.get("cost"):
+        out += ["", "Remote services (models used, calls, cache):"] + describe(report.usage)
+    if report.cost:
         from .cost import describe as describe_cost
 
-        out += describe_cost(report["cost"])
+        out += describe_cost(report.cost)
     from .estimate import versus
 
     line = versus(report)
     if line:
         out.append(line)
-    for note in report.get("notes", []):
-        out.append(note)
+    out += report.note_lines()
     if gate_results:
         out += ["", "Gates:"]
         out += [f"  {g.message}" for g in gate_results]
-    if report.get("baseline"):
+    if report.baseline:
         from .baseline import render_lines
 
         out += ["", "Baseline:"]
-        out += [f"  {line}" for line in render_lines(report["baseline"])]
+        out += [f"  {line}" for line in render_lines(report.baseline)]
     return out

@@ -5,8 +5,10 @@ An ActionRule says everything the rest of the package needs to know about its ac
 requires of an instance (the loader checks it), how immediate execution is decided, which part
 of subsequent follow-through a rule decides without a judge, the timing diagnostic (from the
 immediate result's onset, so nothing is decided twice) and the fields of the judge prompt.
-Adding an action is adding one module here and its row in taxonomy.py; scoring.py, the judge
-panel and the loader only look the rule up (``rules.RULES``).
+Everything else about the action (label, conditions, timing name, prompt id, oracle clips, ...)
+is its ``taxonomy.ActionRecord``, ``RULE.record``. Adding an action: docs/architecture.md,
+"Adding an action". scoring.py and the judge panel look the rule up (``rules.RULES``); the
+loader is given the requirements (``rules.requires``).
 
 Plain data in, plain data out: no audio library, no I/O. The candidate audio the backchannel
 audio judge hears comes through ``Trial.audio_of``, a callable the harness supplies.
@@ -17,24 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..data.annotations import Annotations, Instance
+from ..data.annotations import Annotations, Instance, Requirements
 from ..data.results import ImmediateResult, SubsequentResult
+from ..data.taxonomy import RECORDS, ActionRecord
 from ..data.timeline import Segment, Timeline
-
-
-@dataclass(frozen=True)
-class Requirements:
-    """What an instance of one condition must carry (docs/dataset-format.md). Clip times are
-    on the user clip's clock except ``cue_start`` / ``cue_end`` (the cue clip's).
-
-    ``within_user``: (first, last, message) annotation pairs that must lie inside
-    [user_start, user_end]; ``message`` is the problem reported on ``first``."""
-
-    clips: tuple[str, ...]
-    annotations: tuple[str, ...]
-    texts: tuple[str, ...]
-    within_user: tuple[tuple[str, str, str], ...] = ()
-
 
 # What every Simulator Replay instance carries (stop, hold_floor, recover): the lead-in that
 # elicits the model's answer, the cue played into it, and the texts the simulator and judges
@@ -71,6 +59,7 @@ class Judges(Protocol):
 
 class ActionRule(Protocol):
     action: str
+    record: ActionRecord  # everything about the action that is not this logic (taxonomy.py)
 
     def requires(self, condition: str) -> Requirements:
         """What an instance of ``condition`` must carry."""
@@ -90,8 +79,8 @@ class ActionRule(Protocol):
         is a failure); ``None``: ask the judge."""
 
     def timing(self, trial: Trial, immediate: ImmediateResult) -> float | None:
-        """The action's timing diagnostic (taxonomy.TIMING_DIAGNOSTIC) on an immediate
-        success, from its onset; ``None`` for actions without one."""
+        """The action's timing diagnostic (its record's ``timing``) on an immediate success,
+        from its onset; ``None`` for actions without one."""
 
 
 class Rule:
@@ -100,6 +89,10 @@ class Rule:
 
     action: str = ""
     _requirements: Requirements
+
+    @property
+    def record(self) -> ActionRecord:
+        return RECORDS[self.action]
 
     def requires(self, condition: str) -> Requirements:
         return self._requirements

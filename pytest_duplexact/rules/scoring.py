@@ -1,18 +1,46 @@
 """Scores one trial: (instance, timeline[, judges]) -> immediate, subsequent, timing.
 
-The action's rule (``rules.RULES``) decides; this module only looks it up, hands it the judge
-panel, and enforces the two-stage order (subsequent only after immediate success, SPEC §4).
+The action's rule (``rules.RULES``) decides; this module looks it up and holds the order of
+the stages: subsequent only after immediate success (SPEC §4), and within subsequent "the rule
+decides, else ask the judge". The judges only answer the prompts they are given; they come in
+from the caller as a ``Judges`` object (judges.JudgePanel is one), so the rules import no judge.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from ..data.annotations import Instance
-from ..data.results import ImmediateResult, SubsequentResult
+from ..data.results import ImmediateResult, SubsequentResult, Verdict
 from ..data.timeline import Segment, Timeline
-from . import RULES, Trial
+from . import RULES, Trial, base
+from .backchannel import Judgement
+
+
+class Judges(base.Judges, Protocol):
+    """What scoring asks of the judges: the backchannel stages of immediate execution
+    (base.Judges), and the text judge's answer to an action's subsequent prompt."""
+
+    def missing_text_judge(self) -> str | None:
+        """Why there is no text judge (the NOT_JUDGED reason), or ``None`` when there is one."""
+
+    def ask_subsequent(self, action: str, fields: dict[str, str]) -> SubsequentResult:
+        """The text judge's S on the action's subsequent prompt filled with ``fields``."""
+
+
+class NoJudges:
+    """The offline default: judged stages are NOT_JUDGED, rule-decided ones still decided."""
+
+    def missing_text_judge(self) -> str:
+        return "no text judge configured (--duplexact-judge)"
+
+    def ask_subsequent(self, action: str, fields: dict[str, str]) -> SubsequentResult:
+        raise AssertionError("scoring asks a judge only when missing_text_judge() is None")
+
+    def backchannel_stages(self, instance: Instance, timeline: Timeline, candidate: Segment,
+                           candidate_audio: Any) -> tuple[Judgement, Judgement]:
+        return Judgement(), Judgement()
 
 
 @dataclass(frozen=True)
@@ -22,16 +50,35 @@ class Score:
     timing: float | None
 
 
-def score(instance: Instance, tl: Timeline, panel=None,
-          audio_of: Callable[[Segment], Any] | None = None) -> Score:
-    """``panel``: a judges.JudgePanel (default: one without judges, so judged stages are
-    NOT_JUDGED); ``audio_of``: a segment's samples, for the backchannel audio judge."""
-    if panel is None:
-        from ..judges.panel import JudgePanel
+def subsequent(instance: Instance, tl: Timeline, immediate: ImmediateResult | None,
+               judges: Judges | None = None) -> SubsequentResult:
+    """S for one trial: what the action's rule decides itself, else the text judge on the
+    paper's prompt with the fields the rule builds (rules/<action>.py)."""
+    if immediate is None or not immediate.success:
+        return SubsequentResult(Verdict.NOT_APPLICABLE, "immediate execution did not succeed")
+    judges = judges if judges is not None else NoJudges()
+    rule, trial = RULES[instance.action], Trial(instance, tl)
+    decided = rule.subsequent(trial, immediate)
+    if decided is not None:
+        return decided
+    missing = judges.missing_text_judge()
+    if missing is not None:
+        return SubsequentResult(Verdict.NOT_JUDGED, missing)
+    fields = rule.judge_fields(trial, immediate)
+    # The paper decides some without asking: no later speech is a failure (B.2, B.7).
+    decided = rule.without_judge(fields)
+    if decided is not None:
+        return decided
+    return judges.ask_subsequent(instance.action, fields)
 
-        panel = JudgePanel()
+
+def score(instance: Instance, tl: Timeline, judges: Judges | None = None,
+          audio_of: Callable[[Segment], Any] | None = None) -> Score:
+    """``judges``: a ``Judges`` (judges.JudgePanel; default ``NoJudges()``, so judged stages
+    are NOT_JUDGED); ``audio_of``: a segment's samples, for the backchannel audio judge."""
+    judges = judges if judges is not None else NoJudges()
     rule, trial = RULES[instance.action], Trial(instance, tl, audio_of)
-    imm = rule.immediate(trial, panel)
+    imm = rule.immediate(trial, judges)
     if not imm.success:
         return Score(imm, None, None)
-    return Score(imm, panel.subsequent(instance, tl, imm), rule.timing(trial, imm))
+    return Score(imm, subsequent(instance, tl, imm, judges), rule.timing(trial, imm))

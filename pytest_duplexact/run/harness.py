@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..data.instance import Instance
+from ..data.annotations import Instance
 from ..data.results import ImmediateResult, InstanceOutcome, Verdict
 from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis
@@ -57,6 +57,22 @@ def timeline_to_dict(tl: Timeline, instance: Instance | None = None) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class RunKnobs:
+    """How a run executes, beside what it measures (settings.RunSettings): never written to
+    run.json or the report and never fingerprinted, so a resume with another concurrency or
+    timeout reuses every stored outcome. The plugin builds it once from the options
+    (pytest_plugin/config.py); ``Harness.from_settings`` takes it without pytest."""
+
+    concurrency: int = 1  # streaming trials in flight (--duplexact-concurrency)
+    batch: int = 1  # stepped trials in lockstep sharing one model call (--duplexact-batch)
+    timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
+    judge_timeout: float | None = None  # seconds per judge / transcription question
+    cache_dir: Path | None = None  # judge / simulator / transcription cache; None: the run's
+    audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
+    bargein_branches: bool = True  # barge-in plays branch clips where an instance has them
+
+
 @dataclass
 class Harness:
     """Per-process state: the resolved model, judges, transcriber and the run directory."""
@@ -73,29 +89,29 @@ class Harness:
     # prefetch.Prefetcher when streaming with --duplexact-concurrency; batch.BatchRunner when
     # stepping with --duplexact-batch
     prefetcher: Any = None
-    vad_cache: Any = None  # judges.cache.RequestCache: a re-scored recording skips the VAD
+    vad_cache: Any = None  # remote.cache.RequestCache: a re-scored recording skips the VAD
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
     audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
 
     @classmethod
-    def from_settings(cls, settings, run_dir: Path, *, cache_dir: Path | None = None,
-                      concurrency: int = 1, batch: int = 1, model: Any = None,
-                      timeout: float = DEFAULT_TIMEOUT, judge_timeout: float | None = None,
-                      bargein_branches: bool = True, audio_format: str = "flac") -> "Harness":
+    def from_settings(cls, settings, run_dir: Path, knobs: RunKnobs = RunKnobs(), *,
+                      model: Any = None) -> "Harness":
         """The harness a run with these settings (settings.RunSettings) uses, without pytest:
         the model resolved from ``settings.model`` (unless ``model`` is given), judges,
         transcriber and simulator policy as the settings ask (wiring.py), caches under
-        ``cache_dir`` (default <run_dir>/cache). ``concurrency`` > 1 keeps that many
-        streaming trials in flight; ``batch`` > 1 steps that many stepped trials in lockstep
-        with one shared model call (the model must offer ``step_batch``: models/base.py).
-        ``timeout``: seconds the model may go without answering (watchdog.py);
-        ``judge_timeout``: seconds per judge / transcription question, retries included."""
-        from ..judges.cache import RequestCache
+        ``knobs.cache_dir`` (default <run_dir>/cache). ``knobs.concurrency`` > 1 keeps that
+        many streaming trials in flight; ``knobs.batch`` > 1 steps that many stepped trials in
+        lockstep with one shared model call (the model must offer ``step_batch``:
+        models/base.py). ``knobs.timeout``: seconds the model may go without answering
+        (watchdog.py); ``knobs.judge_timeout``: seconds per judge / transcription question,
+        retries included."""
         from ..models import is_streaming, resolve_model
+        from ..remote.cache import RequestCache
         from .wiring import make_panel, make_policy, make_transcriber
 
         run_dir = Path(run_dir)
-        cache_dir = Path(cache_dir) if cache_dir else RunDir(run_dir).cache_dir
+        cache_dir = Path(knobs.cache_dir) if knobs.cache_dir else RunDir(run_dir).cache_dir
+        judge_timeout, timeout, batch = knobs.judge_timeout, knobs.timeout, knobs.batch
         if model is None:
             model = resolve_model(settings.model, **settings.options)
         harness = cls(
@@ -106,11 +122,13 @@ class Harness:
             seed=settings.seed, model_options=settings.options,
             fingerprint=settings.fingerprint(),
             vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
-            timeout=timeout, bargein_branches=bargein_branches, audio_format=audio_format,
+            timeout=timeout, bargein_branches=knobs.bargein_branches,
+            audio_format=knobs.audio_format,
         )
         # a server that answers one request at a time (mini-omni2) says so: more in flight
         # would only queue behind each other and time the queue, not the model
-        concurrency = min(concurrency, getattr(model, "max_concurrency", None) or concurrency)
+        concurrency = min(knobs.concurrency,
+                          getattr(model, "max_concurrency", None) or knobs.concurrency)
         if batch > 1:
             from ..models import is_batched
             from .batch import BatchRunner

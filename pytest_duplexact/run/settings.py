@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..data.netsafety import mask_credentials
+from ..remote.netsafety import mask_credentials
 from .selection import Selection, SelectionError, parse_shard
 
 IDENTITY_KEYS = ("model", "model_options", "dataset_fingerprint")
@@ -56,7 +56,7 @@ class RunSettings:
     # whether barge-in plays the released data's branch clips ("on" / "off"); set, reported
     # and fingerprinted only for data that has them (it changes what those instances hear)
     bargein_branches: str | None = None
-    # the released-data provenance (released/run.py); only for hf: data
+    # the released-data provenance (pytest_plugin/released_data.py); only for hf: data
     released: Any = field(default=None, compare=False)
 
     # --- the groups -------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def make_transcriber(settings: RunSettings, cache_dir: Path, deadline: float | N
         return get_transcriber("offline", cache_dir=cache_dir, lazy=True)
     policy = None
     if deadline is not None:
-        from ..judges.calls import policy_for
+        from ..remote.calls import policy_for
 
         policy = policy_for(deadline)
     return get_transcriber(name, cache_dir=cache_dir, base_url=settings.judge_base_url,
@@ -48,7 +48,7 @@ def make_policy(settings: RunSettings, cache_dir: Path):
 
         return RuleBasedSimulator()
     if name == "llm":
-        from ..judges.simulator_llm import LLMSimulator
+        from ..pipelines.simulator_llm import LLMSimulator
 
         return LLMSimulator.from_options(model=settings.simulator_model,
                                          base_url=settings.judge_base_url,

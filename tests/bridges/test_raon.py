@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.raon_speechchat import RaonSpeechChat
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
+from pytest_duplexact.remote.retry import RetryPolicy
 from tests.fakes.raon_gateway import FakeRaonGateway, Script
 from tests.pipelines.helpers import cat, gap, spans, tone
 from tests.support.builders import make_instance

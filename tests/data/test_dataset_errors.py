@@ -15,6 +15,7 @@ import soundfile as sf
 
 from pytest_duplexact.data import instance
 from pytest_duplexact.data.instance import DatasetError, bundled_root, load_dataset
+from pytest_duplexact.rules import requires
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def first(objs: list[dict], action: str, condition: str | None = None) -> dict:
 
 def failure(root: Path) -> DatasetError:
     with pytest.raises(DatasetError) as info:
-        load_dataset(root)
+        load_dataset(root, requires=requires)
     return info.value
 
 
@@ -63,7 +64,7 @@ def assert_named(err: DatasetError, file: Path, instance_id: str | None, field: 
 
 
 def test_the_copy_loads(root):
-    assert len(load_dataset(root).instances) == len(lines(root))
+    assert len(load_dataset(root, requires=requires).instances) == len(lines(root))
 
 
 def test_missing_audio_file(root):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pytest_duplexact import cli
 from pytest_duplexact.data import instance, taxonomy
 from pytest_duplexact.data.instance import bundled_root, check_dataset
-from pytest_duplexact.rules import RULES
+from pytest_duplexact.rules import RULES, requires
 from tests.support.runs import link_audio
 
 BUNDLED = bundled_root()
@@ -128,7 +128,7 @@ def test_every_problem_at_once_with_file_instance_and_field(capsys, broken):
         hits = [ln for ln in out if ln.startswith(f"{manifest} [instance {iid}] field "
                                                   f"'{field}': ") and text in ln]
         assert hits, f"{iid} / {field} / {text} not in:\n" + "\n".join(out)
-    _, problems = check_dataset(root)
+    _, problems = check_dataset(root, requires=requires)
     assert out[:-1] == [str(p) for p in problems]  # nothing else, in the loader's order
     assert out[-1].endswith(f"{len(problems)} problem(s) in {len(expected) - 1} instance(s) "
                             "or line(s); a run refuses this dataset (docs/dataset-format.md)")
@@ -321,7 +321,7 @@ def _iid(line, fallback: str | None) -> str | None:
 def test_defects_are_named_and_valid_lines_load(scratch, case):
     lines, defects = case
     make_dataset(scratch, lines)
-    dataset, problems = check_dataset(scratch)
+    dataset, problems = check_dataset(scratch, requires=requires)
     if not defects:
         assert problems == [] and [i.id for i in dataset.instances] == \
             [ln["id"] for ln in lines]
@@ -349,7 +349,7 @@ def test_no_input_makes_the_loader_raise(scratch, lines, header):
     if header is not None:
         path = scratch / instance.HEADER
         path.write_bytes(header if isinstance(header, bytes) else header.encode())
-    dataset, problems = check_dataset(scratch)
+    dataset, problems = check_dataset(scratch, requires=requires)
     assert (dataset is None) == bool(problems)
     for p in problems:
         assert p.file and p.message and str(p)
@@ -358,18 +358,18 @@ def test_no_input_makes_the_loader_raise(scratch, lines, header):
 def test_undecodable_and_deeply_nested_manifests_are_problems_not_crashes(tmp_path):
     root = make_dataset(tmp_path / "data", [])
     (root / instance.MANIFEST).write_text("[" * 100_000 + "\n", encoding="utf-8")
-    _, problems = check_dataset(root)
+    _, problems = check_dataset(root, requires=requires)
     assert [p.instance for p in problems] == ["line 1"]
     assert "not valid JSON" in problems[0].message
     (root / instance.MANIFEST).write_bytes(b'{"id": "\xff\xfe"}\n')
-    _, problems = check_dataset(root)
+    _, problems = check_dataset(root, requires=requires)
     assert len(problems) == 1 and "cannot be read" in problems[0].message
 
 
 # --- hostile datasets (issue 12) ----------------------------------------------------------
 
 def problems_of(root: Path, **kw) -> list[str]:
-    _, problems = check_dataset(root, **kw)
+    _, problems = check_dataset(root, **kw, requires=requires)
     return [str(p) for p in problems]
 
 
@@ -379,7 +379,7 @@ def test_a_raw_line_separator_inside_a_string_is_valid_jsonl(tmp_path):
     o["text"]["reference"] = "one\u2028two\u0085three\u2029four"
     lines = [json.dumps(o, ensure_ascii=False), json.dumps(first("wait"), ensure_ascii=False)]
     root = make_dataset(tmp_path / "data", lines)
-    dataset, problems = check_dataset(root)
+    dataset, problems = check_dataset(root, requires=requires)
     assert problems == []
     assert dataset.instances[0].texts["reference"] == "one\u2028two\u0085three\u2029four"
     # line numbers stay those of "\n" lines: a broken third line is reported as line 3
@@ -470,13 +470,17 @@ def test_the_fingerprint_covers_the_audio_not_the_folder(tmp_path):
     """Resume must not reuse outcomes scored on other audio; shards on other machines (other
     paths) must still agree."""
     from pytest_duplexact.data.instance import load_dataset
-    from pytest_duplexact.pytest_plugin.session import dataset_fingerprint
+    from pytest_duplexact.pytest_plugin.configure import dataset_fingerprint
 
     a = make_dataset(tmp_path / "a", TEMPLATES[:3])
     b = make_dataset(tmp_path / "elsewhere" / "b", TEMPLATES[:3])
-    assert dataset_fingerprint(load_dataset(a)) == dataset_fingerprint(load_dataset(b))
+
+    def fingerprint(root):
+        return dataset_fingerprint(load_dataset(root, requires=requires))
+
+    assert fingerprint(a) == fingerprint(b)
     clip = b / TEMPLATES[0]["audio"]["user"]["path"]
     data = clip.read_bytes()
     clip.unlink()  # a hard link: replace the file, never edit the bundled one through it
     clip.write_bytes(data[:-2] + bytes([data[-2] ^ 1, data[-1]]))
-    assert dataset_fingerprint(load_dataset(a)) != dataset_fingerprint(load_dataset(b))
+    assert fingerprint(a) != fingerprint(b)

@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data import audio, taxonomy
-from pytest_duplexact.data.instance import Instance, bundled_root, load_dataset
+from pytest_duplexact.data.annotations import Instance
+from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.data.timeline import count_words
+from pytest_duplexact.rules import requires
 
 SR = audio.SAMPLE_RATE
 EXACT_S = 0.004  # a phrase edge is the first/last sample of a 5 ms window above threshold
@@ -25,7 +27,7 @@ EXACT_S = 0.004  # a phrase edge is the first/last sample of a 5 ms window above
 
 @pytest.fixture(scope="module")
 def dataset():
-    return load_dataset(bundled_root())
+    return load_dataset(bundled_root(), requires=requires)
 
 
 @lru_cache(maxsize=None)
@@ -234,7 +236,7 @@ def test_regenerating_one_instance_per_action_reproduces_it(dataset, tmp_path):
     ids = [of(dataset, action)[0].id for action in taxonomy.ACTIONS]
     summary = generate(tmp_path, only=ids, log=None)
     assert summary.written == len(ids)
-    fresh = {i.id: i for i in load_dataset(tmp_path).instances}
+    fresh = {i.id: i for i in load_dataset(tmp_path, requires=requires).instances}
     assert set(fresh) == set(ids)
     for old in (i for i in dataset.instances if i.id in fresh):
         new = fresh[old.id]
@@ -255,7 +257,7 @@ def test_source_problems_name_the_entry_and_field(tmp_path):
     from pytest_duplexact.fixturegen import source
 
     raw = source.load(bundled_root() / "source" / "transcripts.toml")
-    assert len(raw.entries) == len(load_dataset(bundled_root()).instances)
+    assert len(raw.entries) == len(load_dataset(bundled_root(), requires=requires).instances)
     text = (bundled_root() / "source" / "transcripts.toml").read_text()
     broken = (text.replace('condition = "take_turn.delayed"', 'condition = "take_turn.later"', 1)
               .replace('{ pause = 0.6 }', '{ pause = 1.6 }', 1)
@@ -312,7 +314,8 @@ def test_a_small_custom_source_renders_under_its_own_name(tmp_path, capsys):
     assert "the source covers 1 of 24 conditions (take_turn.delayed)" in printed
     header = json.loads((out / "dataset.json").read_text())
     assert header["name"] == "my-set" and "bundled" not in header["description"].lower()
-    assert [i.id for i in load_dataset(out).instances] == ["take_turn-delayed-casual-01"]
+    assert [i.id for i in load_dataset(out, requires=requires).instances] == \
+        ["take_turn-delayed-casual-01"]
     assert duplexact(["validate", str(out)]) == 0
 
     # a name in the source, or --name, wins

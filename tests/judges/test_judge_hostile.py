@@ -9,8 +9,9 @@ import traceback
 
 import pytest
 
-from pytest_duplexact.judges import JudgeClient, RetryPolicy, calls
+from pytest_duplexact.judges import JudgeClient, RetryPolicy
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
+from pytest_duplexact.remote import calls
 from tests.fakes import Drip, Hang, Raw, Reply
 from tests.judges.judgekit import FAKE_KEY, FAST, HANG_S
 

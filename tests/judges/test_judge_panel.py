@@ -16,6 +16,7 @@ from pytest_duplexact.data.timeline import Cue
 from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, RequestCache, prompts
 from pytest_duplexact.judges.audio_judge import DEFAULT_MODEL as AUDIO_MODEL
 from pytest_duplexact.rules.backchannel import Judgement
+from pytest_duplexact.rules.scoring import subsequent
 from tests.fakes import Content, JsonReply, Reply
 from tests.judges.judgekit import FAST, immediate_of, trial
 from tests.support.builders import seg, timeline
@@ -41,7 +42,7 @@ def test_judged_conditions_send_the_papers_prompt_and_map_yes_to_success(panel, 
                                                                          action, cid):
     inst, tl = trial(action, cid)
     openai_server.script(Reply("YES", "It keeps the thread."))
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out.verdict is Verdict.SUCCESS and out.judge == "gpt-5.4"
     assert out.reason == "judge: YES: It keeps the thread."
     fields = rules.RULES[action].judge_fields(rules.Trial(inst, tl), immediate_of(inst, tl))
@@ -56,20 +57,20 @@ def test_judged_conditions_send_the_papers_prompt_and_map_yes_to_success(panel, 
 def test_no_maps_to_failure_with_the_judges_reason(panel, openai_server):
     inst, tl = trial("recover", "revise")
     openai_server.script(Reply("NO", "It resumes the old content."))
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out.verdict is Verdict.FAILURE and "resumes the old content" in out.reason
 
 
 def test_stop_is_decided_by_rule_without_a_request(panel, openai_server):
     inst, tl = trial("stop", "direct_interruption")
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out == rules.stop.subsequent(tl, immediate_of(inst, tl))
     assert out.judge == "rule" and openai_server.count == 0
 
 
 def test_failed_immediate_execution_is_not_evaluated(panel, openai_server):
     inst, tl = trial("take_turn", "immediate")
-    out = panel.subsequent(inst, tl, failure("late"))
+    out = subsequent(inst, tl, failure("late"), panel)
     assert out.verdict is Verdict.NOT_APPLICABLE and openai_server.count == 0
 
 
@@ -77,7 +78,7 @@ def test_hold_floor_without_speech_after_the_cue_is_not_applicable(panel, openai
     inst, _ = trial("hold_floor", "continue")
     tl = timeline(seg(0.5, 4.0, "The museum opens at nine and"), cue=Cue(3.0, 4.0))
     assert not rules.hold_floor.has_speech_after_cue(tl)
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out.verdict is Verdict.NOT_APPLICABLE and openai_server.count == 0
 
 
@@ -88,7 +89,7 @@ def test_no_later_speech_is_a_rule_failure_where_the_paper_says_so(panel, openai
     inst, tl = trial(action, taxonomy.conditions_of(action)[0].id)
     first = tl.segments[:1] if action == "backchannel" else ()
     tl = tl.with_segments(first)
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out.verdict is Verdict.FAILURE and out.judge == "rule"
     assert out.evidence["fields"][field] == "" and openai_server.count == 0
 
@@ -97,7 +98,7 @@ def test_a_panel_without_judges_marks_everything_but_stop_not_judged():
     panel = JudgePanel()
     for action, cid in CONDITIONS:
         inst, tl = trial(action, cid)
-        out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+        out = subsequent(inst, tl, immediate_of(inst, tl), panel)
         expected = Verdict.SUCCESS if action == "stop" else Verdict.NOT_JUDGED
         assert out.verdict is expected, (action, cid)
     inst, tl = trial("backchannel", "affirmative")
@@ -119,7 +120,7 @@ def test_an_unreachable_judge_gives_judge_errors_with_counts_and_no_exception(fa
     verdicts = {}
     for action, cid in CONDITIONS:
         inst, tl = trial(action, cid)
-        verdicts[action, cid] = panel.subsequent(inst, tl, immediate_of(inst, tl))
+        verdicts[action, cid] = subsequent(inst, tl, immediate_of(inst, tl), panel)
     for (action, cid), out in verdicts.items():
         if action == "stop":
             assert out.verdict is Verdict.SUCCESS
@@ -141,7 +142,7 @@ def test_an_unreachable_judge_gives_judge_errors_with_counts_and_no_exception(fa
 def test_an_unusable_answer_is_a_judge_error(panel, openai_server):
     inst, tl = trial("ignore", "background_speech")
     openai_server.script(*[JsonReply({"answer": "PARTLY", "reason": "?"})] * FAST.max_attempts)
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out.verdict is Verdict.JUDGE_ERROR and "PARTLY" in out.reason
 
 
@@ -217,7 +218,7 @@ def test_stats_report_models_calls_and_cache(openai_server, fake_key, tmp_path):
                        AudioJudge(base_url=openai_server.url, policy=FAST), cache=cache)
     inst, tl = trial("interrupt", "help")
     for _ in range(2):
-        panel.subsequent(inst, tl, immediate_of(inst, tl))
+        subsequent(inst, tl, immediate_of(inst, tl), panel)
     s = panel.stats()
     assert s["models"] == ["gpt-5.4", "gpt-audio-1.5"]
     assert s["text_judge"]["calls"] == 1 and s["text_judge"]["cache_hits"] == 1
@@ -231,7 +232,7 @@ def test_from_options_without_a_key_has_no_judges_and_says_why(tmp_path):
     assert panel.text is None and panel.audio is None
     assert panel.stats()["notes"] == ["OPENAI_API_KEY is not set"]
     inst, tl = trial("wait", "continuous_speech")
-    out = panel.subsequent(inst, tl, immediate_of(inst, tl))
+    out = subsequent(inst, tl, immediate_of(inst, tl), panel)
     assert out.verdict is Verdict.NOT_JUDGED and "OPENAI_API_KEY is not set" in out.reason
 
 
@@ -247,7 +248,7 @@ def test_from_options_reads_values_then_environment(openai_server, fake_key, mon
     assert panel.text.policy.max_attempts == 2 and panel.text.cache is panel.cache
     assert (panel.text.policy.deadline, panel.text.policy.timeout) == (5, 5)
     inst, tl = trial("take_turn", "delayed")
-    assert panel.subsequent(inst, tl, immediate_of(inst, tl)).verdict is Verdict.SUCCESS
+    assert subsequent(inst, tl, immediate_of(inst, tl), panel).verdict is Verdict.SUCCESS
     off = JudgePanel.from_options(audio_model="off", base_url=openai_server.url)
     assert off.audio is None and off.text is not None
     assert "audio judge turned off" in off.stats()["notes"]

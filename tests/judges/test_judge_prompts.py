@@ -17,7 +17,7 @@ import pytest
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.judges import prompts
-from pytest_duplexact.judges.simulator_llm import cue_purpose
+from pytest_duplexact.pipelines.simulator_llm import cue_purpose
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "prompts"
 # The paper's Appendix B prompt texts, kept in the repository so these checks never skip.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from pytest_duplexact.judges import ConfigError, LLMSimulator, RequestCache, prompts
-from pytest_duplexact.judges.simulator_llm import SIMULATOR_RETRY, simulator_fields
+from pytest_duplexact.judges import ConfigError, RequestCache, prompts
 from pytest_duplexact.pipelines.policy import SimulatorPolicy, SimulatorState
+from pytest_duplexact.pipelines.simulator_llm import SIMULATOR_RETRY, LLMSimulator, simulator_fields
 from tests.fakes import Content, Fail, Reply
 from tests.judges.judgekit import FAST
 

@@ -9,8 +9,9 @@ import numpy as np
 
 from pytest_duplexact.data.results import success
 from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, RequestCache
-from pytest_duplexact.judges.cache import canonical, request_key, sha256_hex
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber
+from pytest_duplexact.remote.cache import canonical, request_key, sha256_hex
+from pytest_duplexact.rules.scoring import subsequent
 from tests.fakes import Fail, Reply, Transcript
 from tests.judges.judgekit import FAKE_KEY, FAST, judged_instance
 from tests.support.builders import seg, timeline, words
@@ -125,7 +126,7 @@ def test_no_api_key_in_anything_the_judges_write(openai_server, fake_key, tmp_pa
                          user_words=words(("Hello", 0.0, 0.5), ("there", 0.6, 1.0)),
                          user_start=0.0, user_end=1.0)
     tl = timeline(seg(1.2, 3.0, "Hi, how can I help you today?"))
-    out = panel.subsequent(inst, tl, success("ok", onset=1.2))
+    out = subsequent(inst, tl, success("ok", onset=1.2), panel)
     bc = judged_instance("backchannel", "affirmative", user_words=words(("So", 0.0, 0.5)),
                        user_start=0.0, user_end=2.0, backchannel_point=0.5)
     cand = seg(0.6, 0.9, "mm-hmm")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.judges import AudioJudge, JudgeClient, RetryPolicy
-from pytest_duplexact.judges.calls import effective_base_url, endpoint_kind
 from pytest_duplexact.judges.client import YES_NO_SCHEMA, check_object
+from pytest_duplexact.remote.calls import effective_base_url, endpoint_kind
 from tests.fakes import Content, FakeOpenAI
 
 FENCED = '\n```json\n{"answer": "NO", "reason": "ignores the revision"}\n```\n'
@@ -56,7 +56,7 @@ def test_fenced_and_padded_answers_are_read_and_nothing_is_billed(local_server, 
     '```python\n{"answer": "YES", "reason": "ok"}\n```',  # not a JSON fence
 ])
 def test_anything_but_one_fence_around_the_whole_answer_stays_invalid(text):
-    from pytest_duplexact.judges.calls import InvalidAnswer
+    from pytest_duplexact.remote.calls import InvalidAnswer
 
     with pytest.raises(InvalidAnswer):
         check_object(text, YES_NO_SCHEMA)

@@ -81,8 +81,8 @@ def test_cached_by_audio_hash(openai_server, fake_key, tmp_path):
 
 
 def test_malformed_word_lists_are_unusable_answers():
-    from pytest_duplexact.judges.calls import InvalidAnswer
     from pytest_duplexact.listen.transcribe_openai import parse_words
+    from pytest_duplexact.remote.calls import InvalidAnswer
 
     assert parse_words({"text": "", "words": None}) == ()
     for bad in ({"text": "hello", "words": None},

@@ -10,6 +10,7 @@ import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.listen import degrade, vad
+from pytest_duplexact.rules import requires
 
 SR = 16_000
 
@@ -49,7 +50,7 @@ def test_unknown_conditions_are_refused():
 @pytest.fixture(scope="module")
 def dialogue():
     """Two model-voice clips placed 0.5 s apart (a hold_floor edge): (track, placed spans)."""
-    ds = load_dataset(bundled_root())
+    ds = load_dataset(bundled_root(), requires=requires)
     insts = ds.by_condition("take_turn", "immediate")
     out, truth, pos = np.zeros(10 * SR, np.float32), [], int(1.0 * SR)
     for inst in insts[:2]:

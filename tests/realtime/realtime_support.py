@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import STREAMING, RetryPolicy
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
+from pytest_duplexact.remote.retry import STREAMING, RetryPolicy
 
 
 def load_fake_server(file: str = "realtime_server"):

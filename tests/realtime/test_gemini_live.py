@@ -21,7 +21,6 @@ pytest.importorskip("trustme")
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models import gemini_live
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.gemini_live import ModelConfigError, factory
@@ -33,6 +32,7 @@ from pytest_duplexact.models.streaming import (
 )
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
 from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,
@@ -435,13 +435,14 @@ async def test_usage_of_a_retried_instance_counts_every_attempt(api_key, tls, mo
     from pytest_duplexact import pipelines
     from pytest_duplexact.data.instance import bundled_root, load_dataset
     from pytest_duplexact.pipelines.direct import DirectReplay
+    from pytest_duplexact.rules import requires
 
-    monkeypatch.setattr("pytest_duplexact.data.retry.RetryPolicy.delay",
+    monkeypatch.setattr("pytest_duplexact.remote.retry.RetryPolicy.delay",
                         lambda self, attempt, retry_after=None: 0.01)
     # a short observation period: this is about accounting, not about the pipeline
     monkeypatch.setattr(pipelines, "pipeline_for", lambda inst, *args: DirectReplay(
         observation_s=0.8))
-    inst = next(i for i in load_dataset(bundled_root()).instances
+    inst = next(i for i in load_dataset(bundled_root(), requires=requires).instances
                 if i.action == "take_turn")
     drop_first = lambda i: fake.Script(drop_after_ms=500 if i == 0 else None,  # noqa: E731
                                        answer_after_ms=200, speak_s=0.5)

@@ -13,7 +13,6 @@ import pytest
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.openai_realtime import (
     ModelConfigError,
@@ -23,6 +22,7 @@ from pytest_duplexact.models.openai_realtime import (
 )
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
 from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,

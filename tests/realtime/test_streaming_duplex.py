@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.data.retry import RetryPolicy
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.streaming import (
     AudioDelta,
@@ -18,6 +17,7 @@ from pytest_duplexact.models.streaming import (
     TransientModelError,
 )
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import run_concurrently
 
 OUT_RATE = 24_000

@@ -18,6 +18,7 @@ import soundfile as sf
 
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.rules import requires
 
 RATE = 24_000
 CONFIG_OF = {"wait": "wait", "backchannel": "backchannel", "ignore": "ignore",
@@ -94,7 +95,7 @@ def build(folder: Path, per_config: int = 2, row_group_size: int = 2,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    ds = load_dataset(bundled_root())
+    ds = load_dataset(bundled_root(), requires=requires)
     struct_t = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
     schema = pa.schema([("condition", pa.string()), ("dataset", pa.string()),
                         ("metadata", pa.string())] + [(c, struct_t) for c in AUDIO_COLUMNS])

@@ -23,6 +23,7 @@ from pytest_duplexact.released import ReleasedDataError, resolve_data
 from pytest_duplexact.released.convert import plan
 from pytest_duplexact.released.mapping import MappingError, _merge, load_mapping
 from pytest_duplexact.released.snapshot import resolve_snapshot
+from pytest_duplexact.rules import requires
 from tests.released.snapshot_builder import TEST_MAPPING, WAIT_FILE, wait_row, write_rows
 
 
@@ -52,7 +53,8 @@ def _every_entry_loads(cache: Path) -> None:
     root = cache / "released"
     for entry in (root.iterdir() if root.is_dir() else ()):
         if entry.is_dir() and not entry.name.startswith("."):
-            load_dataset(entry)  # a cached conversion is always one the loader accepts
+            # a cached conversion is always one the loader accepts
+            load_dataset(entry, requires=requires)
 
 
 # --- the mapping TOML ---------------------------------------------------------------------------
@@ -188,13 +190,14 @@ def test_any_metadata_converts_or_names_the_row(raw):
         write_rows(snap, [wait_row("ok"), {**wait_row("fz"), "metadata": raw}])
         mapping.write_text(TEST_MAPPING)
         try:
-            ids = {i.id for i in load_dataset(resolve_data(f"hf:{snap}", mapping)).instances}
+            ids = {i.id for i in load_dataset(resolve_data(f"hf:{snap}", mapping),
+                                              requires=requires).instances}
             assert len(ids) == 2 and "wait-ok" in ids
         except ReleasedDataError as e:
             msg = str(e)
             assert "cannot place 1 of 2 row(s)" in msg and f"({WAIT_FILE} row 1)" in msg, msg
         _every_entry_loads(cache)
         root = resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
-        assert "wait-ok" in {i.id for i in load_dataset(root).instances}
+        assert "wait-ok" in {i.id for i in load_dataset(root, requires=requires).instances}
         assert resolve_data(f"hf:{snap}", mapping, skip_unmappable=True) == root  # reused
         _every_entry_loads(cache)

@@ -17,6 +17,7 @@ import pytest
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.instance import load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
+from pytest_duplexact.rules import requires
 from tests.released.snapshot_builder import (
     TEST_MAPPING,
     WAIT_FILE,
@@ -64,7 +65,7 @@ def test_deeply_nested_metadata_is_an_unmappable_row(tmp_path, mapping, cache, c
     assert f"config wait, metadata: 1 row(s) [wait-00001 ({WAIT_FILE} row 1)]" in msg
     assert "nested too deeply" in msg
     root = resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
-    assert [i.id for i in load_dataset(root).instances] == ["wait-ok"]
+    assert [i.id for i in load_dataset(root, requires=requires).instances] == ["wait-ok"]
     from pytest_duplexact.cli import main
 
     assert main(["inspect", f"hf:{snap}"]) == 0
@@ -163,7 +164,7 @@ def test_a_corrupt_hash_memo_is_a_cache_miss_and_rebuilt(tmp_path, mapping, cach
     f.parent.mkdir(parents=True)
     f.write_text(memo)
     root = resolve_data(f"hf:{snap}", mapping)
-    assert [i.id for i in load_dataset(root).instances] == ["wait-a"]
+    assert [i.id for i in load_dataset(root, requires=requires).instances] == ["wait-a"]
     rebuilt = json.loads(f.read_text())
     assert isinstance(rebuilt, dict) and all(isinstance(v, str) for v in rebuilt.values())
     assert resolve_data(f"hf:{snap}", mapping) == root  # and the next run reads it
@@ -185,10 +186,10 @@ def test_a_damaged_cached_conversion_is_rebuilt(tmp_path, mapping, cache, damage
     else:
         unmappable.unlink()
     assert resolve_data(f"hf:{snap}", mapping) == root
-    from pytest_duplexact.released.run import describe
+    from pytest_duplexact.pytest_plugin.released_data import describe
 
     assert describe(root, f"hf:{snap}")["instances"] == 1
-    assert [i.id for i in load_dataset(root).instances] == ["wait-a"]
+    assert [i.id for i in load_dataset(root, requires=requires).instances] == ["wait-a"]
 
 
 # --- bug 7: each row's values are checked at conversion ---------------------------------------
@@ -221,7 +222,7 @@ def test_rows_the_loader_would_reject_are_unmappable(tmp_path, mapping, cache, c
     assert not re.search(r"\d{20}", msg), msg  # 1e300 printed readably
     assert not _entries(cache)
     root = resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
-    assert [i.id for i in load_dataset(root).instances] == ["wait-good"]
+    assert [i.id for i in load_dataset(root, requires=requires).instances] == ["wait-good"]
     # duplexact import: refused without leaving the folder, converted with the switch
     from pytest_duplexact.cli import main
 
@@ -230,7 +231,7 @@ def test_rows_the_loader_would_reject_are_unmappable(tmp_path, mapping, cache, c
     assert "wait-bad" in capsys.readouterr().err and not out.exists()
     assert main(["import", str(snap), "--out", str(out), "--mapping", str(mapping),
                  "--skip-unmappable"]) == 0
-    assert [i.id for i in load_dataset(out).instances] == ["wait-good"]
+    assert [i.id for i in load_dataset(out, requires=requires).instances] == ["wait-good"]
 
 
 # --- bug 8: duplicate ids never collide after suffixing ---------------------------------------
@@ -238,7 +239,8 @@ def test_rows_the_loader_would_reject_are_unmappable(tmp_path, mapping, cache, c
 def test_duplicate_ids_stay_distinct_after_suffixing(tmp_path, mapping, cache):
     snap = tmp_path / "snap"
     write_rows(snap, [wait_row("x-00002"), wait_row("x"), wait_row("x"), wait_row("X")])
-    ids = [i.id for i in load_dataset(resolve_data(f"hf:{snap}", mapping)).instances]
+    ids = [i.id for i in load_dataset(resolve_data(f"hf:{snap}", mapping),
+                                      requires=requires).instances]
     assert len({i.lower() for i in ids}) == 4, ids
     assert ids[:2] == ["wait-x-00002", "wait-x"]
 
@@ -290,7 +292,7 @@ def test_missing_config_folders_name_the_absent_actions(pytester, tmp_path, mapp
     res = pytester.runpytest(*base, f"--duplexact-action={others}")
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
     assert len([ln for ln in res.stdout.lines if "::" in ln]) == 6
-    from pytest_duplexact.released.run import describe
+    from pytest_duplexact.pytest_plugin.released_data import describe
 
     root = resolve_data(f"hf:{snap}", mapping)
     assert describe(root, f"hf:{snap}")["absent_configs"] == {"hold_floor": "hold_floor",

@@ -1,11 +1,11 @@
-"""released/paper.py: coverage of the paper's 4,691 and per-condition tests against Table 16."""
+"""report/paper_comparison.py: coverage of the paper's 4,691 and per-condition tests against Table 16."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.released.paper import paper_section
-from pytest_duplexact.report import paper as paper_data
+from pytest_duplexact.data import paper as paper_data
+from pytest_duplexact.report.paper_comparison import paper_section
 from tests.report.helpers import outcomes_for, report
 
 KEY = "take_turn.immediate"

@@ -14,6 +14,7 @@ import pytest
 from pytest_duplexact.data import audio, taxonomy
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
+from pytest_duplexact.rules import requires
 from tests.fakes.hf_hub import COMMIT, FakeHub
 from tests.released.snapshot_builder import CONFIG_OF, RATE, TEST_MAPPING, build
 
@@ -61,7 +62,7 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
     rep = _report(pytester)
     _check_run(rep, held)
     # converted once, at 16 kHz mono, the 24 kHz source rate recorded per instance
-    ds = load_dataset(rep["settings"]["dataset"])
+    ds = load_dataset(rep["settings"]["dataset"], requires=requires)
     assert all({"branch_acknowledged", "branch_ignored"} <= set(i.clips)
                for i in ds.instances if i.action == "interrupt")
     for inst in ds.instances:
@@ -70,7 +71,7 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
         for clip in inst.clips.values():
             assert audio.info(clip.path)[:2] == (audio.SAMPLE_RATE, 1)
     # annotations survive the ms / samples round trip (to the sample at 24 kHz)
-    fixtures = {i.id: i for i in load_dataset(bundled_root()).instances}
+    fixtures = {i.id: i for i in load_dataset(bundled_root(), requires=requires).instances}
     for inst in ds.instances:
         src = fixtures[inst.id.split("-", 1)[1]]
         for name in ("user_start", "user_end", "pause_start", "other_end", "cue_start",
@@ -161,7 +162,7 @@ def test_incomplete_mapping_is_reported_grouped_and_refused(pytester, snapshot, 
     assert not [p for p in (cache / "released").iterdir() if p.is_dir()]  # nothing converted
     # with the switch: converted without them, and the run's settings list them
     root = resolve_data(f"hf:{bad}", mapping, skip_unmappable=True)
-    from pytest_duplexact.released.run import describe
+    from pytest_duplexact.pytest_plugin.released_data import describe
 
     d = describe(root, f"hf:{bad}")
     assert d["unmappable"] == 5 and d["instances"] == 10
@@ -255,12 +256,13 @@ def test_unreadable_audio_is_an_unmappable_row(snapshot, tmp_path, cache):
     assert f"config wait, audio.user: 1 row(s) [wait-{held['wait'][1]} (wait/test-00000-of-" \
         "00001.parquet row 1)]: column input: unreadable audio (LibsndfileError" in msg
     root = resolve_data(f"hf:{bad}", mapping, skip_unmappable=True)
-    assert len(load_dataset(root).instances) == 14
+    assert len(load_dataset(root, requires=requires).instances) == 14
 
 
 def test_shards_of_a_released_data_run_merge_to_the_unsharded_report(pytester, snapshot, cache):
     """A merged report of a released-data run has every section the unsharded run's has,
-    the paper side by side included (report/sections.py, called by the plugin and merge)."""
+    the paper side by side included (report/builder.py ``build``, called by the plugin and
+    merge)."""
     from pytest_duplexact.report import VOLATILE_KEYS
     from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.data.netsafety import ENV_ALLOW, insecure_url_problem
 from pytest_duplexact.judges import ConfigError, JudgeClient
+from pytest_duplexact.remote.netsafety import ENV_ALLOW, insecure_url_problem
 
 
 @pytest.mark.parametrize("url", [
@@ -81,7 +81,7 @@ async def test_websockets_debug_logging_shows_no_key(monkeypatch, caplog):
 
 
 def test_mask_secrets_covers_key_variables_and_header_values():
-    from pytest_duplexact.data.netsafety import mask_secrets
+    from pytest_duplexact.remote.netsafety import mask_secrets
 
     env = {"XAI_API_KEY": "xai-0123456789", "HF_TOKEN": "hf_abcdefghij", "PATH": "/usr/bin:/bin",
            "SHORT_KEY": "abc"}

@@ -13,6 +13,7 @@ from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S, Pipeline
 from pytest_duplexact.pipelines import bargein, simulator
 from pytest_duplexact.report.cost import load_prices
 from pytest_duplexact.report.estimate import Workload, describe, plan, stream_bounds
+from pytest_duplexact.rules import requires
 from pytest_duplexact.run.settings import RunSettings
 
 # OpenAI's Realtime guide (our reading, prices.toml): 10 input / 20 output audio tokens a
@@ -23,7 +24,7 @@ OUT_PER_S = 20 * 64e-6
 
 @pytest.fixture(scope="module")
 def bundled():
-    return load_dataset(bundled_root()).instances
+    return load_dataset(bundled_root(), requires=requires).instances
 
 
 def _by_hand(inst) -> tuple[float, float, float]:

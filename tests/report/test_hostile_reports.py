@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from pytest_duplexact.judges import calls
+from pytest_duplexact.remote import calls
 from pytest_duplexact.report import cli as report_cli
 from pytest_duplexact.report import markdown
 from tests.report.helpers import mixed_report

@@ -30,26 +30,14 @@ def test_eight_processes_saving_at_once_each_keep_their_report(tmp_path):
     assert numbers == list(range(1, WRITERS + 1))
 
 
-class _Config:
-    """What the session reads to pick the default run directory: no option set."""
-
-    def __init__(self, where: Path):
-        self.invocation_params = type("P", (), {"dir": where})()
-        self.stash = {}  # options.get looks here for what a resume took from run.json
-
-    def getoption(self, dest):
-        return None
-
-    def getini(self, name):
-        return ""
-
-
 def _start(folder: str, barrier, out) -> None:
-    from pytest_duplexact.pytest_plugin.session import _resolve_run_dir
+    from pytest_duplexact.pytest_plugin.config import RunConfig
+    from pytest_duplexact.pytest_plugin.configure import resolve_run_dir
     from pytest_duplexact.run.runlock import RunLock
 
     barrier.wait()
-    run_dir = _resolve_run_dir(_Config(Path(folder)), "oracle")
+    # no option set: the default run directory under the invocation folder
+    run_dir = resolve_run_dir(RunConfig(model="oracle", invocation_dir=Path(folder)))
     RunLock.acquire(run_dir)  # what the session does next; "in use by another run" if shared
     out.put(str(run_dir))
 

@@ -1,12 +1,11 @@
-"""The bundled transcription of the paper's Tables 4, 15 and 16 (report/paper_results.json):
+"""The bundled transcription of the paper's Tables 4, 15 and 16 (data/paper_results.json):
 shapes, spot checks against the printed tables, and the tables' internal consistency."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.data import taxonomy
-from pytest_duplexact.report import paper
+from pytest_duplexact.data import paper, taxonomy
 
 
 @pytest.fixture(scope="module")

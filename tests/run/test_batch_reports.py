@@ -19,7 +19,8 @@ import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.report import build_report
-from pytest_duplexact.run.harness import Harness
+from pytest_duplexact.rules import requires
+from pytest_duplexact.run.harness import Harness, RunKnobs
 from pytest_duplexact.run.selection import Selection, select
 from pytest_duplexact.run.settings import RunSettings
 from tests.support.runs import CONDITIONS, SILENT, assert_same_report, read_report, runner
@@ -35,7 +36,7 @@ def instance_files(run_dir: Path) -> dict[str, bytes]:
 
 def run_in_process(model: str, batch: int, run_dir: Path, cache: Path, insts) -> dict:
     settings = RunSettings(model=model)
-    h = Harness.from_settings(settings, run_dir, cache_dir=cache, batch=batch)
+    h = Harness.from_settings(settings, run_dir, RunKnobs(batch=batch, cache_dir=cache))
     try:
         outcomes = []
         for k, inst in enumerate(insts):
@@ -50,8 +51,8 @@ def run_in_process(model: str, batch: int, run_dir: Path, cache: Path, insts) ->
 
 @pytest.fixture(scope="module")
 def selected():
-    insts = select(load_dataset(bundled_root()).instances, Selection(conditions=CONDITIONS,
-                                                                      limit=2))
+    insts = select(load_dataset(bundled_root(), requires=requires).instances,
+                   Selection(conditions=CONDITIONS, limit=2))
     assert len(insts) > 4 and {i.pipeline.value for i in insts} == {"direct", "simulator",
                                                                      "barge_in"}
     return sorted(insts, key=lambda i: (i.action, i.id))
@@ -108,4 +109,5 @@ def test_a_model_without_step_batch_is_refused_with_a_clear_error(tmp_path):
 
     with pytest.raises(SettingsError, match="--duplexact-batch=4: model 'mine' does not "
                                             "offer batched stepping"):
-        Harness.from_settings(RunSettings(model="mine"), tmp_path, batch=4, model=OneAtATime())
+        Harness.from_settings(RunSettings(model="mine"), tmp_path, RunKnobs(batch=4),
+                              model=OneAtATime())

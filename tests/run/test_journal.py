@@ -22,10 +22,12 @@ from pytest_duplexact.data.recording_io import RECORDING_FILE, track_file
 from pytest_duplexact.judges import JudgePanel
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
-from pytest_duplexact.pytest_plugin.session import RUN_FILE, _load_resumed
+from pytest_duplexact.pytest_plugin.configure import load_resumed
+from pytest_duplexact.rules import requires
 from pytest_duplexact.run import journal
 from pytest_duplexact.run.harness import Harness
 from pytest_duplexact.run.journal import Status
+from pytest_duplexact.run.rundir import RUN_FILE
 from pytest_duplexact.run.settings import IDENTITY_KEYS, SCORING_KEYS, RunSettings
 
 SETTINGS = {
@@ -45,7 +47,7 @@ def rs(d: dict) -> RunSettings:
 
 @pytest.fixture(scope="module")
 def instances():
-    data = load_dataset(bundled_root())
+    data = load_dataset(bundled_root(), requires=requires)
     # one instance of each pipeline: direct replay, simulator replay, barge-in
     wanted = ("take_turn", "stop", "interrupt")
     return [next(i for i in data.instances if i.action == a) for a in wanted]
@@ -259,7 +261,7 @@ def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
 def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:2], SETTINGS)
     ids = {i.id for i in instances}
-    done, messages = _load_resumed(run, rs(SETTINGS), ids)
+    done, messages = load_resumed(run, rs(SETTINGS), ids)
     assert set(done) == {i.id for i in instances[:2]}
     assert messages == [f"duplexact: resuming {run}: 2 of 3 selected instance(s) finished and "
                         "reused; 1 to run (1 not finished)"]
@@ -268,7 +270,7 @@ def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
 def test_changed_scoring_settings_invalidate_with_a_warning(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances, SETTINGS)
     now = {**SETTINGS, "judge": "gpt-5.4"}
-    done, messages = _load_resumed(run, rs(now), {i.id for i in instances})
+    done, messages = load_resumed(run, rs(now), {i.id for i in instances})
     assert done == {}
     warning = messages[-1]
     assert "WARNING" in warning and "judge: None -> 'gpt-5.4'" in warning
@@ -280,17 +282,17 @@ def test_a_different_run_is_refused(tmp_path, instances, key):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     with pytest.raises(pytest.UsageError, match=f"different run.*{key}"):
         other = {"other": "1"} if key == "model_options" else "other"
-        _load_resumed(run, rs({**SETTINGS, key: other}), {instances[0].id})
+        load_resumed(run, rs({**SETTINGS, key: other}), {instances[0].id})
 
 
 def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     (run / RUN_FILE).write_text('{"settings": ')
     with pytest.raises(pytest.UsageError, match="run.json is damaged"):
-        _load_resumed(run, rs(SETTINGS), {instances[0].id})
+        load_resumed(run, rs(SETTINGS), {instances[0].id})
     shutil.rmtree(run)
     with pytest.raises(pytest.UsageError, match="no run.json"):
-        _load_resumed(run, rs(SETTINGS), {instances[0].id})
+        load_resumed(run, rs(SETTINGS), {instances[0].id})
 
 
 def test_an_error_that_cannot_be_journaled_still_reaches_the_report(tmp_path, instances,

@@ -58,9 +58,10 @@ def test_auto_errors_say_what_is_missing(env, message):
 def test_auto_shards_partition_the_set():
     """The K/N taken from an engine is the same deterministic split as an explicit one."""
     from pytest_duplexact.data.instance import bundled_root, load_dataset
+    from pytest_duplexact.rules import requires
     from pytest_duplexact.run.selection import Selection, select
 
-    data = load_dataset(bundled_root()).instances
+    data = load_dataset(bundled_root(), requires=requires).instances
     parts = [select(data, Selection(shard=parse_shard(
         "auto", {"SLURM_ARRAY_TASK_ID": str(k), "SLURM_ARRAY_TASK_COUNT": "3",
                  "SLURM_ARRAY_TASK_MIN": "0"}))) for k in range(3)]

@@ -65,9 +65,10 @@ def selected_ids() -> list[str]:
     """The instances SELECTION runs, in the order a serial run takes them (the suites run in
     file name order, test_<action>.py, so by action name)."""
     from pytest_duplexact.data.instance import bundled_root, load_dataset
+    from pytest_duplexact.rules import requires
     from pytest_duplexact.run.selection import Selection, select
 
-    chosen = select(load_dataset(bundled_root()).instances,
+    chosen = select(load_dataset(bundled_root(), requires=requires).instances,
                     Selection(conditions=CONDITIONS, limit=1))
     return [i.id for i in sorted(chosen, key=lambda i: i.action)]
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from ..data import taxonomy
-from ..pytest_plugin import options
-from . import ReleasedDataError, resolve_data
-from .convert import UNMAPPABLE_FILE, describe_absent
+from ..released import resolve_data
+from ..released.convert import UNMAPPABLE_FILE, describe_absent
+from ..released.errors import ReleasedDataError
+from . import options
 
 
 def resolve_for_run(config, data: str) -> tuple[Path, dict]:

@@ -1,5 +1,6 @@
 """The paper's published numbers for its 14 models (Tables 4, 15 and 16), bundled as
-``paper_results.json`` and shown beside a run in the Markdown and HTML views.
+``paper_results.json`` and shown beside a run in the Markdown and HTML views. Plain data
+under both report/ and released/, so either may read it without importing the other.
 
 The JSON keeps the numbers exactly as printed (percent, seconds, ``null`` for "n/a"); the
 accessors here return rates as fractions, like the report. Those numbers were measured on the

@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 
 from ..data import taxonomy
-from ..pipelines.policy import SimulatorState
-from . import calls, prompts
-from .cache import RequestCache
-from .client import DEFAULT_MODEL, ENV_BASE_URL, ENV_MODEL, JudgeClient
+from ..judges import prompts
+from ..judges.client import DEFAULT_MODEL, ENV_BASE_URL, ENV_MODEL, JudgeClient
+from ..remote import calls
+from ..remote.cache import RequestCache
+from .policy import SimulatorState
 
 ENV_SIMULATOR_MODEL = "DUPLEXACT_SIMULATOR_MODEL"
 ENV_SIMULATOR_BASE_URL = "DUPLEXACT_SIMULATOR_BASE_URL"
@@ -25,17 +26,12 @@ ENV_SIMULATOR_BASE_URL = "DUPLEXACT_SIMULATOR_BASE_URL"
 SIMULATOR_RETRY = calls.RetryPolicy(max_attempts=2, backoff_base=0.25, backoff_cap=0.5,
                                     retry_after_cap=1.0, timeout=10.0)
 
-# What each simulator-replay cue is for, shown to the decision model (ours).
-_CUE_ROLE = {
-    "stop": "The user interrupts to take the floor.",
-    "hold_floor": "A cue that does not require the model to give up the floor.",
-    "recover": "An interruption that the model should adapt its response to afterwards.",
-}
-
 
 def cue_purpose(cond: taxonomy.Condition) -> str:
-    detail = cond.judge_context or f"{taxonomy.ACTION_LABELS[cond.action]}: {cond.label}."
-    return f"{_CUE_ROLE.get(cond.action, '')} {detail}".strip()
+    """What the cue is for, shown to the decision model: its action record's (ours)."""
+    record = taxonomy.RECORDS[cond.action]
+    detail = cond.judge_context or f"{record.label}: {cond.label}."
+    return f"{record.cue_purpose or ''} {detail}".strip()
 
 
 def simulator_fields(state: SimulatorState) -> dict[str, str]:

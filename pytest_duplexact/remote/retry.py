@@ -1,4 +1,4 @@
-"""One retry policy for every remote call: judge / transcription requests (judges/calls.py,
+"""One retry policy for every remote call: judge / transcription requests (remote/calls.py,
 each attempt an HTTP request) and streaming trials (pipelines/streaming.py, each attempt the
 whole instance from scratch)."""
 
@@ -15,7 +15,7 @@ class RetryPolicy:
     ``jitter``, so many sessions retrying at once spread out), or the server's Retry-After
     capped at ``retry_after_cap``. ``timeout``: total seconds one HTTP request may take (not
     per read; remote calls). ``deadline``: total seconds for a logical remote request, retries
-    and waits included (``None``: only the attempts bound it; judges/calls.py)."""
+    and waits included (``None``: only the attempts bound it; remote/calls.py)."""
 
     max_attempts: int = 4
     backoff_base: float = 1.0

@@ -13,17 +13,17 @@ significant".
 
 from __future__ import annotations
 
+from ..data import paper as paper_data
 from ..data import taxonomy
-from ..report import paper as paper_data
-from ..report.stats import drop_test, holm, rate_of
+from .stats import drop_test, holm, rate_of
 
 ALPHA = 0.05
 PAPER_TOTAL = 4691
 CANDOR_ITEMS = 1235
 RELEASED_ITEMS = 3456
-# From the dataset card: released items per action (Candor excluded).
-RELEASED_PER_ACTION = {"wait": 370, "backchannel": 294, "ignore": 400, "take_turn": 445,
-                       "stop": 42, "hold_floor": 729, "recover": 776, "interrupt": 400}
+# From the dataset card: released items per action (Candor excluded), its record's.
+RELEASED_PER_ACTION = {a: r.released_items for a, r in taxonomy.RECORDS.items()
+                       if r.released_items is not None}
 
 
 def _two_sided(k1: int, n1: int, k2: int, n2: int) -> tuple[str, float]:

@@ -31,9 +31,9 @@ from typing import Any, Callable, TypeVar
 
 import openai
 
-from ..data.netsafety import Secret  # also read as judges.calls.Secret
-from ..data.retry import RetryPolicy  # also read as judges.RetryPolicy
 from .cache import RequestCache, request_key
+from .netsafety import Secret, insecure_url_problem
+from .retry import RetryPolicy  # also read as calls.RetryPolicy, judges.RetryPolicy
 
 T = TypeVar("T")
 
@@ -181,8 +181,6 @@ class Remote:
 
     def __init__(self, base_url: str | None, api_key: str | Secret | None, timeout: float,
                  client: Any = None):
-        from ..data.netsafety import insecure_url_problem
-
         problem = insecure_url_problem(base_url, "base URL")
         if problem:
             raise ConfigError(problem)

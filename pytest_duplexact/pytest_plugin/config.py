@@ -1,0 +1,191 @@
+"""The run's configuration: every ``--duplexact-*`` option read once (options.py: command line
+over ini over what a resumed run's run.json holds over the default) into one frozen, typed
+``RunConfig`` at pytest_configure (plugin.py), the way pytest builds its ``LogXML`` from
+option values read once. The session, the settings building (configure.py), the preflight
+checks (preflight.py) and the estimate and budget (spend.py) read its fields, not the options.
+
+What the harness needs beside the RunSettings comes out as ``run.harness.RunKnobs``
+(``knobs()``): how the run executes, never in run.json, the report or the fingerprint.
+
+A value refused at configure is refused while this object is built (the same messages as
+ever). A number read later than configure keeps its problem here and says it where it was
+always said: the harness's numbers when the harness is built (each test errors), the
+budget's and the baseline gate's after ``--duplexact-estimate`` had its chance to end the
+run (an estimate ignores them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ..remote.netsafety import masked_repr
+from ..run.harness import RunKnobs
+from ..run.selection import Selection, SelectionError, parse_shard
+from . import options
+
+# the RunConfig of this pytest process, for code that holds only pytest's config
+RUN_CONFIG = pytest.StashKey["RunConfig"]()
+# numbers whose problem is said where the value is first needed (see the module docstring)
+_DEFERRED = ("max-cost", "baseline-alpha", "batch", "timeout", "judge-timeout")
+
+
+def is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every option's value, parsed; the defaults are options.py's."""
+
+    model: str | None = None
+    model_options: tuple[tuple[str, str], ...] = ()  # KEY=VALUE, last wins, URLs masked
+    data: str | None = None
+    data_mapping: str | None = None
+    skip_unmappable: bool = False
+    bargein_branches: str = "on"  # "on" | "off"
+    selection: Selection = field(default_factory=Selection)  # action ... shard
+    run_dir: str | None = None
+    resume: str | None = None
+    report: str | None = None
+    gates: tuple = ()  # report.gates.Gate, in the order given
+    baseline: str | None = None
+    autosave: bool = False
+    compare: str | None = None
+    prices: str | None = None
+    estimate: bool = False
+    max_cost: float | None = None
+    max_wall: str | None = None  # parsed by the budget, which an estimate-only run never builds
+    storage: str | None = None
+    baseline_alpha: float | None = 0.05
+    judge: str | None = None
+    judge_base_url: str | None = None
+    audio_judge: str | None = None
+    simulator: str | None = "rule"
+    simulator_model: str | None = "gpt-5.4"
+    transcriber: str | None = "auto"
+    cache_dir: str | None = None
+    audio_format: str = "flac"
+    concurrency: int = 1
+    batch: int | None = 1
+    timeout: float | None = 60.0
+    judge_timeout: float | None = 150.0
+    # where pytest was invoked (default run directory, store); on an xdist worker, the run
+    # directory the controller chose (session.pytest_configure_node)
+    invocation_dir: Path = field(default_factory=Path.cwd)
+    worker: bool = False
+    assigned_run_dir: Path | None = None
+    # option name -> UsageError message, for the numbers of _DEFERRED that cannot be read
+    problems: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_pytest(cls, config: pytest.Config) -> "RunConfig":
+        """Read every option once, refusing a bad value now (pytest.UsageError); call after
+        resumed.load, which fills in what a resumed run's run.json holds."""
+        get = lambda name: options.get(config, name)  # noqa: E731
+        problems, later = [], {}
+        for name in _DEFERRED:
+            try:
+                later[name] = get(name)
+            except pytest.UsageError as e:
+                later[name] = None
+                problems.append((name, str(e)))
+        try:
+            selection = Selection(
+                actions=tuple(get("action")), conditions=tuple(get("condition")),
+                scenarios=tuple(get("scenario")), sources=tuple(get("source")),
+                corpora=tuple(get("corpus")), limit=get("limit"), seed=get("seed"),
+                shard=parse_shard(get("shard")))
+        except SelectionError as e:
+            raise pytest.UsageError(f"duplexact selection: {e}") from None
+        gates = _gates(get("gate"))
+        audio_format = _audio_format(get("audio-format"))
+        branches = get("bargein-branches")
+        if branches not in ("on", "off"):
+            raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
+        worker = is_worker(config)
+        assigned = config.workerinput.get("duplexact_run_dir") if worker else None
+        return cls(
+            model=get("model"), model_options=_model_options(get("model-option")),
+            data=get("data"), data_mapping=get("data-mapping"),
+            skip_unmappable=get("skip-unmappable"), bargein_branches=branches,
+            selection=selection, run_dir=get("run-dir"), resume=get("resume"),
+            report=get("report"), gates=gates, baseline=get("baseline"),
+            autosave=get("autosave"), compare=get("compare"), prices=get("prices"),
+            estimate=get("estimate"), max_cost=later["max-cost"], max_wall=get("max-wall"),
+            storage=get("storage"), baseline_alpha=later["baseline-alpha"],
+            judge=get("judge"), judge_base_url=get("judge-base-url"),
+            audio_judge=get("audio-judge"), simulator=get("simulator"),
+            simulator_model=get("simulator-model"), transcriber=get("transcriber"),
+            cache_dir=get("cache-dir"), audio_format=audio_format,
+            concurrency=get("concurrency"), batch=later["batch"], timeout=later["timeout"],
+            judge_timeout=later["judge-timeout"],
+            invocation_dir=Path(config.invocation_params.dir), worker=worker,
+            assigned_run_dir=Path(assigned) if assigned else None,
+            problems=tuple(problems))
+
+    @classmethod
+    def of(cls, config: pytest.Config) -> "RunConfig":
+        return config.stash[RUN_CONFIG]
+
+    def need(self, *names: str) -> None:
+        """Refuse (pytest.UsageError) the first of these options whose value could not be
+        read."""
+        said = dict(self.problems)
+        for name in names:
+            if name in said:
+                raise pytest.UsageError(said[name])
+
+    @property
+    def store(self) -> Path:
+        """The store folder of --duplexact-autosave / --duplexact-compare."""
+        from ..report.store import DEFAULT_STORE
+
+        return Path(self.invocation_dir, self.storage or DEFAULT_STORE)
+
+    def knobs(self) -> RunKnobs:
+        """The harness's knobs, checked (pytest.UsageError) when the harness is built."""
+        if self.concurrency < 1:
+            raise pytest.UsageError("--duplexact-concurrency must be >= 1")
+        self.need("batch")
+        if self.batch < 1:
+            raise pytest.UsageError("--duplexact-batch must be >= 1")
+        self.need("timeout", "judge-timeout")
+        if not (self.timeout > 0 and self.judge_timeout > 0):
+            raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must "
+                                    "be > 0")
+        return RunKnobs(concurrency=self.concurrency, batch=self.batch, timeout=self.timeout,
+                        judge_timeout=self.judge_timeout,
+                        cache_dir=Path(self.cache_dir) if self.cache_dir else None,
+                        audio_format=self.audio_format,
+                        bargein_branches=self.bargein_branches != "off")
+
+
+def _model_options(items) -> tuple[tuple[str, str], ...]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise pytest.UsageError(f"--duplexact-model-option expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        # a repeated key: the last value wins; a password in a URL never shows in a repr
+        out[k.strip()] = masked_repr(v.strip())
+    return tuple(out.items())
+
+
+def _gates(exprs) -> tuple:
+    from ..report import gates
+
+    try:
+        return tuple(gates.parse(g) for g in exprs)
+    except gates.GateError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def _audio_format(value) -> str:
+    from ..data.recording_io import AUDIO_FORMATS
+
+    fmt = str(value or "flac").strip().lower()
+    if fmt not in AUDIO_FORMATS:
+        raise pytest.UsageError(f"--duplexact-audio-format={fmt!r}: use flac or wav")
+    return fmt

@@ -1,0 +1,256 @@
+"""The report as a typed, versioned object: ``Report`` is what report.json holds, and ``build``
+is the one function that makes a run's final report from its outcomes and settings (plus the
+run-wide sections: usage, judges, cost, the paper side by side, gates, notes, the estimate,
+the budget, the baseline, the shards). The plugin (``pytest_plugin/session.py`` ``finish``)
+and ``duplexact merge`` both call ``build`` (report/builder.py), so a merged report has every section the
+unsharded run's has, built the same way.
+
+Versioned the way inspect_ai versions its EvalLog: ``SCHEMA`` and ``VERSION`` are the file's
+own ``schema`` / ``version`` keys (``version`` bumps on any incompatible change; readers
+refuse other versions, ``read_report``). ``Report.from_json`` reads a stored report, older
+ones without the later sections included (an absent section is ``None``); ``to_json`` writes
+exactly the dict the report has always been, key for key in the same order, so report.json
+keeps its bytes. Keys this release does not know are kept (``other``) and written back after
+the known ones.
+
+The views read the typed fields (``report.totals.errors``, ``report.summary.counts(a, c)``).
+For callers that still index it like the dict it was, a ``Report`` is also a read-only
+mapping over its JSON form (``report["totals"]["errors"]``).
+
+The nested sections whose shape other modules own (settings: run/settings.py; summary:
+aggregate.py; usage, cost, estimate, baseline ...) are carried as the JSON they are, so a
+report read back is written back unchanged, whatever release wrote it; ``Summary`` adds
+typed access to the counts and timings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator
+
+SCHEMA = "duplexact-report"
+VERSION = 1  # the report's schema version: its "version" key
+
+# every key a report may have, in the order report.json has them; each is a Report field
+KEYS = ("schema", "version", "created", "generator", "model", "settings", "taxonomy", "totals",
+        "summary", "instances", "selected", "gates", "incomplete", "notes", "usage", "judges",
+        "cost", "paper_comparison", "estimate", "measured", "budget", "baseline", "run_dir",
+        "shards", "extra")
+
+
+@dataclass(frozen=True)
+class Totals:
+    instances: int
+    errors: int
+
+    def to_json(self) -> dict:
+        return {"instances": self.instances, "errors": self.errors}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Totals":
+        return cls(d["instances"], d["errors"])
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The report's ``summary`` (aggregate.Aggregate.to_dict) with typed access. Carried as
+    stored: a report older than a counter (``not_judged_S``) keeps its bytes."""
+
+    data: Mapping
+
+    @property
+    def actions(self) -> Mapping:
+        return self.data["actions"]
+
+    @property
+    def corpora(self) -> Mapping:
+        """Counts per corpus; empty for data whose instances name no corpus."""
+        return self.data.get("corpora") or {}
+
+    def action(self, action: str) -> Mapping | None:
+        return self.actions.get(action)
+
+    def counts(self, action: str, condition: str | None = None) -> Mapping | None:
+        """The action's Counts (pooled over its conditions), or a condition's; None when it
+        did not run."""
+        a = self.action(action)
+        if a is None:
+            return None
+        return a["counts"] if condition is None else a["conditions"].get(condition)
+
+    def timing(self, action: str, condition: str | None = None) -> Mapping | None:
+        a = self.action(action)
+        if a is None:
+            return None
+        return a["timing"] if condition is None else a["condition_timings"].get(condition)
+
+    def corpus_counts(self, action: str, corpus: str) -> Mapping | None:
+        return self.actions[action].get("corpora", {}).get(corpus)
+
+    def to_json(self) -> Mapping:
+        return self.data
+
+
+@dataclass(frozen=True)
+class StoredGate:
+    """One gate's result as the report keeps it (gates.GateResult.to_dict: gate, target,
+    passed, value, threshold, op, message), carried as stored."""
+
+    data: Mapping
+
+    @property
+    def gate(self) -> str:
+        return self.data["gate"]
+
+    @property
+    def passed(self) -> bool:
+        return self.data["passed"]
+
+    @property
+    def value(self) -> float | None:
+        return self.data.get("value")
+
+    @property
+    def message(self) -> str:
+        return self.data["message"]
+
+    def to_json(self) -> Mapping:
+        return self.data
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "StoredGate":
+        return cls(d)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What this invocation measured, beside its estimate (volatile: ``VOLATILE_KEYS``)."""
+
+    wall_s: float
+    instances: int
+
+
+def _tuple(x):
+    return None if x is None else tuple(x)
+
+
+def _list(x):
+    return None if x is None else list(x)
+
+
+@dataclass(frozen=True)
+class Report(Mapping):
+    """report.json, docs/report-format.md. A field that is ``None`` is a section the report
+    does not have (its key is absent). ``extra`` is where a ``pytest_duplexact_report`` hook
+    adds its own data: written as the ``extra`` key only when not empty, so default reports
+    keep their bytes."""
+
+    schema: str | None = SCHEMA
+    version: int | None = VERSION
+    created: str | None = None
+    generator: str | None = None
+    model: str | None = None
+    settings: Mapping | None = None
+    taxonomy: tuple | None = None
+    totals: Totals | None = None
+    summary: Summary | None = None
+    instances: tuple[Mapping, ...] | None = None
+    selected: tuple[str, ...] | None = None
+    gates: tuple[StoredGate, ...] | None = None
+    incomplete: tuple[str, ...] | None = None  # a merge --allow-incomplete lacks these
+    notes: tuple[str, ...] | None = None
+    usage: Mapping | None = None
+    judges: Mapping | None = None
+    cost: Mapping | None = None
+    paper_comparison: Mapping | None = None
+    estimate: Mapping | None = None
+    measured: Mapping | None = None
+    budget: Mapping | None = None
+    baseline: Mapping | None = None
+    run_dir: str | None = None
+    shards: tuple[Mapping, ...] | None = None
+    extra: dict = field(default_factory=dict)
+    other: Mapping = field(default_factory=dict)  # keys of a report this release does not know
+
+    # --- JSON ----------------------------------------------------------------------------
+
+    def _value(self, key: str):
+        """The JSON value of ``key``, or None when the report has no such section."""
+        if key == "extra":
+            return dict(self.extra) if self.extra else None
+        v = getattr(self, key)
+        if v is None:
+            return None
+        if key in ("totals", "summary"):
+            return v.to_json()
+        if key == "gates":
+            return [g.to_json() for g in v]
+        if isinstance(v, tuple):
+            return list(v)
+        return v
+
+    def to_json(self) -> dict:
+        """The report as report.json holds it, in its key order."""
+        out = {}
+        for key in KEYS:
+            v = self._value(key)
+            if v is not None:
+                out[key] = v
+        out.update((k, v) for k, v in self.other.items() if k not in out)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Report":
+        """A stored report (checked by ``read_report`` first where its file may be anything).
+        Sections it lacks are None; keys this release does not know go to ``other``."""
+        if isinstance(d, Report):
+            return d
+        kw: dict[str, Any] = {k: d.get(k) for k in KEYS if k not in ("extra",)}
+        kw["totals"] = None if d.get("totals") is None else Totals.from_json(d["totals"])
+        kw["summary"] = None if d.get("summary") is None else Summary(d["summary"])
+        kw["gates"] = None if d.get("gates") is None else tuple(
+            StoredGate.from_json(g) for g in d["gates"])
+        for key in ("taxonomy", "instances", "selected", "incomplete", "notes", "shards"):
+            kw[key] = _tuple(kw[key])
+        kw["extra"] = dict(d.get("extra") or {})
+        kw["other"] = {k: v for k, v in d.items() if k not in KEYS}
+        return cls(**kw)
+
+    def replace(self, **changes) -> "Report":
+        return replace(self, **changes)
+
+    # --- the read-only mapping the report was (callers that index it) ----------------------
+
+    def __getitem__(self, key: str):
+        v = self._value(key) if key in KEYS else self.other[key]
+        if v is None and key in KEYS:
+            raise KeyError(key)
+        return v
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+    __hash__ = None  # type: ignore[assignment] - carries dicts
+
+    # --- reads the views share -----------------------------------------------------------
+
+    @property
+    def released(self) -> Mapping | None:
+        """``settings.released``: only runs on the released data have it."""
+        return (self.settings or {}).get("released")
+
+    def note_lines(self) -> tuple[str, ...]:
+        return self.notes or ()
+
+    def gate_list(self) -> tuple[StoredGate, ...]:
+        return self.gates or ()
+
+
+def as_report(report) -> Report:
+    """A view's entry: a ``Report`` as it is, a report dict (loaded from disk, or
+    ``build_report``'s) parsed once."""
+    return report if isinstance(report, Report) else Report.from_json(report)

@@ -1,0 +1,109 @@
+"""report/model.py: the typed report reads any stored report.json and writes it back byte for
+byte; sections a report lacks or keys this release does not know survive; the
+pytest_duplexact_report hook adds to report.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from pytest_duplexact.report import VERSION, build_report, lookup, terminal
+from pytest_duplexact.report.builder import build, passed
+from pytest_duplexact.report.model import KEYS, Report, Summary, as_report
+from pytest_duplexact.run.rundir import json_text
+from pytest_duplexact.run.settings import RunSettings
+from tests.report.helpers import mixed_report, outcomes_for, settings
+
+RUN = ["--duplexact-model=silent", "--duplexact-condition=take_turn.immediate",
+       "--duplexact-limit=1", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+
+HOOK = '''
+def pytest_duplexact_report(report, config):
+    # a CI plugin's addition: what it knows, next to the run's numbers
+    report.extra["ci"] = {"build": "42", "instances": report.totals.instances}
+'''
+
+
+def _run(pytester, *args) -> tuple[str, dict]:
+    pytester.runpytest(*RUN, "--duplexact-run-dir=run", *args)
+    text = (pytester.path / "run" / "report.json").read_text(encoding="utf-8")
+    return text, json.loads(text)
+
+
+def test_a_run_report_reads_back_and_writes_the_same_bytes(pytester):
+    text, stored = _run(pytester)
+    report = Report.from_json(stored)
+    assert report.version == VERSION and report.run_dir == "."
+    assert report.totals.instances == 1 and report.notes == ()
+    assert report.summary.counts("take_turn")["n"] == 1
+    assert json_text(report.to_json()) == text  # same keys, order and values
+    assert list(report.to_json()) == [k for k in KEYS if k in stored]
+    assert "extra" not in stored  # nothing added to it: the key is absent
+
+
+def test_the_hook_adds_to_report_json(pytester):
+    pytester.makeconftest(HOOK)
+    text, stored = _run(pytester)
+    assert stored["extra"] == {"ci": {"build": "42", "instances": 1}}
+    report = Report.from_json(stored)
+    assert report.extra == stored["extra"] and list(report.to_json())[-1] == "extra"
+    assert json_text(Report.from_json(stored).to_json()) == text
+
+
+def test_built_and_merged_shapes_round_trip():
+    rep = mixed_report()
+    back = Report.from_json(rep).to_json()
+    assert back == rep and list(back) == list(rep)
+    assert Report.from_json(rep).totals.errors == 1
+
+
+def test_an_older_report_without_later_sections_is_read_and_rendered():
+    rep = mixed_report()
+    for key in ("selected", "gates", "taxonomy"):  # build_report's: notes are the run's
+        del rep[key]
+    report = Report.from_json(rep)
+    assert report.selected is None and report.gates is None and report.notes is None
+    assert report.to_json() == rep  # no section invented
+    lines = terminal.render(report)
+    assert lines[1].startswith("DuplexAct results for toy") and len(lines) > 10
+    assert terminal.render(report) == terminal.render(rep)  # dict callers still work
+
+
+def test_unknown_keys_are_kept_and_written_after_the_known_ones():
+    rep = mixed_report()
+    rep = {"future": {"x": 1}, **rep}
+    back = Report.from_json(rep).to_json()
+    assert back == rep and list(back)[-1] == "future"
+    assert Report.from_json(rep)["future"] == {"x": 1}
+
+
+def test_the_report_is_also_the_read_only_mapping_it_was():
+    report = as_report(mixed_report())
+    assert report["totals"]["errors"] == 1 and report.get("usage") is None
+    assert "usage" not in report and "summary" in report
+    with pytest.raises(KeyError):
+        report["usage"]
+    with pytest.raises(FrozenInstanceError):
+        report.model = "other"  # frozen: the numbers are the run's
+    assert as_report(report) is report
+
+
+def test_build_is_build_report_plus_the_run_sections():
+    from pytest_duplexact.report.gates import parse
+
+    outs = outcomes_for("wait.inter_sentential_pause", 6, 5)
+    run = RunSettings.from_dict(settings())
+    report = build(outs, run, "toy", gates=[parse("wait.I>=0.9")], notes=["a note"],
+                   budget={"max_cost": 1.0})
+    plain = build_report(outs, run, "toy")
+    got = report.to_json()
+    assert {k: v for k, v in got.items() if k not in ("created", "gates", "notes", "budget")} \
+        == {k: v for k, v in plain.items() if k not in ("created", "gates")}
+    assert list(got) == [k for k in KEYS if k in got]
+    assert got["gates"][0]["passed"] is False and got["notes"] == ["a note"]
+    assert report.gates[0].message.startswith("FAILED wait.I>=0.9")
+    assert not passed(report)  # 5 of 6 < 90%
+    assert lookup(report)("wait", None, "I")[0] == pytest.approx(5 / 6)
+    assert isinstance(report.summary, Summary) and report.summary.corpora == {}
