@@ -31,8 +31,6 @@ from pathlib import Path
 
 from _common import ROOT, Clock, load_average, machine, replicate_dataset
 
-sys.path.insert(0, str(ROOT / "tests"))
-
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 from pytest_duplexact.rules import requires  # noqa: E402
 from pytest_duplexact.run.harness import Harness, RunKnobs  # noqa: E402
@@ -126,9 +124,8 @@ def warm(model, batch: int) -> None:
 
 
 def part_moshi(args, work: Path) -> dict:
-    from models.moshi_tiny import write_checkpoints
-
     from pytest_duplexact.models import resolve_model
+    from tests.models.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(work / "moshi-tiny")
     model = resolve_model("moshi", **files, device="cpu", threads=str(args.threads))
@@ -179,7 +176,8 @@ def part_harness(args, work: Path) -> dict:
 
 def part_rehearsal(args, work: Path) -> dict:
     from rehearsal import plugin
-    from runs_support import comparable
+
+    from tests.support.runs import comparable
 
     dataset = replicate_dataset(work / "dataset", args.size)
     rows = []

@@ -27,8 +27,6 @@ from pathlib import Path
 import numpy as np
 from _common import ROOT, Clock, machine
 
-sys.path.insert(0, str(ROOT / "tests"))
-
 FRAME = 1920
 
 
@@ -70,10 +68,10 @@ def main() -> int:
     args = ap.parse_args()
 
     import torch
-    from models.moshi_tiny import fit_codebooks, mimi_config, write_checkpoints
     from moshi.models import loaders
 
     from pytest_duplexact.models import resolve_model
+    from tests.models.moshi_tiny import fit_codebooks, mimi_config, write_checkpoints
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -19,8 +19,7 @@ from websockets.sync.client import connect
 
 import pytest_duplexact
 from pytest_duplexact.bridges import wire
-
-from .model_stubs import SITE
+from tests.bridges.model_stubs import SITE
 
 ROOT = Path(pytest_duplexact.__file__).resolve().parent.parent
 
@@ -140,7 +139,8 @@ def client_trial(url: str, instance, model: str = "bridge", **options):
 def dc_instance(tmp: Path, level: float = 0.1):
     """take_turn.immediate with a user "clip" that is a constant ``level`` from 1 s to 2 s: the
     fakes read a frame's code from its mean, so their echo of it is visible in the output."""
-    from pipelines.helpers import cat, gap, make_instance
+    from tests.pipelines.helpers import cat, gap
+    from tests.support.builders import make_instance
 
     user = cat(gap(1.0), np.full(16_000, level, dtype=np.float32), gap(0.5))
     return make_instance(tmp, "take_turn", "immediate", {"user": user},

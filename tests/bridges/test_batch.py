@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pipelines.helpers import direct_instance, run
-from pipelines.test_batch import lockstep, same
 
-from bridges.support import served
 from pytest_duplexact.models import is_batched, resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.pipelines import run_instance
+from tests.bridges.support import served
+from tests.pipelines.helpers import direct_instance, run
+from tests.pipelines.test_batch import lockstep, same
 
 
 class Session:

@@ -17,10 +17,8 @@ from pytest_duplexact.bridges.modelkit import ModelMissing
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.model_options import ModelConfigError
-
-from .model_stubs import SCALE, bayling
-from .model_stubs.tokenizer import write_vocab
-from .model_support import (
+from tests.bridges.model_stubs import SCALE, bayling
+from tests.bridges.model_support import (
     assert_echo,
     bridge_process,
     client_trial,
@@ -28,7 +26,9 @@ from .model_support import (
     dc_instance,
     run_steps,
 )
-from .support import served
+from tests.bridges.support import served
+
+from .model_stubs.tokenizer import write_vocab
 
 FRAME = 1764  # one speech token (80 ms) at 22,050 Hz
 PIECES = {1: "[PAD]", 2: "<|endoftext|>", 4: "<|assistant|>", 5: "[EPAD]", 6: "[SILENCE]",

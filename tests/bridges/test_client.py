@@ -9,18 +9,7 @@ import threading
 
 import numpy as np
 import pytest
-from pipelines.helpers import (
-    cat,
-    direct_instance,
-    gap,
-    make_instance,
-    run,
-    simulator_instance,
-    spans,
-    tone,
-)
 
-from bridges.support import scripted_server
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.endpoint import EndpointModel
@@ -30,6 +19,9 @@ from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.bargein import BargeInReplay
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from tests.bridges.support import scripted_server
+from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
+from tests.support.builders import make_instance
 
 
 def bridge(url: str, **options):
@@ -212,9 +204,8 @@ def test_a_server_answering_the_wrong_frame_size_is_a_clear_error():
 
 
 def test_streaming_simulator_injects_the_cue_while_the_model_speaks(tmp_path):
-    from pipelines.helpers import reference
-
     from pytest_duplexact.pipelines.simulator import SimulatorReplay
+    from tests.pipelines.helpers import reference
 
     instance = make_instance(tmp_path, "stop", "direct_interruption", {
         "lead_in": cat(gap(0.1), tone(0.4), gap(0.1)), "reference": reference(1.0),

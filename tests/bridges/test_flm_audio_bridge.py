@@ -13,10 +13,8 @@ import torch
 
 from pytest_duplexact.bridges import flm_audio
 from pytest_duplexact.bridges.modelkit import ModelMissing
-
-from .model_stubs import SCALE, flm
-from .model_stubs.tokenizer import FakeTokenizer, write_vocab
-from .model_support import (
+from tests.bridges.model_stubs import SCALE, flm
+from tests.bridges.model_support import (
     assert_echo,
     bridge_process,
     client_trial,
@@ -24,7 +22,9 @@ from .model_support import (
     dc_instance,
     run_steps,
 )
-from .support import served
+from tests.bridges.support import served
+
+from .model_stubs.tokenizer import FakeTokenizer, write_vocab
 
 WAIT = 5
 PIECES = {10: "▁Hel", 11: "lo", 12: "▁wor", 13: "ld"}

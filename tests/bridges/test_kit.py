@@ -11,8 +11,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from bridges.support import served
 from pytest_duplexact.bridges import OptionError, SessionEnded, Trial, typed_options, wire
+from tests.bridges.support import served
 
 RATE, FRAME = 16_000, 320
 

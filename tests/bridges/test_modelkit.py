@@ -75,7 +75,7 @@ def test_model_bridges_import_without_their_models():
     import subprocess
     import sys
 
-    from .test_kit_imports import PROBE, ROOT
+    from tests.bridges.test_kit_imports import PROBE, ROOT
 
     modules = ("pytest_duplexact.bridges.modelkit", "pytest_duplexact.bridges.flm_audio",
                "pytest_duplexact.bridges.bayling_duplex", "pytest_duplexact.bridges.voila")

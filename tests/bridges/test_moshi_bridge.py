@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pipelines.helpers import cat, gap, make_instance, run, tone
 
-from bridges.support import served
 from pytest_duplexact.bridges import parser
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
+from tests.bridges.support import served
+from tests.pipelines.helpers import cat, gap, run, tone
+from tests.support.builders import make_instance
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is dep
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from models.moshi_tiny import write_checkpoints
+    from tests.models.moshi_tiny import write_checkpoints
 
     return write_checkpoints(tmp_path_factory.mktemp("moshi-tiny"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bridges.support import scripted_server
+from tests.bridges.support import scripted_server
 
 CONDITIONS = "take_turn.immediate,stop.direct_interruption,interrupt.help"
 

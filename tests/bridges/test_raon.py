@@ -5,8 +5,6 @@ models/bridge.py) against a fake of Raon's gateway speaking its framing
 from __future__ import annotations
 
 import pytest
-from fakes.raon_gateway import FakeRaonGateway, Script
-from pipelines.helpers import cat, gap, make_instance, spans, tone
 
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
@@ -15,6 +13,9 @@ from pytest_duplexact.models.raon_speechchat import RaonSpeechChat
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import RetryPolicy
+from tests.fakes.raon_gateway import FakeRaonGateway, Script
+from tests.pipelines.helpers import cat, gap, spans, tone
+from tests.support.builders import make_instance
 
 QUICK = RetryPolicy(max_attempts=2, backoff_base=0.0)
 

@@ -15,10 +15,8 @@ import torch
 
 from pytest_duplexact.bridges import voila as voila_bridge
 from pytest_duplexact.bridges.modelkit import ModelMissing
-
-from .model_stubs import SCALE, VOILA_CHECKOUT, voila
-from .model_stubs.tokenizer import FakeTokenizer, write_vocab
-from .model_support import (
+from tests.bridges.model_stubs import SCALE, VOILA_CHECKOUT, voila
+from tests.bridges.model_support import (
     assert_echo,
     bridge_process,
     client_trial,
@@ -26,7 +24,9 @@ from .model_support import (
     dc_instance,
     run_steps,
 )
-from .support import served
+from tests.bridges.support import served
+
+from .model_stubs.tokenizer import FakeTokenizer, write_vocab
 
 NC, CB, AUDIO_MIN = 2, 256, 1000
 FRAME = 640

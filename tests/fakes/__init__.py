@@ -1,9 +1,7 @@
-"""Fakes that tests start on 127.0.0.1 (no internet). Import the fixture into a conftest:
+"""Fakes that tests start on 127.0.0.1 (no internet). Import the fixture into a
+conftest: ``from tests.fakes import openai_server  # noqa: F401``."""
 
-    from tests.fakes import openai_server  # noqa: F401
-"""
-
-from .openai_server import (  # noqa: F401
+from tests.fakes.openai_server import (  # noqa: F401
     Content,
     Disconnect,
     Drip,

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:  # plain `pytest` (unlike `python -m pytest`) leaves it off
-    sys.path.insert(0, str(_ROOT))
-
-from judgekit import FAKE_KEY, Sleeps  # noqa: E402
-
-from pytest_duplexact.judges import RequestCache  # noqa: E402
-from tests.fakes import openai_server  # noqa: E402,F401  (the fixture)
+from pytest_duplexact.judges import RequestCache
+from tests.fakes import openai_server  # noqa: F401  (the fixture)
+from tests.judges.judgekit import FAKE_KEY, Sleeps
 
 _ENV = ("DUPLEXACT_JUDGE_MODEL", "DUPLEXACT_JUDGE_BASE_URL", "DUPLEXACT_AUDIO_JUDGE_MODEL",
         "DUPLEXACT_AUDIO_JUDGE_BASE_URL", "DUPLEXACT_SIMULATOR_MODEL",

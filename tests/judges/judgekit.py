@@ -1,13 +1,15 @@
-"""Helpers for the judge tests: a recognisable fake key, fast retries, hand-made instances
-and timelines. (A module of its own: test files import it; conftest only holds fixtures.)"""
+"""Helpers for the judge tests: a recognisable fake key, fast retries, clip-less instances
+and one trial per action (builders: tests/support/builders.py; conftest only holds
+fixtures)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_duplexact.data.annotations import Annotations, Clip, Instance
-from pytest_duplexact.data.timeline import Cue, Segment, Timeline, Word
+from pytest_duplexact.data.annotations import Clip, Instance
+from pytest_duplexact.data.timeline import Cue, Timeline
 from pytest_duplexact.judges import RetryPolicy
+from tests.support.builders import make_instance, seg, timeline, words
 
 FAKE_KEY = "sk-FAKE-duplexact-0d15ea5e-not-a-real-key"
 
@@ -31,25 +33,14 @@ class Sleeps(list):
         self.append(seconds)
 
 
-def words(*items: tuple[str, float, float]) -> tuple[Word, ...]:
-    return tuple(Word(s, e, t) for t, s, e in items)
-
-
-def seg(start: float, end: float, text: str | None) -> Segment:
-    return Segment(start, end, text)
-
-
-def make_instance(action: str, condition: str, *, user_words=(), texts=None,
-                  **ann) -> Instance:
+def judged_instance(action: str, condition: str, *, user_words=(), texts=None,
+                    **ann) -> Instance:
+    """An instance as the judges see it: texts and words only; its user clip is never read,
+    and it sits at a manifest line, for the messages that name one."""
     clips = {"user": Clip(Path("/nonexistent/user.flac"), 20.0, tuple(user_words))}
-    return Instance(f"{action}-{condition}-1", action, condition, "casual", "synthesized",
-                    Annotations(**ann), clips, dict(texts or {}),
-                    manifest=Path("/data/instances.jsonl"), line=7)
-
-
-def timeline(*segments: Segment, duration: float = 30.0, cue: Cue | None = None,
-             user_sent_until: float | None = None) -> Timeline:
-    return Timeline(tuple(segments), duration, cue=cue, user_sent_until=user_sent_until)
+    return make_instance(None, action, condition, clips, ann, texts,
+                         iid=f"{action}-{condition}-1", manifest=Path("/data/instances.jsonl"),
+                         line=7)
 
 
 # --- one hand-made trial per action, where immediate execution succeeds --------------------
@@ -67,24 +58,24 @@ def trial(action: str, condition: str) -> tuple[Instance, Timeline]:
     texts = {"user": "x", "cue": "Hang on a second.", "reference": "ref", "ignored": "grab it"}
     if action in ("wait", "take_turn"):
         extra = {"pause_start": 1.2, "pause_end": 1.8} if action == "wait" else {}
-        inst = make_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
+        inst = judged_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
                              user_start=0.0, user_end=3.3, **extra)
         return inst, timeline(seg(3.4, 5.0, "Sure, a table for four people tonight."))
     if action == "ignore":
-        inst = make_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
+        inst = judged_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
                              user_start=0.0, user_end=3.3, other_start=1.3, other_end=1.7)
         return inst, timeline(seg(3.6, 5.0, "Sure, a table for four people tonight."))
     if action == "backchannel":
-        inst = make_instance(action, condition, user_words=BERLIN, texts=texts,
+        inst = judged_instance(action, condition, user_words=BERLIN, texts=texts,
                              user_start=0.0, user_end=4.0, backchannel_point=1.6)
         return inst, timeline(seg(1.5, 1.8, "mm-hmm"),
                               seg(4.3, 6.0, "That sounds like a great move."))
     if action == "interrupt":
-        inst = make_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
+        inst = judged_instance(action, condition, user_words=TABLE_WORDS, texts=texts,
                              user_start=0.0, user_end=6.0, interrupt_target=2.0)
         return inst, timeline(seg(2.0, 4.0, "Wait, that restaurant is closed tonight."),
                               user_sent_until=2.5)
-    inst = make_instance(action, condition, texts=texts, cue_start=0.0, cue_end=1.0)
+    inst = judged_instance(action, condition, texts=texts, cue_start=0.0, cue_end=1.0)
     if action == "stop":
         return inst, timeline(seg(0.5, 2.5, "The museum opens at nine and"), duration=10.0,
                               cue=Cue(2.0, 4.0))

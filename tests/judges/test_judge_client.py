@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from judgekit import FAKE_KEY, FAST, HANG_S, HANG_TIMEOUT
 
 from pytest_duplexact.judges import ConfigError, JudgeClient, RetryPolicy
 from pytest_duplexact.judges.client import YES_NO_SCHEMA
 from tests.fakes import Content, Disconnect, Fail, Hang, JsonReply, Refusal, Reply
+from tests.judges.judgekit import FAKE_KEY, FAST, HANG_S, HANG_TIMEOUT
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ import time
 import traceback
 
 import pytest
-from judgekit import FAKE_KEY, FAST, HANG_S
 
 from pytest_duplexact.judges import JudgeClient, RetryPolicy
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
 from pytest_duplexact.remote import calls
 from tests.fakes import Drip, Hang, Raw, Reply
+from tests.judges.judgekit import FAKE_KEY, FAST, HANG_S
 
 DRIP_BODY_S = 15.0  # what one dripped answer (300+ bytes at 20 bytes/s) would take in full
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from judgekit import BERLIN, TABLE_WORDS, make_instance, seg, timeline, words
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.timeline import Cue, MissingTranscript, Word
@@ -14,6 +13,8 @@ from pytest_duplexact.judges import JudgePanel, prompts
 from pytest_duplexact.rules import RULES, Trial, backchannel
 from pytest_duplexact.rules.base import Rule
 from pytest_duplexact.rules.speech import JudgeInputError, split_segment
+from tests.judges.judgekit import BERLIN, TABLE_WORDS, judged_instance
+from tests.support.builders import seg, timeline, words
 
 
 def fields(inst, tl) -> dict[str, str]:
@@ -28,7 +29,7 @@ def test_every_judged_action_has_a_builder_and_a_prompt_with_the_same_fields():
 
 
 def test_wait_pause_uses_speech_after_the_pause_start_and_the_later_response():
-    inst = make_instance("wait", "inter_sentential_pause", user_words=TABLE_WORDS,
+    inst = judged_instance("wait", "inter_sentential_pause", user_words=TABLE_WORDS,
                          texts={"user": "I need a table. For four people tonight."},
                          user_start=0.0, user_end=3.3, pause_start=1.2, pause_end=1.8)
     tl = timeline(seg(1.3, 1.5, "mm-hmm"), seg(3.6, 6.0, "Sure, a table for four tonight."),
@@ -42,7 +43,7 @@ def test_wait_pause_uses_speech_after_the_pause_start_and_the_later_response():
 
 
 def test_wait_continuous_speech_is_the_whole_turn_under_the_papers_key():
-    inst = make_instance("wait", "continuous_speech", user_words=TABLE_WORDS,
+    inst = judged_instance("wait", "continuous_speech", user_words=TABLE_WORDS,
                          texts={"user": "ignored when words exist"},
                          user_start=0.0, user_end=3.3)
     tl = timeline(seg(2.0, 2.3, "yeah"), seg(3.5, 5.0, "Booked for four tonight."))
@@ -54,7 +55,7 @@ def test_wait_continuous_speech_is_the_whole_turn_under_the_papers_key():
 
 
 def test_wait_pause_without_timed_user_words_is_a_clear_dataset_error():
-    inst = make_instance("wait", "intra_sentential_pause", texts={"user": "I need a table."},
+    inst = judged_instance("wait", "intra_sentential_pause", texts={"user": "I need a table."},
                          user_start=0.0, user_end=3.3, pause_start=1.2, pause_end=1.8)
     with pytest.raises(JudgeInputError) as e:
         fields(inst, timeline(seg(4.0, 5.0, "Sure thing, four people.")))
@@ -64,7 +65,7 @@ def test_wait_pause_without_timed_user_words_is_a_clear_dataset_error():
 
 
 def test_take_turn_response_starts_at_the_qualifying_onset():
-    inst = make_instance("take_turn", "immediate", user_words=TABLE_WORDS,
+    inst = judged_instance("take_turn", "immediate", user_words=TABLE_WORDS,
                          user_start=0.0, user_end=3.3)
     tl = timeline(seg(1.0, 1.2, "uh"), seg(3.4, 5.0, "Yes, for four people tonight."),
                   seg(6.0, 7.0, "At what time?"))
@@ -75,7 +76,7 @@ def test_take_turn_response_starts_at_the_qualifying_onset():
 
 
 def test_take_turn_without_words_falls_back_to_the_user_text():
-    inst = make_instance("take_turn", "delayed", texts={"user": "Book me a table."},
+    inst = judged_instance("take_turn", "delayed", texts={"user": "Book me a table."},
                          user_start=0.0, user_end=3.3)
     tl = timeline(seg(4.0, 5.0, "Sure, for how many people?"))
     assert fields(inst, tl)["user_speech"] == "Book me a table."
@@ -88,7 +89,7 @@ IGNORE_WORDS = words(("What", 0.0, 0.3), ("time", 0.4, 0.7), ("honey", 0.9, 1.1)
 
 
 def test_ignore_separates_addressed_and_ignored_speech_and_cuts_model_speech_at_its_end():
-    inst = make_instance("ignore", "other_directed_speech", user_words=IGNORE_WORDS,
+    inst = judged_instance("ignore", "other_directed_speech", user_words=IGNORE_WORDS,
                          texts={"user": "x", "ignored": "honey grab the keys"},
                          user_start=0.0, user_end=3.1, other_start=0.85, other_end=1.85)
     tl = timeline(seg(1.0, 1.2, "okay"), seg(1.6, 2.6, "so the bank"),
@@ -106,7 +107,7 @@ def test_ignore_separates_addressed_and_ignored_speech_and_cuts_model_speech_at_
 
 
 def test_ignore_without_words_removes_the_ignored_text_from_the_user_text():
-    inst = make_instance("ignore", "background_speech",
+    inst = judged_instance("ignore", "background_speech",
                          texts={"user": "What time honey grab the keys does the bank close?",
                                 "ignored": "honey grab the keys"},
                          user_start=0.0, user_end=3.1, other_start=0.85, other_end=1.85)
@@ -115,7 +116,7 @@ def test_ignore_without_words_removes_the_ignored_text_from_the_user_text():
 
 
 def test_backchannel_subsequent_fields_around_the_candidate():
-    inst = make_instance("backchannel", "affirmative", user_words=BERLIN,
+    inst = judged_instance("backchannel", "affirmative", user_words=BERLIN,
                          user_start=0.0, user_end=4.0, backchannel_point=1.6)
     tl = timeline(seg(1.5, 1.8, "mm-hmm"), seg(3.0, 3.2, "yeah"),
                   seg(4.3, 6.0, "That sounds like a great move."))
@@ -127,7 +128,7 @@ def test_backchannel_subsequent_fields_around_the_candidate():
 
 
 def test_backchannel_between_runs_to_the_end_when_the_model_never_goes_substantive():
-    inst = make_instance("backchannel", "uncertainty", user_words=BERLIN,
+    inst = judged_instance("backchannel", "uncertainty", user_words=BERLIN,
                          user_start=0.0, user_end=4.0, backchannel_point=1.6)
     tl = timeline(seg(1.5, 1.8, "hmm?"), seg(3.0, 3.2, "right"))
     f = fields(inst, tl)
@@ -136,7 +137,7 @@ def test_backchannel_between_runs_to_the_end_when_the_model_never_goes_substanti
 
 
 def test_backchannel_genuine_fields_show_the_next_speech_and_the_gap():
-    inst = make_instance("backchannel", "affirmative", user_words=BERLIN,
+    inst = judged_instance("backchannel", "affirmative", user_words=BERLIN,
                          user_start=0.0, user_end=4.0, backchannel_point=1.6)
     cand = seg(1.5, 1.8, "So the")
     tl = timeline(cand, seg(2.05, 4.0, "reason people move there is rent."))
@@ -148,7 +149,7 @@ def test_backchannel_genuine_fields_show_the_next_speech_and_the_gap():
 
 
 def test_hold_floor_splits_at_the_timeline_cue_not_the_cue_clip_clock():
-    inst = make_instance("hold_floor", "shorten", texts={"cue": "Keep it short please."},
+    inst = judged_instance("hold_floor", "shorten", texts={"cue": "Keep it short please."},
                          cue_start=0.2, cue_end=1.2)  # cue clip clock: must not be used
     tl = timeline(seg(0.5, 3.5, "The first step is to preheat the oven"),
                   seg(3.6, 6.0, "then mix the flour and sugar together"),
@@ -165,7 +166,7 @@ def test_hold_floor_splits_at_the_timeline_cue_not_the_cue_clip_clock():
 def test_interrupt_user_speech_is_what_was_streamed():
     user = words(("I'm", 0.0, 0.3), ("mixing", 0.4, 0.8), ("bleach", 0.9, 1.3), ("with", 1.4, 1.6),
                  ("ammonia", 1.7, 2.2), ("to", 2.6, 2.7), ("clean", 2.8, 3.2))
-    inst = make_instance("interrupt", "safety", user_words=user,
+    inst = judged_instance("interrupt", "safety", user_words=user,
                          texts={"user": "I'm mixing bleach with ammonia to clean the tub."},
                          user_start=0.0, user_end=6.0, interrupt_target=2.2)
     tl = timeline(seg(0.9, 1.1, "oh"), seg(2.0, 4.0, "Stop, those make toxic chloramine gas."),
@@ -175,13 +176,13 @@ def test_interrupt_user_speech_is_what_was_streamed():
     assert f == {"condition_id": "interrupt_for_safety", "condition_context": cond.judge_context,
                  "user_speech": "I'm mixing bleach with ammonia",
                  "model_interruption": "Stop, those make toxic chloramine gas."}
-    no_words = make_instance("interrupt", "safety", texts={"user": "I'm mixing bleach."},
+    no_words = judged_instance("interrupt", "safety", texts={"user": "I'm mixing bleach."},
                              user_start=0.0, user_end=6.0, interrupt_target=2.2)
     assert fields(no_words, tl)["user_speech"] == "I'm mixing bleach."
 
 
 def test_recover_fields_use_the_cue_start_and_the_recover_window():
-    inst = make_instance("recover", "wrap_up", texts={"cue": "Can you wrap up?"},
+    inst = judged_instance("recover", "wrap_up", texts={"cue": "Can you wrap up?"},
                          cue_start=0.1, cue_end=1.6)
     tl = timeline(seg(0.5, 4.5, "So the three main causes are A B and C and"),
                   seg(6.0, 8.0, "Sure, in short: A, B and C."),
@@ -204,7 +205,7 @@ def test_split_segment_edges_and_native_words():
 
 
 def test_missing_model_transcript_is_not_guessed():
-    inst = make_instance("take_turn", "immediate", user_words=TABLE_WORDS,
+    inst = judged_instance("take_turn", "immediate", user_words=TABLE_WORDS,
                          user_start=0.0, user_end=3.3)
     tl = timeline(seg(3.4, 5.0, "Yes, for four people tonight."), seg(6.0, 7.0, None))
     with pytest.raises(MissingTranscript):

@@ -8,7 +8,6 @@ import socket
 
 import numpy as np
 import pytest
-from judgekit import FAST, immediate_of, seg, timeline, trial
 
 from pytest_duplexact import rules
 from pytest_duplexact.data import taxonomy
@@ -19,6 +18,8 @@ from pytest_duplexact.judges.audio_judge import DEFAULT_MODEL as AUDIO_MODEL
 from pytest_duplexact.rules.backchannel import Judgement
 from pytest_duplexact.rules.scoring import subsequent
 from tests.fakes import Content, JsonReply, Reply
+from tests.judges.judgekit import FAST, immediate_of, trial
+from tests.support.builders import seg, timeline
 
 CONDITIONS = [(c.action, c.id) for c in taxonomy.CONDITIONS]
 JUDGED = [ac for ac in CONDITIONS if ac[0] != "stop"]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from judgekit import FAST
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.judges import ConfigError, RequestCache, prompts
 from pytest_duplexact.pipelines.policy import SimulatorPolicy, SimulatorState
 from pytest_duplexact.pipelines.simulator_llm import SIMULATOR_RETRY, LLMSimulator, simulator_fields
 from tests.fakes import Content, Fail, Reply
+from tests.judges.judgekit import FAST
 
 
 def state(heard="The museum opens at nine and", speaking=True, now=4.0,

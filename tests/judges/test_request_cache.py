@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from judgekit import FAKE_KEY, FAST, make_instance, seg, timeline, words
 
 from pytest_duplexact.data.results import success
 from pytest_duplexact.judges import AudioJudge, JudgeClient, JudgePanel, RequestCache
@@ -14,6 +13,8 @@ from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber
 from pytest_duplexact.remote.cache import canonical, request_key, sha256_hex
 from pytest_duplexact.rules.scoring import subsequent
 from tests.fakes import Fail, Reply, Transcript
+from tests.judges.judgekit import FAKE_KEY, FAST, judged_instance
+from tests.support.builders import seg, timeline, words
 
 REQ = {"endpoint": "chat.completions", "model": "m", "messages": [{"role": "user",
                                                                    "content": "hi"}]}
@@ -121,12 +122,12 @@ def test_no_api_key_in_anything_the_judges_write(openai_server, fake_key, tmp_pa
     cache = RequestCache(tmp_path / "cache")
     panel = JudgePanel(JudgeClient(base_url=openai_server.url, policy=FAST),
                        AudioJudge(base_url=openai_server.url, policy=FAST), cache=cache)
-    inst = make_instance("take_turn", "immediate",
+    inst = judged_instance("take_turn", "immediate",
                          user_words=words(("Hello", 0.0, 0.5), ("there", 0.6, 1.0)),
                          user_start=0.0, user_end=1.0)
     tl = timeline(seg(1.2, 3.0, "Hi, how can I help you today?"))
     out = subsequent(inst, tl, success("ok", onset=1.2), panel)
-    bc = make_instance("backchannel", "affirmative", user_words=words(("So", 0.0, 0.5)),
+    bc = judged_instance("backchannel", "affirmative", user_words=words(("So", 0.0, 0.5)),
                        user_start=0.0, user_end=2.0, backchannel_point=0.5)
     cand = seg(0.6, 0.9, "mm-hmm")
     panel.backchannel_stages(bc, timeline(cand), cand, np.full(4800, 0.01, np.float32))

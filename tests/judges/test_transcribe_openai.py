@@ -8,13 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import soundfile as sf
-from judgekit import FAST, HANG_S, HANG_TIMEOUT
 
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.judges import RequestCache
 from pytest_duplexact.listen.transcribe import Transcriber
 from pytest_duplexact.listen.transcribe_openai import OpenAITranscriber, TranscriptionError
 from tests.fakes import Fail, Hang, Transcript
+from tests.judges.judgekit import FAST, HANG_S, HANG_TIMEOUT
 
 SPEECH = 0.1 * np.sin(np.linspace(0, 2000, 16000)).astype(np.float32)  # 1 s
 

@@ -2,21 +2,13 @@
 backchannels, says its bundled >= 5-word reply."""
 
 import pytest
-from pipelines.helpers import (
-    cat,
-    direct_instance,
-    gap,
-    make_instance,
-    run,
-    simulator_instance,
-    spans,
-    tone,
-)
 
 from pytest_duplexact.data.timeline import count_words
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.endpoint import REACTION_S, SILENCE_S, response
 from pytest_duplexact.pipelines import run_instance
+from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
+from tests.support.builders import make_instance
 
 
 def test_bundled_reply_has_speech_and_a_transcript():

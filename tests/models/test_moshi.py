@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pipelines.helpers import direct_instance, run, simulator_instance
 
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.models import preflight, requirements, resolve_model
@@ -14,6 +13,7 @@ from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.moshi import FRAME_S, TextStream, trial_seed
 from pytest_duplexact.pipelines import run_instance
+from tests.pipelines.helpers import direct_instance, run, simulator_instance
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 # moshi's modules use torch.jit.script_method, which torch 2.13 deprecates (harmless here)
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is dep
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from models.moshi_tiny import write_checkpoints
+    from tests.models.moshi_tiny import write_checkpoints
 
     return write_checkpoints(tmp_path_factory.mktemp("moshi-tiny"))
 
@@ -150,7 +150,7 @@ def test_missing_package_fails_before_the_adapter_is_imported(monkeypatch, check
 def test_wrong_tokenizer_is_refused(checkpoints, tmp_path):
     import sentencepiece as spm
 
-    from models.moshi_tiny import SENTENCES
+    from tests.models.moshi_tiny import SENTENCES
 
     path = tmp_path / "small.model"
     spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES),

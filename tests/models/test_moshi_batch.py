@@ -10,14 +10,14 @@ import asyncio
 
 import numpy as np
 import pytest
-from pipelines.helpers import direct_instance, run
-from pipelines.test_batch import same
 
 from pytest_duplexact.models import is_batched, resolve_model
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.bargein import BargeInReplay
 from pytest_duplexact.pipelines.batch import BatchedDuplex, Batcher
 from pytest_duplexact.pipelines.direct import DirectReplay
+from tests.pipelines.helpers import direct_instance, run
+from tests.pipelines.test_batch import same
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
@@ -28,7 +28,7 @@ GREEDY = {"temp": "0", "temp_text": "0"}
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from models.moshi_tiny import write_checkpoints
+    from tests.models.moshi_tiny import write_checkpoints
 
     return write_checkpoints(tmp_path_factory.mktemp("moshi-tiny-batch"))
 
@@ -139,10 +139,9 @@ def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp
     """``python -m pytest_duplexact.bridges.moshi --batch 2`` (bridges/moshi.py): the kit
     steps both trials in one call (bridges/kit.py, BatchStepper), and the client, batched too, hears what
     the adapter gives in process."""
-    from bridges.support import served
-
     from pytest_duplexact.bridges.moshi import BatchedMoshiBridge
     from pytest_duplexact.models import resolve_model as resolve
+    from tests.bridges.support import served
 
     insts = [direct_instance(tmp_path, "take_turn", "delayed"),
              direct_instance(tmp_path, "interrupt", "help")]

@@ -5,19 +5,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from pipelines.helpers import (
-    SR,
-    cat,
-    gap,
-    instance_for,
-    make_instance,
-    run,
-    simulator_instance,
-    spans,
-    speech_in,
-    timeline_of,
-    tone,
-)
 
 from pytest_duplexact.data import audio, taxonomy
 from pytest_duplexact.data.instance import Clip
@@ -32,6 +19,19 @@ from pytest_duplexact.models.oracle import (
 )
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.rules import scoring
+from tests.pipelines.helpers import (
+    SR,
+    cat,
+    gap,
+    instance_for,
+    run,
+    simulator_instance,
+    spans,
+    speech_in,
+    timeline_of,
+    tone,
+)
+from tests.support.builders import make_instance
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 instance's action expects it, and immediate success from the rules on that timeline."""
 
 import pytest
-from pipelines.helpers import run, spans, speech_in, timeline_of
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.instance import HEADER, bundled_root, load_dataset
@@ -10,6 +9,7 @@ from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.rules import requires, scoring
+from tests.pipelines.helpers import run, spans, speech_in, timeline_of
 
 
 def _bundled():

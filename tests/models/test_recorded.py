@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 import soundfile as sf
-from pipelines.helpers import direct_instance, run, simulator_instance, tone
 
 from pytest_duplexact.data.recording_io import (
     RECORDING_FILE,
@@ -17,6 +16,7 @@ from pytest_duplexact.data.recording_io import (
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.pipelines import run_instance
+from tests.pipelines.helpers import direct_instance, run, simulator_instance, tone
 
 
 @pytest.fixture(scope="module")

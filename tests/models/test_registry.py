@@ -4,7 +4,6 @@ import sys
 from importlib.metadata import EntryPoint
 
 import pytest
-from pipelines.helpers import ScriptedModel
 
 import pytest_duplexact.models as models
 from pytest_duplexact.models import (
@@ -18,6 +17,7 @@ from pytest_duplexact.models import (
 from pytest_duplexact.models.endpoint import EndpointModel
 from pytest_duplexact.models.oracle import OracleModel
 from pytest_duplexact.models.silent import SilentModel
+from tests.pipelines.helpers import ScriptedModel
 
 
 @pytest.mark.parametrize("name,cls", [("silent", SilentModel), ("oracle", OracleModel),
@@ -28,12 +28,12 @@ def test_builtins(name, cls):
 
 
 def test_import_path_with_options():
-    m = resolve_model("pipelines.helpers:ScriptedModel", sample_rate=24_000, frame_size=1920)
+    m = resolve_model("tests.pipelines.helpers:ScriptedModel", sample_rate=24_000, frame_size=1920)
     assert isinstance(m, ScriptedModel) and (m.sample_rate, m.frame_size) == (24_000, 1920)
 
 
 def test_entry_point(monkeypatch):
-    ep = EntryPoint("my-model", "pipelines.helpers:ScriptedModel", ENTRY_POINT_GROUP)
+    ep = EntryPoint("my-model", "tests.pipelines.helpers:ScriptedModel", ENTRY_POINT_GROUP)
     monkeypatch.setattr(models, "entry_points",
                         lambda group: [ep] if group == ENTRY_POINT_GROUP else [])
     assert isinstance(resolve_model("my-model"), ScriptedModel)
@@ -52,12 +52,12 @@ def test_bad_import_paths():
     with pytest.raises(UnknownModel, match="cannot import module 'no_such_pkg.mod'"):
         resolve_model("no_such_pkg.mod:factory")
     with pytest.raises(UnknownModel, match="has no attribute 'Nope'"):
-        resolve_model("pipelines.helpers:Nope")
+        resolve_model("tests.pipelines.helpers:Nope")
 
 
 def test_factory_returning_something_else_is_rejected():
     with pytest.raises(TypeError, match="neither a SteppedModel"):
-        resolve_model("pipelines.helpers:spread", text="a b", start=0.0, end=1.0)
+        resolve_model("tests.support.builders:spread", text="a b", start=0.0, end=1.0)
 
 
 def test_recorded_prefix(tmp_path):

@@ -2,11 +2,11 @@
 benchmarks/harness.py (stepped throughput), not a verdict here: a loaded machine is slow."""
 
 import pytest
-from pipelines.helpers import instance_for, run
 
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.pipelines import run_instance
+from tests.pipelines.helpers import instance_for, run
 
 
 @pytest.mark.parametrize("action", taxonomy.ACTIONS)

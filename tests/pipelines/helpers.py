@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from pytest_duplexact.data import audio
-from pytest_duplexact.data.annotations import Annotations, Clip, Instance
+from pytest_duplexact.data.annotations import Instance
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.listen.activity import speech_spans
+from tests.support.builders import make_instance, spread
 
 SR = audio.SAMPLE_RATE
 
@@ -33,30 +34,6 @@ def gap(seconds: float) -> np.ndarray:
 
 def cat(*parts: np.ndarray) -> np.ndarray:
     return np.concatenate(parts).astype(np.float32)
-
-
-def spread(text: str, start: float, end: float) -> tuple[Word, ...]:
-    toks = text.split()
-    step = (end - start) / len(toks)
-    return tuple(Word(start + i * step, start + (i + 1) * step, w) for i, w in enumerate(toks))
-
-
-def make_instance(tmp: Path, action: str, condition: str, clips: dict, ann: dict,
-                  texts: dict | None = None, iid: str | None = None) -> Instance:
-    """``clips``: role -> samples, or (samples, words)."""
-    iid = iid or f"{action}-{condition}"
-    made = {}
-    for role, spec in clips.items():
-        samples, words = spec if isinstance(spec, tuple) else (spec, ())
-        path = Path(tmp) / iid / f"{role}.flac"
-        audio.write(path, samples)
-        made[role] = Clip(path, len(samples) / SR, tuple(words))
-    texts = dict(texts or {})
-    for role, clip in made.items():
-        if clip.transcript and role in ("user", "cue", "reference", "backchannel", "recovery"):
-            texts.setdefault(role, clip.text)
-    return Instance(iid, action, condition, "casual", "synthesized", Annotations(**ann), made,
-                    texts)
 
 
 REF_TEXT = "that sounds like a really good plan to me"

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.listen.activity import EnergyGate, speech_spans, squeeze_pauses
-
-from .helpers import SR, cat, gap, tone
+from tests.pipelines.helpers import SR, cat, gap, tone
 
 
 def test_onset_and_offset_are_retroactive_and_confirmed_late():

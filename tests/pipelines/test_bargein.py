@@ -7,8 +7,7 @@ from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.bargein import OBSERVATION_S, TAKEOVER_MIN_SPEECH_S, BargeInReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-
-from .helpers import SR, ScriptedModel, direct_instance, run
+from tests.pipelines.helpers import SR, ScriptedModel, direct_instance, run
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +52,7 @@ def branched(tmp_path_factory, inst):
     from dataclasses import replace
 
     from pytest_duplexact.data.instance import Clip
-
-    from .helpers import tone
+    from tests.pipelines.helpers import tone
 
     tmp = tmp_path_factory.mktemp("branches")
     clips = dict(inst.clips)

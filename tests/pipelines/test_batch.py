@@ -18,8 +18,7 @@ from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.batch import BatchedDuplex, Batcher
 from pytest_duplexact.pipelines.watchdog import ModelTimeout
 from pytest_duplexact.run.batch import BatchRunner
-
-from .helpers import direct_instance, run, simulator_instance
+from tests.pipelines.helpers import direct_instance, run, simulator_instance
 
 # Direct Replay, Simulator Replay and barge-in, with the oracle speaking in each
 KINDS = [("take_turn", "delayed"), ("stop", "direct_interruption"), ("interrupt", "help"),

@@ -7,8 +7,7 @@ from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay, push_in_chunks
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-
-from .helpers import SR, ScriptedModel, direct_instance, run
+from tests.pipelines.helpers import SR, ScriptedModel, direct_instance, run
 
 
 @pytest.mark.parametrize("chunk_s", [0.02, 0.04, 0.1])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.helpers import run
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.oracle import OracleModel
@@ -15,6 +14,7 @@ from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from pytest_duplexact.rules import requires
+from tests.pipelines.helpers import run
 
 
 class ChunkedDuplex(SteppedDuplex):

@@ -14,8 +14,7 @@ from pytest_duplexact.pipelines import (
 )
 from pytest_duplexact.pipelines.duplex import Recording
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-
-from .helpers import ScriptedModel, instance_for, run
+from tests.pipelines.helpers import ScriptedModel, instance_for, run
 
 KINDS = {taxonomy.Pipeline.DIRECT: DirectReplay, taxonomy.Pipeline.SIMULATOR: SimulatorReplay,
          taxonomy.Pipeline.BARGE_IN: BargeInReplay}

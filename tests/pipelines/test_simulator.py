@@ -17,8 +17,7 @@ from pytest_duplexact.pipelines.simulator import (
     SimulatorReplay,
 )
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-
-from .helpers import SR, ScriptedModel, run, simulator_instance
+from tests.pipelines.helpers import SR, ScriptedModel, run, simulator_instance
 
 LEAD_IN_END = 2.5  # the helper's lead-in clip length
 

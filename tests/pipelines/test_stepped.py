@@ -9,8 +9,7 @@ import pytest
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.models.base import ModelError, SessionInfo, StepOutput
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
-
-from .helpers import SR, ScriptedModel, direct_instance, run, spans, tone
+from tests.pipelines.helpers import SR, ScriptedModel, direct_instance, run, spans, tone
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pytest_duplexact.report import job_summary, store
-from tests.runs_support import replicated_dataset
+from tests.support.runs import replicated_dataset
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]

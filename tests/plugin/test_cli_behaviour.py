@@ -1,6 +1,7 @@
 """The plugin as a user drives it: options and ini keys, node ids, outcomes, errors, gates and
-exit status (xdist = serial: tests/test_determinism.py). Each test runs pytest in a subprocess inside a temp dir (so
-the suites are found from outside the checkout) on a tiny selection of the bundled set."""
+exit status (xdist = serial: tests/run/test_determinism.py). Each test runs pytest in a
+subprocess inside a temp dir (so the suites are found from outside the checkout) on a tiny
+selection of the bundled set."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ CONDITIONS = "take_turn.immediate,stop.direct_interruption,interrupt.help"
 
 @pytest.fixture(scope="module")
 def model_args(tmp_path_factory):
-    from models.moshi_tiny import write_checkpoints
+    from tests.models.moshi_tiny import write_checkpoints
 
     options = dict(write_checkpoints(tmp_path_factory.mktemp("moshi-tiny")), device="cpu",
                    threads="1")

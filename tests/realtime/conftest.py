@@ -6,9 +6,6 @@ import secrets
 
 import pytest
 
-# realtime_support.py holds checks the adapters' tests share: give them pytest's messages
-pytest.register_assert_rewrite("realtime_support")
-
 
 @pytest.fixture
 def api_key(monkeypatch) -> str:

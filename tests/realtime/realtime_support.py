@@ -22,7 +22,8 @@ from pytest_duplexact.remote.retry import STREAMING, RetryPolicy
 
 
 def load_fake_server(file: str = "realtime_server"):
-    """tests/fakes is not a package: load a fake server by path, once."""
+    """A fake server module, loaded by path once (the fakes run as scripts too, importing
+    their siblings by bare name; benchmarks load this module by path)."""
     name = f"duplexact_fake_{file}"
     if name not in sys.modules:
         path = Path(__file__).resolve().parents[1] / "fakes" / f"{file}.py"

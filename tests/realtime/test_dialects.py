@@ -11,7 +11,15 @@ import secrets
 
 import numpy as np
 import pytest
-from realtime_support import (
+
+from pytest_duplexact import models
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.model_options import ModelConfigError, check_transport
+from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,
     assert_transcript_cut_at,
     assert_transcript_never_ahead,
@@ -25,14 +33,6 @@ from realtime_support import (
     stall,
     user_clip,
 )
-
-from pytest_duplexact import models
-from pytest_duplexact.data import audio
-from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.model_options import ModelConfigError, check_transport
-from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 CHUNK = 0.020
 TOLERANCE = 0.040

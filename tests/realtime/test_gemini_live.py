@@ -18,23 +18,6 @@ import pytest
 pytest.importorskip("google.genai")
 pytest.importorskip("trustme")
 
-from realtime_support import TIMING_TRIALS as TRIALS
-from realtime_support import (
-    assert_dropped_mid_instance,
-    assert_transcript_cut_at,
-    assert_transcript_never_ahead,
-    event_kinds,
-    load_allowance,
-    load_fake_server,
-    on_client_clock,
-    played_until,
-    run_concurrently,
-    run_timed_trials,
-    run_trial,
-    stall,
-    user_clip,
-)
-
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
@@ -50,6 +33,22 @@ from pytest_duplexact.models.streaming import (
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
+from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
+from tests.realtime.realtime_support import (
+    assert_dropped_mid_instance,
+    assert_transcript_cut_at,
+    assert_transcript_never_ahead,
+    event_kinds,
+    load_allowance,
+    load_fake_server,
+    on_client_clock,
+    played_until,
+    run_concurrently,
+    run_timed_trials,
+    run_trial,
+    stall,
+    user_clip,
+)
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # onsets and offsets within +-40 ms of the server's send times

@@ -10,14 +10,14 @@ from __future__ import annotations
 import socket
 
 import pytest
-from realtime_support import fake
 
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.minicpm_duplex import factory as minicpm
 from pytest_duplexact.models.openai_realtime import factory as gpt_realtime
 from pytest_duplexact.models.realtime_dialects import grok_voice
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from tests.tracebacks import shown_with_locals
+from tests.realtime.realtime_support import fake
+from tests.support.tracebacks import shown_with_locals
 
 
 def _closed_port() -> int:

@@ -11,8 +11,17 @@ import logging
 
 import numpy as np
 import pytest
-import realtime_support
-from realtime_support import (
+
+from pytest_duplexact import models
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.minicpm_duplex import MiniCPMOSession, factory
+from pytest_duplexact.models.model_options import ModelConfigError
+from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from tests.realtime import realtime_support
+from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,
     assert_transcript_cut_at,
     assert_transcript_never_ahead,
@@ -23,15 +32,6 @@ from realtime_support import (
     stall,
     user_clip,
 )
-
-from pytest_duplexact import models
-from pytest_duplexact.data import audio
-from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.minicpm_duplex import MiniCPMOSession, factory
-from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.streaming import TransientModelError
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
 
 CHUNK = 0.020
 TOLERANCE = 0.040

@@ -8,13 +8,13 @@ import asyncio
 import socket
 
 import pytest
-from realtime_support import load_fake_server
 
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.lychee_fd import factory as lychee
 from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
 from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15
+from tests.realtime.realtime_support import load_fake_server
 
 sio_fake = load_fake_server("socketio_server")
 lychee_fake = load_fake_server("lychee_server")

@@ -14,14 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from realtime_support import (
-    assert_dropped_mid_instance,
-    event_kinds,
-    fake,
-    load_fake_server,
-    run_trial,
-    user_clip,
-)
 
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
@@ -34,6 +26,14 @@ from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from tests.realtime.realtime_support import (
+    assert_dropped_mid_instance,
+    event_kinds,
+    fake,
+    load_fake_server,
+    run_trial,
+    user_clip,
+)
 
 sio_fake = load_fake_server("socketio_server")
 lychee_fake = load_fake_server("lychee_server")

@@ -9,22 +9,6 @@ import logging
 
 import numpy as np
 import pytest
-from realtime_support import TIMING_TRIALS as TRIALS
-from realtime_support import (
-    assert_dropped_mid_instance,
-    assert_transcript_cut_at,
-    assert_transcript_never_ahead,
-    event_kinds,
-    fake,
-    load_allowance,
-    on_client_clock,
-    played_until,
-    run_concurrently,
-    run_timed_trials,
-    run_trial,
-    stall,
-    user_clip,
-)
 
 from pytest_duplexact import models
 from pytest_duplexact.data import audio
@@ -39,6 +23,22 @@ from pytest_duplexact.models.openai_realtime import (
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
+from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
+from tests.realtime.realtime_support import (
+    assert_dropped_mid_instance,
+    assert_transcript_cut_at,
+    assert_transcript_never_ahead,
+    event_kinds,
+    fake,
+    load_allowance,
+    on_client_clock,
+    played_until,
+    run_concurrently,
+    run_timed_trials,
+    run_trial,
+    stall,
+    user_clip,
+)
 
 CHUNK = 0.020       # the duplex's input chunk (20 ms)
 TOLERANCE = 0.040   # the brief: onsets and offsets within +-40 ms of the truth

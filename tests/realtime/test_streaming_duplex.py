@@ -6,7 +6,6 @@ import asyncio
 
 import numpy as np
 import pytest
-from realtime_support import run_concurrently
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
@@ -19,6 +18,7 @@ from pytest_duplexact.models.streaming import (
 )
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
+from tests.realtime.realtime_support import run_concurrently
 
 OUT_RATE = 24_000
 

@@ -12,7 +12,7 @@ import pytest
 from pytest_duplexact.released import ReleasedDataError, hub
 from pytest_duplexact.released.snapshot import _download, parse_spec
 from tests.fakes.hf_hub import FakeHub
-from tests.tracebacks import shown_with_locals
+from tests.support.tracebacks import shown_with_locals
 
 REPO = "LincolnD/DuplexAct"
 TOKEN = "hf_testLEAKCHECK0123456789abcdefABCDEF"

@@ -10,8 +10,7 @@ import pytest
 
 from pytest_duplexact.report import baseline
 from pytest_duplexact.report.terminal import render
-
-from .helpers import outcomes_for, report
+from tests.report.helpers import outcomes_for, report
 
 
 def _run(delayed_ok: int, immediate_ok: int = 20, n: int = 20, start: int = 0, **settings):

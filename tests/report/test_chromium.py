@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.report import html as html_view
-
-from .helpers import mixed_report, write_run_dir
+from tests.report.helpers import mixed_report, write_run_dir
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(

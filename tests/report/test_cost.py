@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_duplexact.report import cost, markdown
-
-from .helpers import mixed_report
+from tests.report.helpers import mixed_report
 
 USAGE = {
     "model": {"model": "gpt-realtime", "sessions": 3, "responses": 4, "audio_in_s": 47.3,

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from pytest_duplexact.report.baseline import BaselineError, gate, load
-
-from .helpers import mixed_report
+from tests.report.helpers import mixed_report
 
 BROKEN = {  # what was done to the stored report -> the field the message names
     "non-numeric count": (lambda a: a["wait"]["counts"].__setitem__("n_I", "three"),

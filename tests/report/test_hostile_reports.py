@@ -9,8 +9,7 @@ import json
 from pytest_duplexact.remote import calls
 from pytest_duplexact.report import cli as report_cli
 from pytest_duplexact.report import markdown
-
-from .helpers import mixed_report
+from tests.report.helpers import mixed_report
 
 
 def test_markdown_escapes_html_in_ids_reasons_and_model():

@@ -12,8 +12,7 @@ import pytest
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, MergeError, main, merge
 from pytest_duplexact.run.selection import shard_of
-
-from .helpers import mixed_report, report, settings
+from tests.report.helpers import mixed_report, report, settings
 
 
 def _sel(shard):

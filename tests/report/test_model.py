@@ -14,8 +14,7 @@ from pytest_duplexact.report.builder import build, passed
 from pytest_duplexact.report.model import KEYS, Report, Summary, as_report
 from pytest_duplexact.run.rundir import json_text
 from pytest_duplexact.run.settings import RunSettings
-
-from .helpers import mixed_report, outcomes_for, settings
+from tests.report.helpers import mixed_report, outcomes_for, settings
 
 RUN = ["--duplexact-model=silent", "--duplexact-condition=take_turn.immediate",
        "--duplexact-limit=1", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]

@@ -16,8 +16,7 @@ from pytest_duplexact.report import baseline, paired
 from pytest_duplexact.report.compare_html import render as render_page
 from pytest_duplexact.report.markdown import render as render_markdown
 from pytest_duplexact.report.stats import mcnemar_exact, paired_difference
-
-from .helpers import outcome, outcomes_for, report, write_run_dir
+from tests.report.helpers import outcome, outcomes_for, report, write_run_dir
 
 # --- the statistics ----------------------------------------------------------------------------
 

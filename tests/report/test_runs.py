@@ -18,7 +18,7 @@ import torch  # noqa: F401
 
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
-from tests.runs_support import replicated_dataset
+from tests.support.runs import replicated_dataset
 
 QUIET = ["-p", "no:cacheprovider", "-q"]
 

@@ -13,8 +13,7 @@ import soundfile as sf
 
 from pytest_duplexact.report import html as html_view
 from pytest_duplexact.report import markdown
-
-from .helpers import mixed_report, write_run_dir
+from tests.report.helpers import mixed_report, write_run_dir
 
 FAILED = {  # of mixed_report: 1 wait, 3 take_turn, 1 stop (S), 1 recover, 1 error
     "wait-inter_sentential_pause-interview-05", "take_turn-delayed-casual-03",

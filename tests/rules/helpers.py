@@ -1,12 +1,12 @@
-"""Builders for rule tests: segments with a known word count, timelines, annotations, and
-hypothesis strategies that crowd the window edges."""
+"""Builders for rule tests: segments with a known word count, annotations, and hypothesis
+strategies that crowd the window edges (timelines: tests/support/builders.py)."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.instance import Annotations
-from pytest_duplexact.data.timeline import Cue, Segment, Span, Timeline
+from pytest_duplexact.data.timeline import Segment
 
 # Each token counts as exactly one word (count_words): fillers and punctuated tokens included.
 VOCAB = ("okay", "uh-huh", "mm-hmm.", "right?", "I'm", "so,", "the", "plan", "U.S.", "works",
@@ -27,16 +27,6 @@ def sub(start: float, end: float, n: int = 4) -> Segment:
 def bc(start: float, end: float, n: int = 3) -> Segment:
     """A backchannel segment (default 3 words: the largest backchannel count)."""
     return Segment(start, end, text(n))
-
-
-def timeline(*segments: Segment, duration: float = 60.0, speech=None, cue=None,
-             user_sent_until=None) -> Timeline:
-    if cue is not None and not isinstance(cue, Cue):
-        cue = Cue(*cue)
-    if speech is not None:
-        speech = tuple(s if isinstance(s, Span) else Span(*s) for s in speech)
-    return Timeline(tuple(segments), duration, speech=speech, cue=cue,
-                    user_sent_until=user_sent_until)
 
 
 def ann(**kw) -> Annotations:

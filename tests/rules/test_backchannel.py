@@ -10,8 +10,8 @@ from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import backchannel
 from pytest_duplexact.rules.backchannel import Judgement
 from pytest_duplexact.rules.common import fmt_window
-
-from .helpers import ann, bc, edge_probes, segment_lists, sub, timeline
+from tests.rules.helpers import ann, bc, edge_probes, segment_lists, sub
+from tests.support.builders import timeline
 
 ANN = ann(user_start=1.0, user_end=7.5, backchannel_point=4.0)
 CONDITIONS = [c.id for c in taxonomy.conditions_of("backchannel")]

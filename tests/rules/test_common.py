@@ -11,8 +11,8 @@ from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.data.timeline import Cue, MissingTranscript, Segment, Span, count_words
 from pytest_duplexact.rules import common, ignore, interrupt, recover, stop, take_turn, wait
-
-from .helpers import ann, edge_probes, segment_lists, sub, text, timeline, word_text
+from tests.rules.helpers import ann, edge_probes, segment_lists, sub, text, word_text
+from tests.support.builders import timeline
 
 # --- word counting: the <= 3 / > 3 split -------------------------------------------------------
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import hold_floor
 from pytest_duplexact.rules.common import fmt_window
-
-from .helpers import ann, bc, instants, sub, timeline
+from tests.rules.helpers import ann, bc, instants, sub
+from tests.support.builders import timeline
 
 ANN = ann(cue_start=0.0, cue_end=1.5)
 CUE = (2.0, 3.5)  # window [2.0, 4.5]

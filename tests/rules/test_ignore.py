@@ -10,8 +10,16 @@ from hypothesis import strategies as st
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import ignore
 from pytest_duplexact.rules.common import fmt_window
-
-from .helpers import OVERLAP_EDGE_CASES, OVERLAP_IDS, ann, bc, segment_lists, shifted, sub, timeline
+from tests.rules.helpers import (
+    OVERLAP_EDGE_CASES,
+    OVERLAP_IDS,
+    ann,
+    bc,
+    segment_lists,
+    shifted,
+    sub,
+)
+from tests.support.builders import timeline
 
 ANN = ann(user_start=0.5, user_end=9.0, other_start=4.0, other_end=6.25)
 

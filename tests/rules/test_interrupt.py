@@ -10,8 +10,8 @@ from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.data.taxonomy import INTERRUPT_END_MARGIN_S
 from pytest_duplexact.rules import interrupt
 from pytest_duplexact.rules.common import fmt_window
-
-from .helpers import ann, bc, edge_probes, segment_lists, sub, timeline
+from tests.rules.helpers import ann, bc, edge_probes, segment_lists, sub
+from tests.support.builders import timeline
 
 ANN = ann(user_start=0.8, user_end=12.4, interrupt_target=7.0)  # window [0.8, 11.4]
 

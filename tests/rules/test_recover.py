@@ -10,8 +10,8 @@ from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.data.taxonomy import RECOVER_WINDOW
 from pytest_duplexact.rules import recover
 from pytest_duplexact.rules.common import fmt_window
-
-from .helpers import ann, bc, edge_probes, segment_lists, sub, timeline
+from tests.rules.helpers import ann, bc, edge_probes, segment_lists, sub
+from tests.support.builders import timeline
 
 ANN = ann(cue_start=0.0, cue_end=2.5)
 CUE = (3.0, 5.5)  # window [3.5, 10.5]

@@ -5,29 +5,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_duplexact.data.instance import Annotations, Clip, Instance
+from pytest_duplexact.data.annotations import Clip, Instance
 from pytest_duplexact.data.results import SubsequentResult, Verdict
-from pytest_duplexact.data.timeline import Cue, Segment, Timeline, Word
+from pytest_duplexact.data.timeline import Cue, Timeline
 from pytest_duplexact.rules import RULES, Trial
 from pytest_duplexact.rules.backchannel import Judgement
 from pytest_duplexact.rules.scoring import score, subsequent
+from tests.support.builders import make_instance, seg, timeline, words
 
-USER = tuple(Word(s, e, t) for t, s, e in (("I", 0.0, 0.2), ("need", 0.3, 0.6),
-                                              ("a", 0.7, 0.8), ("table.", 0.9, 1.2)))
+USER = words(("I", 0.0, 0.2), ("need", 0.3, 0.6), ("a", 0.7, 0.8), ("table.", 0.9, 1.2))
 
 
 def instance(action: str, condition: str, **ann) -> Instance:
     clips = {"user": Clip(Path("/nonexistent/user.flac"), 20.0, USER)}
     texts = {"user": "I need a table.", "cue": "Hang on.", "reference": "ref"}
-    return Instance(f"{action}-{condition}-1", action, condition, "casual", "synthesized",
-                    Annotations(**ann), clips, texts, manifest=Path("/d/instances.jsonl"),
-                    line=1)
+    return make_instance(None, action, condition, clips, ann, texts,
+                         iid=f"{action}-{condition}-1", manifest=Path("/d/instances.jsonl"),
+                         line=1)
 
 
 def take_turn(onset: float = 1.4) -> tuple[Instance, Timeline]:
     inst = instance("take_turn", "immediate", user_start=0.0, user_end=1.2)
-    return inst, Timeline((Segment(onset, onset + 2.0, "Sure, a table for four people."),),
-                          10.0)
+    return inst, timeline(seg(onset, onset + 2.0, "Sure, a table for four people."),
+                          duration=10.0)
 
 
 class Recording:
@@ -74,7 +74,7 @@ def test_without_judges_the_judged_stage_is_not_judged():
 
 def test_a_rule_decided_subsequent_never_reaches_the_judge():
     inst = instance("stop", "direct_interruption", cue_start=0.0, cue_end=1.0)
-    tl = Timeline((Segment(0.5, 2.5, "The museum opens at nine and"),), 10.0, cue=Cue(2.0, 4.0))
+    tl = timeline(seg(0.5, 2.5, "The museum opens at nine and"), duration=10.0, cue=Cue(2.0, 4.0))
     judges = Recording()
     s = score(inst, tl, judges)
     assert s.immediate.success and s.subsequent.judge == "rule"

@@ -11,8 +11,8 @@ from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.data.taxonomy import STOP_FINAL_GRACE_S
 from pytest_duplexact.rules import stop
 from pytest_duplexact.rules.common import END_TOLERANCE_S
-
-from .helpers import ann, bc, segment_lists, sub, timeline
+from tests.rules.helpers import ann, bc, segment_lists, sub
+from tests.support.builders import timeline
 
 ANN = ann(cue_start=0.0, cue_end=3.0)  # on the cue clip's clock; the rules read tl.cue
 CUE = (4.0, 7.0)  # the intervention on the timeline: grace second is [6.0, 7.0]

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import take_turn
-
-from .helpers import ann, bc, edge_probes, segment_lists, sub, timeline
+from tests.rules.helpers import ann, bc, edge_probes, segment_lists, sub
+from tests.support.builders import timeline
 
 USER_END = 6.3
 ANN = ann(user_start=0.4, user_end=USER_END)

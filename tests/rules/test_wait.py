@@ -10,8 +10,16 @@ from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.results import Verdict
 from pytest_duplexact.rules import wait
 from pytest_duplexact.rules.common import fmt_window
-
-from .helpers import OVERLAP_EDGE_CASES, OVERLAP_IDS, ann, bc, segment_lists, shifted, sub, timeline
+from tests.rules.helpers import (
+    OVERLAP_EDGE_CASES,
+    OVERLAP_IDS,
+    ann,
+    bc,
+    segment_lists,
+    shifted,
+    sub,
+)
+from tests.support.builders import timeline
 
 ANN = ann(user_start=1.0, user_end=8.0, pause_start=3.0, pause_end=3.6)
 CONDITIONS = [c.id for c in taxonomy.conditions_of("wait")]

@@ -11,7 +11,7 @@ import yaml
 
 from pytest_duplexact.run.shards import from_environment
 
-RECIPES = Path(__file__).resolve().parents[1] / "docs" / "recipes"
+RECIPES = Path(__file__).resolve().parents[2] / "docs" / "recipes"
 
 
 def test_sbatch_array_tasks_cover_every_shard_once():

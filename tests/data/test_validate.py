@@ -25,7 +25,7 @@ from pytest_duplexact import cli
 from pytest_duplexact.data import instance, taxonomy
 from pytest_duplexact.data.instance import bundled_root, check_dataset
 from pytest_duplexact.rules import RULES, requires
-from tests.runs_support import link_audio
+from tests.support.runs import link_audio
 
 BUNDLED = bundled_root()
 TEMPLATES = [json.loads(line) for line in

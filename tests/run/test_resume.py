@@ -3,7 +3,7 @@ by SIGKILL of one pytest-xdist worker, then resumed with --duplexact-resume, giv
 an uninterrupted run gives (apart from ``created``); harness errors are retried.
 
 Real processes and real signals, on five small instances of the bundled set played by
-slowed-down test models (runs_support.py), so each kill lands mid-run.
+slowed-down test models (tests/support/runs.py), so each kill lands mid-run.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import signal
 import time
 
 import pytest
-from runs_support import (
+
+from tests.support.runs import (
     ORACLE,
     SILENT,
     assert_same_report,

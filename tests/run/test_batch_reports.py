@@ -16,7 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runs_support import CONDITIONS, SILENT, assert_same_report, read_report, runner
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.report import build_report
@@ -24,6 +23,7 @@ from pytest_duplexact.rules import requires
 from pytest_duplexact.run.harness import Harness, RunKnobs
 from pytest_duplexact.run.selection import Selection, select
 from pytest_duplexact.run.settings import RunSettings
+from tests.support.runs import CONDITIONS, SILENT, assert_same_report, read_report, runner
 
 SIZES = (1, 4, 16)
 

@@ -2,14 +2,22 @@
 ``created`` (docs/report-format.md, docs/runs.md): whatever the order the instances run in,
 with or without pytest-xdist, and whichever run directory they are written to.
 
-Runs the oracle (through runs_support's test model) on a direct replay, a simulator replay
+Runs the oracle (through tests/support/runs.py's test model) on a direct replay, a simulator replay
 and a barge-in instance, so VAD spans, timings and aggregation all take part.
 """
 
 from __future__ import annotations
 
 import pytest
-from runs_support import CONDITIONS, ORACLE, assert_same_report, comparable, read_report, runner
+
+from tests.support.runs import (
+    CONDITIONS,
+    ORACLE,
+    assert_same_report,
+    comparable,
+    read_report,
+    runner,
+)
 
 
 @pytest.fixture(scope="module")
