@@ -1,7 +1,7 @@
 """Reproducible degradations of a model's output track: the timeline's noise grid.
 
 Real model audio is not clean TTS: it carries a noise floor, other voices, codec damage. The
-grid measures how the VAD and segmentation hold up (tests/test_degrade.py,
+grid measures how the VAD and segmentation hold up (tests/listen/test_degrade.py,
 benchmarks/harness.py part ``noise``, docs/timeline.md section 4). Every condition is a pure
 function of the input and a seed:
 

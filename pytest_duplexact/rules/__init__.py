@@ -2,16 +2,20 @@
 
 Each module's pure functions decide from (annotations, timeline[, judge verdicts]); its
 ``RULE`` object is the action's ``ActionRule`` (base.py): requirements, immediate, the rule
-part of subsequent, timing and judge fields. ``RULES`` is the one table of them; ``requires``
-is what the loader (data/instance.py, a floor below) is given. No I/O, no globals, no audio
-library.
+part of subsequent, timing and judge fields. ``RULES`` is the one table of them, one per
+action of the taxonomy, so a new action's rule is its module here and nothing else;
+``requires`` is what the loader (data/instance.py, a floor below) is given. No I/O, no
+globals, no audio library.
 """
 
-from . import backchannel, hold_floor, ignore, interrupt, recover, stop, take_turn, wait
+from importlib import import_module
+
+from ..data.taxonomy import ACTIONS
 from .base import ActionRule, Requirements, Trial
 
-RULES: dict[str, ActionRule] = {m.RULE.action: m.RULE for m in (
-    wait, ignore, take_turn, backchannel, stop, hold_floor, interrupt, recover)}
+# rules/<action>.py for every action, in the taxonomy's order (a missing module is an
+# ImportError naming it; tests/rules/test_action_records.py checks each RULE's action).
+RULES: dict[str, ActionRule] = {a: import_module(f"{__name__}.{a}").RULE for a in ACTIONS}
 
 
 def requires(action: str, condition: str) -> Requirements:

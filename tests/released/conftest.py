@@ -1,12 +1,4 @@
-"""Plugin runs in process (pytester) start in a bare folder: no pyproject, so pytest-asyncio
-would warn that its loop scope is unset, into this run's own summary. Give them the checkout's
-setting."""
+"""The released-data tests' plugin runs in process get the checkout's pytest-asyncio loop
+scope (tests/support/inner_runs.py)."""
 
-import pytest
-
-
-@pytest.fixture(autouse=True)
-def _inner_runs_set_the_loop_scope(request):
-    if "pytester" in request.fixturenames:
-        request.getfixturevalue("pytester").makeini(
-            "[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+from tests.support.inner_runs import inner_runs_set_the_loop_scope  # noqa: F401 (a fixture)

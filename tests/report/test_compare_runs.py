@@ -22,11 +22,6 @@ SELECTION = ("--duplexact-condition=take_turn.immediate,take_turn.delayed,hold_f
              "interrupt.help", "-p", "no:cacheprovider", "-q")
 
 
-@pytest.fixture(autouse=True)
-def _ini(pytester):
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-
-
 def _scipy_p(row: dict) -> float:
     worse, better = row["discordant"]["worse"], row["discordant"]["better"]
     return 1.0 if worse + better == 0 else binomtest(worse, worse + better, 0.5).pvalue

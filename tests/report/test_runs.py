@@ -44,11 +44,6 @@ WORSE = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(autouse=True)
-def _ini(pytester):
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-
-
 def _comparable(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k not in VOLATILE_KEYS + PROVENANCE_KEYS}
 
