@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data import audio  # noqa: E402
-from pytest_duplexact.data.instance import (
+from pytest_duplexact.data.instance import (  # noqa: E402
     ANNOTATION_FIELDS,
     FORMAT_NAME,
     FORMAT_VERSION,

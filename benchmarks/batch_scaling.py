@@ -31,10 +31,10 @@ from pathlib import Path
 
 from _common import ROOT, Clock, load_average, machine, replicate_dataset
 
-from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
-from pytest_duplexact.rules import requires  # noqa: E402
-from pytest_duplexact.run.harness import Harness, RunKnobs  # noqa: E402
-from pytest_duplexact.run.settings import RunSettings  # noqa: E402
+from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.rules import requires
+from pytest_duplexact.run.harness import Harness, RunKnobs
+from pytest_duplexact.run.settings import RunSettings
 
 
 class ModelClock:

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, machine, stats_ms  # noqa: E402
+from _common import ROOT, machine, stats_ms
 
-from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
-from pytest_duplexact.models import resolve_model  # noqa: E402
-from pytest_duplexact.models.base import SessionInfo  # noqa: E402
+from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.models import resolve_model
+from pytest_duplexact.models.base import SessionInfo
 
 SERVER = ROOT / "tests" / "fakes" / "bridge_server.py"
 FRAME_S = 0.08
@@ -90,7 +90,7 @@ def round_trips(steps: int) -> dict:
 
 def _fake():
     sys.path.insert(0, str(SERVER.parent))
-    import bridge_server  # noqa: E402  (tests/fakes is not a package on this path)
+    import bridge_server
 
     return bridge_server
 

@@ -54,10 +54,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import asr_accuracy  # noqa: E402
-import run_size  # noqa: E402
-import vad_backends  # noqa: E402
-from _common import (  # noqa: E402
+import asr_accuracy
+import run_size
+import vad_backends
+from _common import (
     ROOT,
     Clock,
     load_average,
@@ -69,14 +69,14 @@ from _common import (  # noqa: E402
     stats_ms,
 )
 
-from pytest_duplexact.data import audio, recording_io  # noqa: E402
-from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
-from pytest_duplexact.listen import degrade, segmentation, vad  # noqa: E402
+from pytest_duplexact.data import audio, recording_io
+from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.listen import degrade, segmentation, vad
 from pytest_duplexact.rules import (
-    requires,  # noqa: E402
-    scoring,  # noqa: E402
+    requires,
+    scoring,
 )
-from pytest_duplexact.run import rundir as rundir_mod  # noqa: E402
+from pytest_duplexact.run import rundir as rundir_mod
 
 MODELS = ("silent", "oracle", "endpoint")
 TARGETS = {

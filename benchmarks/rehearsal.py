@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, TreePeak, load_average, machine, replicate_dataset  # noqa: E402
+from _common import ROOT, TreePeak, load_average, machine, replicate_dataset
 
 RELEASED_INSTANCES = 3456
 MODELS = ("silent", "oracle", "endpoint")

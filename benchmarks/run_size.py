@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_module, plugin_run  # noqa: E402
+from _common import load_module, plugin_run
 
-from pytest_duplexact.data.instance import bundled_root  # noqa: E402
+from pytest_duplexact.data.instance import bundled_root
 
 RELEASED_INSTANCES = 3456
 

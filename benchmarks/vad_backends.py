@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Clock, load_average  # noqa: E402
+from _common import Clock, load_average
 
-from pytest_duplexact.data import audio  # noqa: E402
-from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
-from pytest_duplexact.listen import degrade, vad, vad_network  # noqa: E402
-from pytest_duplexact.rules import requires  # noqa: E402
+from pytest_duplexact.data import audio
+from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.listen import degrade, vad, vad_network
+from pytest_duplexact.rules import requires
 
 
 def tracks(quick: bool) -> list[tuple[str, str, np.ndarray]]:

@@ -168,8 +168,9 @@ def outcome_problem(d: Any) -> str | None:
             return f"'{key}' is {d[key]!r}, not a string"
     if d.get("timing") is not None and not finite_number(d["timing"]):
         return f"'timing' is {d['timing']!r}, not a finite number"
-    window_ok = (lambda w: isinstance(w, (list, tuple)) and len(w) == 2
-                 and all(finite_number(v) for v in w))
+    def window_ok(w) -> bool:
+        return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))
+
     return (_stage_problem(d.get("immediate"), "immediate",
                            {"window": window_ok, "onset": finite_number})
             or _stage_problem(d.get("subsequent"), "subsequent",

@@ -13,7 +13,7 @@ from ..data import taxonomy
 from ..data.results import InstanceOutcome
 from ..run.settings import RunSettings
 from .aggregate import aggregate
-from .model import SCHEMA, VERSION, Report, as_report  # noqa: F401 (the package's API)
+from .model import SCHEMA, VERSION, Report, as_report
 
 # differ between otherwise identical runs: the time, where a copy of the report sits relative
 # to its run directory, and the invocation's plan and wall time (its estimate depends on -n,

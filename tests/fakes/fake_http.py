@@ -18,7 +18,7 @@ from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_ws import OUT_RATE, JsonScript, speech, tone  # noqa: E402
+from fake_ws import OUT_RATE, JsonScript, speech, tone
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_http import FakeHTTPServer, SpokenScript  # noqa: E402
-from fake_ws import serve_until_stdin_closes, standalone_parser  # noqa: E402
+from fake_http import FakeHTTPServer, SpokenScript
+from fake_ws import serve_until_stdin_closes, standalone_parser
 
 OUT_RATE = 24_000
 

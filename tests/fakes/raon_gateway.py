@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # fake_ws.py is beside this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fake_ws import FakeServer, tone  # noqa: E402
+from fake_ws import FakeServer, tone
 
 RATE, FRAME = 24_000, 1_920
 READY, AUDIO, TEXT, SEQ_DELTA, ERROR, CLOSE, PING, PONG = 0, 1, 2, 4, 5, 6, 7, 8
