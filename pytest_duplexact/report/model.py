@@ -77,13 +77,28 @@ class Summary:
         a = self.action(action)
         if a is None:
             return None
-        return a["counts"] if condition is None else a["conditions"].get(condition)
+        return a["counts"] if condition is None else self.conditions(action).get(condition)
+
+    def conditions(self, action: str) -> Mapping:
+        """The action's Counts per condition id, in the stored order; empty when it did not
+        run."""
+        a = self.action(action)
+        return (a.get("conditions") if a else None) or {}
+
+    def scenarios(self, action: str) -> Mapping:
+        """The action's Counts per scenario (Figure 5); empty when it did not run."""
+        a = self.action(action)
+        return (a.get("scenarios") if a else None) or {}
 
     def timing(self, action: str, condition: str | None = None) -> Mapping | None:
+        """The action's timing (aggregate.Timing.to_dict), or a condition's; None when it has
+        none (an untimed action, or one that did not run)."""
         a = self.action(action)
         if a is None:
             return None
-        return a["timing"] if condition is None else a["condition_timings"].get(condition)
+        if condition is None:
+            return a.get("timing")
+        return (a.get("condition_timings") or {}).get(condition)
 
     def corpus_counts(self, action: str, corpus: str) -> Mapping | None:
         return self.actions[action].get("corpora", {}).get(corpus)
@@ -242,6 +257,11 @@ class Report(Mapping):
     def released(self) -> Mapping | None:
         """``settings.released``: only runs on the released data have it."""
         return (self.settings or {}).get("released")
+
+    @property
+    def dataset_fingerprint(self) -> str | None:
+        """``settings.dataset_fingerprint``: what the run's data was (content, not path)."""
+        return (self.settings or {}).get("dataset_fingerprint")
 
     def note_lines(self) -> tuple[str, ...]:
         return self.notes or ()
