@@ -13,14 +13,18 @@ exactly the dict the report has always been, key for key in the same order, so r
 keeps its bytes. Keys this release does not know are kept (``other``) and written back after
 the known ones.
 
-The views read the typed fields (``report.totals.errors``, ``report.summary.counts(a, c)``).
-For callers that still index it like the dict it was, a ``Report`` is also a read-only
-mapping over its JSON form (``report["totals"]["errors"]``).
+Every view, merge, the baseline gate and ``duplexact compare`` read the typed fields
+(``report.totals.errors``, ``report.summary.counts(a, c)``), a stored report parsed once at
+their entry (``as_report``). No module of the package indexes a report by key any more, but
+the estimate (``estimate.plan``'s ``previous``: an unchecked store entry with its ``_name``,
+read leniently for its usage and instance count). A ``Report`` stays a read-only mapping over its JSON form (``report["totals"]["errors"]``) for
+callers outside it that still index it like the dict it was (a conftest's
+``pytest_duplexact_report`` written against the dict; tests/report/test_model.py holds it).
 
 The nested sections whose shape other modules own (settings: run/settings.py; summary:
 aggregate.py; usage, cost, estimate, baseline ...) are carried as the JSON they are, so a
 report read back is written back unchanged, whatever release wrote it; ``Summary`` adds
-typed access to the counts and timings.
+typed access to the counts (per action, condition, scenario, corpus) and timings.
 """
 
 from __future__ import annotations
