@@ -42,27 +42,31 @@ def flat_properties(outcome: dict) -> list[tuple[str, str]]:
     return out
 
 
-def suite_properties(report: dict) -> list[tuple[str, str]]:
+def suite_properties(report) -> list[tuple[str, str]]:
     """The run's rates: ``duplexact.<action>.I`` and ``duplexact.<action>.<condition>.I`` (and
-    S, T where measured), with totals."""
+    S, T where measured), with totals. ``report``: a ``report.model.Report`` (or its dict)."""
+    from ..report.model import as_report
     from ..report.stats import rate_of
 
-    out = [(FLAT_PREFIX + "model", str(report.get("model"))),
-           (FLAT_PREFIX + "instances", str(report["totals"]["instances"])),
-           (FLAT_PREFIX + "errors", str(report["totals"]["errors"]))]
-    for action, a in report["summary"]["actions"].items():
-        for name, counts in [(action, a["counts"])] + [
-                (f"{action}.{c}", v) for c, v in a.get("conditions", {}).items()]:
+    report = as_report(report)
+    summary = report.summary
+    out = [(FLAT_PREFIX + "model", str(report.model)),
+           (FLAT_PREFIX + "instances", str(report.totals.instances)),
+           (FLAT_PREFIX + "errors", str(report.totals.errors))]
+    for action in summary.actions:
+        for name, counts in [(action, summary.counts(action))] + [
+                (f"{action}.{c}", v) for c, v in summary.conditions(action).items()]:
             for metric in ("I", "S"):
                 r = rate_of(counts, metric)
                 if r.value is not None:
                     out.append((f"{FLAT_PREFIX}{name}.{metric}", _num(r.value)))
-        if a.get("timing") and a["timing"].get("median") is not None:
-            out.append((f"{FLAT_PREFIX}{action}.T", _num(a["timing"]["median"])))
+        timing = summary.timing(action)
+        if timing and timing.get("median") is not None:
+            out.append((f"{FLAT_PREFIX}{action}.T", _num(timing["median"])))
     return out
 
 
-def add_suite_properties(config, report: dict) -> None:
+def add_suite_properties(config, report) -> None:
     """Into the JUnit XML's testsuite, when --junitxml is on (pytest's own LogXML)."""
     try:
         from _pytest.junitxml import xml_key

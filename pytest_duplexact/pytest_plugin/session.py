@@ -480,7 +480,7 @@ class DuplexactSession:
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
-        add_suite_properties(config, report.to_json())
+        add_suite_properties(config, report)
         unwritten = []
         for path in (RunDir(self.run_dir).report_file, run.report):
             if not path:

@@ -36,16 +36,19 @@ def workers(config) -> int:
 
 def previous_report(store: Path, settings) -> dict | None:
     """The newest stored report of the same model with the same options (report/store.py),
-    or None; unreadable entries are passed over."""
+    or None; unreadable entries are passed over. As the estimate takes it: the stored JSON
+    with its ``_name`` (report/estimate.py ``plan``)."""
+    from ..report.model import Report
     from ..report.store import entries
 
     for _, path in reversed(entries(store)):
         try:
             rep = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            report = Report.from_json(rep)  # read typed; a file no release wrote is passed over
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
-        stored = rep.get("settings") if isinstance(rep, dict) else None
-        if not isinstance(stored, dict) or rep.get("model") != settings.model:
+        stored = report.settings
+        if not isinstance(stored, dict) or report.model != settings.model:
             continue
         if [list(p) for p in settings.model_options] != stored.get("model_options", []):
             continue

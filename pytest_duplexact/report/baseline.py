@@ -26,7 +26,7 @@ from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, paired, read_report
 from .count_checks import count_problems
 from .judging import section as judges_of
-from .model import as_report
+from .model import Report, as_report
 from .stats import drop_test, holm, rate_of
 
 DEFAULT_ALPHA = 0.05
@@ -39,8 +39,9 @@ class BaselineError(ReportFileError):
     pass
 
 
-def load(path: str | Path) -> dict:
-    """A stored report, checked enough to compare against; BaselineError names the file."""
+def load(path: str | Path) -> Report:
+    """A stored report, checked enough to compare against, parsed once; BaselineError names
+    the file. The checks read the file as stored (what it is, before it is a report)."""
     d = read_report(path, ("summary", "settings"), BaselineError, label="baseline ")
     for key in ("summary", "settings"):
         if not isinstance(d.get(key), dict):
@@ -50,24 +51,28 @@ def load(path: str | Path) -> dict:
     bad = next(count_problems(d["summary"]["actions"]), None)  # the first, by field
     if bad:
         raise BaselineError(f"baseline {path}: field '{bad[0]}' {bad[1]}")
-    return d
-
-
-def _counts(report, action: str, condition: str | None) -> dict | None:
-    return as_report(report).summary.counts(action, condition)
-
-
-def _settings(report: dict, which: str) -> RunSettings:
     try:
-        return RunSettings.from_dict(report.get("settings"))
+        return Report.from_json(d)
+    except (KeyError, TypeError, ValueError) as e:  # a section of a shape no release wrote
+        raise BaselineError(f"baseline {path}: malformed report ({type(e).__name__}: "
+                            f"{e})") from None
+
+
+def _counts(report: Report, action: str, condition: str | None) -> dict | None:
+    return report.summary.counts(action, condition)
+
+
+def _settings(report: Report, which: str) -> RunSettings:
+    try:
+        return RunSettings.from_dict(report.settings)
     except SettingsError as e:
         raise BaselineError(f"{which} report: {e}") from None
 
 
-def _warnings(current: dict, baseline: dict) -> list[str]:
+def _warnings(current: Report, baseline: Report) -> list[str]:
     out = []
     cs, bs = _settings(current, "current"), _settings(baseline, "baseline")
-    if current.get("model") != baseline.get("model") or cs.options != bs.options:
+    if current.model != baseline.model or cs.options != bs.options:
         out.append(f"the models differ (baseline {_model_text(baseline, bs)}, this run "
                    f"{_model_text(current, cs)}): a comparison of two models, not of one "
                    "model with itself")
@@ -76,7 +81,7 @@ def _warnings(current: dict, baseline: dict) -> list[str]:
             f"{key}: {getattr(bs, key)!r} -> {getattr(cs, key)!r}"
         out.append(f"settings differ from the baseline ({what}); the rates may not be "
                    "comparable")
-    kinds = [{k: j.get("endpoint") for k, j in (judges_of(r.get("usage")) or {}).items()
+    kinds = [{k: j.get("endpoint") for k, j in (judges_of(r.usage) or {}).items()
               if isinstance(j, dict)} for r in (baseline, current)]
     if all(kinds) and kinds[0] != kinds[1]:  # (a judge on one side only: 'judge' differs)
         out.append(f"the judges were served by other kinds of server (baseline {kinds[0]}, "
@@ -87,12 +92,12 @@ def _warnings(current: dict, baseline: dict) -> list[str]:
     return out
 
 
-def _model_text(report: dict, s: RunSettings) -> str:
+def _model_text(report: Report, s: RunSettings) -> str:
     opts = ", ".join(f"{k}={v}" for k, v in s.model_options)
-    return f"{report.get('model')}" + (f" [{opts}]" if opts else "")
+    return f"{report.model}" + (f" [{opts}]" if opts else "")
 
 
-def _unpaired(current: dict, baseline: dict) -> tuple[list[dict], list[dict]]:
+def _unpaired(current: Report, baseline: Report) -> tuple[list[dict], list[dict]]:
     """Each rate tested as if the two runs had measured different instances."""
     rows, skipped = [], []
     for action, cond in paired.targets():
@@ -118,12 +123,13 @@ def _unpaired(current: dict, baseline: dict) -> tuple[list[dict], list[dict]]:
     return rows, skipped
 
 
-def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
+def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFAULT_ALPHA,
             path: str | None = None) -> dict:
     """The report's ``baseline`` section: every comparison with its p-values, which dropped,
     whether the run passes (no significant drop), and, paired, the flips."""
     if not 0.0 < alpha < 1.0:
         raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
+    current, baseline = as_report(current), as_report(baseline)  # parsed once
     why = paired.unpairable(current, baseline)
     flips: list[dict] = []
     if why is None:
@@ -132,7 +138,7 @@ def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
         except paired.PairingError as e:  # name the file, as every baseline error does
             raise BaselineError(f"{path}: {e}" if path else str(e)) from None
         pairing, method = "paired", paired.METHOD
-        note = f"paired on the {len(current['instances'])} instance(s) both runs share"
+        note = f"paired on the {len(current.instances)} instance(s) both runs share"
     else:
         rows, skipped = _unpaired(current, baseline)
         pairing, method = "unpaired", METHOD
@@ -143,8 +149,8 @@ def compare(current: dict, baseline: dict, alpha: float = DEFAULT_ALPHA,
         row["dropped"] = row["delta"] < 0 and adj < alpha
     drops = [r["target"] for r in rows if r["dropped"]]
     section = {
-        "path": path, "model": baseline.get("model"), "created": baseline.get("created"),
-        "dataset_fingerprint": (baseline.get("settings") or {}).get("dataset_fingerprint"),
+        "path": path, "model": baseline.model, "created": baseline.created,
+        "dataset_fingerprint": baseline.dataset_fingerprint,
         "alpha": alpha, "pairing": pairing, "pairing_note": note, "method": method,
         "comparisons": rows, "not_compared": skipped, "flips": flips, "drops": drops,
         "warnings": _warnings(current, baseline), "passed": not drops,
@@ -230,7 +236,7 @@ def check_option(path: str | None, alpha) -> None:
         raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
 
 
-def gate(report: dict, path: str, alpha: float = DEFAULT_ALPHA) -> dict:
+def gate(report: Report | dict, path: str, alpha: float = DEFAULT_ALPHA) -> dict:
     """``compare`` against the report stored at ``path``; a baseline that cannot be read at
     the end of the run fails the gate and says why (never passes silently)."""
     try:

@@ -10,6 +10,7 @@ import re
 from ..data import paper as paper_data
 from ..data import taxonomy
 from . import markdown as md
+from .model import Report, as_report
 from .stats import rate_of
 
 SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S",
@@ -125,11 +126,13 @@ def conditions_chart(report: dict) -> str:
     return _svg(fig)
 
 
-def heatmap_rows(report: dict) -> tuple[list[str], list[list[float | None]]]:
+def heatmap_rows(report: Report | dict) -> tuple[list[str], list[list[float | None]]]:
     """Rows of the follow-through failure map (1 - S in %, None = not measured): this run
     pooled, this run per scenario, then the paper's models (Table 4's S)."""
-    model = report.get("model", "this run")
-    acts = report["summary"]["actions"]
+    report = as_report(report)
+    model = "this run" if report.model is None else report.model
+    summary = report.summary
+    acts = summary.actions
     labels, values = [], []
 
     def row(get):
@@ -137,11 +140,11 @@ def heatmap_rows(report: dict) -> tuple[list[str], list[list[float | None]]]:
                 for a in taxonomy.ACTIONS]
 
     labels.append(f"{model} (this run)")
-    values.append(row(lambda a: rate_of(acts[a]["counts"], "S") if a in acts else None))
+    values.append(row(lambda a: rate_of(summary.counts(a), "S") if a in acts else None))
     for scen in SCENARIO_ORDER:
-        if any(scen in acts[a]["scenarios"] for a in acts):
+        if any(scen in summary.scenarios(a) for a in acts):
             labels.append(f"{SCENARIO_ROW_MARK}{taxonomy.SCENARIO_LABELS[scen]}")
-            values.append(row(lambda a: rate_of(acts[a]["scenarios"].get(scen), "S")
+            values.append(row(lambda a: rate_of(summary.scenarios(a).get(scen), "S")
                               if a in acts else None))
     pr = paper_data.load()
     for m in pr.models:
@@ -151,7 +154,7 @@ def heatmap_rows(report: dict) -> tuple[list[str], list[list[float | None]]]:
     return labels, values
 
 
-def heatmap_chart(report: dict) -> str:
+def heatmap_chart(report: Report | dict) -> str:
     import numpy as np
     from matplotlib import colormaps
 
@@ -176,10 +179,10 @@ def heatmap_chart(report: dict) -> str:
     return _svg(fig)
 
 
-def scenarios_chart(report: dict) -> str:
+def scenarios_chart(report: Report | dict) -> str:
     """Figure 5 for one model: per action, per scenario, I and S with Wilson whiskers."""
-    acts = report["summary"]["actions"]
-    actions = [a for a in taxonomy.ACTIONS if a in acts]
+    summary = as_report(report).summary
+    actions = [a for a in taxonomy.ACTIONS if a in summary.actions]
     fig = _figure(max(6.0, 1.25 * len(actions) + 1), 3.2)
     ax = fig.add_subplot()
     ticks, tick_labels = [], []
@@ -187,7 +190,7 @@ def scenarios_chart(report: dict) -> str:
     for a in actions:
         start = x
         for scen in SCENARIO_ORDER:
-            c = acts[a]["scenarios"].get(scen)
+            c = summary.scenarios(a).get(scen)
             if c is None:
                 continue
             for metric, dx, marker in (("I", -0.13, "o"), ("S", 0.13, "s")):
@@ -216,10 +219,10 @@ def scenarios_chart(report: dict) -> str:
     return _svg(fig)
 
 
-def timing_values(report: dict) -> dict[str, dict[str, list[float]]]:
+def timing_values(report: Report | dict) -> dict[str, dict[str, list[float]]]:
     """Per timed action, per condition: the instances' timing diagnostics (seconds)."""
     out: dict[str, dict[str, list[float]]] = {}
-    for inst in report["instances"]:
+    for inst in as_report(report).instances:  # outcome records (InstanceOutcome.to_dict)
         if inst["action"] in taxonomy.TIMING_DIAGNOSTIC and inst.get("timing") is not None \
                 and not inst.get("error"):
             out.setdefault(inst["action"], {}).setdefault(inst["condition"], []).append(
@@ -227,7 +230,7 @@ def timing_values(report: dict) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def timings_chart(report: dict) -> str | None:
+def timings_chart(report: Report | dict) -> str | None:
     values = timing_values(report)
     if not values:
         return None

@@ -17,6 +17,7 @@ import sys
 
 from . import ReportFileError, read_report
 from . import baseline as baseline_mod
+from .model import Report, as_report
 from .terminal import _table
 
 REQUIRED = ("model", "settings", "summary", "instances")
@@ -35,8 +36,10 @@ def table_lines(section: dict) -> list[str]:
     return _table(rows) if len(rows) > 1 else ["(nothing measured in both runs)"]
 
 
-def render_lines(section: dict, a: dict, b: dict, a_path: str, b_path: str) -> list[str]:
-    out = [f"B: {b_path}: {b.get('model')} ({b.get('created')})",
+def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
+                 b_path: str) -> list[str]:
+    b = as_report(b)
+    out = [f"B: {b_path}: {b.model} ({b.created})",
            f"A: {a_path}: {baseline_mod.against(section)}", ""]
     out += [section["message"], f"  {section['pairing_note']}",
             f"  method: {section['method']}"]
@@ -55,13 +58,14 @@ def main(args) -> int:
     ``embed_limit``."""
     alpha = getattr(args, "alpha", None) or baseline_mod.DEFAULT_ALPHA
     try:
-        a = read_report(args.a, REQUIRED, label="A: ")
-        b = read_report(args.b, REQUIRED, label="B: ")
+        # each parsed once; the comparison and both views read the typed reports
+        a = as_report(read_report(args.a, REQUIRED, label="A: "))
+        b = as_report(read_report(args.b, REQUIRED, label="B: "))
         section = baseline_mod.compare(b, a, alpha, str(args.a))
     except ReportFileError as e:  # BaselineError is one
         print(f"duplexact compare: {e}", file=sys.stderr)
         return 2
-    except (KeyError, TypeError, AttributeError) as e:  # a hand-edited report
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a hand-edited report
         print(f"duplexact compare: malformed report ({type(e).__name__}: {e}); re-create it "
               "from its run directory (docs/report-format.md)", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
 def _summary(section: dict, a: Report, b: Report, a_path, b_path) -> str:
     def who(rep: Report, path):
         s = rep.settings or {}
-        return [str(path), rep.model, rep.created, str(s.get("dataset_fingerprint"))[:12],
+        return [str(path), rep.model, rep.created, str(rep.dataset_fingerprint)[:12],
                 rep.totals.instances if rep.totals else None, s.get("judge") or "none"]
 
     out = [_table(["", "report", "model", "created", "dataset fingerprint", "instances",

@@ -28,6 +28,7 @@ from ..data.results import InstanceOutcome, outcome_problem
 from ..run.rundir import write_json
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report
+from .model import Report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
 
@@ -36,7 +37,9 @@ class MergeError(ReportFileError):
     pass
 
 
-def load_report(path: str | Path) -> dict:
+def load_report(path: str | Path) -> Report:
+    """A shard's report, checked as the file it is (naming file and field), then parsed once:
+    the merge reads the typed report."""
     d = read_report(path, ("model", "settings", "instances"), MergeError)
     if not isinstance(d["instances"], list):
         raise MergeError(f"{path}: field 'instances' is {_short(d['instances'])}, not a list of "
@@ -50,7 +53,10 @@ def load_report(path: str | Path) -> dict:
                                      and all(isinstance(i, str) for i in selected)):
         raise MergeError(f"{path}: field 'selected' is {_short(selected)}, not a list of "
                          "instance ids")
-    return d
+    try:
+        return Report.from_json(d)
+    except (KeyError, TypeError, ValueError) as e:  # a section of a shape no release wrote
+        raise MergeError(f"{path}: malformed report ({type(e).__name__}: {e})") from None
 
 
 def _short(value, limit: int = 60) -> str:
@@ -58,9 +64,9 @@ def _short(value, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _settings(path: Path, report: dict) -> RunSettings:
+def _settings(path: Path, report: Report) -> RunSettings:
     try:
-        return RunSettings.from_dict(report["settings"])
+        return RunSettings.from_dict(report.settings)
     except SettingsError as e:
         raise MergeError(f"{path}: {e}") from None
 
@@ -85,16 +91,21 @@ def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def _run_dir_of(path: Path, report: dict) -> str | None:
+def _run_dir_of(path: Path, report: Report) -> str | None:
     """Where the shard's instance folders are: the report's own folder when it holds them."""
     folder = path.resolve().parent
-    recs = [i.get("recording") for i in report["instances"] if i.get("recording")]
+    recs = [i.get("recording") for i in report.instances if i.get("recording")]
     if recs and any((folder / r).is_dir() for r in recs):
         return str(folder)
     return None
 
 
 def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
+    """The merged report as report.json holds it (``merged``'s, written and read back)."""
+    return json.loads(json.dumps(merged(paths, allow_incomplete).to_json()))  # tuples -> lists
+
+
+def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
     """The merged report (see the module docstring); raises MergeError. Instances of the
     shards' selection that no report has (a shard run with ``-k``, an interrupted one, an
     edited report) refuse the merge, naming them; ``allow_incomplete`` merges anyway and
@@ -104,23 +115,23 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
     loaded = [(Path(p), load_report(p)) for p in paths]
     first_path, first = loaded[0]
     parsed = [_settings(p, rep) for p, rep in loaded]
-    if first.get("model") != parsed[0].model:
+    if first.model != parsed[0].model:
         raise MergeError(f"{first_path}: field 'model' disagrees with 'settings.model'")
     settings = parsed[0].unsharded()
     shards: list[tuple[int, int] | None] = []
     owner: dict[str, Path] = {}
     outcomes = []
     for (path, rep), theirs in zip(loaded, parsed):
-        if rep["model"] != first["model"]:
-            raise MergeError(f"{path}: model {rep['model']!r} differs from {first_path}'s "
-                             f"{first['model']!r}; only shards of one run can be merged")
+        if rep.model != first.model:
+            raise MergeError(f"{path}: model {rep.model!r} differs from {first_path}'s "
+                             f"{first.model!r}; only shards of one run can be merged")
         diff = _differences(_comparable(settings), _comparable(theirs))
         if diff:
             raise MergeError(f"{path}: settings differ from {first_path}'s (model, dataset, "
                              "scoring and selection must agree; only the shard may differ): "
                              + "; ".join(diff))
         shards.append(theirs.selection.shard)
-        for d in rep["instances"]:
+        for d in rep.instances:  # outcome records, checked by load_report
             iid = d.get("id")
             if iid in owner:
                 raise MergeError(f"{path}: instance {iid} is also in {owner[iid]}; shard "
@@ -134,7 +145,7 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
             except (KeyError, TypeError, ValueError) as e:
                 raise MergeError(f"{path}: instance {iid}: malformed outcome ({e})") from None
     _check_shards(shards, [p for p, _ in loaded])
-    selected = {i for _, rep in loaded for i in rep.get("selected") or ()} | set(owner)
+    selected = {i for _, rep in loaded for i in rep.selected or ()} | set(owner)
     missing = _missing(loaded, set(owner))
     if missing and not allow_incomplete:
         raise MergeError(_missing_message(missing) + "; rerun them (pytest "
@@ -142,13 +153,13 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
                          "--allow-incomplete to merge without them")
     notes: list[str] = []
     for _, rep in loaded:
-        notes += [n for n in rep.get("notes", []) if n not in notes]
+        notes += [n for n in rep.note_lines() if n not in notes]
     incomplete = None
     if missing:
         incomplete = [i for ids in missing.values() for i in ids]
         notes.append(_missing_message(missing) + " (merged with --allow-incomplete)")
-    usages = [rep["usage"] for _, rep in loaded if "usage" in rep]
-    estimates = [rep["estimate"] for _, rep in loaded if rep.get("estimate")]
+    usages = [rep.usage for _, rep in loaded if rep.usage is not None]
+    estimates = [rep.estimate for _, rep in loaded if rep.estimate]
     from ..data.usage import total
     from .builder import build
     from .cost import load_prices
@@ -158,27 +169,27 @@ def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
         # the function the plugin builds its report with: usage (each shard's total; their
         # sum is the whole run's), judges (as each shard's run wrote them, over the whole
         # run), cost, the paper side by side, as an unsharded run has them
-        merged = build(
-            outcomes, settings, first["model"], selected=selected,
+        report = build(
+            outcomes, settings, first.model, selected=selected,
             usage=total(usages) if usages else None, prices=load_prices() if usages else None,
-            judges=any("judges" in rep for _, rep in loaded), notes=notes,
+            judges=any(rep.judges is not None for _, rep in loaded), notes=notes,
             incomplete=incomplete,
             # shards run in parallel: their walls overlap
             estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
             else None,
             shards=[{"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
-                     "instances": len(rep["instances"]), "run_dir": _run_dir_of(p, rep)}
+                     "instances": len(rep.instances), "run_dir": _run_dir_of(p, rep)}
                     for (p, rep), theirs in zip(loaded, parsed)])
     except ValueError as e:
         raise MergeError(f"cannot aggregate the merged instances: {e}") from None
-    return json.loads(json.dumps(merged.to_json()))  # as written and read back (tuples -> lists)
+    return report
 
 
-def _missing(loaded: list[tuple[Path, dict]], present: set[str]) -> dict[Path, list[str]]:
+def _missing(loaded: list[tuple[Path, Report]], present: set[str]) -> dict[Path, list[str]]:
     """Per report, the ids its ``selected`` lists that no report has an outcome for."""
     out = {}
     for path, rep in loaded:
-        gone = sorted(set(rep.get("selected") or ()) - present)
+        gone = sorted(set(rep.selected or ()) - present)
         if gone:
             out[path] = gone
     return out
@@ -242,15 +253,16 @@ def main(args) -> int:
     stderr."""
     try:
         args.reports = expand(args.reports)
-        merged = merge(args.reports, allow_incomplete=getattr(args, "allow_incomplete", False))
+        report = merged(args.reports,
+                        allow_incomplete=getattr(args, "allow_incomplete", False))
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2
-    write_json(Path(args.output), merged)
-    tot = merged["totals"]
-    print(f"merged {len(args.reports)} report(s): {tot['instances']} instance(s), "
-          f"{tot['errors']} error(s) -> {args.output}")
-    if merged.get("incomplete"):
-        print(f"duplexact merge: INCOMPLETE: {len(merged['incomplete'])} selected instance(s) "
+    write_json(Path(args.output), report.to_json())
+    tot = report.totals
+    print(f"merged {len(args.reports)} report(s): {tot.instances} instance(s), "
+          f"{tot.errors} error(s) -> {args.output}")
+    if report.incomplete:
+        print(f"duplexact merge: INCOMPLETE: {len(report.incomplete)} selected instance(s) "
               "missing (listed in the report's 'incomplete')", file=sys.stderr)
     return 0

@@ -13,14 +13,18 @@ exactly the dict the report has always been, key for key in the same order, so r
 keeps its bytes. Keys this release does not know are kept (``other``) and written back after
 the known ones.
 
-The views read the typed fields (``report.totals.errors``, ``report.summary.counts(a, c)``).
-For callers that still index it like the dict it was, a ``Report`` is also a read-only
-mapping over its JSON form (``report["totals"]["errors"]``).
+Every view, merge, the baseline gate and ``duplexact compare`` read the typed fields
+(``report.totals.errors``, ``report.summary.counts(a, c)``), a stored report parsed once at
+their entry (``as_report``). No module of the package indexes a report by key any more, but
+the estimate (``estimate.plan``'s ``previous``: an unchecked store entry with its ``_name``,
+read leniently for its usage and instance count). A ``Report`` stays a read-only mapping over its JSON form (``report["totals"]["errors"]``) for
+callers outside it that still index it like the dict it was (a conftest's
+``pytest_duplexact_report`` written against the dict; tests/report/test_model.py holds it).
 
 The nested sections whose shape other modules own (settings: run/settings.py; summary:
 aggregate.py; usage, cost, estimate, baseline ...) are carried as the JSON they are, so a
 report read back is written back unchanged, whatever release wrote it; ``Summary`` adds
-typed access to the counts and timings.
+typed access to the counts (per action, condition, scenario, corpus) and timings.
 """
 
 from __future__ import annotations
@@ -77,13 +81,28 @@ class Summary:
         a = self.action(action)
         if a is None:
             return None
-        return a["counts"] if condition is None else a["conditions"].get(condition)
+        return a["counts"] if condition is None else self.conditions(action).get(condition)
+
+    def conditions(self, action: str) -> Mapping:
+        """The action's Counts per condition id, in the stored order; empty when it did not
+        run."""
+        a = self.action(action)
+        return (a.get("conditions") if a else None) or {}
+
+    def scenarios(self, action: str) -> Mapping:
+        """The action's Counts per scenario (Figure 5); empty when it did not run."""
+        a = self.action(action)
+        return (a.get("scenarios") if a else None) or {}
 
     def timing(self, action: str, condition: str | None = None) -> Mapping | None:
+        """The action's timing (aggregate.Timing.to_dict), or a condition's; None when it has
+        none (an untimed action, or one that did not run)."""
         a = self.action(action)
         if a is None:
             return None
-        return a["timing"] if condition is None else a["condition_timings"].get(condition)
+        if condition is None:
+            return a.get("timing")
+        return (a.get("condition_timings") or {}).get(condition)
 
     def corpus_counts(self, action: str, corpus: str) -> Mapping | None:
         return self.actions[action].get("corpora", {}).get(corpus)
@@ -242,6 +261,11 @@ class Report(Mapping):
     def released(self) -> Mapping | None:
         """``settings.released``: only runs on the released data have it."""
         return (self.settings or {}).get("released")
+
+    @property
+    def dataset_fingerprint(self) -> str | None:
+        """``settings.dataset_fingerprint``: what the run's data was (content, not path)."""
+        return (self.settings or {}).get("dataset_fingerprint")
 
     def note_lines(self) -> tuple[str, ...]:
         return self.notes or ()

@@ -8,8 +8,9 @@ score interval (stats.paired_difference), and the **flips** are the instances th
 success to failure or back, with both runs' reasons.
 
 S pairs only instances that entered S in both runs (immediate success in both): an instance
-whose I flipped is an I flip, and enters no S pair. Plain data in, plain data out; the
-baseline gate (baseline.py) Holm-adjusts and decides, the views render.
+whose I flipped is an I flip, and enters no S pair. Typed reports in (``model.Report``, or
+their dicts), plain data out; the baseline gate (baseline.py) Holm-adjusts and decides, the
+views render.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from ..data import taxonomy
 from ..data.results import InstanceOutcome
 from .aggregate import Counts
+from .model import Report, as_report
 from .stats import Rate, mcnemar_exact, paired_difference
 
 METHOD = ("paired per instance: McNemar's exact test (two-sided binomial test on the "
@@ -32,11 +34,11 @@ class PairingError(ValueError):
     """An instance record that cannot be read; the message names the report and instance."""
 
 
-def unpairable(current: dict, baseline: dict) -> str | None:
+def unpairable(current: Report | dict, baseline: Report | dict) -> str | None:
     """Why the two reports cannot be compared instance by instance, or None when they can
     (the same, non-empty set of instance ids)."""
-    cur = {d.get("id") for d in current["instances"]}
-    base = {d.get("id") for d in baseline["instances"]}
+    cur = {d.get("id") for d in as_report(current).instances}
+    base = {d.get("id") for d in as_report(baseline).instances}
     if not cur or not base:
         return "a report holds no instance"
     if cur == base:
@@ -45,11 +47,12 @@ def unpairable(current: dict, baseline: dict) -> str | None:
             f"{len(base - cur)} only in the baseline, {len(cur & base)} in both)")
 
 
-def _verdicts(report: dict, which: str) -> dict[str, tuple[dict, dict[str, bool | None]]]:
-    """Per instance id: its record and, per metric, success (True / False) where the rate
-    counts it, None where it does not (excluded, not judged, an error, ...)."""
+def _verdicts(report: Report, which: str) -> dict[str, tuple[dict, dict[str, bool | None]]]:
+    """Per instance id: its record (InstanceOutcome.to_dict) and, per metric, success (True /
+    False) where the rate counts it, None where it does not (excluded, not judged, an error,
+    ...)."""
     out = {}
-    for d in report["instances"]:
+    for d in report.instances:
         try:
             c = Counts.of(InstanceOutcome.from_dict(d))
         except (KeyError, TypeError, ValueError) as e:
@@ -73,11 +76,13 @@ def _reason(d: dict, metric: str) -> str:
     return str(stage.get("reason") or d.get("error") or "")
 
 
-def compare(current: dict, baseline: dict) -> tuple[list[dict], list[dict], list[dict]]:
+def compare(current: Report | dict,
+            baseline: Report | dict) -> tuple[list[dict], list[dict], list[dict]]:
     """(rows, not_compared, flips). A row per (action | action.condition, metric) with a
     pair: the paired rates, their difference with its interval, the discordant counts and
     McNemar's exact p (unadjusted). Call only when ``unpairable`` is None."""
-    cur, base = _verdicts(current, "current"), _verdicts(baseline, "baseline")
+    cur = _verdicts(as_report(current), "current")
+    base = _verdicts(as_report(baseline), "baseline")
     rows, skipped = [], []
     for action, cond in targets():
         ids = [i for i, (d, _) in cur.items() if d["action"] == action

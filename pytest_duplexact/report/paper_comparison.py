@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ..data import paper as paper_data
 from ..data import taxonomy
+from .model import Report, as_report
 from .stats import drop_test, holm, rate_of
 
 ALPHA = 0.05
@@ -32,12 +33,12 @@ def _two_sided(k1: int, n1: int, k2: int, n2: int) -> tuple[str, float]:
     return t1, min(1.0, 2.0 * min(p1, p2))
 
 
-def paper_section(report: dict) -> dict:
+def paper_section(report: Report | dict) -> dict:
     paper = paper_data.load()
-    acts = report["summary"]["actions"]
+    summary = as_report(report).summary
     coverage, rows = [], []
     for c in taxonomy.CONDITIONS:
-        counts = (acts.get(c.action) or {}).get("conditions", {}).get(c.id)
+        counts = summary.counts(c.action, c.id)
         n_run = counts["n"] if counts else 0
         n_s = [paper.table16[m.name][c.key]["n_S"] for m in paper.models
                if c.key in paper.table16.get(m.name, {})]
