@@ -54,6 +54,16 @@ def test_the_hook_adds_to_report_json(pytester, monkeypatch):
     assert json_text(Report.from_json(stored).to_json()) == text
 
 
+def test_the_hook_conftest_leaves_runs_without_the_plugin_alone(pytester):
+    """The same conftest.py under ``-p no:duplexact`` (or where the plugin is not installed):
+    pytest knows no such hook there, and must not refuse the project's other tests for it."""
+    pytester.makeconftest(HOOK)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:duplexact", "-p", "no:cacheprovider", "-q")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
+
+
 def test_built_and_merged_shapes_round_trip():
     rep = mixed_report()
     back = Report.from_json(rep).to_json()
