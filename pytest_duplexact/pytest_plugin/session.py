@@ -122,7 +122,7 @@ class DuplexactSession:
         self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
         self.messages: list[str] = []  # terminal only, not in the report (resume)
         self.notices: list[str] = []  # terminal only, once before the run starts
-        self.report: dict | None = None
+        self.report = None  # report.model.Report, once finish() has built it
         self.gate_results: list = []
         self._harness: Harness | None = None
         self._build_error: str | None = None

@@ -1,4 +1,5 @@
-"""A run's settings, read once from the options (session.py) or from a stored run.json /
+"""A run's settings, built once from the run's options (pytest_plugin/configure.py
+``settings_of``, from the RunConfig) or read from a stored run.json /
 report.json: one frozen, typed object that the journal, resume, the baseline, the merge and
 the report read, instead of a dict whose keys each of them classified on its own.
 

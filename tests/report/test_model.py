@@ -5,7 +5,9 @@ pytest_duplexact_report hook adds to report.json."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import FrozenInstanceError
+from pathlib import Path
 
 import pytest
 
@@ -19,11 +21,10 @@ from tests.report.helpers import mixed_report, outcomes_for, settings
 RUN = ["--duplexact-model=silent", "--duplexact-condition=take_turn.immediate",
        "--duplexact-limit=1", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
 
-HOOK = '''
-def pytest_duplexact_report(report, config):
-    # a CI plugin's addition: what it knows, next to the run's numbers
-    report.extra["ci"] = {"build": "42", "instances": report.totals.instances}
-'''
+# the conftest.py docs/reports.md shows ("Adding to report.json"), run as printed there
+REPORTS_MD = Path(__file__).resolve().parents[2] / "docs" / "reports.md"
+HOOK = re.search(r"```python\n(# conftest\.py\n.*?)```", REPORTS_MD.read_text(encoding="utf-8"),
+                 re.S).group(1)
 
 
 def _run(pytester, *args) -> tuple[str, dict]:
@@ -43,13 +44,24 @@ def test_a_run_report_reads_back_and_writes_the_same_bytes(pytester):
     assert "extra" not in stored  # nothing added to it: the key is absent
 
 
-def test_the_hook_adds_to_report_json(pytester):
+def test_the_hook_adds_to_report_json(pytester, monkeypatch):
+    monkeypatch.setenv("BUILD_ID", "42")
     pytester.makeconftest(HOOK)
     text, stored = _run(pytester)
     assert stored["extra"] == {"ci": {"build": "42", "instances": 1}}
     report = Report.from_json(stored)
     assert report.extra == stored["extra"] and list(report.to_json())[-1] == "extra"
     assert json_text(Report.from_json(stored).to_json()) == text
+
+
+def test_the_hook_conftest_leaves_runs_without_the_plugin_alone(pytester):
+    """The same conftest.py under ``-p no:duplexact`` (or where the plugin is not installed):
+    pytest knows no such hook there, and must not refuse the project's other tests for it."""
+    pytester.makeconftest(HOOK)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:duplexact", "-p", "no:cacheprovider", "-q")
+    assert result.ret == 0, result.stdout.str()
+    result.assert_outcomes(passed=1)
 
 
 def test_built_and_merged_shapes_round_trip():

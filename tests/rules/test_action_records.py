@@ -27,6 +27,8 @@ from pytest_duplexact.data.instance import (
     TEXT_FIELDS,
     bundled_root,
 )
+from pytest_duplexact.fixturegen import build as fixture_build
+from pytest_duplexact.fixturegen import source as fixture_source
 from pytest_duplexact.judges import prompts
 from pytest_duplexact.report import paper_comparison as paper
 from pytest_duplexact.rules import RULES
@@ -124,6 +126,11 @@ def problems(rec: taxonomy.ActionRecord, rule) -> list[str]:
     suite = PACKAGE / "suites" / f"test_{a}.py"
     if not suite.is_file() or f'action_test("{a}")' not in suite.read_text(encoding="utf-8"):
         out.append(f"{a}: no suite (suites/test_{a}.py calling action_test({a!r}))")
+    # what the fixture generator needs to render it: a builder, the source fields it reads
+    if a not in fixture_build._BUILDERS:
+        out.append(f"{a}: no fixture builder (fixturegen/build.py _BUILDERS)")
+    if a not in fixture_source._FIELDS:
+        out.append(f"{a}: no fixture source fields (fixturegen/source.py _FIELDS)")
     out += [f"{a}: no bundled fixture of {c.key}" for c in rec.conditions
             if c.key not in FIXTURE_CONDITIONS]
     return out
@@ -172,6 +179,8 @@ def test_a_ninth_action_with_only_its_record_lacks_the_other_pieces():
         "repair: config 'repair' does not map to repair in released/mapping.toml [configs]",
         "repair: released/mapping.toml [audio.repair] has no 'reference'",
         "repair: no suite (suites/test_repair.py calling action_test('repair'))",
+        "repair: no fixture builder (fixturegen/build.py _BUILDERS)",
+        "repair: no fixture source fields (fixturegen/source.py _FIELDS)",
         "repair: no bundled fixture of repair.immediate",
     ]
     # not in the released data: no mapping to check, but both pieces or neither
