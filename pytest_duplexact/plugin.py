@@ -12,7 +12,7 @@ import pytest
 
 from .data.results import InstanceOutcome
 from .pytest_plugin import options, own_tests, resumed
-from .pytest_plugin.config import RUN_CONFIG, RunConfig
+from .pytest_plugin.config import RunConfig
 from .pytest_plugin.session import (
     PROPERTY,
     USAGE_PROPERTY,
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     taken = resumed.load(config)  # --duplexact-resume: the run's own model, options, selection
     if not options.get(config, "model"):
         return  # not a benchmark run: no other option is read, none refused
-    run = config.stash[RUN_CONFIG] = RunConfig.from_pytest(config)
+    run = RunConfig.from_pytest(config)  # the session holds it (session.run_config)
     spec = run.model
     session = DuplexactSession(config, run)
     if taken and not session.worker:
@@ -72,8 +72,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is not None:
         del config.stash[SESSION]
         config.pluginmanager.unregister(session)
-    if RUN_CONFIG in config.stash:
-        del config.stash[RUN_CONFIG]
 
 
 def session_of(config: pytest.Config) -> DuplexactSession | None:

@@ -25,8 +25,6 @@ from ..run.harness import RunKnobs
 from ..run.selection import Selection, SelectionError, parse_shard
 from . import options
 
-# the RunConfig of this pytest process, for code that holds only pytest's config
-RUN_CONFIG = pytest.StashKey["RunConfig"]()
 # numbers whose problem is said where the value is first needed (see the module docstring)
 _DEFERRED = ("max-cost", "baseline-alpha", "batch", "timeout", "judge-timeout")
 
@@ -124,10 +122,6 @@ class RunConfig:
             invocation_dir=Path(config.invocation_params.dir), worker=worker,
             assigned_run_dir=Path(assigned) if assigned else None,
             problems=tuple(problems))
-
-    @classmethod
-    def of(cls, config: pytest.Config) -> "RunConfig":
-        return config.stash[RUN_CONFIG]
 
     def need(self, *names: str) -> None:
         """Refuse (pytest.UsageError) the first of these options whose value could not be

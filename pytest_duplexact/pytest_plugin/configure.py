@@ -35,7 +35,7 @@ def load_dataset(config: pytest.Config, run: RunConfig):
     if data and str(data).startswith("hf:"):  # the released benchmark (released/)
         from .released_data import resolve_for_run
 
-        root, released = resolve_for_run(config, data)
+        root, released = resolve_for_run(config, run, data)
     else:
         root = Path(data or bundled_root()).resolve()
         if run.data_mapping:

@@ -16,8 +16,7 @@ from ..released.errors import ReleasedDataError
 from .config import RunConfig
 
 
-def resolve_for_run(config, data: str) -> tuple[Path, dict]:
-    run = RunConfig.of(config)
+def resolve_for_run(config, run: RunConfig, data: str) -> tuple[Path, dict]:
     mapping, skip = run.data_mapping, run.skip_unmappable
 
     def log(msg: str) -> None:

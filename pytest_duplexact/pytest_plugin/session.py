@@ -476,7 +476,18 @@ class DuplexactSession:
             budget=self.budget.to_dict() if self.budget is not None else None,
             baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None)
-        config.hook.pytest_duplexact_report(report=report, config=config)
+        hook_failed = False
+        try:
+            config.hook.pytest_duplexact_report(report=report, config=config)
+        except Exception as e:  # a user's hook: its bug must not cost the measured report
+            from ..remote.netsafety import mask_secrets
+
+            hook_failed = True
+            report = report.replace(extra={})  # what it added before raising is not trusted
+            self.messages.append(
+                "duplexact: ERROR: a pytest_duplexact_report hook raised "
+                f"{type(e).__name__}: {mask_secrets(str(e))}; report.json is written without "
+                "what hooks add (extra), and the run fails")
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
@@ -504,6 +515,8 @@ class DuplexactSession:
         self._publish(report)
         self.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "
                              "timelines, report.json)")
+        if hook_failed and exitstatus in (0, 1):
+            return 1
         if not (self.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
         return 0 if builder.passed(report) else 1

@@ -158,6 +158,10 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
     if missing:
         incomplete = [i for ids in missing.values() for i in ids]
         notes.append(_missing_message(missing) + " (merged with --allow-incomplete)")
+    extra, dropped = _merged_extra([rep.extra for _, rep in loaded])
+    if dropped:
+        notes.append("extra (a pytest_duplexact_report hook's) key(s) " + ", ".join(dropped)
+                     + " differ between the shards: not merged")
     usages = [rep.usage for _, rep in loaded if rep.usage is not None]
     estimates = [rep.estimate for _, rep in loaded if rep.estimate]
     from ..data.usage import total
@@ -182,7 +186,18 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
                     for (p, rep), theirs in zip(loaded, parsed)])
     except ValueError as e:
         raise MergeError(f"cannot aggregate the merged instances: {e}") from None
-    return report
+    return report.replace(extra=extra) if extra else report
+
+
+def _merged_extra(extras: list[dict]) -> tuple[dict, list[str]]:
+    """What a hook added to each shard's report (``extra``): a key every shard has with the
+    same value is kept (the hook cannot run again over the merged run); the others are named,
+    so the merged report says what it lacks instead of passing one shard's value off as the
+    run's."""
+    keys = list(dict.fromkeys(k for e in extras for k in e))
+    kept = {k: extras[0][k] for k in keys
+            if all(k in e and e[k] == extras[0][k] for e in extras)}
+    return kept, [k for k in keys if k not in kept]
 
 
 def _missing(loaded: list[tuple[Path, Report]], present: set[str]) -> dict[Path, list[str]]:

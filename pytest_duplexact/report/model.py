@@ -154,10 +154,6 @@ def _tuple(x):
     return None if x is None else tuple(x)
 
 
-def _list(x):
-    return None if x is None else list(x)
-
-
 @dataclass(frozen=True)
 class Report(Mapping):
     """report.json, docs/report-format.md. A field that is ``None`` is a section the report

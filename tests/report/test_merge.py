@@ -57,6 +57,19 @@ def test_merge_equals_the_unsharded_report(tmp_path):
                                                         "note": "nothing billed"}
 
 
+def test_what_a_hook_added_to_every_shard_alike_is_merged_the_rest_named(tmp_path):
+    """extra (pytest_duplexact_report): the hook cannot run over the merged run, so a key is
+    kept only where every shard agrees; a key they disagree on is named in a note."""
+    _, paths = _shards(tmp_path)
+    assert "extra" not in merge(paths)  # no hook, no key: the default bytes
+    for k, p in enumerate(paths, 1):
+        _edit(p, lambda d, k=k: d.update(extra={"ckpt": "step-9000", "shard_seen": k}))
+    merged = merge(paths)
+    assert merged["extra"] == {"ckpt": "step-9000"}
+    assert merged["notes"][-1] == ("extra (a pytest_duplexact_report hook's) key(s) "
+                                   "shard_seen differ between the shards: not merged")
+
+
 def test_main_writes_the_merged_report(tmp_path, capsys):
     full, paths = _shards(tmp_path)
     out = tmp_path / "merged.json"

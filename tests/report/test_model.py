@@ -54,6 +54,24 @@ def test_the_hook_adds_to_report_json(pytester, monkeypatch):
     assert json_text(Report.from_json(stored).to_json()) == text
 
 
+def test_a_hook_that_raises_fails_the_run_but_keeps_the_measured_report(pytester):
+    pytester.makeconftest(
+        "import pytest\n\n"
+        "@pytest.hookimpl(optionalhook=True)\n"
+        "def pytest_duplexact_report(report, config):\n"
+        "    report.extra['half'] = 1\n"
+        "    raise RuntimeError('no BUILD_ID')\n")
+    args = [a.replace("take_turn.immediate", "wait.inter_sentential_pause") for a in RUN]
+    result = pytester.runpytest(*args, "--duplexact-run-dir=run")
+    result.assert_outcomes(passed=1)  # silence waits: the test is green...
+    assert result.ret == 1  # ... and the hook's failure is the run's
+    assert ("duplexact: ERROR: a pytest_duplexact_report hook raised RuntimeError: no "
+            "BUILD_ID; report.json is written without what hooks add (extra), and the run "
+            "fails") in result.stdout.str()
+    stored = json.loads((pytester.path / "run" / "report.json").read_text(encoding="utf-8"))
+    assert stored["totals"]["instances"] == 1 and "extra" not in stored
+
+
 def test_the_hook_conftest_leaves_runs_without_the_plugin_alone(pytester):
     """The same conftest.py under ``-p no:duplexact`` (or where the plugin is not installed):
     pytest knows no such hook there, and must not refuse the project's other tests for it."""
