@@ -344,3 +344,23 @@ def test_a_child_taking_a_name_from_its_packages_init_depends_on_it(tmp_path):
     assert _imports(f"{NAME}.pkg.child", child, known)[0] == {f"{NAME}.pkg.other"}
     child.write_text("from . import other\n", encoding="utf-8")  # a submodule: no edge
     assert _imports(f"{NAME}.pkg.child", child, known, deferred=True)[0] == {f"{NAME}.pkg.other"}
+
+
+def test_the_plain_types_are_imported_from_their_home():
+    """data.instance re-exports Instance, Clip and Annotations for users; inside the package
+    each is imported from where it is defined (data.annotations), so a reader finds it."""
+    home = {"Instance", "Clip", "Annotations", "Requirements"}
+    bad = []
+    for name, path in _modules().items():
+        if name == f"{NAME}.data.instance":
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            target = ".".join(p for p in (base, node.module) if p)
+            taken = {a.name for a in node.names} & home
+            if target == f"{NAME}.data.instance" and taken:
+                bad.append(f"{name}: {sorted(taken)} from data.instance")
+    assert not bad, "import these from data.annotations:\n" + "\n".join(bad)
