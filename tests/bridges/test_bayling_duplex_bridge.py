@@ -18,6 +18,7 @@ from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.model_options import ModelConfigError
 from tests.bridges.model_stubs import SCALE, bayling
+from tests.bridges.model_stubs.tokenizer import write_vocab
 from tests.bridges.model_support import (
     assert_echo,
     bridge_process,
@@ -27,8 +28,6 @@ from tests.bridges.model_support import (
     run_steps,
 )
 from tests.bridges.support import served
-
-from .model_stubs.tokenizer import write_vocab
 
 FRAME = 1764  # one speech token (80 ms) at 22,050 Hz
 PIECES = {1: "[PAD]", 2: "<|endoftext|>", 4: "<|assistant|>", 5: "[EPAD]", 6: "[SILENCE]",

@@ -14,6 +14,7 @@ import torch
 from pytest_duplexact.bridges import flm_audio
 from pytest_duplexact.bridges.modelkit import ModelMissing
 from tests.bridges.model_stubs import SCALE, flm
+from tests.bridges.model_stubs.tokenizer import FakeTokenizer, write_vocab
 from tests.bridges.model_support import (
     assert_echo,
     bridge_process,
@@ -23,8 +24,6 @@ from tests.bridges.model_support import (
     run_steps,
 )
 from tests.bridges.support import served
-
-from .model_stubs.tokenizer import FakeTokenizer, write_vocab
 
 WAIT = 5
 PIECES = {10: "▁Hel", 11: "lo", 12: "▁wor", 13: "ld"}

@@ -16,6 +16,7 @@ import torch
 from pytest_duplexact.bridges import voila as voila_bridge
 from pytest_duplexact.bridges.modelkit import ModelMissing
 from tests.bridges.model_stubs import SCALE, VOILA_CHECKOUT, voila
+from tests.bridges.model_stubs.tokenizer import FakeTokenizer, write_vocab
 from tests.bridges.model_support import (
     assert_echo,
     bridge_process,
@@ -25,8 +26,6 @@ from tests.bridges.model_support import (
     run_steps,
 )
 from tests.bridges.support import served
-
-from .model_stubs.tokenizer import FakeTokenizer, write_vocab
 
 NC, CB, AUDIO_MIN = 2, 256, 1000
 FRAME = 640

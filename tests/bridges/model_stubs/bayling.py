@@ -27,8 +27,8 @@ from typing import Any, List, Optional
 import numpy as np
 import torch
 
-from . import SCALE
-from .tokenizer import FakeTokenizer
+from tests.bridges.model_stubs import SCALE
+from tests.bridges.model_stubs.tokenizer import FakeTokenizer
 
 SPECIALS = {"assistant": "<|assistant|>", "epad": "[EPAD]", "silence": "[SILENCE]",
             "pad": "[PAD]", "end": "<|endoftext|>"}

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import torch
 
-from . import SCALE
+from tests.bridges.model_stubs import SCALE
 
 MIMI_NAME = "tokenizer-e351c8d8-checkpoint125.safetensors"
 

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from . import SCALE
+from tests.bridges.model_stubs import SCALE
 
 AUDIO_TOKEN_FORMAT = "<|{}|>"
 DEFAULT_AUDIO_TOKEN = "<au_token>"
