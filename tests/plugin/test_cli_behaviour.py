@@ -5,13 +5,12 @@ selection of the bundled set."""
 
 from __future__ import annotations
 
-import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from pytest_duplexact.data import taxonomy
+from tests.support.runs import read_report
 
 SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cacheprovider"]
 
@@ -38,10 +37,6 @@ CRASHY = textwrap.dedent('''
 
 def run(pytester, *args):
     return pytester.runpytest_subprocess(*args, timeout=300)
-
-
-def report_of(pytester) -> dict:
-    return json.loads(Path(pytester.path, "report.json").read_text())
 
 
 def test_help_lists_every_option_with_its_ini_key(pytester):
@@ -79,7 +74,7 @@ def test_ini_keys_configure_the_run(pytester):
     res = run(pytester, "-p", "no:cacheprovider")
     # silent never speaks: every stop trial is excluded (skipped), never failed
     res.assert_outcomes(skipped=3)
-    rep = report_of(pytester)
+    rep = read_report(pytester.path)
     stop = rep["summary"]["actions"]["stop"]["counts"]
     assert stop["excluded"] == 3 and stop["I"] is None
     assert "3 excluded" in res.stdout.str()
@@ -94,7 +89,7 @@ def test_outcomes_map_to_pytest(pytester):
     assert "model  |" in out  # the compact timeline lanes
     res = run(pytester, "--duplexact-model=oracle", *SMALL, "--duplexact-report=report.json")
     res.assert_outcomes(passed=3)
-    rep = report_of(pytester)
+    rep = read_report(pytester.path)
     # no judge configured: S is not judged, never a silent pass in the rates
     tt = rep["summary"]["actions"]["take_turn"]["counts"]
     assert tt["I"] == 1.0 and tt["S"] is None and tt["not_judged"] == 3
@@ -107,7 +102,7 @@ def test_model_crash_is_an_error_not_a_miss(pytester):
               "--duplexact-report=report.json", "--duplexact-gate=take_turn.I>=0.5")
     res.assert_outcomes(passed=2, errors=1)
     assert "simulated model crash" in res.stdout.str()
-    rep = report_of(pytester)
+    rep = read_report(pytester.path)
     tt = rep["summary"]["actions"]["take_turn"]
     assert tt["counts"]["errors"] == 1 and tt["counts"]["n_I"] == 2
     assert tt["conditions"]["delayed"]["I"] is None  # no valid trial, not 0 %

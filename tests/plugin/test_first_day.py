@@ -12,6 +12,7 @@ import pytest
 
 from pytest_duplexact.cli import main
 from pytest_duplexact.run.selection import shard_of
+from tests.support.runs import read_report
 
 # silent never speaks: no VAD, no transcriber, so each run is about the time of pytest's start
 SILENT = ["--duplexact-model=silent", "-p", "no:cacheprovider"]
@@ -22,10 +23,6 @@ def run(pytester, *args):
     """In process (a subprocess start costs seconds on a shared machine): each run builds its
     own config and session, as a new pytest process does."""
     return pytester.runpytest(*args, "-p", "no:asyncio")  # a user's folder has no asyncio ini
-
-
-def report_of(pytester, run_dir="run") -> dict:
-    return json.loads(Path(pytester.path, run_dir, "report.json").read_text())
 
 
 def test_the_resume_hint_works_as_printed_and_a_shard_stays_that_shard(pytester):
@@ -41,7 +38,7 @@ def test_the_resume_hint_works_as_printed_and_a_shard_stays_that_shard(pytester)
     # the run's own model and selection, said once
     assert "run's own settings" in out and "--duplexact-model=silent" in out
     assert "--duplexact-shard=1/2" in out
-    report = report_of(pytester)
+    report = read_report(pytester.path / "run")
     ids = [o["id"] for o in report["instances"]]
     assert report["model"] == "silent" and report["settings"]["selection"]["shard"] == "1/2"
     assert len(ids) > 1 and all(shard_of(i, 2) == 1 for i in ids)  # never widened

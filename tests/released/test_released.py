@@ -17,6 +17,7 @@ from pytest_duplexact.released import ReleasedDataError, resolve_data
 from pytest_duplexact.rules import requires
 from tests.fakes.hf_hub import COMMIT, FakeHub
 from tests.released.snapshot_builder import CONFIG_OF, RATE, TEST_MAPPING, build
+from tests.support.runs import read_report
 
 REPO = "LincolnD/DuplexAct"
 
@@ -33,10 +34,6 @@ def snapshot(tmp_path_factory) -> tuple[Path, Path, dict]:
 def cache(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("DUPLEXACT_CACHE_DIR", str(tmp_path / "dx-cache"))
     return tmp_path / "dx-cache"
-
-
-def _report(pytester) -> dict:
-    return json.loads(Path(pytester.path, "report.json").read_text())
 
 
 def _check_run(rep: dict, held: dict) -> None:
@@ -59,7 +56,7 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
                              "--duplexact-model=endpoint", "--duplexact-report=report.json",
                              "-p", "no:cacheprovider", "-p", "no:randomly")
     assert res.ret in (0, 1), res.stdout.str()
-    rep = _report(pytester)
+    rep = read_report(pytester.path)
     _check_run(rep, held)
     # converted once, at 16 kHz mono, the 24 kHz source rate recorded per instance
     ds = load_dataset(rep["settings"]["dataset"], requires=requires)
@@ -115,7 +112,7 @@ def test_download_through_a_fake_hub_and_second_run_makes_no_request(pytester, s
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         first = pytester.runpytest_subprocess(*args, timeout=300)
         assert first.ret in (0, 1), first.stdout.str() + first.stderr.str()
-        rep1 = _report(pytester)
+        rep1 = read_report(pytester.path)
         _check_run(rep1, held)
         assert rep1["settings"]["released"]["revision"] == COMMIT
         got = [p for m, p in hub.requests if "/resolve/" in p and m == "GET"]
@@ -127,7 +124,7 @@ def test_download_through_a_fake_hub_and_second_run_makes_no_request(pytester, s
         second = pytester.runpytest_subprocess(*args, timeout=300)
         assert second.ret in (0, 1), second.stdout.str() + second.stderr.str()
         assert hub.requests[n:] == []  # no request at all
-        rep2 = _report(pytester)
+        rep2 = read_report(pytester.path)
         assert rep2["settings"]["dataset"] == str(converted)
         assert (converted / "instances.jsonl").stat().st_mtime_ns == stamp  # reused
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline with the snapshot cached: fine
