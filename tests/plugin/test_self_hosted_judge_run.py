@@ -17,7 +17,10 @@ import torch  # noqa: F401
 from pytest_duplexact.cli import main as duplexact
 from pytest_duplexact.report.judging import SELF_HOSTED_NOTE
 from tests.fakes import Content, FakeOpenAI
+from tests.support.inner_runs import inner_runs_set_the_loop_scope  # noqa: F401 (a fixture)
 
+# The loop-scope fixture is imported here, not in a tests/plugin conftest: test_first_day.py's
+# bare-folder runs must see no asyncio ini key (tests/support/inner_runs.py).
 MODEL = "qwen2.5-7b-instruct"
 
 
@@ -27,7 +30,6 @@ def _local_style(request):
 
 
 def test_a_self_hosted_judge_is_recorded_and_marks_every_view(pytester, monkeypatch, capsys):
-    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     monkeypatch.setenv("OPENAI_API_KEY", "local")  # any non-empty key, as for vLLM
     for var in ("OPENAI_BASE_URL", "DUPLEXACT_JUDGE_BASE_URL",
                 "DUPLEXACT_AUDIO_JUDGE_BASE_URL"):
