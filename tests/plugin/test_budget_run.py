@@ -9,7 +9,6 @@ server, which bills audio seconds."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -25,6 +24,7 @@ from pytest_duplexact.report.estimate import stream_bounds
 from pytest_duplexact.rules import requires
 from tests.fakes import FakeOpenAI
 from tests.plugin.test_realtime_run import KEY, realtime_server  # noqa: F401 (a fixture)
+from tests.support.runs import read_report
 
 # the fake judge bills 10 input and 5 output tokens a call: 0.2 USD at these prices
 PRICES = '[models."gpt-5.4"]\ninput_tokens = 0.01\noutput_tokens = 0.02\n'
@@ -33,10 +33,6 @@ JUDGED = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "--duplexa
           "no:cacheprovider")
 # what differs between a budgeted-then-resumed run and an unbudgeted one by design
 NOT_COMPARED = set(VOLATILE_KEYS) | {"measured", "budget", "estimate", "settings"}
-
-
-def _report(path: Path) -> dict:
-    return json.loads(path.read_text())
 
 
 def _comparable(rep: dict) -> dict:
@@ -80,7 +76,7 @@ def unbudgeted(tmp_path_factory, judge_server):
                           "--duplexact-run-dir=full"], cwd=where, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "OPENAI_API_KEY": KEY})
     assert res.returncode == 0, res.stdout + res.stderr
-    return _report(where / "full" / "report.json")
+    return read_report(where / "full")
 
 
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
@@ -90,7 +86,7 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert per_trial == pytest.approx(0.2)  # one judge call per immediate success
     res = _run(pytester, judge, "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist)
     out = res.stdout.str()
-    rep = _report(pytester.path / "run" / "report.json")
+    rep = read_report(pytester.path / "run")
     assert res.ret == pytest.ExitCode.INTERRUPTED, out
     done = rep["totals"]["instances"]
     assert 0 < done < 6, out
@@ -109,7 +105,7 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert not (pytester.path / "run" / "budget-stop.json").exists()
     again = _run(pytester, judge, f"--duplexact-resume={pytester.path / 'run'}", *xdist)
     assert again.ret == 0, again.stdout.str()
-    resumed = _report(pytester.path / "run" / "report.json")
+    resumed = read_report(pytester.path / "run")
     assert "budget" not in resumed
     assert _comparable(resumed) == _comparable(unbudgeted)
 
@@ -177,7 +173,7 @@ def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeyp
         "--duplexact-concurrency=2", "--duplexact-run-dir=run", "--duplexact-prices=prices.toml",
         "--duplexact-max-cost=0.3", "-p", "no:cacheprovider", timeout=240)
     out = res.stdout.str()
-    rep = _report(pytester.path / "run" / "report.json")
+    rep = read_report(pytester.path / "run")
     assert res.ret == pytest.ExitCode.INTERRUPTED, out
     assert rep["totals"] == {"instances": 2, "errors": 0}, out
     assert _started(pytester.path / "run") == {i["id"] for i in rep["instances"]}
