@@ -101,3 +101,11 @@ def write_run_dir(root: Path, rep: dict, seconds: float = 4.0) -> Path:
 
 def all_condition_keys() -> list[str]:
     return [c.key for c in taxonomy.CONDITIONS]
+
+
+def scipy_mcnemar(worse: int, better: int) -> float:
+    """The reference for McNemar's exact p-value: scipy's two-sided binomial test on the
+    discordant pairs (1 with none)."""
+    from scipy.stats import binomtest
+
+    return 1.0 if worse + better == 0 else binomtest(worse, worse + better, 0.5).pvalue

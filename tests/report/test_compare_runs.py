@@ -17,14 +17,14 @@ import torch  # noqa: F401
 from scipy.stats import binomtest
 
 from pytest_duplexact.cli import main as duplexact
+from tests.report.helpers import scipy_mcnemar
 
 SELECTION = ("--duplexact-condition=take_turn.immediate,take_turn.delayed,hold_floor.continue,"
              "interrupt.help", "-p", "no:cacheprovider", "-q")
 
 
 def _scipy_p(row: dict) -> float:
-    worse, better = row["discordant"]["worse"], row["discordant"]["better"]
-    return 1.0 if worse + better == 0 else binomtest(worse, worse + better, 0.5).pvalue
+    return scipy_mcnemar(row["discordant"]["worse"], row["discordant"]["better"])
 
 
 def test_compare_an_oracle_run_with_an_endpoint_run(pytester, capsys):
