@@ -19,39 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
-import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, machine, stats_ms
+from _common import machine, stats_ms
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import SessionInfo
+from tests.bridges.support import SERVER, scripted_server
 
-SERVER = ROOT / "tests" / "fakes" / "bridge_server.py"
 FRAME_S = 0.08
-
-
-@contextmanager
-def bridge(script: dict):
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--script",
-                             json.dumps(script), "--log-level", "warning"],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        m = re.search(r"listening on (ws://\S+)", proc.stdout.readline())
-        if m is None:
-            raise SystemExit("the scripted bridge did not start")
-        yield m.group(1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def round_trips(steps: int) -> dict:
@@ -65,7 +47,7 @@ def round_trips(steps: int) -> dict:
         t0 = time.perf_counter()
         local.step(frame)
         t_local.append(time.perf_counter() - t0)
-    with bridge({"model": "at"}) as url:
+    with scripted_server({"model": "at"}, "--log-level", "warning") as url:
         model = resolve_model("bridge", url=url)
         model.start(SessionInfo(instance=None))
         for _ in range(50):  # warm up: first connection, allocator, caches
@@ -122,7 +104,8 @@ def onsets(mode: str, trials: int) -> dict:
         # the truth: the same scripted model in process, heard through the same detector
         truth = asyncio.run(replay.run(SteppedDuplex(_fake().SpeaksAt(24_000, 1920, at), info),
                                        instance))
-        with bridge({"model": "at", "mode": mode, "speak_at_s": at}) as url:
+        with scripted_server({"model": "at", "mode": mode, "speak_at_s": at},
+                            "--log-level", "warning") as url:
             model = resolve_model("bridge", url=url)
 
             async def go():
