@@ -49,7 +49,7 @@ from .http_server import (
     shut_down,
     wav_bytes,
 )
-from .model_options import ModelConfigError, build, check_server_url, shown_url
+from .model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
 from .streaming import (
@@ -96,9 +96,8 @@ class LycheeFD:
         if self.infer_window_ms < 160:
             raise ModelConfigError(f"{LABEL}: infer_window_ms must be >= 160 (the server's "
                                    f"minimum), got {self.infer_window_ms}")
-        for name in ("connect_timeout", "request_timeout", "event_timeout", "chunk_ms"):
-            if getattr(self, name) <= 0:
-                raise ModelConfigError(f"{LABEL}: {name} must be positive")
+        require_positive(LABEL, self, "connect_timeout", "request_timeout", "event_timeout",
+                         "chunk_ms")
 
     @property
     def name(self) -> str:
