@@ -538,8 +538,12 @@ def preflight(**options: Any) -> None:
 
 def reach(**options: Any) -> str:
     """``duplexact models bridge -o url=...``: what answers at the URL now."""
-    r = probe(client_from(options))
-    return (f"{r.model or 'a bridge'}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
+    return described(probe(client_from(options)), "a bridge")
+
+
+def described(r: wire.Ready, unnamed: str) -> str:
+    """What a probe learnt, as ``reach`` says it (``unnamed``: a READY without a model name)."""
+    return (f"{r.model or unnamed}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
             f"transcript {'yes' if r.transcript else 'no'}")
 
 

@@ -69,13 +69,12 @@ def _factory(name: str) -> Callable[..., Any]:
 
     def reach(**options: Any) -> str:
         """``duplexact models NAME -o url=...``: connect once; which model answers."""
-        from .bridge import probe
+        from .bridge import described, probe
 
         c = client(options)
         r = probe(c)
         served(c, r)
-        return (f"{r.model or name}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
-                f"transcript {'yes' if r.transcript else 'no'}")
+        return described(r, name)
 
     factory.preflight = preflight  # type: ignore[attr-defined]
     factory.reach = reach  # type: ignore[attr-defined]

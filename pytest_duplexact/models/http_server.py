@@ -20,12 +20,11 @@ import httpx2
 import numpy as np
 
 from .base import ModelError
-from .model_options import ModelConfigError, scrub_url, shown_url
+from .model_options import TRANSIENT_HTTP, ModelConfigError, scrub_url, shown_url
 from .streaming import TransientModelError
 
 log = logging.getLogger(__name__)
 
-TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
 CLOSE_TIMEOUT_S = 5.0
 
 
@@ -53,7 +52,7 @@ def request_error(e: BaseException, label: str, what: str, url: str) -> ModelErr
             detail = ""
         text = f"{label}: {what} got HTTP {status} from {where}" + (f": {detail}" if detail
                                                                      else "")
-        return TransientModelError(text) if status in TRANSIENT else ModelError(text)
+        return TransientModelError(text) if status in TRANSIENT_HTTP else ModelError(text)
     why = scrub_url(f"{type(e).__name__}: {e}", url)
     if "CERTIFICATE_VERIFY_FAILED" in why or "certificate verify failed" in why:
         return ModelConfigError(

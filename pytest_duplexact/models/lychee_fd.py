@@ -49,11 +49,12 @@ from .http_server import (
     shut_down,
     wav_bytes,
 )
-from .model_options import ModelConfigError, build, check_server_url, shown_url
+from .model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
 from .streaming import (
     AudioDelta,
+    Chunker,
     Error,
     Event,
     ItemDone,
@@ -95,9 +96,8 @@ class LycheeFD:
         if self.infer_window_ms < 160:
             raise ModelConfigError(f"{LABEL}: infer_window_ms must be >= 160 (the server's "
                                    f"minimum), got {self.infer_window_ms}")
-        for name in ("connect_timeout", "request_timeout", "event_timeout", "chunk_ms"):
-            if getattr(self, name) <= 0:
-                raise ModelConfigError(f"{LABEL}: {name} must be positive")
+        require_positive(LABEL, self, "connect_timeout", "request_timeout", "event_timeout",
+                         "chunk_ms")
 
     @property
     def name(self) -> str:
@@ -136,9 +136,7 @@ class LycheeSession(QueuedEvents):
         self._http = client(verify=model.verify, connect_timeout=model.connect_timeout,
                             read_timeout=model.request_timeout)
         self.session_id: str | None = None
-        self._window = int(INPUT_RATE * model.infer_window_ms / 1000)
-        self._pending: list[np.ndarray] = []
-        self._pending_n = 0
+        self._chunks = Chunker(int(INPUT_RATE * model.infer_window_ms / 1000))
         self._uploads: asyncio.Queue = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._turns = 0
@@ -164,7 +162,8 @@ class LycheeSession(QueuedEvents):
             raise ModelError(f"{LABEL}: session/start answered without a session_id")
         self.session_id = str(body["session_id"])
         window_ms = int(body.get("infer_window_ms") or m.infer_window_ms)
-        self._window = int(INPUT_RATE * window_ms / 1000)  # the server's, which may clamp ours
+        # the server's window, which may clamp ours
+        self._chunks = Chunker(int(INPUT_RATE * window_ms / 1000))
         self._tasks = [asyncio.create_task(self._read_events()),
                        asyncio.create_task(self._upload())]
         try:  # the stream is open before the first chunk goes out
@@ -290,12 +289,8 @@ class LycheeSession(QueuedEvents):
         """Collect pieces into whole inference windows; each is queued for upload the moment
         its last sample is due (uploads go out in order, off the wall clock's path)."""
         self._check()
-        self._pending.append(np.asarray(pcm, dtype=np.float32))
-        self._pending_n += len(pcm)
-        while self._pending_n >= self._window:
-            x = np.concatenate(self._pending)
-            self._pending, self._pending_n = [x[self._window:]], len(x) - self._window
-            self._uploads.put_nowait(x[: self._window])
+        for x in self._chunks.push(pcm):
+            self._uploads.put_nowait(x)
 
     async def close(self) -> None:
         """``stop`` so the server frees the session's worker, then drop the stream."""

@@ -35,7 +35,7 @@ import numpy as np
 
 from .base import ModelError, SessionInfo
 from .http_server import client, reach_route, request_error, shut_down, wav_bytes
-from .model_options import ModelConfigError, build, check_server_url, shown_url
+from .model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents
 from .streaming import AudioDelta, ItemDone, TranscriptDelta
@@ -71,10 +71,8 @@ class MiniOmni2:
 
     def __post_init__(self):
         check_server_url(LABEL, self.server_url, "http://HOST:60808")
-        for name in ("stream_stride", "max_tokens", "vad_chunk_s", "connect_timeout",
-                     "read_timeout", "chunk_ms"):
-            if getattr(self, name) <= 0:
-                raise ModelConfigError(f"{LABEL}: {name} must be positive")
+        require_positive(LABEL, self, "stream_stride", "max_tokens", "vad_chunk_s",
+                         "connect_timeout", "read_timeout", "chunk_ms")
         if not 0 <= self.speech_s <= self.started_talking_s <= self.vad_chunk_s:
             raise ModelConfigError(f"{LABEL}: need 0 <= speech_s <= started_talking_s <= "
                                    "vad_chunk_s")

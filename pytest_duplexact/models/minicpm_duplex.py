@@ -56,6 +56,7 @@ from .model_options import (
     build,
     check_transport,
     connect_error,
+    require_positive,
     scrub,
     tls_context,
 )
@@ -117,9 +118,7 @@ class MiniCPMO:
                         allow_insecure=self.allow_insecure)
         if self.step_ms <= 0 or self.chunk_ms <= 0:
             raise ModelConfigError(f"{LABEL}: step_ms and chunk_ms must be positive")
-        for name in ("connect_timeout", "queue_timeout", "prepare_timeout"):
-            if getattr(self, name) <= 0:
-                raise ModelConfigError(f"{LABEL}: {name} must be positive")
+        require_positive(LABEL, self, "connect_timeout", "queue_timeout", "prepare_timeout")
 
     @property
     def name(self) -> str:

@@ -69,6 +69,13 @@ def build(cls: type[T], label: str, key_env: str | None, options: dict[str, Any]
     return cls(**{k: coerce(label, fields[k], v) for k, v in options.items()})
 
 
+def require_positive(label: str, options: Any, *names: str) -> None:
+    """Each of these fields of ``options`` is > 0 (timeouts, chunk sizes), in this order."""
+    for name in names:
+        if getattr(options, name) <= 0:
+            raise ModelConfigError(f"{label}: {name} must be positive")
+
+
 def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
                     allow_insecure: bool) -> None:
     """Refuse a URL that would send the key unencrypted to another machine: the package's

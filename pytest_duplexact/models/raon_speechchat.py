@@ -23,7 +23,7 @@ the audio instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -97,9 +97,8 @@ def factory(**options: Any) -> BridgeStreaming:
     """``--duplexact-model=raon-speechchat``: no probe (its READY is known, and a probe would
     reserve a GPU worker for nothing)."""
     raon = build(RaonSpeechChat, LABEL, KEY_ENV, options)
-    native = wire.parse_ready(b"")
-    ready = wire.Ready(native.mode, native.sample_rate, native.frame, raon.native_transcript,
-                       LABEL, native=True)
+    # the gateway's empty READY, with the transcript as the options say
+    ready = replace(wire.parse_ready(b""), transcript=raon.native_transcript)
     return BridgeStreaming(raon.client(), ready, error_is_transient=True)
 
 

@@ -45,7 +45,14 @@ import socketio
 
 from .base import ModelError, SessionInfo
 from .http_server import probe
-from .model_options import ModelConfigError, build, check_server_url, scrub_url, shown_url
+from .model_options import (
+    ModelConfigError,
+    build,
+    check_server_url,
+    require_positive,
+    scrub_url,
+    shown_url,
+)
 from .pcm import from_pcm16, pcm16
 from .server_session import QueuedEvents, started
 from .streaming import (
@@ -106,11 +113,7 @@ class SocketIOOmni:
         if bad or not self.transport_list:
             raise ModelConfigError(f"{self.name}: transports must be polling and/or websocket, "
                                    f"got {self.transports!r}")
-        if self.chunk_ms <= 0:
-            raise ModelConfigError(f"{self.name}: chunk_ms must be positive")
-        for name in ("connect_timeout", "prompt_timeout"):
-            if getattr(self, name) <= 0:
-                raise ModelConfigError(f"{self.name}: {name} must be positive")
+        require_positive(self.name, self, "chunk_ms", "connect_timeout", "prompt_timeout")
 
     @property
     def name(self) -> str:
