@@ -52,6 +52,15 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
     return d
 
 
+def typed_report(d: dict, where, error=ReportFileError) -> Report:
+    """A stored report past its file's checks (``read_report``'s and the tool's own), parsed
+    once; a section of a shape no release wrote raises ``error`` naming ``where`` (the file)."""
+    try:
+        return Report.from_json(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise error(f"{where}: malformed report ({type(e).__name__}: {e})") from None
+
+
 # what a report raises past read_report's checks when hand-edited into a shape no release wrote
 MALFORMED = (KeyError, TypeError, AttributeError, ValueError)
 
