@@ -47,7 +47,8 @@ def save(report, store: Path) -> Path:
     store.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", str(report.created or ""))[:15] or "undated"
     with _locked(store):
-        number = (entries(store)[-1][0] + 1) if entries(store) else 1
+        found = entries(store)  # one scan of the folder
+        number = found[-1][0] + 1 if found else 1
         path = store / f"{number:04d}_{_slug(str(report.model or 'model'))}_{stamp}.json"
         write_json(path, report.to_json())
     return path
