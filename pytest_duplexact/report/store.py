@@ -24,7 +24,8 @@ class StoreError(ValueError):
     pass
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A name as a file name's part (the store's entries, the default run directory)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
 
 
@@ -49,7 +50,7 @@ def save(report, store: Path) -> Path:
     with _locked(store):
         found = entries(store)  # one scan of the folder
         number = found[-1][0] + 1 if found else 1
-        path = store / f"{number:04d}_{_slug(str(report.model or 'model'))}_{stamp}.json"
+        path = store / f"{number:04d}_{slug(str(report.model or 'model'))}_{stamp}.json"
         write_json(path, report.to_json())
     return path
 
