@@ -6,7 +6,6 @@ names the option."""
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from .. import __version__
 from ..data.instance import DatasetError, bundled_root, check_dataset
+from ..report.store import slug
 from ..rules import requires
 from ..run import journal
 from ..run.rundir import RUN_FILE, RunDir, claim_new
@@ -21,10 +21,6 @@ from ..run.settings import RunSettings
 from .config import RunConfig
 
 _BRANCH_CLIPS = ("branch_acknowledged", "branch_ignored")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
 
 
 def load_dataset(config: pytest.Config, run: RunConfig):
@@ -114,7 +110,7 @@ def resolve_run_dir(run: RunConfig) -> Path:
     shard = run.selection.shard
     stamp = time.strftime("%Y%m%d-%H%M%S")
     part = "" if shard is None else "-shard%dof%d" % shard  # shards of one run never collide
-    base = run.invocation_dir / "duplexact-runs" / f"{_slug(run.model)}-{stamp}{part}"
+    base = run.invocation_dir / "duplexact-runs" / f"{slug(run.model)}-{stamp}{part}"
     return claim_new(base)  # runs started in the same second: base-2, base-3, ...
 
 

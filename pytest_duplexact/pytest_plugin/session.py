@@ -100,14 +100,12 @@ class DuplexactSession:
     def __init__(self, config: pytest.Config, run: RunConfig):
         self.config = config
         self.run_config = run
-        self.model_spec = run.model
         self.worker = run.worker
         dataset, released = configure.load_dataset(config, run)
         try:
             self.instances = select(dataset.instances, run.selection)
         except SelectionError as e:
             raise pytest.UsageError(f"duplexact selection: {e}") from None
-        self.gates = list(run.gates)
         self.settings: RunSettings = configure.settings_of(run, dataset, released=released)
         self.run_dir = configure.resolve_run_dir(run)
         self.notes: list[str] = []  # into the report
@@ -183,8 +181,8 @@ class DuplexactSession:
             except SettingsError as e:
                 raise pytest.UsageError(str(e)) from None
             except Exception as e:  # the model's factory (or its weights) failed
-                self._build_error = (f"--duplexact-model={self.model_spec}: the model could not "
-                                     f"be built: {type(e).__name__}: {e}")
+                self._build_error = (f"--duplexact-model={self.run_config.model}: the model "
+                                     f"could not be built: {type(e).__name__}: {e}")
                 raise ModelBuildError(self._build_error + "; every instance would fail the "
                                       "same way, so the run stops here") from e
             self._say_batching()
@@ -468,8 +466,8 @@ class DuplexactSession:
         baseline = self.baseline
         # the same function merge builds its report with: every section, in report.json order
         report = builder.build(
-            outcomes, self.settings, self.model_spec, selected=[i.id for i in self.instances],
-            usage=usage.total(self.usage.values()), prices=prices, gates=self.gates,
+            outcomes, self.settings, run.model, selected=[i.id for i in self.instances],
+            usage=usage.total(self.usage.values()), prices=prices, gates=run.gates,
             notes=notes, estimate=self.estimate,
             measured=model.Measured(round(time.monotonic() - self._started, 1),
                                     len(self._billed_ids)),
@@ -517,7 +515,7 @@ class DuplexactSession:
                              "timelines, report.json)")
         if hook_failed and exitstatus in (0, 1):
             return 1
-        if not (self.gates or baseline) or exitstatus not in (0, 1):
+        if not (run.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
         return 0 if builder.passed(report) else 1
 

@@ -4,6 +4,7 @@ gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Iterable
@@ -49,6 +50,31 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
         if key not in d:
             raise error(f"{where}: field {key!r} is missing")
     return d
+
+
+def typed_report(d: dict, where, error=ReportFileError) -> Report:
+    """A stored report past its file's checks (``read_report``'s and the tool's own), parsed
+    once; a section of a shape no release wrote raises ``error`` naming ``where`` (the file)."""
+    try:
+        return Report.from_json(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise error(f"{where}: malformed report ({type(e).__name__}: {e})") from None
+
+
+# what a report raises past read_report's checks when hand-edited into a shape no release wrote
+MALFORMED = (KeyError, TypeError, AttributeError, ValueError)
+
+
+def refuse(command: str, e: Exception, where: str = "") -> int:
+    """What ``duplexact <command>`` says on stderr when a report cannot be used, and its exit
+    status (2): a ReportFileError's own message, else (one of MALFORMED) a malformed report;
+    ``where`` prefixes the latter (the file, when the command reads one)."""
+    if isinstance(e, ReportFileError):
+        print(f"duplexact {command}: {e}", file=sys.stderr)
+    else:
+        print(f"duplexact {command}: {where}malformed report ({type(e).__name__}: {e}); "
+              "re-create it from its run directory (docs/report-format.md)", file=sys.stderr)
+    return 2
 
 
 def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..data import taxonomy
 from ..run.settings import RunSettings, SettingsError
-from . import ReportFileError, paired, read_report
+from . import ReportFileError, paired, read_report, typed_report
 from .count_checks import count_problems
 from .judging import section as judges_of
 from .model import Report, as_report
@@ -51,11 +51,7 @@ def load(path: str | Path) -> Report:
     bad = next(count_problems(d["summary"]["actions"]), None)  # the first, by field
     if bad:
         raise BaselineError(f"baseline {path}: field '{bad[0]}' {bad[1]}")
-    try:
-        return Report.from_json(d)
-    except (KeyError, TypeError, ValueError) as e:  # a section of a shape no release wrote
-        raise BaselineError(f"baseline {path}: malformed report ({type(e).__name__}: "
-                            f"{e})") from None
+    return typed_report(d, f"baseline {path}", BaselineError)
 
 
 def _counts(report: Report, action: str, condition: str | None) -> dict | None:

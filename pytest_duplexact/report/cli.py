@@ -13,10 +13,9 @@ Optional attributes of ``args`` (used when the console script offers them): ``au
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from . import ReportFileError, read_report
+from . import MALFORMED, read_report, refuse
 from . import baseline as baseline_mod
 
 
@@ -25,13 +24,8 @@ def main(args) -> int:
         report = read_report(args.report, ("model", "settings", "summary", "totals",
                                            "instances"))
         return _render(args, report)
-    except ReportFileError as e:
-        print(f"duplexact report: {e}", file=sys.stderr)
-        return 2
-    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a hand-edited report
-        print(f"duplexact report: {args.report}: malformed report ({type(e).__name__}: {e}); "
-              "re-create it from its run directory (docs/report-format.md)", file=sys.stderr)
-        return 2
+    except MALFORMED as e:  # a ReportFileError (BaselineError is one) or a hand-edited report
+        return refuse("report", e, f"{args.report}: ")
 
 
 def _render(args, stored: dict) -> int:
@@ -41,11 +35,7 @@ def _render(args, stored: dict) -> int:
     status = 0
     if getattr(args, "baseline", None):
         alpha = getattr(args, "baseline_alpha", None) or baseline_mod.DEFAULT_ALPHA
-        try:
-            base = baseline_mod.load(args.baseline)
-        except baseline_mod.BaselineError as e:
-            print(f"duplexact report: {e}", file=sys.stderr)
-            return 2
+        base = baseline_mod.load(args.baseline)  # a BaselineError: main says it, exit 2
         report = report.replace(baseline=baseline_mod.compare(report, base, alpha,
                                                               str(args.baseline)))
         status = 0 if report.baseline["passed"] else 1

@@ -13,9 +13,7 @@ reports too); 2: a report cannot be read.
 
 from __future__ import annotations
 
-import sys
-
-from . import ReportFileError, read_report
+from . import MALFORMED, read_report, refuse
 from . import baseline as baseline_mod
 from .model import Report, as_report
 from .terminal import _table
@@ -62,13 +60,8 @@ def main(args) -> int:
         a = as_report(read_report(args.a, REQUIRED, label="A: "))
         b = as_report(read_report(args.b, REQUIRED, label="B: "))
         section = baseline_mod.compare(b, a, alpha, str(args.a))
-    except ReportFileError as e:  # BaselineError is one
-        print(f"duplexact compare: {e}", file=sys.stderr)
-        return 2
-    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a hand-edited report
-        print(f"duplexact compare: malformed report ({type(e).__name__}: {e}); re-create it "
-              "from its run directory (docs/report-format.md)", file=sys.stderr)
-        return 2
+    except MALFORMED as e:  # a ReportFileError (BaselineError is one) or a hand-edited report
+        return refuse("compare", e)
     for line in render_lines(section, a, b, str(args.a), str(args.b)):
         print(line)
     if getattr(args, "html", None):

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..data.results import InstanceOutcome, outcome_problem
 from ..run.rundir import write_json
 from ..run.settings import RunSettings, SettingsError
-from . import ReportFileError, read_report
+from . import ReportFileError, read_report, typed_report
 from .model import Report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
@@ -53,10 +53,7 @@ def load_report(path: str | Path) -> Report:
                                      and all(isinstance(i, str) for i in selected)):
         raise MergeError(f"{path}: field 'selected' is {_short(selected)}, not a list of "
                          "instance ids")
-    try:
-        return Report.from_json(d)
-    except (KeyError, TypeError, ValueError) as e:  # a section of a shape no release wrote
-        raise MergeError(f"{path}: malformed report ({type(e).__name__}: {e})") from None
+    return typed_report(d, path, MergeError)
 
 
 def _short(value, limit: int = 60) -> str:

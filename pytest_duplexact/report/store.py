@@ -24,7 +24,8 @@ class StoreError(ValueError):
     pass
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A name as a file name's part (the store's entries, the default run directory)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
 
 
@@ -47,8 +48,9 @@ def save(report, store: Path) -> Path:
     store.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", str(report.created or ""))[:15] or "undated"
     with _locked(store):
-        number = (entries(store)[-1][0] + 1) if entries(store) else 1
-        path = store / f"{number:04d}_{_slug(str(report.model or 'model'))}_{stamp}.json"
+        found = entries(store)  # one scan of the folder
+        number = found[-1][0] + 1 if found else 1
+        path = store / f"{number:04d}_{slug(str(report.model or 'model'))}_{stamp}.json"
         write_json(path, report.to_json())
     return path
 
