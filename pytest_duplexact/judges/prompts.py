@@ -17,8 +17,9 @@ Page furniture that the extraction dropped into the middle of four templates ("2
 ...) is removed. Stop has no judge (rules only, B.4).
 
 OURS (the paper gives no exact text): the backchannel stage-2 "genuine backchannel?" prompt,
-the stage-3 audio-judge prompt and the simulator prompt (used by pipelines/simulator_llm.py). They follow the
-paper's wording where it describes the stage, and are marked ``verbatim=False``.
+the stage-3 audio-judge prompt and the simulator prompt (used by pipelines/simulator_llm.py).
+They follow the paper's wording where it describes the stage, and are marked
+``verbatim=False``.
 """
 
 from __future__ import annotations

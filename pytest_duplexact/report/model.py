@@ -2,8 +2,8 @@
 is the one function that makes a run's final report from its outcomes and settings (plus the
 run-wide sections: usage, judges, cost, the paper side by side, gates, notes, the estimate,
 the budget, the baseline, the shards). The plugin (``pytest_plugin/session.py`` ``finish``)
-and ``duplexact merge`` both call ``build`` (report/builder.py), so a merged report has every section the
-unsharded run's has, built the same way.
+and ``duplexact merge`` both call ``build`` (report/builder.py), so a merged report has every
+section the unsharded run's has, built the same way.
 
 Versioned the way inspect_ai versions its EvalLog: ``SCHEMA`` and ``VERSION`` are the file's
 own ``schema`` / ``version`` keys (``version`` bumps on any incompatible change; readers
@@ -17,9 +17,10 @@ Every view, merge, the baseline gate and ``duplexact compare`` read the typed fi
 (``report.totals.errors``, ``report.summary.counts(a, c)``), a stored report parsed once at
 their entry (``as_report``). No module of the package indexes a report by key any more, but
 the estimate (``estimate.plan``'s ``previous``: an unchecked store entry with its ``_name``,
-read leniently for its usage and instance count). A ``Report`` stays a read-only mapping over its JSON form (``report["totals"]["errors"]``) for
-callers outside it that still index it like the dict it was (a conftest's
-``pytest_duplexact_report`` written against the dict; tests/report/test_model.py holds it).
+read leniently for its usage and instance count). A ``Report`` stays a read-only mapping over
+its JSON form (``report["totals"]["errors"]``) for callers outside it that still index it
+like the dict it was (a conftest's ``pytest_duplexact_report`` written against the dict;
+tests/report/test_model.py holds it).
 
 The nested sections whose shape other modules own (settings: run/settings.py; summary:
 aggregate.py; usage, cost, estimate, baseline ...) are carried as the JSON they are, so a
