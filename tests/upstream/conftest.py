@@ -1,0 +1,3 @@
+"""tests/upstream: our real adapters and bridges driven against the authors' own server and
+model code (checkouts named by $DUPLEXACT_UPSTREAM_DIR; every test skips, naming it, when it
+is unset). One module per model; see tests/upstream/support.py for the layout."""
