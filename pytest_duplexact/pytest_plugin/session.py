@@ -31,6 +31,7 @@ from ..run.rundir import RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
 from . import configure, preflight
+from .termination import TerminationGuard
 from .config import RunConfig
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
@@ -141,6 +142,7 @@ class DuplexactSession:
         self._started = time.monotonic()
         self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
         self._billed_ids: set[str] = set()  # ... the tests counted in it
+        self._termination = TerminationGuard()  # SIGTERM stops like Ctrl-C (controller)
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
@@ -399,6 +401,8 @@ class DuplexactSession:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self._pytest_session = session
+        if not self.worker:
+            self._termination.install()
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if not self.worker and tr is not None:  # shown before the long run starts
             for line in self.notices + self.messages:
@@ -423,6 +427,7 @@ class DuplexactSession:
             terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config) -> None:
+        self._termination.uninstall()
         if self.lock is not None:
             self.lock.release()
         if self._harness is not None and self._harness.prefetcher is not None:
@@ -453,6 +458,11 @@ class DuplexactSession:
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
+        if self._termination.received and missing:
+            self.messages.append(
+                f"duplexact: stopped by {self._termination.received} (a scheduler's time "
+                f"limit, a preemption or a kill) after {len(outcomes):,} of {len(expected):,} "
+                f"instances; resume with pytest --duplexact-resume={self.run_dir}")
         if self.budget is not None:
             if self.budget.stopped:
                 line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
