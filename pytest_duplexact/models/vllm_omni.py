@@ -556,7 +556,7 @@ class VllmOmniSession:
         self.usage["listen_decisions"] += 1
         if rid is not None and rid == self._speaking and self._model.cut_on_listen:
             return [Note(f"listen mid-response {self._speaking}"), *self._cut()]
-        if self._listening:
+        if self._listening or self._speaking is not None:
             return []  # one entry per change, not one per chunk period
         self._listening = True
         return [Note("listen")]
