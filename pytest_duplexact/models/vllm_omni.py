@@ -304,7 +304,7 @@ class VllmOmni:
                       "output": {"sample_rate_hz": self.output_rate}},
             "turn_detection": None, "overlap_policy": self.overlap_policy,
             "playback_commit_policy": self.playback_commit_policy,
-            "extra_body": {"auto_response": True, "native_duplex": True,
+            "extra_body": {"auto_response": True,
                            "force_listen_count": self.force_listen_count},
         }
         for key in ("instructions", "voice", "temperature"):

@@ -355,8 +355,7 @@ def test_the_endpoint_and_the_open_handshake(tmp_path):
         b"RIFF0000WAVE").decode()
     assert (session["overlap_policy"], session["playback_commit_policy"]) == (
         "listen_only", "ack_only")
-    assert session["extra_body"] == {"auto_response": True, "native_duplex": True,
-                                     "force_listen_count": 0}
+    assert session["extra_body"] == {"auto_response": True, "force_listen_count": 0}
     assert session["temperature"] == 0.6 and session["turn_detection"] is None
 
 
