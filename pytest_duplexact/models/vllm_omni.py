@@ -205,6 +205,7 @@ class VllmOmni:
     voice: str | None = None
     temperature: float | None = None
     overlap_policy: str = "listen_only"
+    turn_detection: str = "none"     # or server_vad: a turn-based deployment answers on it
     playback_commit_policy: str = "ack_only"
     force_listen_count: int = 0      # extra_body, as the preset
     input_format: str = "pcm16"      # used when session.created does not say
@@ -231,6 +232,9 @@ class VllmOmni:
         check_transport(LABEL, self.url, key_env=KEY_ENV,
                         carries_key=bool(os.environ.get(KEY_ENV)),
                         allow_insecure=self.allow_insecure)
+        if self.turn_detection not in ("none", "server_vad"):
+            raise ModelConfigError(f"{LABEL}: turn_detection must be none or server_vad, got "
+                                   f"{self.turn_detection!r}")
         if self.input_format not in _BYTES:
             raise ModelConfigError(f"{LABEL}: input_format must be one of "
                                    f"{', '.join(_BYTES)}, got {self.input_format!r}")
@@ -302,7 +306,9 @@ class VllmOmni:
             "sample_rate_hz": self.input_rate,
             "audio": {"input": {"sample_rate_hz": self.input_rate},
                       "output": {"sample_rate_hz": self.output_rate}},
-            "turn_detection": None, "overlap_policy": self.overlap_policy,
+            "turn_detection": ({"type": "server_vad"} if self.turn_detection == "server_vad"
+                               else None),
+            "overlap_policy": self.overlap_policy,
             "playback_commit_policy": self.playback_commit_policy,
             "extra_body": {"auto_response": True,
                            "force_listen_count": self.force_listen_count},
@@ -319,10 +325,18 @@ class VllmOmni:
         if not deployment.flag("supports_input_append", True):
             raise ModelConfigError(f"{LABEL}: {deployment.model} does not take streamed "
                                    "audio (supports_input_append false)")
-        if self.overlap_policy in BARGE_IN_POLICIES and not deployment.flag("supports_barge_in"):
-            raise ModelConfigError(f"{LABEL}: overlap_policy={self.overlap_policy} needs "
-                                   f"barge-in, which {deployment.model} does not support "
-                                   "(supports_barge_in false); use listen_only")
+        if (self.overlap_policy in BARGE_IN_POLICIES or self.turn_detection == "server_vad") \
+                and not deployment.flag("supports_barge_in"):
+            setting = (f"overlap_policy={self.overlap_policy}"
+                       if self.overlap_policy in BARGE_IN_POLICIES else "turn_detection=server_vad")
+            raise ModelConfigError(f"{LABEL}: {setting} needs barge-in, which "
+                                   f"{deployment.model} does not support (supports_barge_in "
+                                   "false); use listen_only and turn_detection=none")
+        level = deployment.capabilities.get("implementation_level", "model_native_duplex")
+        if level != "model_native_duplex" and self.turn_detection == "none":
+            # nothing would ever commit a turn: the model would stay silent, scored as misses
+            raise ModelConfigError(f"{LABEL}: {deployment.model} is {level}: it answers only "
+                                   "a committed turn; pass turn_detection=server_vad")
         return deployment
 
     async def connect(self, info: SessionInfo) -> "VllmOmniSession":

@@ -325,6 +325,17 @@ def test_what_a_capability_rules_out_is_refused_in_one_line():
                                                "barge-in"):
         model(overlap_policy="barge_in_on_speech").check(
             Deployment("m", {**CAPS, "supports_barge_in": False}, 16_000, 24_000, "pcm16"))
+    with pytest.raises(ModelConfigError, match="turn_detection=server_vad needs barge-in"):
+        model(turn_detection="server_vad").check(
+            Deployment("m", {**CAPS, "supports_barge_in": False}, 16_000, 24_000, "pcm16"))
+    turn_based = Deployment("m", {**CAPS, "implementation_level": "turn_based_duplex"},
+                            16_000, 24_000, "pcm16")
+    with pytest.raises(ModelConfigError, match="turn_based_duplex: it answers only a committed "
+                                               "turn; pass turn_detection=server_vad"):
+        model().check(turn_based)
+    assert model(turn_detection="server_vad").check(turn_based) is turn_based
+    assert model(turn_detection="server_vad").session_update()["session"][
+        "turn_detection"] == {"type": "server_vad"}
     with pytest.raises(ModelConfigError, match="supports_input_append false"):
         model().check(Deployment("m", {"supports_input_append": False}, 16_000, 24_000,
                                  "pcm16"))
