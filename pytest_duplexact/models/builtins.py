@@ -55,6 +55,10 @@ BUILTINS: dict[str, Builtin] = {
                          "MiniCPM-o behind its duplex demo server (server_url option)",
                          "streaming", packages=(Package("websockets",
                                                         "pip install 'openai[realtime]'"),)),
+    # the URL is an option; its preflight opens one session and reads the capabilities
+    "vllm-omni": Builtin(_M + "vllm_omni:factory",
+                         "a duplex model served by vLLM-Omni's /v1/realtime?duplex=1 (url "
+                         "option; MiniCPM-o 4.5 today)", "streaming", packages=_WEBSOCKETS),
     "moshi": Builtin(
         _M + "moshi:factory", "Kyutai Moshi from local checkpoint files (moshi 0.2.13)",
         "stepped",

@@ -143,7 +143,7 @@ def paper_lines(name: str) -> list[str]:
         if missing is not None:
             lines.append(f"    {r.kind}: {missing} in this install  [not runnable here]")
             continue
-        if r.kind in ("bridge", "native server"):  # its server is on the model's machine
+        if r.kind in ("bridge", "native server", "serving engine"):  # on the model's machine
             _, state = describe(r.plugin, BUILTINS[r.plugin], None)
             state = "needs its server" if state == "ready" else state
         else:

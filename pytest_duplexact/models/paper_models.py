@@ -48,7 +48,7 @@ class Route:
     ``start`` what to start on the model's machine (empty: nothing, it is in process or
     hosted), ``bridge`` the kit module that command runs (``pytest_duplexact.bridges.X``)."""
 
-    kind: str  # "in-process", "bridge", "native server" or "hosted"
+    kind: str  # "in-process", "bridge", "native server", "serving engine" or "hosted"
     plugin: str
     run: str  # the plugin's options for it
     start: str = ""
@@ -79,6 +79,11 @@ ROUTES: dict[str, tuple[Route, ...]] = {
     "minicpm-o": (
         Route("native server", "minicpm-o", "-o server_url=ws://HOST:8006",
               start="MiniCPM-o-Demo: its gateway and one worker per GPU, as its README says"),
+        # the same model behind vLLM-Omni's duplex endpoint (models/vllm_omni.py)
+        Route("serving engine", "vllm-omni",
+              "-o url=ws://HOST:8099/v1/realtime?duplex=1 -o ref_audio=VOICE.wav",
+              start="vllm-omni serve openbmb/MiniCPM-o-4_5 --omni --deploy-config "
+                    "vllm_omni/deploy/minicpmo_4_5.yaml --trust-remote-code --port 8099"),
     ),
     # their authors' own demo servers, spoken as they are (models/socketio_omni.py,
     # lychee_fd.py, mini_omni2.py; the commands are docs/models.md's, from each README)

@@ -12,11 +12,14 @@ Session protocol (what ``await model.connect(info)`` returns)::
         async def close(self) -> None
 
 A session may also have ``usage``: a flat dict of numbers its provider reported (tokens,
-audio seconds), read at ``close()`` into ``Recording.usage`` and totalled by data/usage.py.
+audio seconds), read at ``close()`` into ``Recording.usage`` and totalled by data/usage.py;
+and ``attach_playback(played_ms)``: the duplex then hands it ``played_ms(item_id) -> int``,
+the milliseconds of that item a listener has heard by now on the playback clock (for a
+protocol that reports playback back to its server, as vllm_omni.py does).
 
 ``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
-``ResponseDone`` / ``Error``. An adapter raises ``TransientModelError`` (retried from scratch)
-or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
+``ResponseDone`` / ``Error`` / ``Note``. An adapter raises ``TransientModelError`` (retried
+from scratch) or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
 provider dropped the session, which is a transient failure of that instance.
 """
 
@@ -102,7 +105,15 @@ class Error:
     transient: bool = False
 
 
-Event = Union[AudioDelta, TranscriptDelta, SpeechStarted, ItemDone, ResponseDone, Error]
+@dataclass(frozen=True)
+class Note:
+    """Something the provider decided that a reader of the recording should see (a listen
+    decision, an overlap decision): kept in ``Recording.events`` at its arrival, no effect."""
+
+    text: str
+
+
+Event = Union[AudioDelta, TranscriptDelta, SpeechStarted, ItemDone, ResponseDone, Error, Note]
 
 
 @runtime_checkable
@@ -163,6 +174,6 @@ async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], tim
 
 __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
-    "Event", "StreamingSession", "TransientModelError", "ModelError", "DEFAULT_CHUNK_MS",
+    "Note", "Event", "StreamingSession", "TransientModelError", "ModelError", "DEFAULT_CHUNK_MS",
     "Chunker", "stop_and_close",
 ]

@@ -38,6 +38,7 @@ from ..models.streaming import (
     Error,
     Event,
     ItemDone,
+    Note,
     ResponseDone,
     SpeechStarted,
     StreamingSession,
@@ -129,6 +130,14 @@ class PlaybackBuffer:
         for item in ([self._items[item_id]] if item_id in self._items else
                      [] if item_id is not None else self._items.values()):
             item.done = True
+
+    def played(self, item_id: str, at: float) -> int:
+        """Samples of ``item_id`` a listener has heard by ``at`` (0 for an unknown item)."""
+        item = self._items.get(item_id)
+        if item is None:
+            return 0
+        upto = self._index(at)
+        return sum(min(n, max(0, upto - pos)) for _, pos, n in item.placements)
 
     def playing(self, at: float) -> bool:
         return self._index(at) < self._end
@@ -286,6 +295,9 @@ class StreamingDuplex(Duplex):
         self._max_lag = 0.0
         self._watch = watchdog.current()  # each answer from the session is progress
         self.usage: dict = {}  # the session's own usage report, taken at close()
+        attach = getattr(session, "attach_playback", None)
+        if callable(attach):  # a protocol that reports playback to its server
+            attach(self.played_ms)
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -325,6 +337,10 @@ class StreamingDuplex(Duplex):
     def max_input_lag(self) -> float:
         """Largest delay (s) of an input chunk behind its wall-clock slot so far."""
         return self._max_lag
+
+    def played_ms(self, item_id: str) -> int:
+        """Milliseconds of ``item_id`` a listener has heard by now (the playback clock)."""
+        return self.playback.played(item_id, self._clock()) * 1000 // self.output_sample_rate
 
     def _record(self, at: float, what: str) -> None:
         self.events.append((round(at, 4), what))
@@ -421,6 +437,8 @@ class StreamingDuplex(Duplex):
             self._record(at, "speech_started")
             if ev.interrupt:
                 await self._interrupt(at)
+        elif isinstance(ev, Note):
+            self._record(at, ev.text)
         elif isinstance(ev, Error):
             self._record(at, f"model_error {ev.code or ''}: {ev.message}".strip())
             if ev.fatal:

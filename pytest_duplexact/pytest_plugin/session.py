@@ -553,7 +553,11 @@ class DuplexactSession:
 
 def _unsupported(model, inst) -> str | None:
     """Why ``model`` cannot run ``inst``'s pipeline, if it declares the ones it supports
-    (``pipelines``: taxonomy pipeline values, e.g. mini-omni2's ("direct",))."""
+    (``pipelines``: taxonomy pipeline values, e.g. mini-omni2's ("direct",)), or says why
+    itself (``unsupported(pipeline)``: vllm-omni, from what its deployment advertises)."""
+    why = getattr(model, "unsupported", None)
+    if callable(why):
+        return why(inst.pipeline.value)
     supported = getattr(model, "pipelines", None)
     if not supported or inst.pipeline.value in supported:
         return None

@@ -23,7 +23,8 @@ def test_the_roster_is_the_papers_fourteen_and_every_route_is_one_of_them():
     assert set(ROUTES) <= set(PAPER)
     for name, routes in ROUTES.items():
         for r in routes:
-            assert r.kind in ("in-process", "bridge", "native server", "hosted"), name
+            assert r.kind in ("in-process", "bridge", "native server", "serving engine",
+                              "hosted"), name
             assert r.missing() is None, (name, r)  # this install has what its rows name
 
 
@@ -36,6 +37,8 @@ def test_every_paper_model_is_listed_with_its_route(capsys):
     assert heads == PAPER
     assert "bridge: --duplexact-model=bridge -o url=ws://HOST:8765  [needs its server]" in section
     assert "start: python -m pytest_duplexact.bridges.moshi" in section
+    assert ("serving engine: --duplexact-model=vllm-omni -o url=ws://HOST:8099/v1/realtime?"
+            "duplex=1 -o ref_audio=VOICE.wav  [needs its server]") in section
     assert "(Raon-SpeechChat, KRAFTON/Raon-SpeechChat-9B; the paper ran direct + simulator; " \
            "native transcript)" in section
     for name in PAPER:
