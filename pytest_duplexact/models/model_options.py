@@ -141,13 +141,19 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
 _TLS: dict[str, ssl.SSLContext] = {}
 
 
-def tls_context(ca_file: str = "") -> ssl.SSLContext:
+def tls_context(ca_file: str = "", *, verify: bool = True) -> ssl.SSLContext:
     """The verifying TLS context for ``ca_file`` (empty: the system's CA bundle). Loading a
     bundle costs ~40 ms of CPU on the event loop that also paces every other session's input,
-    so each is made once per process and shared."""
-    if ca_file not in _TLS:
-        _TLS[ca_file] = ssl.create_default_context(cafile=ca_file or None)
-    return _TLS[ca_file]
+    so each is made once per process and shared. ``verify=False`` (the user's opt-in for a
+    self-signed demo server): a context that checks neither the certificate nor the name."""
+    key = ca_file if verify else "\0insecure"
+    if key not in _TLS:
+        ctx = ssl.create_default_context(cafile=ca_file or None)
+        if not verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        _TLS[key] = ctx
+    return _TLS[key]
 
 
 # --- servers the user starts (the open models' own demo servers) ------------------------------
