@@ -16,7 +16,7 @@ import dataclasses
 import os
 import ssl
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .base import ModelError
 from .streaming import TransientModelError
@@ -170,8 +170,9 @@ def scrub_url(text: Any, url: str) -> str:
     text = str(text)
     parts = urlsplit(url)
     for secret in (parts.password, parts.username):
-        if secret:
-            text = text.replace(secret, "***")
+        for form in {secret, unquote(secret or "")}:  # as written, and as a server echoes it
+            if form:
+                text = text.replace(form, "***")
     return text
 
 
