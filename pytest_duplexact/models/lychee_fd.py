@@ -17,7 +17,9 @@ The protocol is ``register_realtime_session_routes`` in HITsz-TMG/Lychee-FD
 4. ``POST /api/realtime/session/{id}/stop``.
 
 Mapping onto the streaming layer: one spoken turn (``state_change`` to ``s`` up to the next
-turn or interruption) is one item; ``assistant_text`` is its native transcript;
+turn or interruption) is one item; app.py pushes a round's ``assistant_text`` as the model
+decodes it and that round's ``state_change`` at the round's end, so text that came before its
+``state_change`` belongs to the turn that change starts; ``assistant_text`` is its native transcript;
 ``audio_interrupt`` is a barge-in (``SpeechStarted``): playback stops at its arrival
 (``cut_on_interrupt=false`` lets the already queued audio play, as the frontend does). The
 heartbeat makes the event stream's read deadline (``event_timeout``) a liveness check: a
@@ -202,6 +204,7 @@ class LycheeSession(QueuedEvents):
         self._tasks: list[asyncio.Task] = []
         self._turns = 0
         self._turn: str | None = None
+        self._turn_heard = False  # the open turn has audio (app.py sends a round's text first)
         self._texts: dict[str, str] = {}
         self._opened = asyncio.Event()
         self._closed = False
@@ -265,6 +268,7 @@ class LycheeSession(QueuedEvents):
             self._turns += 1
             self.usage["turns"] += 1
             self._turn = f"turn_{self._turns}"
+            self._turn_heard = False
         return self._turn
 
     def _close_turn(self) -> list[Event]:
@@ -281,6 +285,8 @@ class LycheeSession(QueuedEvents):
             msg = {}
         if kind == "state_change":
             if str(msg.get("to", "")).lower() == "s" and str(msg.get("from", "")).lower() != "s":
+                if self._turn is not None and not self._turn_heard:
+                    return []  # the turn its text opened: app.py pushes a round's text first
                 out = self._close_turn()
                 self._open_turn()
                 return out
@@ -329,7 +335,9 @@ class LycheeSession(QueuedEvents):
         if len(audio) == 0:
             return []
         self.usage["audio_out_s"] += len(audio) / OUTPUT_RATE
-        return [AudioDelta(self._open_turn(), audio)]
+        turn = self._open_turn()
+        self._turn_heard = True
+        return [AudioDelta(turn, audio)]
 
     # -- input --
 

@@ -76,3 +76,17 @@ def test_an_error_event_loses_the_server_urls_credentials(session, echo):
     assert e.fatal and e.transient
     assert "s3cr" not in e.message and "bob" not in e.message, e.message
     assert "***" in e.message
+
+
+def test_text_sent_before_its_state_change_belongs_to_that_turn(session):
+    """app.py pushes a round's assistant_text while it decodes and the round's state_change
+    (from round_trace, capitals) at its end: the text, the change and the audio are one turn
+    (before, the text's own turn was closed without audio and its words were lost)."""
+    events = [*session._translate("assistant_text", json.dumps(
+                  {"delta": "this", "snapshot": "this", "round_id": 6})),
+              *session._translate("state_change", json.dumps({"from": "L", "to": "S"})),
+              *session._translate("audio_chunk_pcm", pcm_event(2_400, 24_000))]
+    assert [type(e).__name__ for e in events] == ["TranscriptDelta", "AudioDelta"]
+    assert events[0].item_id == events[1].item_id
+    more = session._translate("state_change", json.dumps({"from": "L", "to": "S"}))
+    assert [type(e).__name__ for e in more] == ["ItemDone"]  # a heard turn: the next starts
