@@ -64,6 +64,17 @@ class Server:
             return []
         return [json.loads(line) for line in self.stub_log.read_text().splitlines() if line]
 
+    def closed_since(self, before: int, deadline_s: float = 20.0) -> list[dict]:
+        """The stub's events since index ``before`` once every session opened since then is
+        closed (a server may end a stopped session after its last round)."""
+        end = time.monotonic() + deadline_s
+        while True:
+            events = self.events()[before:]
+            kinds = [e["event"] for e in events]
+            if kinds.count("open") == kinds.count("close") or time.monotonic() > end:
+                return events
+            time.sleep(0.1)
+
 
 def start_server(cmd: list[str], *, cwd: Path, stub_path: str, port: int, tmp: Path,
                  env: dict[str, str] | None = None, deadline_s: float = 120.0) -> Server:
@@ -71,7 +82,7 @@ def start_server(cmd: list[str], *, cwd: Path, stub_path: str, port: int, tmp: P
     connection (fails with the server's log when it exits or the deadline passes)."""
     log, stub_log = tmp / "server.log", tmp / "stub.jsonl"
     full_env = {**os.environ, "PYTHONPATH": stub_path, "DUPLEXACT_STUB_LOG": str(stub_log),
-                "PYTHONUNBUFFERED": "1", **(env or {})}
+                "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)

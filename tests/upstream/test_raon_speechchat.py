@@ -122,7 +122,7 @@ async def test_a_trial_answers_where_the_stub_decided_and_stops_on_barge_in(gate
     before = len(gateway.events())
     clip = user_clip((0.3, 1.0), (2.3, 0.5), total=3.3)
     rec = await trial(model(gateway), tmp_path, clip, observation_s=2.0)
-    events = gateway.events()[before:]
+    events = gateway.closed_since(before)
     kinds = [e["event"] for e in events]
     assert kinds[0] == "open" and kinds[-1] == "close", kinds  # one session, ended by us
     assert kinds.count("answer") == 2 and kinds.count("stop") == 1, kinds
@@ -147,7 +147,7 @@ async def test_sessions_at_once_and_a_full_gateway_waited_out(gateway, tmp_path)
     clip = user_clip((0.2, 0.6), total=1.0)
     recs = await asyncio.gather(*(trial(raon, tmp_path / f"t{i}", clip, observation_s=1.4)
                                   for i in range(3)))
-    events = gateway.events()[before:]
+    events = gateway.closed_since(before)
     assert [e["event"] for e in events].count("open") == 3
     assert most_open_at_once(events) == PER_GPU
     refused = gateway.log.read_text().count("no workers available for session")

@@ -54,6 +54,7 @@ class TurnTaker:
         self.pos = 0
         self.words = SENTENCE.split()
         self.said = 0
+        self.ended = ""  # how the last answer ended: "stop" (barge-in) or "end"
         log(session, "open", 0.0)
 
     def step(self, x: np.ndarray) -> tuple[np.ndarray, str]:
@@ -62,7 +63,7 @@ class TurnTaker:
         voiced = bool(n) and float(np.sqrt(np.mean(np.square(x, dtype=np.float64)))) > VOICED_RMS
         if self.answer is not None and voiced:
             log(self.session, "stop", self.t)
-            self.answer = None
+            self.answer, self.ended = None, "stop"
         if voiced:
             self.heard, self.silent_s = True, 0.0
         elif self.heard:
@@ -82,7 +83,7 @@ class TurnTaker:
         self.said = due
         if self.pos >= len(self.answer):
             log(self.session, "end", self.t)
-            self.answer = None
+            self.answer, self.ended = None, "end"
         return out, text
 
     def close(self) -> None:
