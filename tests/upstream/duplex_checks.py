@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -26,6 +27,7 @@ from tests.upstream.support import STUBS
 
 SENTENCE = "this is the stub answering you"  # stubs/duplexact_turns.py
 ANSWER_S = 1.0
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 
 def free_port() -> int:
@@ -34,11 +36,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def importable(python: str, modules: str) -> str | None:
-    """None when ``python`` imports every one of ``modules`` (comma-separated), else why not."""
-    r = subprocess.run([python, "-c", f"import {modules}"], capture_output=True, text=True,
+def documented_command(start: str) -> list[str]:
+    """The start command docs/models.md prints in backticks, beginning with ``start``."""
+    text = " ".join(DOCS.read_text().split())
+    found = re.search(f"`({re.escape(start)} [^`]+)`", text)
+    assert found, f"docs/models.md no longer prints a command starting {start!r}"
+    return found.group(1).split()
+
+
+def require_packages(ck, modules: str, module_file: str) -> None:
+    """Skip, saying how to build it, when the checkout's interpreter lacks ``modules``."""
+    r = subprocess.run([ck.python, "-c", f"import {modules}"], capture_output=True, text=True,
                        timeout=120)
-    return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
+    if r.returncode:
+        why = (r.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"{ck.python} cannot run {ck.repo}'s server ({why}): build "
+                    f"{ck.path.name}.venv as {module_file} says")
 
 
 @dataclass
@@ -129,27 +142,43 @@ class Measured:
     onset_err_ms: list[float] = field(default_factory=list)
     stop_err_ms: list[float] = field(default_factory=list)
 
+    def row(self) -> dict:
+        """The harness table's columns this trial fills (support.record_row), once the
+        test has checked connects, audio and text."""
+        med, top = median_max(self.onset_err_ms)
+        return {"connects": True, "audio": True, "text": True,
+                "barge_in_stop": bool(self.stop_err_ms), "onset_err_ms_median": med,
+                "onset_err_ms_max": top, "stop_err_ms": median_max(self.stop_err_ms)[1]}
+
 
 def against_stub(rec, events: list[dict]) -> Measured:
-    """Each stub answer matched to the output span that starts at or after it (an answer's
-    audio cannot precede the decision; 50 ms for the energy gate's frames), each stop to the
-    end of the span it cut. Fails naming the decision a span is missing for."""
+    """Each stub answer matched to the first output span that starts at or after it (an
+    answer's audio cannot precede the decision; 50 ms for the energy gate's frames) and before
+    the stub's next answer, however late (lateness is measured, not judged); a stop to the end
+    of the span it cut, which must be shorter than a whole answer. Fails naming the decision
+    a span is missing for."""
     out = spans(rec.output)
+    answers = [e["input_s"] for e in events if e["event"] == "answer"]
     m = Measured()
-    for ev in events:
-        if ev["event"] != "answer":
-            continue
-        at = ev["input_s"]
-        match = [s for s in out if at - 0.05 <= s[0] < at + ANSWER_S]
+    for k, at in enumerate(answers):
+        until = answers[k + 1] - 0.05 if k + 1 < len(answers) else float("inf")
+        match = [s for s in out if at - 0.05 <= s[0] < until]
         assert match, f"no output after the stub answered at {at:.2f} s: {out}"
         start, end = match[0]
         m.onset_err_ms.append((start - at) * 1000)
-        stops = [e["input_s"] for e in events if e["event"] == "stop"
-                 and at < e["input_s"] < at + ANSWER_S]
+        stops = [e["input_s"] for e in events if e["event"] == "stop" and at < e["input_s"] < until]
         if stops:
-            assert end < at + ANSWER_S - 0.05, f"the answer at {at:.2f} s was not cut: {out}"
+            assert end - start < ANSWER_S - 0.05, f"the answer at {at:.2f} s was not cut: {out}"
             m.stop_err_ms.append((end - stops[0]) * 1000)
     return m
+
+
+def assert_cut_then_whole(rec) -> None:
+    """The native words: what played of the cut answer (a prefix of the sentence), then the
+    whole sentence of the answer after it."""
+    words, whole = [w.text for w in rec.transcript], SENTENCE.split()
+    cut = words[:-len(whole)]
+    assert words[len(cut):] == whole and cut == whole[:len(cut)], words
 
 
 def median_max(values: list[float]) -> tuple[float | None, float | None]:

@@ -25,8 +25,6 @@ stacks stay out: they are the stubbed generator's). Streaming at 1x: about 25 s 
 from __future__ import annotations
 
 import asyncio
-import re
-from pathlib import Path
 
 import pytest
 
@@ -34,10 +32,11 @@ from pytest_duplexact.models import resolve_model
 from tests.upstream.duplex_checks import (
     SENTENCE,
     against_stub,
+    assert_cut_then_whole,
+    documented_command,
     free_port,
-    importable,
-    median_max,
     most_open_at_once,
+    require_packages,
     start_server,
     stub_path,
     trial,
@@ -47,7 +46,6 @@ from tests.upstream.lychee_sidecar import Sidecar
 from tests.upstream.support import STUBS, checkout, record_row
 
 REPO = "HITsz-TMG/Lychee-FD"
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 PACKAGES = "gradio, librosa, soundfile, torch, numpy"
 # scripts/start_backend.sh's settings that shape what the client hears, and the sidecar's
 BACKEND_ENV = {"LYCHEEFD_USE_VLLM": "1", "LYCHEEFD_REALTIME_TTS_CHUNK_SIZE": "1",
@@ -57,24 +55,13 @@ BACKEND_ENV = {"LYCHEEFD_USE_VLLM": "1", "LYCHEEFD_REALTIME_TTS_CHUNK_SIZE": "1"
 MEASURED: dict = {}
 
 
-def documented_command() -> list[str]:
-    """The API's start command as docs/models.md prints it."""
-    text = " ".join(DOCS.read_text().split())
-    found = re.search(r"`(python -m lychee_fd\.app [^`]+)`", text)
-    assert found, "docs/models.md no longer prints lychee_fd/app.py's start command"
-    return found.group(1).split()
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     ck = checkout(REPO)
-    why = importable(ck.python, PACKAGES)
-    if why:
-        pytest.skip(f"{ck.python} cannot run app.py ({why}): build {ck.path.name}.venv as "
-                    "tests/upstream/test_lychee_fd.py says")
+    require_packages(ck, PACKAGES, "tests/upstream/test_lychee_fd.py")
     tmp = tmp_path_factory.mktemp("lychee")
     port = free_port()
-    args = documented_command()[1:]  # after "python"
+    args = documented_command("python -m lychee_fd.app")[1:]  # after "python"
     args[args.index("--server_port") + 1] = str(port)
     with Sidecar() as sidecar:
         env = {**BACKEND_ENV, "LYCHEEFD_T2W_REMOTE_URL": sidecar.url,
@@ -106,14 +93,9 @@ async def test_a_trial_answers_where_the_stub_decided_and_stops_on_barge_in(serv
     m = against_stub(rec, events)
     assert len(m.onset_err_ms) == 2 and len(m.stop_err_ms) == 1
     assert "speech_started" in [what for _, what in rec.events]  # app.py's audio_interrupt
-    words = [w.text for w in rec.transcript]
-    cut = words[:-len(SENTENCE.split())]  # what played of the cut answer, then the whole one
-    assert words[len(cut):] == SENTENCE.split() and cut == SENTENCE.split()[:len(cut)], words
+    assert_cut_then_whole(rec)
     assert [route for route, _ in server.sidecar.calls].count("stream") >= 2
-    med, top = median_max(m.onset_err_ms)
-    MEASURED.update(connects=True, audio=True, text=True, barge_in_stop=True,
-                    onset_err_ms_median=med, onset_err_ms_max=top,
-                    stop_err_ms=round(m.stop_err_ms[0], 1))
+    MEASURED.update(m.row())
 
 
 @pytest.mark.asyncio

@@ -30,7 +30,6 @@ Its environment, ``$DUPLEXACT_UPSTREAM_DIR/krafton-ai+Raon-SpeechChat-Demo.venv`
 from __future__ import annotations
 
 import asyncio
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -41,10 +40,11 @@ from pytest_duplexact.models import resolve_model
 from tests.upstream.duplex_checks import (
     SENTENCE,
     against_stub,
+    assert_cut_then_whole,
+    documented_command,
     free_port,
-    importable,
-    median_max,
     most_open_at_once,
+    require_packages,
     start_server,
     stub_path,
     trial,
@@ -53,19 +53,10 @@ from tests.upstream.duplex_checks import (
 from tests.upstream.support import STUBS, checkout, record_row
 
 REPO = "krafton-ai/Raon-SpeechChat-Demo"
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 PACKAGES = "fastapi, uvicorn, wsproto, websockets, numpy, torch"
 CERT_NAME = "raon-speechchat-demo"  # scripts/entrypoint_gateway.sh
 PER_GPU = 2  # docker-compose.yml's FD_MAX_SESSIONS_PER_GPU
 MEASURED: dict = {}
-
-
-def documented_command() -> list[str]:
-    """The gateway's start command as docs/models.md prints it."""
-    text = " ".join(DOCS.read_text().split())
-    found = re.search(r"`(python3 launch_gateway\.py [^`]+)`", text)
-    assert found, "docs/models.md no longer prints the gateway's start command"
-    return found.group(1).split()
 
 
 def link_farm(ck_path: Path, folder: Path) -> Path:
@@ -86,16 +77,13 @@ def link_farm(ck_path: Path, folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
     ck = checkout(REPO)
-    why = importable(ck.python, PACKAGES)
-    if why:
-        pytest.skip(f"{ck.python} cannot run the gateway ({why}): build "
-                    f"{ck.path.name}.venv as tests/upstream/test_raon_speechchat.py says")
+    require_packages(ck, PACKAGES, "tests/upstream/test_raon_speechchat.py")
     if shutil.which("openssl") is None:
         pytest.skip("openssl makes the demo's certificate (scripts/entrypoint_gateway.sh)")
     tmp = tmp_path_factory.mktemp("raon")
     farm = link_farm(ck.path, tmp / "farm")
     port = free_port()
-    args = documented_command()[2:]  # after "python3 launch_gateway.py"
+    args = documented_command("python3 launch_gateway.py")[2:]  # the arguments
     args[args.index("--port") + 1] = str(port)
     run = ("import runpy, sys; sys.argv = [sys.argv[0]] + sys.argv[1:]; "
            f"runpy.run_path({str(ck.path / 'launch_gateway.py')!r}, run_name='__main__')")
@@ -128,14 +116,9 @@ async def test_a_trial_answers_where_the_stub_decided_and_stops_on_barge_in(gate
     assert kinds.count("answer") == 2 and kinds.count("stop") == 1, kinds
     m = against_stub(rec, events)
     assert len(m.onset_err_ms) == 2 and len(m.stop_err_ms) == 1
-    words = [w.text for w in rec.transcript]
-    cut = words[:-len(SENTENCE.split())]  # the interrupted answer's words, then the whole one
-    assert words[len(cut):] == SENTENCE.split() and cut == SENTENCE.split()[:len(cut)], words
+    assert_cut_then_whole(rec)
     assert rec.usage["audio_out_s"] > 1.0
-    med, top = median_max(m.onset_err_ms)
-    MEASURED.update(connects=True, audio=True, text=True, barge_in_stop=True,
-                    onset_err_ms_median=med, onset_err_ms_max=top,
-                    stop_err_ms=round(m.stop_err_ms[0], 1))
+    MEASURED.update(m.row())
 
 
 @pytest.mark.asyncio
