@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
@@ -87,6 +88,8 @@ class BridgeClient:
     close_timeout: float = 5.0     # the server's CLOSE after ours
     chunk_ms: float = DEFAULT_CHUNK_MS  # streaming: the wall-clock pace of the input
     ca_file: str = ""              # wss:// with a self-signed certificate: trust this PEM
+    server_name: str = ""          # wss://: the name to verify the certificate against
+    verify: bool = True            # wss://: false accepts any certificate (a trusted network)
     server_options: dict[str, str] = field(default_factory=dict)
     label: str = LABEL             # the name in messages (raon-speechchat reuses the client)
     key_env: str = KEY_ENV
@@ -106,10 +109,27 @@ class BridgeClient:
         check_transport(self.label, self.url, key_env=self.key_env,
                         carries_key=bool(os.environ.get(self.key_env)),
                         allow_insecure=self.allow_insecure)
+        self._check_tls()
         for name in ("connect_timeout", "ready_timeout", "step_timeout", "close_timeout",
                      "chunk_ms"):
             if not getattr(self, name) > 0:
                 raise ModelConfigError(f"{self.label}: {name} must be positive")
+
+    def _check_tls(self) -> None:
+        """``server_name`` and ``verify`` are about a wss:// certificate; an unverified one
+        may be anybody's, so the key does not go to it unless ``allow_insecure``."""
+        if (self.server_name or not self.verify) and not self.url.startswith("wss"):
+            raise ModelConfigError(f"{self.label}: server_name and verify=false apply to "
+                                   f"wss:// only, not {urlsplit(self.url).scheme}://")
+        if not self.verify and self.ca_file:
+            raise ModelConfigError(f"{self.label}: ca_file and verify=false contradict each "
+                                   "other: keep ca_file (with server_name if the certificate "
+                                   "names another host)")
+        if not self.verify and os.environ.get(self.key_env) and not self.allow_insecure:
+            raise ModelConfigError(f"{self.label}: refusing to send {self.key_env} to a server "
+                                   "whose certificate is not checked (verify=false); pass "
+                                   "ca_file= instead, or allow_insecure=true on a trusted "
+                                   "network")
 
     def trial_url(self, info: SessionInfo | None) -> str:
         """The URL of one trial: the server's options plus who the trial is."""
@@ -126,7 +146,9 @@ class BridgeClient:
                                    "open_timeout": self.connect_timeout,
                                    "close_timeout": self.close_timeout}
         if self.url.startswith("wss"):
-            options["ssl"] = tls_context(self.ca_file)
+            options["ssl"] = tls_context(self.ca_file, verify=self.verify)
+            if self.server_name:
+                options["server_hostname"] = self.server_name
         return options
 
     def headers(self, key: Secret | None) -> dict[str, str] | None:
@@ -137,6 +159,12 @@ class BridgeClient:
         return Secret(value) if value else None
 
     def connect_failed(self, e: BaseException) -> ModelError:
+        if isinstance(e, ssl.SSLCertVerificationError):  # final: a retry cannot fix it
+            return ModelError(
+                f"{self.label}: the server's TLS certificate did not verify "
+                f"({e.verify_message}): pass ca_file=<its PEM>, server_name=<the name in "
+                "it> if that is not the URL's host (Raon's demo: raon-speechchat-demo), or "
+                "verify=false for a server you trust")
         return connect_error(e, self.label, (self.key_env,),
                              rejected="the bridge server refused the key",
                              not_found=f"{self.url}: no bridge at this path",

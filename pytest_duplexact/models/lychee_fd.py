@@ -17,11 +17,19 @@ The protocol is ``register_realtime_session_routes`` in HITsz-TMG/Lychee-FD
 4. ``POST /api/realtime/session/{id}/stop``.
 
 Mapping onto the streaming layer: one spoken turn (``state_change`` to ``s`` up to the next
-turn or interruption) is one item; ``assistant_text`` is its native transcript;
+turn or interruption) is one item; app.py pushes a round's ``assistant_text`` as the model
+decodes it and that round's ``state_change`` at the round's end, so text that came before its
+``state_change`` belongs to the turn that change starts; ``assistant_text`` is its native transcript;
 ``audio_interrupt`` is a barge-in (``SpeechStarted``): playback stops at its arrival
 (``cut_on_interrupt=false`` lets the already queued audio play, as the frontend does). The
 heartbeat makes the event stream's read deadline (``event_timeout``) a liveness check: a
 server that stops answering fails the instance for a retry instead of holding it.
+
+Bounds on what the server chooses: an audio event's sample rate must lie in ``RATE_RANGE``
+(8-192 kHz) and its audio last at most ``MAX_EVENT_S`` seconds (checked on the base64 length
+before decoding), else the instance is a model error naming the bound (a 1 Hz rate would make
+a few KB of PCM gigabytes once resampled). An ``error`` event's text loses ``server_url``'s
+credentials before it goes anywhere (a proxy that echoes its password back).
 """
 
 from __future__ import annotations
@@ -49,7 +57,14 @@ from .http_server import (
     shut_down,
     wav_bytes,
 )
-from .model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
+from .model_options import (
+    ModelConfigError,
+    build,
+    check_server_url,
+    require_positive,
+    scrub_url,
+    shown_url,
+)
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
 from .streaming import (
@@ -69,6 +84,13 @@ LABEL = "lychee-fd"
 INPUT_RATE = 16_000   # INPUT_SAMPLE_RATE
 OUTPUT_RATE = 24_000  # TTS_SAMPLE_RATE
 API = "/api/realtime/session"
+RATE_RANGE = (8_000, 192_000)  # Hz: a server-chosen sample rate outside it is refused
+MAX_EVENT_S = 30.0             # seconds of audio one event may carry (the server's are < 1 s)
+MAX_CHANNELS = 8               # audio_chunk WAV channels
+
+
+class _BadAudio(ValueError):
+    """An audio event past a bound: its message names the bound."""
 
 
 @dataclass(frozen=True)
@@ -120,10 +142,51 @@ class LycheeFD:
         return await started(LycheeSession(self))
 
 
-def _decode_wav(data: str) -> tuple[np.ndarray, int]:
+def _check_rate(kind: str, rate: Any) -> int:
+    lo, hi = RATE_RANGE
+    try:
+        ok = lo <= int(rate) <= hi and int(rate) == float(rate)
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise _BadAudio(f"{kind} sample_rate {str(rate)[:40]!r} is outside {lo}-{hi} Hz (the "
+                        "bound on a server-chosen rate)")
+    return int(rate)
+
+
+def _check_b64(kind: str, data: Any, max_bytes: float) -> bytes:
+    if not isinstance(data, str):
+        raise _BadAudio(f"{kind} carries no base64 audio")
+    if len(data) * 3 // 4 > max_bytes:
+        raise _BadAudio(f"{kind} carries {len(data) * 3 // 4} bytes of audio, more than "
+                        f"{MAX_EVENT_S:g} s (the bound on one event)")
+    try:
+        return base64.b64decode(data)
+    except ValueError:
+        raise _BadAudio(f"{kind} carries invalid base64") from None
+
+
+def _decode_pcm(msg: dict[str, Any]) -> tuple[np.ndarray, int]:
+    rate = _check_rate("audio_chunk_pcm", msg.get("sample_rate") or OUTPUT_RATE)
+    raw = _check_b64("audio_chunk_pcm", msg.get("pcm_b64") or "", MAX_EVENT_S * rate * 2)
+    return from_pcm16(raw[: len(raw) // 2 * 2]), rate
+
+
+def _decode_wav(data: Any) -> tuple[np.ndarray, int]:
     import soundfile as sf
 
-    x, sr = sf.read(io.BytesIO(base64.b64decode(data)), dtype="float32", always_2d=True)
+    # a float64 WAV at the highest rate, stereo: the most bytes MAX_EVENT_S can take
+    raw = _check_b64("audio_chunk", data, MAX_EVENT_S * RATE_RANGE[1] * 8 * 2 + 4096)
+    try:
+        info = sf.info(io.BytesIO(raw))
+    except Exception as e:
+        raise _BadAudio(f"audio_chunk is not a readable WAV ({type(e).__name__})") from None
+    rate = _check_rate("audio_chunk", info.samplerate)
+    if not 1 <= info.channels <= MAX_CHANNELS or info.frames > MAX_EVENT_S * rate:
+        raise _BadAudio(f"audio_chunk declares {info.frames} frames x {info.channels} "
+                        f"channels: over {MAX_EVENT_S:g} s or {MAX_CHANNELS} channels (the "
+                        "bound on one event)")
+    x, sr = sf.read(io.BytesIO(raw), dtype="float32", always_2d=True)
     return x.mean(axis=1), int(sr)
 
 
@@ -141,6 +204,7 @@ class LycheeSession(QueuedEvents):
         self._tasks: list[asyncio.Task] = []
         self._turns = 0
         self._turn: str | None = None
+        self._turn_heard = False  # the open turn has audio (app.py sends a round's text first)
         self._texts: dict[str, str] = {}
         self._opened = asyncio.Event()
         self._closed = False
@@ -204,6 +268,7 @@ class LycheeSession(QueuedEvents):
             self._turns += 1
             self.usage["turns"] += 1
             self._turn = f"turn_{self._turns}"
+            self._turn_heard = False
         return self._turn
 
     def _close_turn(self) -> list[Event]:
@@ -214,11 +279,14 @@ class LycheeSession(QueuedEvents):
         try:
             msg = json.loads(data) if data else {}
         except ValueError:
-            return [Error(f"event {kind!r} is not JSON", code="bad_event", fatal=True)]
+            return [Error(f"event {self._scrubbed(kind)[:80]!r} is not JSON", code="bad_event",
+                          fatal=True)]
         if not isinstance(msg, dict):
             msg = {}
         if kind == "state_change":
             if str(msg.get("to", "")).lower() == "s" and str(msg.get("from", "")).lower() != "s":
+                if self._turn is not None and not self._turn_heard:
+                    return []  # the turn its text opened: app.py pushes a round's text first
                 out = self._close_turn()
                 self._open_turn()
                 return out
@@ -232,7 +300,8 @@ class LycheeSession(QueuedEvents):
             return [SpeechStarted(interrupt=self._model.cut_on_interrupt), *self._close_turn()]
         if kind == "error":
             why = msg.get("error") or msg.get("detail") or msg.get("message") or "unknown error"
-            return [Error(str(why)[:500], code="server_error", fatal=True, transient=True)]
+            return [Error(self._scrubbed(why)[:500], code="server_error", fatal=True,
+                          transient=True)]
         if kind == "done" and not self._closed:
             return [Error("the server ended the session mid-instance", code="done",
                           fatal=True, transient=True)]
@@ -251,19 +320,24 @@ class LycheeSession(QueuedEvents):
         self._texts[turn] = have + new
         return [TranscriptDelta(turn, new)]
 
+    def _scrubbed(self, text: Any) -> str:
+        """Text from the server minus ``server_url``'s credentials (and any URL's)."""
+        return scrub_url(shown_url(str(text)), self._model.server_url)
+
     def _audio(self, kind: str, msg: dict[str, Any]) -> list[Event]:
-        if kind == "audio_chunk_pcm":
-            raw = base64.b64decode(msg.get("pcm_b64") or "")
-            audio, rate = from_pcm16(raw[: len(raw) // 2 * 2]), int(msg.get("sample_rate")
-                                                                     or OUTPUT_RATE)
-        else:
-            audio, rate = _decode_wav(msg.get("wav_b64") or "")
+        try:
+            audio, rate = _decode_pcm(msg) if kind == "audio_chunk_pcm" else \
+                _decode_wav(msg.get("wav_b64") or "")
+        except _BadAudio as e:
+            return [Error(self._scrubbed(e), code="bad_audio", fatal=True)]
         if rate != OUTPUT_RATE:
             audio = resample(audio, rate, OUTPUT_RATE)
         if len(audio) == 0:
             return []
         self.usage["audio_out_s"] += len(audio) / OUTPUT_RATE
-        return [AudioDelta(self._open_turn(), audio)]
+        turn = self._open_turn()
+        self._turn_heard = True
+        return [AudioDelta(turn, audio)]
 
     # -- input --
 

@@ -72,7 +72,8 @@ ROUTES: dict[str, tuple[Route, ...]] = {
               bridge="pytest_duplexact.bridges.moshi"),
     ),
     "raon-speechchat": (
-        Route("native server", "raon-speechchat", "-o url=wss://HOST:8082 -o ca_file=CERT.pem",
+        Route("native server", "raon-speechchat", "-o url=wss://HOST:8082 -o ca_file=CERT.pem "
+              "-o server_name=raon-speechchat-demo",
               start="Raon-SpeechChat-Demo: (cd frontend-next && npm install && npm run export) "
                     "&& docker compose up -d --build"),
     ),

@@ -8,12 +8,18 @@ frames, the sampling defaults below), ``gateway/server.py`` (``/ws/chat``; the s
 settings are query parameters) and ``worker/session.py`` (per input frame: traces, the TEXT
 delta, then one AUDIO frame). The gateway PINGs every 30 s and drops a client that does not
 PONG; the client answers. ``docker compose up`` serves it at ``wss://HOST:8082`` with a
-self-signed certificate: pass ``ca_file=`` its PEM (or a trusted certificate's URL).
+self-signed certificate made by ``scripts/entrypoint_gateway.sh`` whose only name is
+``CN=raon-speechchat-demo`` (no subjectAltName): pass ``ca_file=`` its PEM and
+``server_name=raon-speechchat-demo`` (the name to check it against), or ``verify=false``.
 
-Errors: the worker sends ERROR for a failed decode step (it fills that frame with silence)
-and for a session it cannot start ("no workers available"), and CLOSE with a reason
-(``overloaded_backlog``, ``worker_unhealthy``, ``idle_timeout``): each leaves the trial with a
-hole or without a session, so each is a transient failure and the trial is run again.
+Busy: the gateway refuses a session at once with ERROR "no workers available" when every
+worker holds its ``FD_MAX_SESSIONS_PER_GPU`` sessions (``gateway/server.py``; compose: 2 per
+GPU). The client waits that out, reconnecting with back-off, until ``ready_timeout``; and it
+runs at most ``max_sessions`` trials at once (the gateway's capacity: GPUs x sessions per GPU).
+
+Errors: the worker sends ERROR for a failed decode step (it fills that frame with silence),
+and CLOSE with a reason (``overloaded_backlog``, ``worker_unhealthy``, ``idle_timeout``): each
+leaves the trial with a hole, so each is a transient failure and the trial is run again.
 
 Transcript: the TEXT deltas are the model's own words, timed by the audio frame they come
 with. The paper used them instead of whisper-1 for this model (App. D.1), so
@@ -23,18 +29,23 @@ the audio instead.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..bridges import wire
-from .bridge import BridgeClient, BridgeStreaming, probe
-from .model_options import ModelConfigError, build
-from .streaming import DEFAULT_CHUNK_MS
+from .base import SessionInfo
+from .bridge import BridgeClient, BridgeStreaming, BridgeStreamingSession, probe
+from .model_options import ModelConfigError, build, require_positive
+from .streaming import DEFAULT_CHUNK_MS, TransientModelError
 
 LABEL = "raon-speechchat"
 KEY_ENV = "RAON_SPEECHCHAT_API_KEY"  # only for a gateway behind an authenticating proxy
 PATH = "/ws/chat"
+NO_WORKERS = "no workers available"  # gateway/server.py: every worker is full
+BACKOFF_S = (0.5, 5.0)  # the first wait for a free worker, the longest
 # query parameters the gateway reads (gateway/server.py), sent only when set
 _QUERY = ("prompt", "prompt_language", "system_prompt_style", "system_prompt_persona",
           "system_prompt_context", "custom_system_prompt", "temperature", "top_k", "top_p",
@@ -63,6 +74,9 @@ class RaonSpeechChat:
     speaker_key: str | None = None
     native_transcript: bool = True   # the paper's choice (App. D.1)
     ca_file: str = ""
+    server_name: str = ""            # the certificate's name (the demo's: raon-speechchat-demo)
+    verify: bool = True
+    max_sessions: int = 2            # trials at once: GPUs x FD_MAX_SESSIONS_PER_GPU (2)
     allow_insecure: bool = False
     connect_timeout: float = 20.0
     ready_timeout: float = 120.0     # reserving a worker, creating the session
@@ -74,7 +88,8 @@ class RaonSpeechChat:
             raise ModelConfigError(
                 f"{LABEL}: no gateway. Start Raon-SpeechChat-Demo (docker compose up) and pass "
                 "--duplexact-model-option url=wss://HOST:8082 (docs/models.md)")
-        self.client()  # the URL, key and timeout checks
+        require_positive(LABEL, self, "max_sessions")
+        self.client()  # the URL, key, TLS and timeout checks
 
     def endpoint(self) -> str:
         parts = urlsplit(self.url)
@@ -90,7 +105,35 @@ class RaonSpeechChat:
                             connect_timeout=self.connect_timeout,
                             ready_timeout=self.ready_timeout, close_timeout=self.close_timeout,
                             chunk_ms=self.chunk_ms, ca_file=self.ca_file,
+                            server_name=self.server_name, verify=self.verify,
                             server_options=self.query(), label=LABEL, key_env=KEY_ENV)
+
+
+class RaonStreaming(BridgeStreaming):
+    """The gateway as a streaming model: at most ``max_sessions`` trials at once, and a
+    "no workers available" refusal waited out until ``ready_timeout``."""
+
+    def __init__(self, client: BridgeClient, ready: wire.Ready, max_sessions: int):
+        super().__init__(client, ready, error_is_transient=True)
+        self.max_concurrency = max_sessions  # read by run/harness.py
+
+    async def connect(self, info: SessionInfo) -> BridgeStreamingSession:
+        c = self.client
+        end = time.monotonic() + c.ready_timeout
+        wait, longest = BACKOFF_S
+        while True:
+            try:
+                return await super().connect(info)
+            except TransientModelError as e:
+                if NO_WORKERS not in str(e):
+                    raise
+                if time.monotonic() + wait > end:
+                    raise TransientModelError(
+                        f"{LABEL}: no worker free within {c.ready_timeout:g} s (ready_timeout;"
+                        f" the gateway kept answering \"{NO_WORKERS}\"): run at most "
+                        "max_sessions trials at once (GPUs x FD_MAX_SESSIONS_PER_GPU)") from None
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, longest)
 
 
 def factory(**options: Any) -> BridgeStreaming:
@@ -99,7 +142,7 @@ def factory(**options: Any) -> BridgeStreaming:
     raon = build(RaonSpeechChat, LABEL, KEY_ENV, options)
     # the gateway's empty READY, with the transcript as the options say
     ready = replace(wire.parse_ready(b""), transcript=raon.native_transcript)
-    return BridgeStreaming(raon.client(), ready, error_is_transient=True)
+    return RaonStreaming(raon.client(), ready, raon.max_sessions)
 
 
 def preflight(**options: Any) -> None:

@@ -9,11 +9,13 @@ session, 409 once stopping) -> ``{ok, received_samples, queued_ms}``; ``GET .../
 ``done``; ``POST .../{id}/stop`` -> ``{ok}``, then ``done``.
 
 Instead of a model a ``Script``: an energy VAD per received chunk; ``silence_ms`` after the
-user's speech, ``answer_after_ms`` later, a turn: ``state_change`` l->s, ``audio_chunk_pcm``
-pieces of ``piece_ms`` sent at ``pace`` x real time with ``assistant_text`` deltas in
-proportion, ``state_change`` s->l. User speech while the turn is still playing interrupts it
-(``state_change`` with ``interrupt``, then ``audio_interrupt``). Ground truth on
-``time.monotonic()``: each piece's send time and length, each interruption's send time.
+user's speech, ``answer_after_ms`` later, a turn: the first ``assistant_text`` delta, then
+``state_change`` L->S (app.py pushes a round's text as it is decoded and the round's state change
+at its end, from ``round_trace``; states in capitals), ``audio_chunk_pcm`` pieces of
+``piece_ms`` sent at ``pace`` x real time with the other deltas in proportion, ``state_change``
+S->L. User speech while the turn is still playing interrupts it (``state_change`` with
+``interrupt``, then ``audio_interrupt``). Ground truth on ``time.monotonic()``: each piece's
+send time and length, each interruption's send time.
 
 Run standalone::  python tests/fakes/lychee_server.py [--script JSON] [--log FILE]
 """
@@ -150,7 +152,7 @@ class _Live:
         turn.ended = "interrupted"
         turn.cut_at = time.monotonic()
         self.play_end = 0.0
-        self.push("state_change", **{"from": "s", "to": "l", "interrupt": True,
+        self.push("state_change", **{"from": "S", "to": "L", "interrupt": True,
                                      "round_id": turn.index})
         self.push("audio_interrupt", reason="interrupt", round_id=turn.index,
                   dropped_audio_events=0)
@@ -158,14 +160,18 @@ class _Live:
     async def speak(self, turn: Turn) -> None:
         s = self.rec.script
         await asyncio.sleep(s.answer_after_ms / 1000)
-        self.push("state_change", **{"from": "l", "to": "s", "interrupt": False,
+        words = s.text.split()
+        said = 1 if words else 0  # the round's text goes out before its state change
+        if said:
+            self.push("assistant_text", text=words[0] + " ", delta=words[0] + " ",
+                      snapshot=words[0], is_final=len(words) == 1, round_id=turn.index,
+                      event_id=f"{turn.index}:response", seq=0)
+        self.push("state_change", **{"from": "L", "to": "S", "interrupt": False,
                                      "round_id": turn.index})
         total = int(round(s.speak_s * OUT_RATE))
         step = int(round(s.piece_ms / 1000 * OUT_RATE))
         audio = s.audio(self.voice, total)
-        words = s.text.split()
         pieces = [audio[i:i + step] for i in range(0, total, step)]
-        said = 0
         for k, piece in enumerate(pieces):
             sent = time.monotonic()
             pcm = np.round(np.clip(piece, -1, 1) * 32767).astype("<i2").tobytes()
@@ -183,7 +189,7 @@ class _Live:
                 said = due
             await asyncio.sleep(len(piece) / OUT_RATE / s.pace if s.pace > 0 else 0)
         turn.ended = "done"
-        self.push("state_change", **{"from": "s", "to": "l", "interrupt": False,
+        self.push("state_change", **{"from": "S", "to": "L", "interrupt": False,
                                      "round_id": turn.index})
 
 
