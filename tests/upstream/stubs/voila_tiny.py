@@ -8,8 +8,10 @@ networks, never their code):
   whose first codebook code is not the silence code carries a "loud" one;
 * the voila head says "speak" at the first row whose user frame is loud (``run_generate``
   then puts ``<|VOILA|>`` in place of that row's sampled token), the text head answers
-  ``<|VOILA|>`` with ``hello``, ``hello`` with ``world``, and everything else with
-  ``<au_token>`` (an audio row: one user frame pulled); no end-of-sequence, so it speaks once;
+  ``<|VOILA|>`` with ``hello``, ``hello`` with ``world``, ``world`` with the raw audio id
+  ``<|5|>`` (a text row holding an audio id: no frame is pulled, as a real text head may do),
+  and everything else with ``<au_token>`` (an audio row: one user frame pulled); no
+  end-of-sequence, so it speaks once;
 * the audio head always gives code 0, which is also the silence code: the assistant's own
   audio never reads as loud;
 * the audio tokenizer is a tiny random Encodec (16 kHz, 640 samples per frame, four codebooks of
@@ -94,6 +96,7 @@ def lm(folder: Path, vocab: dict[str, int]) -> None:
         head[vocab["<au_token>"], BIAS] = 2.0
         head[vocab["hello"], SAY_HELLO] = 8.0
         head[vocab["world"], SAY_WORLD] = 8.0
+        head[AUDIO_BASE + 5, AFTER_WORLD] = 8.0
         # voila head: class 1 ("speak") when the loud feature beats the constant one
         vp = model.voila_predictor[0]
         vp.weight[1, LOUD] = 4.0
