@@ -50,6 +50,9 @@ theirs and what is ours:
   in the step after the word's previous piece instead, since the plugin's client ends a word
   at a step without text (models/words.py): a word starts at its first token's time and
   lasts one step per piece.
+* Ours, the warm-up: ``warmup()`` steps one block of silence before the first client (when
+  the kit runs a model's warm-up), so the LM, the speech tokenizer and the decoder have each
+  run once.
 * Ours, the input: by default (``tokenize=window``) each block's tokens come from
   re-tokenizing the current 30 s window of what was heard so far, the windows ``generate``'s
   ``tokenize_audio`` uses, so the Whisper tokenizer sees the context it sees offline (that
@@ -287,6 +290,16 @@ class BayLingBridge:
         o = trial_options(options, self.defaults, trial, model=NAME, torch=self.torch,
                           check=check_options)
         return BayLingSession(self, o, trial)
+
+    def warmup(self) -> None:
+        """One block of silence before the first client (the kit calls it when it has the
+        warm-up hook): the LM, the speech tokenizer and the decoder each run once."""
+        session = self.open({}, Trial(id="warmup"))
+        try:
+            for _ in range(self.x):
+                session.step(np.zeros(self.frame, dtype=np.float32))
+        finally:
+            session.close()
 
 
 def check_options(o: dict[str, Any]) -> None:

@@ -58,6 +58,8 @@ What is ours (a reading of ``run_generate``; each a guess until run on the weigh
   decodes a whole reply at once. Here each step encodes the last ``context`` + 1 frames of
   input and keeps the last code frame, and decodes the last ``context`` + 1 code frames of
   output and keeps the last frame of audio (Encodec's convolutions see that much past).
+* **Warm-up.** ``warmup()`` steps a trial of four silent frames before the first client (when
+  the kit runs a model's warm-up): the first forward passes are slow (40 s on the CPU).
 * **Length.** ``max_new_tokens`` (rows: text and audio) caps a session; eval_model's 512 is
   about 20 s, so it defaults to 8192 here. When the model's run ends before the trial does, the
   trial ends with an error that says so.
@@ -98,6 +100,7 @@ INSTALL = ("clone maitrix-org/Voila, `pip install -r requirements.txt transforme
            "there and pass --voila-repo, then `pip install --no-deps pytest-duplexact "
            "websockets`")
 ATTENTION = ("auto", "flash_attention_2", "sdpa", "eager")
+WARMUP_FRAMES = 4
 DEFAULTS: dict[str, Any] = {"temperature": 0.2, "top_k": 50, "audio_temperature": 0.8,
                             "audio_top_k": 50, "max_new_tokens": 8192, "instruction": "",
                             "context": 25, "seed": 0}
@@ -331,6 +334,17 @@ class VoilaBridge:
         o = trial_options(options, self.defaults, trial, model=NAME, torch=self.torch,
                           check=check_options)
         return VoilaSession(self, o, trial)
+
+    def warmup(self) -> None:
+        """A short trial of silence before the first client (the kit calls it when it has the
+        warm-up hook): on the CPU the first bf16 forward passes took 40 s, over the client's
+        30 s step_timeout."""
+        session = self.open({}, Trial(id="warmup"))
+        try:
+            for _ in range(WARMUP_FRAMES):
+                session.step(np.zeros(self.frame, dtype=np.float32))
+        finally:
+            session.close()
 
 
 def check_options(o: dict[str, Any]) -> None:

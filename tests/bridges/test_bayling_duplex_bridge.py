@@ -79,6 +79,8 @@ def test_blocks_replies_and_text_times(tmp_path):
     model = bridge(tmp_path)
     frames = constant_frames(VALUES, FRAME)
     with served(model) as server:
+        model.model.tokenize_calls.clear()  # a warm-up's, if the kit ran one
+        model.model.decoder.calls.clear()
         got = run_steps(server.url, frames)
         check_trial(got)
         # text token t is heard at x + t * x / y tokens (duplex.py's times) plus the decoder's
@@ -113,6 +115,13 @@ def test_text_only_inside_a_reply_and_no_underruns_after_the_end(tmp_path, caplo
         check_trial(run_steps(server.url, frames, "max_epad_count=1&trial_id=s1"),
                     heard_tokens=10)
     assert "trial s1: 1 blocks, model stopped, 0 audio underruns" in caplog.text
+
+
+def test_warmup_runs_one_block_and_ends_it(tmp_path):
+    model = bridge(tmp_path)
+    model.warmup()
+    assert model.model.tokenize_calls == [10] and model.model.decoder.calls == [(10, False)]
+    assert model.model.decoder.mel_overlap_dict == {}  # closed: its caches dropped
 
 
 def test_decoder_on_the_cpu_runs_in_inference_mode(tmp_path):

@@ -71,6 +71,7 @@ def check_trial(got, texts=((0, " Hi"), (2, " Hey"), (3, " you"))):
 def test_rows_to_steps_and_text(tmp_path):
     model = bridge(tmp_path)
     with served(model) as server:
+        model.model.calls.clear()  # a warm-up's, if the kit ran one
         check_trial(run_steps(server.url, constant_frames(VALUES, FRAME),
                               "instruction=▁Hi&temperature=0.5"))
         assert not [t for t in threading.enumerate() if t.name == "voila-run-generate"]
@@ -96,6 +97,13 @@ def test_audio_row_by_position_not_by_id(tmp_path):
         got = run_steps(server.url, constant_frames(VALUES, FRAME))
     assert not got.error
     check_trial(got)
+
+
+def test_warmup_runs_a_short_trial_and_ends_it(tmp_path):
+    model = bridge(tmp_path)
+    model.warmup()
+    assert len(model.model.calls) == 1 and model.model.calls[0]["max_new_tokens"] == 8192
+    assert not [t for t in threading.enumerate() if t.name == "voila-run-generate"]
 
 
 def test_attention_falls_back_to_sdpa_without_flash_attn(tmp_path, monkeypatch):
