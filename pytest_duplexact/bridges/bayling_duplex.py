@@ -33,7 +33,16 @@ theirs and what is ours:
   stops, those are flushed with ``finalize=True``. That lookahead delays the speech by 5
   tokens (400 ms): the speech of block b (decoded after its last input frame) plays from
   400 ms into block b+1. Each call's audio is played in order; when it falls short, the
-  gap is silence, counted as underruns in the log line.
+  gap is silence, counted as underruns in the log line (the silence after the model
+  stopped and its last speech played is not a gap, and is not counted).
+* Ours, the decoder on CPU: ``flow_inference.py``'s ``fade_in_out`` (line 14) writes in
+  place into the flow's mel, a tensor made under ``torch.inference_mode`` (``flow.py``'s
+  ``inference``). On CUDA its ``.cpu()`` makes a copy first; on CPU it is the same tensor, and
+  torch refuses the write outside inference mode: the second decoder call of every trial
+  fails. ``--decoder-inference-mode auto`` (the default) runs the decoder calls under
+  ``torch.inference_mode`` when the model is on the CPU (the same arithmetic, allowed there),
+  and as BayLing's code does elsewhere; ``on`` / ``off`` force it; ``off`` on the CPU is
+  refused at start in one line.
 * Ours, the clock: each step is one speech token; text token t (counted over the trial) is
   heard at ``t * x / y / 12.5 + x / 12.5`` seconds (the times ``duplex.py``'s
   ``_build_segment`` gives its segments) plus the same 400 ms, and its piece is sent in that
@@ -41,17 +50,22 @@ theirs and what is ours:
   in the step after the word's previous piece instead, since the plugin's client ends a word
   at a step without text (models/words.py): a word starts at its first token's time and
   lasts one step per piece.
+* Ours, the warm-up: ``warmup()`` steps one block of silence before the first client (when
+  the kit runs a model's warm-up), so the LM, the speech tokenizer and the decoder have each
+  run once.
 * Ours, the input: by default (``tokenize=window``) each block's tokens come from
   re-tokenizing the current 30 s window of what was heard so far, the windows ``generate``'s
   ``tokenize_audio`` uses, so the Whisper tokenizer sees the context it sees offline (that
   the result equals offline tokens is unverified); ``tokenize=block`` tokenizes each 800 ms
   block alone (cheaper; whether the model was trained on such tokens is unverified too).
 * Text (sent by default: the paper scored BayLing-Duplex by its native streaming transcript,
-  its Appendix D.1; ``--no-transcript`` turns it off): a reply's text ids between
-  ``<|assistant|>`` and ``[EPAD]`` decoded with the model's
-  tokenizer as a whole (``modelkit.TextDeltas``), as ``_decode_text`` does; ids whose own
-  text is empty (``[SILENCE]``, ``[PAD]`` and the other specials ``_decode_one_text_token``
-  blanks) are left out.
+  its Appendix D.1; ``--no-transcript`` turns it off): only a reply's text ids, from
+  ``<|assistant|>`` to ``[EPAD]`` (or the trial's end), decoded with the model's tokenizer as
+  a whole (``modelkit.TextDeltas``), as ``_extract_segments`` and ``_decode_text`` make a
+  segment's text; ids whose own text is empty (``[SILENCE]``, ``[PAD]`` and the other
+  specials ``_decode_one_text_token`` blanks) are left out. A word the text head samples
+  outside a reply belongs to no segment, so in BayLing's own reading it is not said: it is
+  not sent (it would be a word with no speech under it).
 """
 
 from __future__ import annotations
@@ -154,6 +168,7 @@ class BayLingSession:
         self.timed: list[tuple[int, str]] = []  # (step it is heard in, piece)
         self.k = 0  # step = speech token index
         self.n_text = 0  # text tokens so far
+        self.in_reply = False  # between <|assistant|> and [EPAD]
         self._last_at = -1  # the step of the last piece
 
     def step(self, frame: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -185,9 +200,11 @@ class BayLingSession:
                         self._add(heard, piece)
                 elif ev.kind == "audio" and ev.audio_tokens:
                     self._speak(list(ev.audio_tokens))
-            if self.state.stop_requested and self._tail:  # the model's last words: flush
-                self._decode(self._tail, finalize=True)
-                self._tail = []
+            if self.state.stop_requested:
+                if self._tail:  # the model's last words: flush
+                    self._decode(self._tail, finalize=True)
+                    self._tail = []
+                self.audio.finish()  # silence from here on is the model's, not a gap
 
     def _speak(self, block: list[int]) -> None:
         """One block's speech tokens to the decoder, after the previous block's held-back
@@ -199,7 +216,9 @@ class BayLingSession:
         self._tail = block[-self.overlap:] if self.overlap else []
 
     def _decode(self, tokens: list[int], finalize: bool) -> None:
-        pcm = self.b.model.stream_tokens_to_audio(tokens, self.stream_id, finalize=finalize)
+        with self.b.decoder_mode():  # fade_in_out on CPU (module doc)
+            pcm = self.b.model.stream_tokens_to_audio(tokens, self.stream_id,
+                                                      finalize=finalize)
         self.audio.push(pcm.reshape(-1).float().cpu().numpy())
         self._decoded += 1
 
@@ -213,9 +232,11 @@ class BayLingSession:
         self.timed.append((heard, piece))
 
     def _piece(self, ev: Any) -> str:
+        """A text event's piece: only inside a reply (module doc)."""
         if ev.assistant_started or ev.assistant_finished:
+            self.in_reply = bool(ev.assistant_started)
             return self.text.end()
-        return self.text.feed(ev.token_id) if ev.text else ""
+        return self.text.feed(ev.token_id) if ev.text and self.in_reply else ""
 
     def close(self) -> None:
         decoder = getattr(self.b.model, "decoder", None)
@@ -233,8 +254,16 @@ class BayLingBridge:
     mode = "stepped"
 
     def __init__(self, torch: Any, model: Any, defaults: dict[str, Any],
-                 transcript: bool = True):
+                 transcript: bool = True, decoder_inference_mode: str = "auto"):
         self.torch, self.model = torch, model
+        on_cpu = str(getattr(model, "device", "cpu")).startswith("cpu")
+        if decoder_inference_mode == "off" and on_cpu:
+            raise SystemExit(f"{NAME} bridge: BayLing's decoder fails on the CPU outside "
+                             "inference mode (bayling_duplex_runtime/flow_inference.py:14, "
+                             "fade_in_out writes in place into an inference tensor): use "
+                             "--decoder-inference-mode auto or on")
+        self.decoder_inference_mode = decoder_inference_mode == "on" or (
+            decoder_inference_mode == "auto" and on_cpu)
         self.transcript = transcript
         self.defaults = defaults
         self.sample_rate = int(model.output_sample_rate)
@@ -246,6 +275,12 @@ class BayLingBridge:
         self.x, self.y = int(model.x_ratio), int(model.y_ratio)
         self.window_tokens = int(WINDOW_S * TOKEN_RATE)
 
+    def decoder_mode(self) -> Any:
+        """The context the decoder runs in: ``torch.inference_mode`` with the CPU workaround
+        (module doc), else ``no_grad``, as ``stream_tokens_to_audio`` itself sets."""
+        return (self.torch.inference_mode() if self.decoder_inference_mode
+                else self.torch.no_grad())
+
     def tokenize(self, samples: np.ndarray) -> list[int]:
         wave = self.torch.from_numpy(np.array(samples, dtype=np.float32))[None]
         ids, _ = self.model.tokenize_audio((wave, self.sample_rate))
@@ -255,6 +290,16 @@ class BayLingBridge:
         o = trial_options(options, self.defaults, trial, model=NAME, torch=self.torch,
                           check=check_options)
         return BayLingSession(self, o, trial)
+
+    def warmup(self) -> None:
+        """One block of silence before the first client (the kit calls it when it has the
+        warm-up hook): the LM, the speech tokenizer and the decoder each run once."""
+        session = self.open({}, Trial(id="warmup"))
+        try:
+            for _ in range(self.x):
+                session.step(np.zeros(self.frame, dtype=np.float32))
+        finally:
+            session.close()
 
 
 def check_options(o: dict[str, Any]) -> None:
@@ -283,6 +328,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-transcript", action="store_true",
                    help="do not send the text stream (default: sent; the paper scored "
                         "BayLing-Duplex by its native streaming transcript)")
+    p.add_argument("--decoder-inference-mode", choices=("auto", "on", "off"), default="auto",
+                   help="run the speech decoder under torch.inference_mode (default auto: on "
+                        "the CPU, where flow_inference.py's fade_in_out fails without it)")
     p.add_argument("--bayling-repo", metavar="DIR",
                    help="a BayLing-Duplex checkout, when bayling_duplex is not installed")
     add_option_flag(p, tuple(DEFAULTS))
@@ -302,7 +350,8 @@ def build(args: argparse.Namespace) -> BayLingBridge:
                                  decoder_path=str(dec_dir),
                                  interleave_ratio=args.interleave_ratio, device=args.device,
                                  torch_dtype=args.torch_dtype)
-    return BayLingBridge(torch, model, defaults, transcript=not args.no_transcript)
+    return BayLingBridge(torch, model, defaults, transcript=not args.no_transcript,
+                         decoder_inference_mode=args.decoder_inference_mode)
 
 
 if __name__ == "__main__":

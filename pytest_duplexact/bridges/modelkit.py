@@ -153,7 +153,8 @@ class TextDeltas:
 
 class FrameQueue:
     """Decoder output of any length in, exactly ``frame`` samples out per step, silence while
-    the queue is short (an underrun: counted in ``underruns``)."""
+    the queue is short (an underrun: counted in ``underruns``, until ``finish()`` says no more
+    audio is coming: the silence after that is the model's, not a gap)."""
 
     def __init__(self, frame: int):
         self.frame = frame
@@ -161,6 +162,11 @@ class FrameQueue:
         self._size = 0
         self.underruns = 0
         self.pushed = 0
+        self.finished = False
+
+    def finish(self) -> None:
+        """No more audio will be pushed: what is queued plays out, then silence."""
+        self.finished = True
 
     def push(self, samples: np.ndarray) -> None:
         x = np.asarray(samples, dtype=np.float32).reshape(-1)
@@ -172,7 +178,7 @@ class FrameQueue:
     def pop(self) -> np.ndarray:
         out = np.zeros(self.frame, dtype=np.float32)
         take = min(self.frame, self._size)
-        if take < self.frame and self.pushed:
+        if take < self.frame and self.pushed and not self.finished:
             self.underruns += 1
         filled = 0
         while filled < take:

@@ -3,10 +3,18 @@ one audio-token frame of Voila's tokenizer per step. **Much of this is our readi
 that has no streaming entry point; nothing here was run against the real weights.**
 
 Run in Voila's own environment (a checkout of maitrix-org/Voila with its ``requirements.txt``,
-flash-attn among them, plus ``pip install --no-deps pytest-duplexact websockets``)::
+``transformers==4.51.3`` in place of the unpinned one, plus ``pip install --no-deps
+pytest-duplexact websockets``)::
 
     python -m pytest_duplexact.bridges.voila --port 8765 --voila-repo VOILA \\
         --checkpoint DIR --audio-tokenizer TOKDIR
+
+Versions: Voila's requirements pin nothing. ``model.py`` reads ``DynamicCache.seen_tokens``
+(``_prepare_inputs_for_generation``, line 1157), which transformers 4.57 and 5.x no longer
+have: the bridge refuses such a transformers at start, in one line; 4.51.3 works. flash-attn
+is optional here (``--attention``, below). torchaudio 2.9 and later read audio files only
+through torchcodec and FFmpeg; the bridge reads ``--ref-audio`` with soundfile (in Voila's
+requirements), so it needs neither (infer.py's ``torchaudio.load`` does).
 
 ``DIR`` and ``TOKDIR`` are local copies of maitrix-org/Voila-autonomous-preview and
 maitrix-org/Voila-Tokenizer. Voila's code is not a package: ``--voila-repo`` is the checkout
@@ -15,15 +23,19 @@ holding ``model.py``, ``voila_tokenizer.py``, ``tokenize_func.py`` and ``spkr.py
 What is Voila's own (``infer.py``'s ``load_model`` and ``eval_model`` for ``--task-type
 chat_aiao_auto``, ``model.py``'s ``VoilaAutonomousModel.run_generate``, ``tokenize_func.py``):
 
-* the model loaded as ``load_model`` does (bfloat16, flash attention 2, cache on), the text
+* the model loaded as ``load_model`` does (bfloat16, cache on; attention: below), the text
   tokenizer with ``AutoTokenizer``, the audio tokenizer ``VoilaTokenizer``, the voice from a
   reference recording through ``SpeakerEmbedding`` (default: infer.py's
   ``examples/test1.mp3``; pyannote loads its speaker model, by default from its hub cache);
+* attention: ``load_model`` hard-codes flash attention 2, which needs the flash-attn package
+  and a GPU. ``--attention auto`` (the default) keeps it when flash-attn is importable and the
+  device is CUDA, and otherwise uses PyTorch's ``sdpa`` (transformers' Llama supports both;
+  the same weights, a different kernel); ``--attention flash_attention_2|sdpa|eager`` forces
+  one, and ``flash_attention_2`` without flash-attn is refused at start in one line;
 * the prompt from ``voila_input_format`` (system, instruction, ``<|HUMAN|>``; both channels);
 * ``run_generate``'s arguments and eval_model's sampling values (temperature 0.2, top_k 50,
   audio_temperature 0.8, audio_top_k 50), and the output rows read as eval_model reads them:
-  a row whose first id is an audio id is an audio frame (each codebook's id minus the
-  audio base, modulo ``codebook_size``), any other row but end-of-sequence is text.
+  an audio frame is each codebook's id minus the audio base, modulo ``codebook_size``.
 
 What is ours (a reading of ``run_generate``; each a guess until run on the weights):
 
@@ -33,6 +45,12 @@ What is ours (a reading of ``run_generate``; each a guess until run on the weigh
   rows. An audio row is generated *before* the user frame of the same row is pulled, so the
   assistant frame of row k answers user frames < k: the audio of step k is row k's, and the
   text rows generated between audio rows k-1 and k are sent with step k.
+* **Which row is the audio row: by position.** ``run_generate`` pulls a frame only when its
+  text head says ``<au_token>``, and then puts that row before anything else
+  (``model.py`` 1356-1372): the first row after each pulled frame is the frame's audio row,
+  whatever its ids. eval_model tells audio from text by the id range instead, but the text
+  head may also sample a raw audio id (no frame is pulled then): such a row is neither this
+  frame's audio nor a word, and is dropped (counted in the trial's log line).
 * **The frame.** One step is one code frame of the audio tokenizer: ``prod(upsampling_ratios)``
   of its Encodec config at its ``sampling_rate`` (640 samples at 16 kHz, 40 ms, is
   ``tokenize_func.py``'s ``SEG_LEN``).
@@ -40,6 +58,8 @@ What is ours (a reading of ``run_generate``; each a guess until run on the weigh
   decodes a whole reply at once. Here each step encodes the last ``context`` + 1 frames of
   input and keeps the last code frame, and decodes the last ``context`` + 1 code frames of
   output and keeps the last frame of audio (Encodec's convolutions see that much past).
+* **Warm-up.** ``warmup()`` steps a trial of four silent frames before the first client (when
+  the kit runs a model's warm-up): the first forward passes are slow (40 s on the CPU).
 * **Length.** ``max_new_tokens`` (rows: text and audio) caps a session; eval_model's 512 is
   about 20 s, so it defaults to 8192 here. When the model's run ends before the trial does, the
   trial ends with an error that says so.
@@ -53,6 +73,7 @@ What is ours (a reading of ``run_generate``; each a guess until run on the weigh
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import queue
 import threading
@@ -75,8 +96,11 @@ from .modelkit import (
 NAME = "voila"
 TASK = "chat_aiao_auto"  # infer.py --task-type for the autonomous model
 SPEAKER_MODEL = "pyannote/wespeaker-voxceleb-resnet34-LM"  # spkr.py's default
-INSTALL = ("clone maitrix-org/Voila, `pip install -r requirements.txt` there and pass "
-           "--voila-repo, then `pip install --no-deps pytest-duplexact websockets`")
+INSTALL = ("clone maitrix-org/Voila, `pip install -r requirements.txt transformers==4.51.3` "
+           "there and pass --voila-repo, then `pip install --no-deps pytest-duplexact "
+           "websockets`")
+ATTENTION = ("auto", "flash_attention_2", "sdpa", "eager")
+WARMUP_FRAMES = 4
 DEFAULTS: dict[str, Any] = {"temperature": 0.2, "top_k": 50, "audio_temperature": 0.8,
                             "audio_top_k": 50, "max_new_tokens": 8192, "instruction": "",
                             "context": 25, "seed": 0}
@@ -200,9 +224,13 @@ class VoilaSession:
         b = self.b = bridge
         self.codec = SlidingCodec(b.encode, b.decode, b.frame, o["context"])
         self.text = TextDeltas(b.decode_text)
+        self.trial = trial
+        self.stray = 0  # text rows holding a raw audio id (dropped)
         self.gen = Generation(b.runner(o), b.step_timeout)
         try:
-            self._held = self._texts(self.gen.begin())  # text before the first audio row
+            first = self.gen.begin()  # text rows before the first audio row
+            self.stray += sum(1 for r in first if b.is_audio(r[0]))
+            self._held = self._texts(first)
         except BaseException:
             self.gen.stop()  # the kit closes no session it never got
             raise
@@ -210,14 +238,13 @@ class VoilaSession:
     def step(self, frame: np.ndarray) -> tuple[np.ndarray, list[str]]:
         b = self.b
         rows = self.gen.feed(b.user_ids(self.codec.encode(frame)))
-        audio = [i for i, r in enumerate(rows) if b.is_audio(r[0])]
-        if len(audio) != 1:
-            raise RuntimeError(f"run_generate gave {len(audio)} audio rows for one input "
-                               "frame; the bridge expects one (module doc)")
-        cut = audio[0]
-        texts = self._held + self._texts(rows[:cut])
-        self._held = self._texts(rows[cut + 1:])
-        return self.codec.decode(b.audio_codes(rows[cut])), texts
+        if not rows:
+            raise RuntimeError("run_generate pulled a frame but put no row for it")
+        # the first row after a pulled frame is that frame's audio row (module doc)
+        audio, rest = rows[0], rows[1:]
+        self.stray += sum(1 for r in rest if b.is_audio(r[0]))
+        texts, self._held = self._held, self._texts(rest)
+        return self.codec.decode(b.audio_codes(audio)), texts
 
     def _texts(self, rows: list[list[int]]) -> list[str]:
         if not self.b.transcript:
@@ -225,6 +252,8 @@ class VoilaSession:
         out = []
         for row in rows:
             tok = row[0]
+            if self.b.is_audio(tok):  # a raw audio id from the text head: not a word
+                continue
             if tok in (self.b.assistant_id, self.b.eos_id):
                 out.append(self.text.end())
             elif tok != self.b.pad_id:
@@ -233,6 +262,8 @@ class VoilaSession:
 
     def close(self) -> None:
         self.gen.stop()
+        log.info("trial %s: %d rows, %d text rows with a raw audio id dropped",
+                 self.trial.id or "-", self.gen.rows, self.stray)
 
 
 class VoilaBridge:
@@ -304,6 +335,17 @@ class VoilaBridge:
                           check=check_options)
         return VoilaSession(self, o, trial)
 
+    def warmup(self) -> None:
+        """A short trial of silence before the first client (the kit calls it when it has the
+        warm-up hook): on the CPU the first bf16 forward passes took 40 s, over the client's
+        30 s step_timeout."""
+        session = self.open({}, Trial(id="warmup"))
+        try:
+            for _ in range(WARMUP_FRAMES):
+                session.step(np.zeros(self.frame, dtype=np.float32))
+        finally:
+            session.close()
+
 
 def check_options(o: dict[str, Any]) -> None:
     for key in ("max_new_tokens", "top_k", "audio_top_k"):
@@ -329,6 +371,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"pyannote speaker model for --ref-audio (default {SPEAKER_MODEL}, "
                         "spkr.py's)")
     p.add_argument("--device", default="cuda", help="torch device (default cuda, as infer.py)")
+    p.add_argument("--attention", choices=ATTENTION, default="auto",
+                   help="the LM's attention kernel (default auto: flash_attention_2, as "
+                        "infer.py, when flash-attn is installed and the device is CUDA, "
+                        "else sdpa)")
     p.add_argument("--transcript", action="store_true",
                    help="send the text rows as the model's words (default off: the paper "
                         "transcribed Voila's speech with whisper-1)")
@@ -348,8 +394,12 @@ def build(args: argparse.Namespace) -> VoilaBridge:
         raise SystemExit(f"{NAME} bridge: --ref-audio {str(ref_audio)!r} is not a file")
     defaults = server_defaults(args.option, DEFAULTS, model=NAME, check=check_options)
     torch = import_model("torch", model=NAME, install=INSTALL)
-    torchaudio = import_model("torchaudio", model=NAME, install=INSTALL)
+    import_model("torchaudio", model=NAME, install=INSTALL)  # voila_tokenizer's, spkr's
     transformers = import_model("transformers", model=NAME, install=INSTALL)
+    check_transformers(transformers.__version__,
+                       import_model("transformers.cache_utils", model=NAME, install=INSTALL))
+    soundfile = import_model("soundfile", model=NAME, install=INSTALL)
+    attention = attention_for(args.attention, args.device)
     voila_model = import_model("model", model=NAME, install=INSTALL, path=str(repo))
     voila_tokenizer = import_model("voila_tokenizer", model=NAME, install=INSTALL)
     spkr = import_model("spkr", model=NAME, install=INSTALL)
@@ -357,15 +407,42 @@ def build(args: argparse.Namespace) -> VoilaBridge:
 
     device = torch.device(args.device)
     model = voila_model.VoilaAutonomousModel.from_pretrained(
-        str(ckpt), torch_dtype=torch.bfloat16, use_flash_attention_2=True, use_cache=True)
+        str(ckpt), torch_dtype=torch.bfloat16, attn_implementation=attention, use_cache=True)
     model = model.to(device).eval()
+    log.info("attention: %s", attention)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(ckpt))
     codec = voila_tokenizer.VoilaTokenizer(model_path=str(tok_dir), device=args.device)
-    wav, sr = torchaudio.load(str(ref_audio))
+    try:  # [channels, samples] float32, as torchaudio.load gives it to infer.py
+        data, sr = soundfile.read(str(ref_audio), dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile's own errors name no common base
+        raise SystemExit(f"{NAME} bridge: cannot read --ref-audio {str(ref_audio)!r}: {e}"
+                         ) from None
+    wav = torch.from_numpy(np.ascontiguousarray(data.T))
     ref_embs = spkr.SpeakerEmbedding(model_path=args.speaker_model, device=args.device)(wav, sr)
     return assemble(torch, fmt, model, tokenizer, codec, device=device, ref_embs=ref_embs,
                     defaults=defaults, step_timeout=args.step_timeout,
                     transcript=args.transcript)
+
+
+def check_transformers(version: str, cache_utils: Any) -> None:
+    """Voila's ``model.py`` reads ``DynamicCache.seen_tokens`` at every step after the first:
+    a transformers without it fails in the first trial, so the bridge refuses it at start."""
+    if not hasattr(cache_utils.DynamicCache, "seen_tokens"):
+        raise SystemExit(f"{NAME} bridge: transformers {version} has no "
+                         "DynamicCache.seen_tokens, which Voila's model.py reads (line 1157, "
+                         "_prepare_inputs_for_generation): pip install transformers==4.51.3")
+
+
+def attention_for(choice: str, device: str) -> str:
+    """The attention kernel to load the LM with (``--attention``; module doc)."""
+    has_flash = importlib.util.find_spec("flash_attn") is not None
+    if choice == "auto":
+        return "flash_attention_2" if has_flash and device.startswith("cuda") else "sdpa"
+    if choice == "flash_attention_2" and not has_flash:
+        raise SystemExit(f"{NAME} bridge: --attention flash_attention_2 needs the flash-attn "
+                         "package (pip install flash-attn, on a CUDA machine); --attention "
+                         "sdpa runs without it")
+    return choice
 
 
 def assemble(torch: Any, fmt: Any, model: Any, tokenizer: Any, codec: Any, *, device: Any,

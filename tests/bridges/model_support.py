@@ -80,12 +80,16 @@ class Served:
 
 
 @contextmanager
-def bridge_process(module: str, *args: str, timeout: float = 60.0) -> Iterator[Served]:
-    """``python -m pytest_duplexact.bridges.<module> --port 0 ARGS`` on 127.0.0.1 with the
-    fakes' import names first on its path; yields its URL and log, stops it on exit."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]))
+def bridge_process(module: str, *args: str, timeout: float = 60.0,
+                   python: str = sys.executable,
+                   path: Sequence[str | Path] = (SITE,)) -> Iterator[Served]:
+    """``python -m pytest_duplexact.bridges.<module> --port 0 ARGS`` on 127.0.0.1 with
+    ``path`` (the fakes' import names) first on its path; yields its URL and log, stops it on
+    exit. ``python``: the interpreter (tests/upstream: the model's own environment)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, path), str(ROOT)]),
+               PYTHONDONTWRITEBYTECODE="1")  # nothing written into an author's checkout
     log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe nobody drains
-    proc = subprocess.Popen([sys.executable, "-m", f"pytest_duplexact.bridges.{module}",
+    proc = subprocess.Popen([python, "-m", f"pytest_duplexact.bridges.{module}",
                              "--host", "127.0.0.1", "--port", "0", *args],
                             stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
     box: dict[str, str] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ from tests.bridges.support import served
 
 FRAME = 1764  # one speech token (80 ms) at 22,050 Hz
 PIECES = {1: "[PAD]", 2: "<|endoftext|>", 4: "<|assistant|>", 5: "[EPAD]", 6: "[SILENCE]",
-          20: "▁Hi", 21: "▁there", 22: "▁aga", 23: "in"}
+          20: "▁Hi", 21: "▁there", 22: "▁aga", 23: "in", 24: "▁stray"}
 # text tokens in order, 5 per 800 ms block: two replies, each closed by [EPAD]; the second's
 # word spans two blocks
 SCRIPT = [6, 4, 20, 21, 5, 6, 6, 6, 4, 22, 23, 5]
@@ -78,6 +79,8 @@ def test_blocks_replies_and_text_times(tmp_path):
     model = bridge(tmp_path)
     frames = constant_frames(VALUES, FRAME)
     with served(model) as server:
+        model.model.tokenize_calls.clear()  # a warm-up's, if the kit ran one
+        model.model.decoder.calls.clear()
         got = run_steps(server.url, frames)
         check_trial(got)
         # text token t is heard at x + t * x / y tokens (duplex.py's times) plus the decoder's
@@ -98,6 +101,41 @@ def test_blocks_replies_and_text_times(tmp_path):
 
         bad = run_steps(server.url, frames, "tokenize=whole")
     assert "option tokenize: one of window, block, got 'whole'" in bad.error
+
+
+def test_text_only_inside_a_reply_and_no_underruns_after_the_end(tmp_path, caplog):
+    model = bridge(tmp_path)
+    # a word sampled outside a reply (where SCRIPT has [SILENCE]): no segment holds it
+    model.model.script = [24, 4, 20, 21, 5, 24, 6, 24, 4, 22, 23, 5]
+    frames = constant_frames(VALUES, FRAME)
+    with caplog.at_level(logging.INFO, logger=bayling_duplex.log.name), served(model) as server:
+        assert run_steps(server.url, frames).texts == TEXTS
+        # the model stops at its first [EPAD]: what follows its last speech is silence, not
+        # 25 decoder underruns
+        check_trial(run_steps(server.url, frames, "max_epad_count=1&trial_id=s1"),
+                    heard_tokens=10)
+    assert "trial s1: 1 blocks, model stopped, 0 audio underruns" in caplog.text
+
+
+def test_warmup_runs_one_block_and_ends_it(tmp_path):
+    model = bridge(tmp_path)
+    model.warmup()
+    assert model.model.tokenize_calls == [10] and model.model.decoder.calls == [(10, False)]
+    assert model.model.decoder.mel_overlap_dict == {}  # closed: its caches dropped
+
+
+def test_decoder_on_the_cpu_runs_in_inference_mode(tmp_path):
+    model, tok, dec = folders(tmp_path)
+    fake = bayling.BayLingDuplex(model, tok, dec, device="cpu")
+    frames = constant_frames(VALUES, FRAME)
+    with served(bayling_duplex.BayLingBridge(torch, fake, dict(bayling_duplex.DEFAULTS),
+                                             decoder_inference_mode="on")) as server:
+        check_trial(run_steps(server.url, frames))  # "auto" is the command line's test
+    with pytest.raises(SystemExit, match=r"^bayling-duplex bridge: BayLing's decoder fails on "
+                                         r"the CPU outside inference mode \(bayling_duplex_"
+                                         r"runtime/flow_inference\.py:14, .*--decoder-"
+                                         r"inference-mode auto or on$"):
+        bayling_duplex.BayLingBridge(torch, fake, {}, decoder_inference_mode="off")
 
 
 def test_window_tokens_straddle_a_window_edge():
@@ -148,7 +186,8 @@ def test_missing_package_and_files_are_clear(tmp_path):
     model, tok, dec = folders(tmp_path)
     args = argparse.Namespace(model_path=str(model), speech_tokenizer_path=str(tok),
                               decoder_path=str(tmp_path), interleave_ratio="10:5:10",
-                              device="cpu", torch_dtype="auto", bayling_repo=None, option=[])
+                              device="cpu", torch_dtype="auto", bayling_repo=None, option=[],
+                              decoder_inference_mode="auto")
     with pytest.raises(SystemExit, match="--decoder-path .* lacks config.yaml, flow.pt, hift.pt"):
         bayling_duplex.build(args)
     args.decoder_path = str(dec)

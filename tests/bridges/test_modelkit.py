@@ -44,6 +44,9 @@ def test_frame_queue_cuts_any_lengths_into_frames_and_counts_underruns():
     q.push(np.array([7.0]))
     q.push(np.array([8.0, 9.0, 10.0, 11.0]))
     assert q.pop().tolist() == [7, 8, 9, 10] and len(q) == 1
+    q.finish()  # the model stopped: its last sample, then its silence, are no gap
+    assert q.pop().tolist() == [11, 0, 0, 0] and q.pop().tolist() == [0, 0, 0, 0]
+    assert q.underruns == 1
 
 
 def test_server_defaults_and_seeds():

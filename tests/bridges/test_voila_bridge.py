@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -70,6 +71,7 @@ def check_trial(got, texts=((0, " Hi"), (2, " Hey"), (3, " you"))):
 def test_rows_to_steps_and_text(tmp_path):
     model = bridge(tmp_path)
     with served(model) as server:
+        model.model.calls.clear()  # a warm-up's, if the kit ran one
         check_trial(run_steps(server.url, constant_frames(VALUES, FRAME),
                               "instruction=▁Hi&temperature=0.5"))
         assert not [t for t in threading.enumerate() if t.name == "voila-run-generate"]
@@ -85,12 +87,63 @@ def test_rows_to_steps_and_text(tmp_path):
     assert len(short.audio) == 1  # the trial ended with the model's run, as an ERROR
 
 
+def test_audio_row_by_position_not_by_id(tmp_path):
+    """The text head may sample a raw audio id: run_generate pulls no frame for that row
+    (model.py 1356-1372), so it is neither the frame's audio nor a word."""
+    model = bridge(tmp_path)
+    stray = AUDIO_MIN + 7  # <|7|>: an audio id in a text row
+    model.model.script = [31, "A", stray, "A", 4, 32, "A", 33, 2, stray, "A"]
+    with served(model) as server:
+        got = run_steps(server.url, constant_frames(VALUES, FRAME))
+    assert not got.error
+    check_trial(got)
+
+
+def test_warmup_runs_a_short_trial_and_ends_it(tmp_path):
+    model = bridge(tmp_path)
+    model.warmup()
+    assert len(model.model.calls) == 1 and model.model.calls[0]["max_new_tokens"] == 8192
+    assert not [t for t in threading.enumerate() if t.name == "voila-run-generate"]
+
+
+def test_attention_falls_back_to_sdpa_without_flash_attn(tmp_path, monkeypatch):
+    real = voila_bridge.importlib.util.find_spec
+
+    def without_flash(name, *a):
+        return None if name == "flash_attn" else real(name, *a)
+
+    monkeypatch.setattr(voila_bridge.importlib.util, "find_spec", without_flash)
+    assert voila_bridge.attention_for("auto", "cuda") == "sdpa"
+    assert voila_bridge.attention_for("auto", "cpu") == "sdpa"
+    assert voila_bridge.attention_for("eager", "cuda") == "eager"
+    with pytest.raises(SystemExit, match="--attention flash_attention_2 needs the flash-attn "
+                                         "package .*; --attention sdpa runs without it"):
+        voila_bridge.attention_for("flash_attention_2", "cuda")
+    monkeypatch.setattr(voila_bridge.importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "flash_attn" else real(name, *a))
+    assert voila_bridge.attention_for("auto", "cuda") == "flash_attention_2"  # infer.py's
+    assert voila_bridge.attention_for("auto", "cpu") == "sdpa"
+
+
+def test_transformers_without_seen_tokens_is_refused():
+    class Old:  # transformers 4.51.3
+        seen_tokens = 0
+
+    voila_bridge.check_transformers("4.51.3", SimpleNamespace(DynamicCache=Old))
+    with pytest.raises(SystemExit, match=r"^voila bridge: transformers 4\.57\.1 has no "
+                                         r"DynamicCache\.seen_tokens, which Voila's model\.py "
+                                         r"reads \(line 1157.*pip install transformers==4\.51\.3$"):
+        voila_bridge.check_transformers("4.57.1", SimpleNamespace(DynamicCache=object))
+
+
 def test_command_line_serves_the_plugin_client(tmp_path):
     ckpt, tok = folders(tmp_path)
     with bridge_process("voila", "--voila-repo", str(VOILA_CHECKOUT), "--checkpoint", str(ckpt),
                         "--audio-tokenizer", str(tok), "--device", "cpu", "--transcript",
                         "--option", "context=3") as proc:
         check_trial(run_steps(proc.url, constant_frames(VALUES, FRAME)))
+        # no flash-attn here: the LM loads with sdpa, where infer.py would fail
+        assert "attention: sdpa" in proc.log()
         # the plugin's client and pipeline: words on the recording's clock
         rec = client_trial(proc.url, dc_instance(tmp_path))
     assert [(w.text, round(w.start, 3), round(w.end, 3)) for w in rec.transcript] == \

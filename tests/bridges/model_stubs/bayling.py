@@ -13,7 +13,9 @@ rule (``[EPAD]`` count against ``max_epad_count``, end-of-text), and transparent
   ``decoder.token_overlap_len`` (5) tokens back for the next call, whose first 5 are their
   overlap, as ``flow_inference.AudioDecoder.token2wav`` does with their mel (a caller that
   passes blocks without that overlap loses speech, here as there); ``decoder`` keeps
-  per-stream caches, dropped by a final call.
+  per-stream caches, dropped by a final call. The cross-fade is an in-place write into a
+  tensor made under ``torch.inference_mode`` (the flow's mel), as ``fade_in_out`` does on the
+  CPU (``device``, this fake's only one): outside inference mode torch refuses it, as there.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class BayLingDuplex:
         cfg = json.loads((Path(model_path) / "config.json").read_text())
         self.script = cfg["script"]
         self.out_spt = cfg.get("samples_per_token", 1764)
+        self.device = torch.device(device or "cpu")  # the real one: cuda when available
+        assert self.device.type == "cpu", "the fake runs on the CPU only"
         self.tokenizer = FakeTokenizer(model_path)
         ids = {k: self.tokenizer.convert_tokens_to_ids(v) for k, v in SPECIALS.items()}
         self.assistant_token_id, self.epad_token_id = ids["assistant"], ids["epad"]
@@ -150,6 +154,12 @@ class BayLingDuplex:
         # tokens back and cross-fades them into the first as many of the next call (here:
         # the next call's are played instead); a final call plays everything, drops the caches
         d = self.decoder
+        with torch.inference_mode():  # flow.py's inference is decorated so
+            mel = torch.tensor(tokens, dtype=torch.float32)[None, None]
+        if d.mel_overlap_dict.get(stream_id) is not None:
+            # fade_in_out (flow_inference.py:14) on the CPU: ``.cpu()`` is the same tensor,
+            # written in place (torch raises outside inference mode)
+            mel[..., :1] = mel[..., :1] * 1.0
         keep = 0 if finalize else d.token_overlap_len
         said = tokens[:len(tokens) - keep]
         if finalize:

@@ -3,11 +3,16 @@
 ``SpeakerEmbedding``, ``tokenize_func.py`` ``voila_input_format``), with the real signatures
 and ``run_generate``'s row order, and transparent behaviour:
 
-* ``run_generate`` walks the checkpoint's ``script`` (config.json): a text id is a text row;
-  ``"A"`` (and everything past the script) is an audio row, whose assistant frame is computed
-  *before* the user frame of that row is pulled from ``input_generator``, as in the real loop:
-  here it is the user frame pulled one audio row earlier (an echo; code 0 at first);
-  ``streamer.put`` gets each row's assistant tokens; ``max_new_tokens`` caps the rows;
+* ``from_pretrained`` takes ``attn_implementation`` as transformers does and, as it does,
+  refuses ``flash_attention_2`` (and the old ``use_flash_attention_2=True``) when the
+  ``flash_attn`` package is not importable; the choice is kept in ``config.attn``;
+* ``run_generate`` walks the checkpoint's ``script`` (config.json): a text id is a text row
+  (also an id in the audio range: the real text head can sample one, and then no frame is
+  pulled); ``"A"`` (and everything past the script) is an audio row, whose assistant frame is
+  computed *before* the user frame of that row is pulled from ``input_generator``, as in the
+  real loop (``model.py`` 1356-1372: pull, then ``streamer.put``): here it is the user frame
+  pulled one audio row earlier (an echo; code 0 at first); ``streamer.put`` gets each row's
+  assistant tokens; ``max_new_tokens`` caps the rows;
 * ``VoilaTokenizer``: 16 kHz, upsampling ratios 8·5·4·4 = 640 samples per code frame; every
   codebook gets the frame's round(mean * SCALE) modulo ``codebook_size``; ``decode`` gives
   each code frame 640 samples of value code / SCALE.
@@ -15,6 +20,7 @@ and ``run_generate``'s row order, and transparent behaviour:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,8 +52,17 @@ class VoilaAutonomousModel:
 
     @classmethod
     def from_pretrained(cls, folder, torch_dtype=None, use_flash_attention_2=False,
-                        use_cache=True):
-        return cls(folder)
+                        attn_implementation=None, use_cache=True):
+        if use_flash_attention_2:  # transformers' deprecated spelling of the same request
+            attn_implementation = "flash_attention_2"
+        if attn_implementation == "flash_attention_2" and \
+                importlib.util.find_spec("flash_attn") is None:
+            raise ImportError("FlashAttention2 has been toggled on, but it cannot be used due "
+                              "to the following error: the package flash_attn seems to be not "
+                              "installed.")
+        model = cls(folder)
+        model.config.attn = attn_implementation
+        return model
 
     def to(self, device):
         return self
