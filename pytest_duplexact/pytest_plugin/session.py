@@ -31,8 +31,8 @@ from ..run.rundir import RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
 from . import configure, preflight
-from .termination import TerminationGuard
 from .config import RunConfig
+from .termination import TerminationGuard
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
