@@ -14,7 +14,7 @@ from pathlib import Path
 from pytest_duplexact.models.oracle import OracleModel
 
 HOLD_AT = 2
-HOLD_DEADLINE_S = 300.0
+HOLD_DEADLINE_S = 600.0
 
 
 class GatedOracle(OracleModel):

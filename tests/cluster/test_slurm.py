@@ -196,17 +196,19 @@ def test_killed_and_requeued_tasks_resume_and_the_merge_is_unchanged(slurm, seri
     env = _env(runs, DUPLEXACT_GATE=str(gate), DUPLEXACT_ARGS="--duplexact-timeout=900")
     array = _sbatch(tmp_path, env, str(ARRAY))
     merge = _sbatch(tmp_path, env, f"--dependency=afterok:{array}", str(MERGE))
-    held = {t: _wait(lambda t=t: list(gate.glob(f"held-{t}-*")),
-                     f"task {t} to reach its gate", tmp_path)[0] for t in stopped}
-    done_before = {t: _outcomes(runs / f"shard-{t}") for t in stopped}
-    assert all(n == HOLD_AT - 1 for n in done_before.values()), done_before  # mid-run
-
-    subprocess.run(["scancel", "--signal=KILL", f"{array}_1"], check=True, timeout=60)
-    _scontrol("requeue", f"{array}_2")
-    os.kill(int(held[3].name.rsplit("-", 1)[1]), signal.SIGKILL)
-    for t in stopped:
+    stop = {1: lambda pid: subprocess.run(["scancel", "--signal=KILL", f"{array}_1"],
+                                          check=True, timeout=60),
+            2: lambda pid: _scontrol("requeue", f"{array}_2"),
+            3: lambda pid: os.kill(pid, signal.SIGKILL)}
+    done_before = {}
+    for t in stopped:  # each as soon as it is held: the tasks get their slots in turn
+        held = _wait(lambda t=t: list(gate.glob(f"held-{t}-*")), f"task {t} to reach its gate",
+                     tmp_path)[0]
+        done_before[t] = _outcomes(runs / f"shard-{t}")
+        stop[t](int(held.name.rsplit("-", 1)[1]))
         _wait(lambda t=t: _state(f"{array}_{t}") in ("CANCELLED", "FAILED", "PENDING"),
               f"task {t} to stop", tmp_path)
+    assert all(n == HOLD_AT - 1 for n in done_before.values()), done_before  # mid-run
     for t in stopped:
         (gate / f"hold-{t}").unlink()
     for t in (1, 3):
@@ -224,11 +226,13 @@ def test_killed_and_requeued_tasks_resume_and_the_merge_is_unchanged(slurm, seri
         log = (tmp_path / f"duplexact-{array}_{t}.log").read_text()
         assert f"resume with pytest --duplexact-resume={runs / f'shard-{t}'}" in log
     # Tasks 1 and 3 ended failed before their re-queue, and Slurm never re-evaluates afterok
-    # after a failure: the merge submitted up front stays pending (docs/sharding.md says so)
-    # and is submitted again once the tasks have finished.
+    # on the array after a failure, not even for a merge submitted anew: the one submitted up
+    # front stays pending, and the merge depends on the tasks by name instead
+    # (docs/sharding.md says both).
     assert "DependencyNeverSatisfied" in _scontrol("show", "job", merge)
     subprocess.run(["scancel", merge], check=True, timeout=60)
-    merge = _sbatch(tmp_path, env, f"--dependency=afterok:{array}", str(MERGE))
+    merge = _sbatch(tmp_path, env, "--dependency=afterok:" + ":".join(_task_ids(array)),
+                    str(MERGE))
     assert _ended([merge], tmp_path) == {merge: "COMPLETED"}
     assert _comparable(runs / "report.json") == _comparable(serial)
 
@@ -256,6 +260,7 @@ def test_a_task_at_its_time_limit_ends_resumable_and_names_the_resume(slurm, ser
     _scontrol("requeue", f"{array}_3")
     _scontrol("update", f"jobid={array}_3", "StartTime=now")
     assert _ended([f"{array}_3"], tmp_path) == {f"{array}_3": "COMPLETED"}
-    merge = _sbatch(tmp_path, env, f"--dependency=afterok:{array}", str(MERGE))
+    merge = _sbatch(tmp_path, env, "--dependency=afterok:" + ":".join(_task_ids(array)),
+                    str(MERGE))
     assert _ended([merge], tmp_path) == {merge: "COMPLETED"}
     assert _comparable(runs / "report.json") == _comparable(serial)
