@@ -32,8 +32,10 @@ is held masked (``Secret``), so a ``-l`` traceback cannot show it.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
+import ssl
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, AsyncIterator
@@ -41,19 +43,20 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import numpy as np
 from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect as sync_connect
 
 from ..bridges import wire
 from ..data.timeline import Word
 from ..remote.netsafety import Secret
-from .base import ModelError, SessionInfo, StepOutput
+from .base import ModelError, Probed, SessionInfo, StepOutput
 from .model_options import (
     ModelConfigError,
     check_transport,
     coerce,
     connect_error,
     scrub,
+    shown_url,
     tls_context,
 )
 from .slots import PerSlotBatch
@@ -63,6 +66,7 @@ from .streaming import (
     Chunker,
     Event,
     ItemDone,
+    ServerUnreachable,
     TranscriptDelta,
     TransientModelError,
     stop_and_close,
@@ -147,6 +151,24 @@ class BridgeClient:
         return scrub(wire.utf8(payload), self.key_env)
 
 
+def _unreached(client: BridgeClient, e: Exception) -> str:
+    """Why the probe could not open a connection, saying what to check."""
+    err = client.connect_failed(e)
+    url = shown_url(client.url)
+    if isinstance(err, ModelConfigError):  # a refused key: the message says what to do
+        return str(err)
+    if isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLCertVerificationError):
+        return (f"{client.label}: {url} does not answer TLS ({type(e).__name__}): if the "
+                f"bridge serves ws://, use url=ws://{url.partition('://')[2]}")
+    if isinstance(e, InvalidHandshake) and getattr(e, "response", None) is None:
+        return (f"{client.label}: something answers at {url}, but not as a WebSocket server "
+                f"({type(e).__name__}: {e}): is it a bridge's address, and its scheme "
+                "(ws:// or wss://) the one the bridge serves?")
+    if isinstance(err, ServerUnreachable):
+        return f"{err}; is the bridge running at {url}?"
+    return str(err)
+
+
 def _ready_of(client: BridgeClient, kind: int, payload: bytes, transient: bool) -> wire.Ready:
     """The READY of a connection (the first message), or the error it says instead."""
     if kind == wire.ERROR:
@@ -179,10 +201,7 @@ def probe(client: BridgeClient) -> wire.Ready:
         ws = sync_connect(client.trial_url(None), additional_headers=client.headers(
             client.key()), **client.connect_options())
     except Exception as e:
-        err = client.connect_failed(e)
-        if isinstance(err, ModelConfigError):  # a refused key: the message says what to do
-            raise err from None
-        raise ModelConfigError(f"{err}; is the bridge running at {client.url}?") from None
+        raise ModelConfigError(_unreached(client, e)) from None
     try:
         try:
             kind, payload = wire.split(ws.recv(timeout=client.ready_timeout))
@@ -195,7 +214,7 @@ def probe(client: BridgeClient) -> wire.Ready:
         try:
             return _ready_of(client, kind, payload, transient=False)
         except ModelError as e:
-            raise ModelConfigError(str(e)) from None
+            raise ModelConfigError(f"{e}{meant(client.server_options, str(e))}") from None
     finally:
         try:
             ws.send(wire.frame(wire.CLOSE))
@@ -231,9 +250,14 @@ class BridgeStepped(PerSlotBatch):
                                     **c.connect_options())
         except Exception as e:
             raise c.connect_failed(e) from None
-        kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
-                                   transient=True)
-        _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
+        try:
+            kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
+                                       transient=True)
+            _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
+        except BaseException:  # a queued connection left open would hold a server slot
+            ws, self._ws = self._ws, None
+            ws.close()
+            raise
         self._k = 0
         self._text = TextStream(self.ready.frame_s)
 
@@ -512,11 +536,26 @@ def client_from(options: dict[str, Any]) -> BridgeClient:
                                "in the environment")
     own = {k: coerce(LABEL, _OWN[k], v) for k, v in options.items() if k in _OWN}
     rest = {k: str(v) for k, v in options.items() if k not in _OWN}
+    if "url" not in own and meant(rest):  # the one option the client cannot run without
+        raise ModelConfigError(f"{LABEL}: no url option{meant(rest)}")
     reserved = sorted(set(rest) & set(wire.RESERVED_PARAMS))
     if reserved:
         raise ModelConfigError(f"{LABEL}: {', '.join(reserved)} is set by the client for "
                                "every trial, not an option")
     return BridgeClient(**own, server_options=rest)
+
+
+def meant(server_options: dict[str, str], refusal: str | None = None) -> str:
+    """``; unknown option 'ulr' (did you mean 'url'?)`` for a server option whose name is
+    close to one of the client's own (a typo sends it to the server), else ``""``; with the
+    server's ``refusal``, only for an option it names."""
+    for key in server_options:
+        if refusal is not None and key not in refusal:
+            continue
+        close = difflib.get_close_matches(key, list(_OWN), n=1)
+        if close:
+            return f"; unknown option {key!r} (did you mean {close[0]!r}?)"
+    return ""
 
 
 def model_for(client: BridgeClient, *, error_is_transient: bool = False):
@@ -537,15 +576,27 @@ def preflight(**options: Any) -> None:
 
 
 def reach(**options: Any) -> str:
-    """``duplexact models bridge -o url=...``: what answers at the URL now."""
-    return described(probe(client_from(options)), "a bridge")
+    """``duplexact models bridge --option url=...``: what answers at the URL now."""
+    return probed(**options).description
+
+
+def probed(**options: Any) -> Probed:
+    """The run's preflight (pytest_plugin/preflight.py): connect once; what answers, its
+    name and how many trials it serves at once."""
+    return probed_as(probe(client := client_from(options)), client, "a bridge")
+
+
+def probed_as(r: wire.Ready, client: BridgeClient, unnamed: str) -> Probed:
+    return Probed(described(r, unnamed), r.model, r.max_sessions, shown_url(client.url))
 
 
 def described(r: wire.Ready, unnamed: str) -> str:
     """What a probe learnt, as ``reach`` says it (``unnamed``: a READY without a model name)."""
+    at_once = "" if r.max_sessions is None else f", {r.max_sessions} trial(s) at once"
     return (f"{r.model or unnamed}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
-            f"transcript {'yes' if r.transcript else 'no'}")
+            f"transcript {'yes' if r.transcript else 'no'}{at_once}")
 
 
 factory.preflight = preflight  # type: ignore[attr-defined]
 factory.reach = reach  # type: ignore[attr-defined]
+factory.probe = probed  # type: ignore[attr-defined]

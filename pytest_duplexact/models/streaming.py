@@ -51,6 +51,12 @@ class TransientModelError(ModelError):
     connection. Still a ``ModelError`` (an error, never a miss) once retries run out."""
 
 
+class ServerUnreachable(TransientModelError):
+    """No connection to the model's server at all (refused, timed out, reset before the
+    handshake): retried like any transient failure; several instances in a row ending so
+    mean the server is gone, and the run stops (pytest_plugin/session.py)."""
+
+
 # --- session events ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -163,6 +169,7 @@ async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], tim
 
 __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
-    "Event", "StreamingSession", "TransientModelError", "ModelError", "DEFAULT_CHUNK_MS",
+    "Event", "StreamingSession", "TransientModelError", "ServerUnreachable", "ModelError",
+    "DEFAULT_CHUNK_MS",
     "Chunker", "stop_and_close",
 ]

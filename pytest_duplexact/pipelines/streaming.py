@@ -39,6 +39,7 @@ from ..models.streaming import (
     Event,
     ItemDone,
     ResponseDone,
+    ServerUnreachable,
     SpeechStarted,
     StreamingSession,
     TranscriptDelta,
@@ -298,7 +299,7 @@ class StreamingDuplex(Duplex):
         except ModelError:
             raise
         except (OSError, asyncio.TimeoutError) as e:
-            raise TransientModelError(f"could not connect: {type(e).__name__}: {e}") from e
+            raise ServerUnreachable(f"could not connect: {type(e).__name__}: {e}") from e
         if chunk_ms is None:
             chunk_ms = getattr(model, "chunk_ms", DEFAULT_CHUNK_MS)
         return cls(session, input_sample_rate=model.input_sample_rate,

@@ -145,6 +145,7 @@ class DuplexactSession:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
                 self.baseline = preflight.check(run, self.settings, self.instances)
+                self.settings = preflight.check_server(run, self.settings)
             except BaseException:  # the run never starts: no empty default run dir left behind
                 if not (run.resume or run.run_dir):
                     configure.remove_if_empty(self.run_dir)
