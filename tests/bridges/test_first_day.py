@@ -24,7 +24,6 @@ import subprocess
 import sys
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pytest
