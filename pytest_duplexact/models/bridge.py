@@ -558,8 +558,17 @@ def meant(server_options: dict[str, str], refusal: str | None = None) -> str:
     return ""
 
 
+# READY of the run's preflight probe, taken once by the model's build in the same process (a
+# serial run connects once before its first trial, not twice)
+_PROBED: dict[tuple, wire.Ready] = {}
+
+
+def _probe_key(client: BridgeClient) -> tuple:
+    return client.url, tuple(sorted(client.server_options.items()))
+
+
 def model_for(client: BridgeClient, *, error_is_transient: bool = False):
-    ready = probe(client)
+    ready = _PROBED.pop(_probe_key(client), None) or probe(client)
     if ready.mode == "stepped":
         return BridgeStepped(client, ready)
     return BridgeStreaming(client, ready, error_is_transient=error_is_transient)
@@ -587,6 +596,7 @@ def probed(**options: Any) -> Probed:
 
 
 def probed_as(r: wire.Ready, client: BridgeClient, unnamed: str) -> Probed:
+    _PROBED[_probe_key(client)] = r
     return Probed(described(r, unnamed), r.model, r.max_sessions, shown_url(client.url))
 
 
