@@ -5,9 +5,12 @@
 is not one of the client's own (``BridgeClient`` below) travels to the server as a query
 parameter, next to ``trial_id`` (the instance) and ``run_seed`` (the run's seed).
 
-Building the model connects once (a probe: READY, then CLOSE) to learn how the server runs,
-so a wrong URL, a refused key or options the server rejects fail the run before any
-instance. Then, per READY's ``mode``:
+The run's preflight connects once (a probe: READY, then CLOSE; ``probed``, the factory's
+``probe``) to learn how the server runs, so a wrong URL or scheme, a refused key or options
+the server rejects fail the run in one line before it starts, and a ``--duplexact-batch`` or
+``--duplexact-concurrency`` above READY's ``max_sessions`` is refused there; building the
+model reuses that READY (or probes, where no preflight ran: an xdist worker). Then, per
+READY's ``mode``:
 
 * ``stepped``: a ``SteppedModel`` (models/base.py) at READY's rate and frame. Each trial is
   one connection; each ``step`` sends one AUDIO frame and blocks for the TEXT* + AUDIO answer
@@ -20,7 +23,8 @@ instance. Then, per READY's ``mode``:
   arrival, and the TEXT before it belongs to it.
 
 Errors: the server's ERROR, or its CLOSE before ours, is a model error of the instance
-(final). A refused or dropped connection, a handshake the server answers 429/502/503/504 and
+(final). A refused connection (``ServerUnreachable``: several instances in a row stop the
+run), a dropped one, a handshake the server answers 429/502/503/504 and
 a READY that does not come within ``ready_timeout`` are transient (the trial is retried from
 scratch). A step with no answer within ``step_timeout`` is a model error naming the step.
 
@@ -256,7 +260,10 @@ class BridgeStepped(PerSlotBatch):
             _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
         except BaseException:  # a queued connection left open would hold a server slot
             ws, self._ws = self._ws, None
-            ws.close()
+            try:
+                ws.close()
+            except Exception as e:
+                log.debug("%s: closing after no READY: %s", c.label, e)
             raise
         self._k = 0
         self._text = TextStream(self.ready.frame_s)
