@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +59,25 @@ def check_server(run: RunConfig, settings: RunSettings) -> RunSettings:
                 f"--duplexact-{option}={wanted}: the server{where} runs {limit} trial(s) at "
                 f"once (its READY's max_sessions); use --duplexact-{option}={limit}, or "
                 f"restart it to serve {wanted} (the kit's --max-sessions {wanted})")
+    if run.resume:
+        _same_served(run.resume, probed.model)
     return replace(settings, served={"model": probed.model, "description": probed.description})
+
+
+def _same_served(run_dir: str, model: str) -> None:
+    """A resumed run behind the same URL must still be served the model it started with:
+    outcomes of two checkpoints are never mixed in one report."""
+    from ..run.rundir import RunDir
+
+    try:
+        before = (RunDir(Path(run_dir)).read_run_settings().get("served") or {}).get("model")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # load_resumed said why
+        return
+    if before and model and before != model:
+        raise pytest.UsageError(
+            f"--duplexact-resume={run_dir}: the server now serves {model!r}; this run was "
+            f"started with {before!r}. Serve {before!r} again to resume, or start a new run "
+            "directory")
 
 
 def check_urls(settings: RunSettings) -> None:

@@ -224,6 +224,29 @@ def test_the_listed_command_runs_and_the_report_names_the_served_model(pytester,
     assert f"DuplexAct comparison: {shown} vs {shown}" in page
 
 
+class OtherCheckpoint(Quiet):
+    name = "quiet-ckpt-8"
+
+
+def test_a_resume_against_another_served_model_is_refused(pytester):
+    """Same URL, another checkpoint behind it: the run's outcomes would mix two models."""
+    with served(Quiet()) as first:
+        url, port = first.url, int(first.url.rsplit(":", 1)[1])
+        done = pytester.runpytest_subprocess(
+            "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
+            "--duplexact-condition=take_turn.immediate", "--duplexact-limit=1",
+            "--duplexact-transcriber=native", "--duplexact-run-dir=run", "-p",
+            "no:cacheprovider", timeout=240)
+    assert done.ret in (0, 1), done.stdout.str()
+    with served(OtherCheckpoint(), port=port):
+        res = pytester.runpytest_subprocess("--duplexact-resume=run", "-p", "no:cacheprovider",
+                                            timeout=120)
+    lines = said(res)
+    assert res.ret == 4 and len(lines) <= 3, lines  # the resume's own line, then the refusal
+    assert f"the server now serves 'quiet-ckpt-8'; this run was started with {NAME!r}" \
+        in lines[-1], lines
+
+
 # --- a bridge that dies mid-run ------------------------------------------------------------
 
 DYING = '''
