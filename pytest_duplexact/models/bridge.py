@@ -161,7 +161,10 @@ def _unreached(client: BridgeClient, e: Exception) -> str:
     url = shown_url(client.url)
     if isinstance(err, ModelConfigError):  # a refused key: the message says what to do
         return str(err)
-    if isinstance(e, ssl.SSLError) and not isinstance(e, ssl.SSLCertVerificationError):
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return (f"{client.label}: {url}: its certificate is not trusted ({e.verify_message}): "
+                "for a self-signed one pass ca_file=CERT.pem, the bridge's certificate")
+    if isinstance(e, ssl.SSLError):
         return (f"{client.label}: {url} does not answer TLS ({type(e).__name__}): if the "
                 f"bridge serves ws://, use url=ws://{url.partition('://')[2]}")
     if isinstance(e, InvalidHandshake) and getattr(e, "response", None) is None:

@@ -127,6 +127,14 @@ def test_wss_against_a_ws_bridge_is_one_line(pytester, bridge):
                         f"use url={bridge.url}")
 
 
+def test_a_self_signed_bridge_without_ca_file_is_one_line(pytester):
+    from tests.fakes.fake_http import self_signed_tls
+
+    with served(Quiet(), ssl=self_signed_tls()) as server:
+        res = run(pytester, f"--duplexact-model-option=url={server.url}")
+    refused_in_one_line(pytester, res, "certificate is not trusted", "ca_file=CERT.pem")
+
+
 def test_an_address_that_is_no_bridge_is_one_line(pytester):
     with plain_http() as url:
         res = run(pytester, f"--duplexact-model-option=url={url}")
