@@ -393,8 +393,10 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
     p.add_argument("--keyfile", help="the certificate's private key (PEM)")
     p.add_argument("--max-sessions", type=_positive, metavar="N",
                    help="trials served at once, the others wait before their READY (default: "
-                        "the model's max_sessions, else 1); READY tells the client, which "
-                        "refuses a --duplexact-batch or --duplexact-concurrency above it")
+                        "the model's max_sessions, else 1; at most the model's max_sessions "
+                        "when it has one; more than 1 only for a model whose sessions hold "
+                        "all their own state); READY tells the client, which refuses a "
+                        "--duplexact-batch or --duplexact-concurrency above it")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
     return p
