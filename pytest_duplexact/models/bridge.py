@@ -281,8 +281,11 @@ class BridgeStepped(PerSlotBatch):
                 kind, payload = wire.split(self._ws.recv(timeout=deadline.left()))
             except TimeoutError:
                 cls = TransientModelError if transient else ModelError
+                busy = " (the server queues trials beyond what it runs at once: more at once " \
+                    "than it serves, from --duplexact-batch or -n, wait here)" \
+                    if what == "READY" else ""
                 raise cls(f"{c.label}: no {what} from the server within "
-                          f"{getattr(c, option):g} s ({option})") from None
+                          f"{getattr(c, option):g} s ({option}){busy}") from None
             except (ConnectionClosed, wire.ProtocolError) as e:
                 raise _broken(c, e, f"waiting for {what}") from None
             if kind == wire.PING:

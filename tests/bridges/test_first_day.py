@@ -180,7 +180,7 @@ def test_a_queued_trial_without_ready_closes_its_connection():
         holder = resolve_model("bridge", url=server.url)
         queued = resolve_model("bridge", url=server.url, ready_timeout="0.5")
         holder.start(SessionInfo(instance=None))  # takes the only slot
-        with pytest.raises(TransientModelError, match="no READY"):
+        with pytest.raises(TransientModelError, match="no READY.*from --duplexact-batch or -n"):
             queued.start(SessionInfo(instance=None))
         holder.finish()
         for _ in range(200):  # the two probes and both trials end on the server (a deadline,
