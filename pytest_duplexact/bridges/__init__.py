@@ -15,7 +15,8 @@ A **model** object, built once per process (weights loaded once)::
         sample_rate = 24_000       # Hz of the audio both ways
         frame = 1_920              # samples per step (80 ms here)
         transcript = True          # step() returns the model's own words as text
-        max_sessions = 1           # optional: trials at once (default 1; others wait)
+        max_sessions = 1           # optional: trials at once (default 1; others wait; the
+                                   # most --max-sessions may ask; READY says it)
 
         def open(self, options: dict[str, str], trial: Trial) -> Session:
             '''A fresh session for one trial (one connection): all per-trial state lives in
@@ -56,7 +57,7 @@ cannot go on (a token budget ran out) raises ``SessionEnded(reason)`` from ``ste
 sends CLOSE with the reason, which the plugin also scores as a model error (cut short).
 
 Serving. ``main(build, prog=...)`` is the command line (``--host --port --certfile --keyfile
---log-level`` plus yours through ``add_arguments``); ``python -m pytest_duplexact.bridges.X``
+--max-sessions --log-level`` plus yours through ``add_arguments``); ``python -m pytest_duplexact.bridges.X``
 calls it from ``X``'s ``if __name__ == "__main__"``. ``BridgeServer(model).start(host, port)``
 serves from your own asyncio code. docs/models.md has a complete ~30-line example.
 """

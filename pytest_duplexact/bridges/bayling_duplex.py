@@ -2,7 +2,8 @@
 speech token (80 ms) per step, the model run once per 800 ms block.
 
 Run in BayLing-Duplex's own environment (its ``requirements.txt`` and ``pip install -e .``,
-plus ``pip install --no-deps pytest-duplexact websockets``), with the three folders its README
+plus ``pip install --no-deps`` a wheel of pytest-duplexact and ``websockets``,
+docs/bridge-protocol.md §8), with the three folders its README
 downloads::
 
     python -m pytest_duplexact.bridges.bayling_duplex --port 8765 \\

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import hmac
 import logging
 import os
 import queue
 import signal
+import socket
 import ssl as ssl_module
 import sys
 import threading
@@ -192,18 +194,21 @@ class BridgeServer:
     returns the ``ws://`` (``wss://``) URL, ``await close()`` stops."""
 
     def __init__(self, model: Any, *, stepper: Stepper | None = None, api_key: str | None = None,
-                 ssl: ssl_module.SSLContext | None = None):
+                 ssl: ssl_module.SSLContext | None = None, max_sessions: int | None = None):
         self.model = model
+        # trials at once: --max-sessions, else the model's own attribute, else 1; READY says it
+        sessions = max_sessions or int(getattr(model, "max_sessions", 1) or 1)
         self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
                                 bool(getattr(model, "transcript", False)),
-                                str(getattr(model, "name", "") or type(model).__name__))
+                                str(getattr(model, "name", "") or type(model).__name__),
+                                max_sessions=sessions)
         if stepper is None:  # a model with step_batch shares each step among its trials
             stepper = BatchStepper(model, lambda: len(self.sessions)) if batched(model) \
                 else Stepper()
         self.stepper = stepper
         self._key = api_key
         self._ssl = ssl
-        self._slots = asyncio.Semaphore(int(getattr(model, "max_sessions", 1) or 1))
+        self._slots = asyncio.Semaphore(sessions)
         self.sessions: dict[ServerConnection, Any] = {}  # the open trials (a batch stepper's)
         self.trials = 0
         self._server: Any = None
@@ -386,6 +391,12 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
                    help=f"port (default {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--certfile", help="TLS certificate (PEM): serve wss:// instead of ws://")
     p.add_argument("--keyfile", help="the certificate's private key (PEM)")
+    p.add_argument("--max-sessions", type=_positive, metavar="N",
+                   help="trials served at once, the others wait before their READY (default: "
+                        "the model's max_sessions, else 1; at most the model's max_sessions "
+                        "when it has one; more than 1 only for a model whose sessions hold "
+                        "all their own state); READY tells the client, which refuses a "
+                        "--duplexact-batch or --duplexact-concurrency above it")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
     return p
@@ -395,9 +406,10 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
          add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
          argv: Sequence[str] | None = None) -> int:
     """The command line of a model bridge: parse ``--host --port --certfile --keyfile
-    --log-level`` plus the bridge's own arguments (``add_arguments``), build the model with
+    --max-sessions --log-level`` plus the bridge's own arguments (``add_arguments``), build the model with
     ``build(args)`` (load weights here, once) and serve it until interrupted. Prints one line,
-    ``listening on ws://HOST:PORT ...``, to stdout once the port is bound."""
+    ``listening on ws://HOST:PORT ...``, to stdout once the port is bound; a port it cannot
+    bind is one line on stderr and exit status 1."""
     p = parser(prog, description)
     if add_arguments is not None:
         add_arguments(p)
@@ -410,22 +422,82 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
     if args.certfile:
         context = ssl_module.SSLContext(ssl_module.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.certfile, args.keyfile)
+    taken = _port_problem(prog, args.host, args.port)  # before minutes of loading weights
+    if taken:
+        print(taken, file=sys.stderr)
+        return 1
     model = build(args)
+    own = getattr(model, "max_sessions", None)
+    if args.max_sessions and own and args.max_sessions > own:
+        print(f"{prog}: --max-sessions {args.max_sessions}: this model serves at most {own} "
+              "trials at once (its max_sessions)", file=sys.stderr)
+        return 2
     try:
-        asyncio.run(_serve_forever(model, args.host, args.port, context))
+        asyncio.run(_serve_forever(model, args.host, args.port, context, args.max_sessions,
+                                   prog))
     except KeyboardInterrupt:
         pass
+    except _CannotListen as e:
+        print(e, file=sys.stderr)
+        return 1
     return 0
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return n
+
+
+class _CannotListen(Exception):
+    """The port could not be bound: one line for the user, no traceback."""
+
+
+def _listen_problem(prog: str, host: str, port: int, e: OSError) -> str:
+    why = "the address is already in use (another bridge running?)" \
+        if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+    return (f"{prog}: cannot listen on {host}:{port}: {why}; stop what holds it, or choose "
+            "another --port")
+
+
+def _port_problem(prog: str, host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound now, or None (checked again when serving)."""
+    if not port:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        return f"{prog}: cannot listen on {host}:{port}: {e.strerror or e}"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        if os.name != "nt":  # as asyncio's server binds: a port in TIME_WAIT is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as e:
+            return _listen_problem(prog, host, port, e)
+    return None
+
+
 async def _serve_forever(model: Any, host: str, port: int,
-                         context: ssl_module.SSLContext | None) -> None:
-    server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context)
-    url = await server.start(host, port)
+                         context: ssl_module.SSLContext | None,
+                         max_sessions: int | None = None, prog: str = "bridge") -> None:
+    server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context,
+                          max_sessions=max_sessions)
+    try:
+        url = await server.start(host, port)
+    except OSError as e:  # taken since the check above
+        server.stepper.shutdown()
+        server.stepper.finish()
+        raise _CannotListen(_listen_problem(prog, host, port, e)) from None
     r = server.ready
     print(f"listening on {url} (model {r.model}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample "
-          f"frames, transcript {'yes' if r.transcript else 'no'}"
-          f"{', bearer key required' if server._key else ''})", flush=True)
+          f"frames, transcript {'yes' if r.transcript else 'no'}, {r.max_sessions} trial(s) at "
+          f"once{', bearer key required' if server._key else ''})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

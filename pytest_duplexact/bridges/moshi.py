@@ -32,6 +32,7 @@ PROG = "python -m pytest_duplexact.bridges.moshi"
 class MoshiBridge:
     name, mode, transcript = "moshi", "stepped", True
     sample_rate, frame = SAMPLE_RATE, FRAME_SIZE
+    max_sessions = 1  # one model state: the most --max-sessions may ask (--batch B for more)
 
     def __init__(self, model: MoshiModel):
         self.model = model

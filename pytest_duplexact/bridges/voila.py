@@ -3,8 +3,8 @@ one audio-token frame of Voila's tokenizer per step. **Much of this is our readi
 that has no streaming entry point; nothing here was run against the real weights.**
 
 Run in Voila's own environment (a checkout of maitrix-org/Voila with its ``requirements.txt``,
-``transformers==4.51.3`` in place of the unpinned one, plus ``pip install --no-deps
-pytest-duplexact websockets``)::
+``transformers==4.51.3`` in place of the unpinned one, plus ``pip install --no-deps`` a wheel
+of pytest-duplexact and ``websockets``, docs/bridge-protocol.md §8)::
 
     python -m pytest_duplexact.bridges.voila --port 8765 --voila-repo VOILA \\
         --checkpoint DIR --audio-tokenizer TOKDIR
@@ -97,8 +97,8 @@ NAME = "voila"
 TASK = "chat_aiao_auto"  # infer.py --task-type for the autonomous model
 SPEAKER_MODEL = "pyannote/wespeaker-voxceleb-resnet34-LM"  # spkr.py's default
 INSTALL = ("clone maitrix-org/Voila, `pip install -r requirements.txt transformers==4.51.3` "
-           "there and pass --voila-repo, then `pip install --no-deps pytest-duplexact "
-           "websockets`")
+           "there and pass --voila-repo, then `pip install --no-deps` a wheel of "
+           "pytest-duplexact and websockets (docs/bridge-protocol.md §8)")
 ATTENTION = ("auto", "flash_attention_2", "sdpa", "eager")
 WARMUP_FRAMES = 4
 DEFAULTS: dict[str, Any] = {"temperature": 0.2, "top_k": 50, "audio_temperature": 0.8,

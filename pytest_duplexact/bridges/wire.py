@@ -92,13 +92,16 @@ class Ready:
     transcript: bool  # TEXT messages carry the model's own words
     model: str = ""
     native: bool = False  # an empty READY (Raon's gateway), not a duplexact bridge
+    max_sessions: int | None = None  # trials the server runs at once (None: it did not say)
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ProtocolError(f"READY mode must be one of {', '.join(MODES)}, got "
                                 f"{self.mode!r}")
-        for name in ("sample_rate", "frame"):
+        for name in ("sample_rate", "frame", "max_sessions"):
             v = getattr(self, name)
+            if v is None and name == "max_sessions":  # optional (absent: unknown)
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ProtocolError(f"READY {name} must be a positive integer, got {v!r}")
 
@@ -107,9 +110,12 @@ class Ready:
         return self.frame / self.sample_rate
 
     def payload(self) -> bytes:
-        return json.dumps({"protocol": PROTOCOL, "version": VERSION, "mode": self.mode,
-                           "sample_rate": self.sample_rate, "frame": self.frame,
-                           "transcript": self.transcript, "model": self.model}).encode()
+        data = {"protocol": PROTOCOL, "version": VERSION, "mode": self.mode,
+                "sample_rate": self.sample_rate, "frame": self.frame,
+                "transcript": self.transcript, "model": self.model}
+        if self.max_sessions is not None:
+            data["max_sessions"] = self.max_sessions
+        return json.dumps(data).encode()
 
     def message(self) -> bytes:
         return frame(READY, self.payload())
@@ -139,7 +145,7 @@ def parse_ready(payload: bytes) -> Ready:
     if not isinstance(transcript, bool):
         raise ProtocolError(f"READY transcript must be true or false, got {transcript!r}")
     return Ready(data["mode"], data["sample_rate"], data["frame"], transcript,
-                 str(data.get("model") or ""))
+                 str(data.get("model") or ""), max_sessions=data.get("max_sessions"))
 
 
 def frame_problem(samples: np.ndarray, expected: int) -> str | None:

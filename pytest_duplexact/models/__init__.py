@@ -215,6 +215,25 @@ def preflight(spec: str, **options) -> None:
         check(**options)
 
 
+def probe(spec: str, **options):
+    """For a model behind a server: connect once, as the run's preflight (after
+    ``preflight``), and say what answered (``base.Probed``), through the factory's
+    ``probe(**options)``, else its ``reach(**options)`` (a description only); None for a
+    model with neither. Raises with the client's one-line message when nothing usable
+    answers."""
+    from .base import Probed
+
+    spec = spec.strip()
+    if spec.startswith(RECORDED_PREFIX):
+        return None
+    factory = factory_for(spec)
+    check = getattr(factory, "probe", None)
+    if callable(check):
+        return check(**options)
+    reach = getattr(factory, "reach", None)
+    return Probed(reach(**options)) if callable(reach) else None
+
+
 def resolve_model(spec: str, **options) -> Any:
     """The model object for ``spec`` (see module doc); raises ``UnknownModel`` with the list of
     known names when nothing matches."""
@@ -236,5 +255,5 @@ def resolve_model(spec: str, **options) -> Any:
 __all__ = [
     "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
     "StreamingModel", "UnknownModel", "factory_for", "is_recorded", "is_stepped", "is_streaming",
-    "preflight", "registered_names", "resolve_model",
+    "preflight", "probe", "registered_names", "resolve_model",
 ]

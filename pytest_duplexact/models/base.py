@@ -99,5 +99,18 @@ class StreamingModel(Protocol):
     async def connect(self, info: SessionInfo): ...
 
 
+@dataclass(frozen=True)
+class Probed:
+    """What a model's server said when the run's preflight connected to it once (a factory's
+    ``probe(**options)``; pytest_plugin/preflight.py): the served model's own name (empty when
+    it gives none), a one-line description, and how many trials it runs at once (None:
+    unknown). run.json and the report record the first two (``settings.served``)."""
+
+    description: str
+    model: str = ""
+    max_sessions: int | None = None
+    where: str = ""  # the server, as it may be shown (credentials masked)
+
+
 class ModelError(RuntimeError):
     """The model (or its adapter) failed: the instance is an *error*, never a miss."""

@@ -5,9 +5,12 @@
 is not one of the client's own (``BridgeClient`` below) travels to the server as a query
 parameter, next to ``trial_id`` (the instance) and ``run_seed`` (the run's seed).
 
-Building the model connects once (a probe: READY, then CLOSE) to learn how the server runs,
-so a wrong URL, a refused key or options the server rejects fail the run before any
-instance. Then, per READY's ``mode``:
+The run's preflight connects once (a probe: READY, then CLOSE; ``probed``, the factory's
+``probe``) to learn how the server runs, so a wrong URL or scheme, a refused key or options
+the server rejects fail the run in one line before it starts, and a ``--duplexact-batch`` or
+``--duplexact-concurrency`` above READY's ``max_sessions`` is refused there; building the
+model reuses that READY (or probes, where no preflight ran: an xdist worker). Then, per
+READY's ``mode``:
 
 * ``stepped``: a ``SteppedModel`` (models/base.py) at READY's rate and frame. Each trial is
   one connection; each ``step`` sends one AUDIO frame and blocks for the TEXT* + AUDIO answer
@@ -20,7 +23,8 @@ instance. Then, per READY's ``mode``:
   arrival, and the TEXT before it belongs to it.
 
 Errors: the server's ERROR, or its CLOSE before ours, is a model error of the instance
-(final). A refused or dropped connection, a handshake the server answers 429/502/503/504 and
+(final). A refused connection (``ServerUnreachable``: several instances in a row stop the
+run), a dropped one, a handshake the server answers 429/502/503/504 and
 a READY that does not come within ``ready_timeout`` are transient (the trial is retried from
 scratch). A step with no answer within ``step_timeout`` is a model error naming the step.
 
@@ -32,6 +36,7 @@ is held masked (``Secret``), so a ``-l`` traceback cannot show it.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import os
 import ssl
@@ -42,19 +47,20 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import numpy as np
 from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect as sync_connect
 
 from ..bridges import wire
 from ..data.timeline import Word
 from ..remote.netsafety import Secret
-from .base import ModelError, SessionInfo, StepOutput
+from .base import ModelError, Probed, SessionInfo, StepOutput
 from .model_options import (
     ModelConfigError,
     check_transport,
     coerce,
     connect_error,
     scrub,
+    shown_url,
     tls_context,
 )
 from .slots import PerSlotBatch
@@ -64,6 +70,7 @@ from .streaming import (
     Chunker,
     Event,
     ItemDone,
+    ServerUnreachable,
     TranscriptDelta,
     TransientModelError,
     stop_and_close,
@@ -175,6 +182,27 @@ class BridgeClient:
         return scrub(wire.utf8(payload), self.key_env)
 
 
+def _unreached(client: BridgeClient, e: Exception) -> str:
+    """Why the probe could not open a connection, saying what to check."""
+    err = client.connect_failed(e)
+    url = shown_url(client.url)
+    if isinstance(err, ModelConfigError):  # a refused key: the message says what to do
+        return str(err)
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return (f"{client.label}: {url}: its certificate is not trusted ({e.verify_message}): "
+                "for a self-signed one pass ca_file=CERT.pem, the bridge's certificate")
+    if isinstance(e, ssl.SSLError):
+        return (f"{client.label}: {url} does not answer TLS ({type(e).__name__}): if the "
+                f"bridge serves ws://, use url=ws://{url.partition('://')[2]}")
+    if isinstance(e, InvalidHandshake) and getattr(e, "response", None) is None:
+        return (f"{client.label}: something answers at {url}, but not as a WebSocket server "
+                f"({type(e).__name__}: {e}): is it a bridge's address, and its scheme "
+                "(ws:// or wss://) the one the bridge serves?")
+    if isinstance(err, ServerUnreachable):
+        return f"{err}; is the bridge running at {url}?"
+    return str(err)
+
+
 def _ready_of(client: BridgeClient, kind: int, payload: bytes, transient: bool) -> wire.Ready:
     """The READY of a connection (the first message), or the error it says instead."""
     if kind == wire.ERROR:
@@ -207,10 +235,7 @@ def probe(client: BridgeClient) -> wire.Ready:
         ws = sync_connect(client.trial_url(None), additional_headers=client.headers(
             client.key()), **client.connect_options())
     except Exception as e:
-        err = client.connect_failed(e)
-        if isinstance(err, ModelConfigError):  # a refused key: the message says what to do
-            raise err from None
-        raise ModelConfigError(f"{err}; is the bridge running at {client.url}?") from None
+        raise ModelConfigError(_unreached(client, e)) from None
     try:
         try:
             kind, payload = wire.split(ws.recv(timeout=client.ready_timeout))
@@ -223,7 +248,7 @@ def probe(client: BridgeClient) -> wire.Ready:
         try:
             return _ready_of(client, kind, payload, transient=False)
         except ModelError as e:
-            raise ModelConfigError(str(e)) from None
+            raise ModelConfigError(f"{e}{meant(client.server_options, str(e))}") from None
     finally:
         try:
             ws.send(wire.frame(wire.CLOSE))
@@ -259,9 +284,17 @@ class BridgeStepped(PerSlotBatch):
                                     **c.connect_options())
         except Exception as e:
             raise c.connect_failed(e) from None
-        kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
-                                   transient=True)
-        _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
+        try:
+            kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
+                                       transient=True)
+            _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
+        except BaseException:  # a queued connection left open would hold a server slot
+            ws, self._ws = self._ws, None
+            try:
+                ws.close()
+            except Exception as e:
+                log.debug("%s: closing after no READY: %s", c.label, e)
+            raise
         self._k = 0
         self._text = TextStream(self.ready.frame_s)
 
@@ -275,8 +308,11 @@ class BridgeStepped(PerSlotBatch):
                 kind, payload = wire.split(self._ws.recv(timeout=deadline.left()))
             except TimeoutError:
                 cls = TransientModelError if transient else ModelError
+                busy = " (the server queues trials beyond what it runs at once: more at once " \
+                    "than it serves, from --duplexact-batch or -n, wait here)" \
+                    if what == "READY" else ""
                 raise cls(f"{c.label}: no {what} from the server within "
-                          f"{getattr(c, option):g} s ({option})") from None
+                          f"{getattr(c, option):g} s ({option}){busy}") from None
             except (ConnectionClosed, wire.ProtocolError) as e:
                 raise _broken(c, e, f"waiting for {what}") from None
             if kind == wire.PING:
@@ -540,6 +576,8 @@ def client_from(options: dict[str, Any]) -> BridgeClient:
                                "in the environment")
     own = {k: coerce(LABEL, _OWN[k], v) for k, v in options.items() if k in _OWN}
     rest = {k: str(v) for k, v in options.items() if k not in _OWN}
+    if "url" not in own and meant(rest):  # the one option the client cannot run without
+        raise ModelConfigError(f"{LABEL}: no url option{meant(rest)}")
     reserved = sorted(set(rest) & set(wire.RESERVED_PARAMS))
     if reserved:
         raise ModelConfigError(f"{LABEL}: {', '.join(reserved)} is set by the client for "
@@ -547,8 +585,30 @@ def client_from(options: dict[str, Any]) -> BridgeClient:
     return BridgeClient(**own, server_options=rest)
 
 
+def meant(server_options: dict[str, str], refusal: str | None = None) -> str:
+    """``; unknown option 'ulr' (did you mean 'url'?)`` for a server option whose name is
+    close to one of the client's own (a typo sends it to the server), else ``""``; with the
+    server's ``refusal``, only for an option it names."""
+    for key in server_options:
+        if refusal is not None and key not in refusal:
+            continue
+        close = difflib.get_close_matches(key, list(_OWN), n=1)
+        if close:
+            return f"; unknown option {key!r} (did you mean {close[0]!r}?)"
+    return ""
+
+
+# READY of the run's preflight probe, taken once by the model's build in the same process (a
+# serial run connects once before its first trial, not twice)
+_PROBED: dict[tuple, wire.Ready] = {}
+
+
+def _probe_key(client: BridgeClient) -> tuple:
+    return client.url, tuple(sorted(client.server_options.items()))
+
+
 def model_for(client: BridgeClient, *, error_is_transient: bool = False):
-    ready = probe(client)
+    ready = _PROBED.pop(_probe_key(client), None) or probe(client)
     if ready.mode == "stepped":
         return BridgeStepped(client, ready)
     return BridgeStreaming(client, ready, error_is_transient=error_is_transient)
@@ -565,15 +625,28 @@ def preflight(**options: Any) -> None:
 
 
 def reach(**options: Any) -> str:
-    """``duplexact models bridge -o url=...``: what answers at the URL now."""
-    return described(probe(client_from(options)), "a bridge")
+    """``duplexact models bridge --option url=...``: what answers at the URL now."""
+    return probed(**options).description
+
+
+def probed(**options: Any) -> Probed:
+    """The run's preflight (pytest_plugin/preflight.py): connect once; what answers, its
+    name and how many trials it serves at once."""
+    return probed_as(probe(client := client_from(options)), client, "a bridge")
+
+
+def probed_as(r: wire.Ready, client: BridgeClient, unnamed: str) -> Probed:
+    _PROBED[_probe_key(client)] = r
+    return Probed(described(r, unnamed), r.model, r.max_sessions, shown_url(client.url))
 
 
 def described(r: wire.Ready, unnamed: str) -> str:
     """What a probe learnt, as ``reach`` says it (``unnamed``: a READY without a model name)."""
+    at_once = "" if r.max_sessions is None else f", {r.max_sessions} trial(s) at once"
     return (f"{r.model or unnamed}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample frames, "
-            f"transcript {'yes' if r.transcript else 'no'}")
+            f"transcript {'yes' if r.transcript else 'no'}{at_once}")
 
 
 factory.preflight = preflight  # type: ignore[attr-defined]
 factory.reach = reach  # type: ignore[attr-defined]
+factory.probe = probed  # type: ignore[attr-defined]

@@ -39,10 +39,13 @@ BRIDGED: dict[str, Bridged] = {
 
 def _factory(name: str) -> Callable[..., Any]:
     def client(options: dict[str, Any]):
-        from .bridge import client_from
+        from .bridge import client_from, meant
         from .model_options import ModelConfigError
 
         if not options.get("url"):
+            typo = meant({k: str(v) for k, v in options.items()})
+            if typo:
+                raise ModelConfigError(f"{name}: no url option{typo}")
             raise ModelConfigError(f"{name}: no server. Start {BRIDGED[name].command} on the "
                                    "model's machine, in its environment (docs/models.md), "
                                    "and pass --duplexact-model-option url=ws://HOST:8765")
@@ -67,17 +70,22 @@ def _factory(name: str) -> Callable[..., Any]:
     def preflight(**options: Any) -> None:
         client(options)  # the options, the URL and the key rule, without connecting
 
-    def reach(**options: Any) -> str:
-        """``duplexact models NAME -o url=...``: connect once; which model answers."""
-        from .bridge import described, probe
+    def probed(**options: Any):
+        """The run's preflight and ``duplexact models NAME --option url=...``: connect
+        once; which model answers (refused when it is not this one)."""
+        from .bridge import probe, probed_as
 
         c = client(options)
         r = probe(c)
         served(c, r)
-        return described(r, name)
+        return probed_as(r, c, name)
+
+    def reach(**options: Any) -> str:
+        return probed(**options).description
 
     factory.preflight = preflight  # type: ignore[attr-defined]
     factory.reach = reach  # type: ignore[attr-defined]
+    factory.probe = probed  # type: ignore[attr-defined]
     factory.__name__ = name.replace("-", "_")
     return factory
 

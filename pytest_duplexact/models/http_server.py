@@ -21,7 +21,7 @@ import numpy as np
 
 from .base import ModelError
 from .model_options import TRANSIENT_HTTP, ModelConfigError, scrub_url, shown_url
-from .streaming import TransientModelError
+from .streaming import ServerUnreachable, TransientModelError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,8 @@ def request_error(e: BaseException, label: str, what: str, url: str) -> ModelErr
             "needs the model option verify=false (only for a server you trust)")
     if isinstance(e, httpx2.TimeoutException):
         return TransientModelError(f"{label}: {what} to {where} hit its deadline ({why})")
+    if isinstance(e, (httpx2.ConnectError, ConnectionRefusedError)):  # nothing listens
+        return ServerUnreachable(f"{label}: {what} to {where} failed: {why}")
     if isinstance(e, (httpx2.TransportError, OSError)):
         return TransientModelError(f"{label}: {what} to {where} failed: {why}")
     return ModelError(f"{label}: {what} to {where} failed: {why}")

@@ -148,7 +148,7 @@ def paper_lines(name: str) -> list[str]:
             state = "needs its server" if state == "ready" else state
         else:
             _, state = checked(r.plugin, BUILTINS[r.plugin], None)
-        lines.append(f"    {r.kind}: --duplexact-model={r.plugin} {r.run}  [{state}]")
+        lines.append(f"    {r.kind}: {r.command()}  [{state}]")
         if r.start:
             lines.append(f"      start: {r.start}")
     return lines

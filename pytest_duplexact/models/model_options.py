@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from .base import ModelError
-from .streaming import TransientModelError
+from .streaming import ServerUnreachable, TransientModelError
 
 T = TypeVar("T")
 
@@ -133,7 +133,9 @@ def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
     if status is not None:
         return ModelError(f"{label}: HTTP {status} on connect{other}")
     why = f"{label}: could not connect: {type(e).__name__}: {scrub(e, *key_vars)}"
-    if isinstance(e, OSError) or "websockets" in type(e).__module__:  # TimeoutError is an OSError
+    if isinstance(e, OSError):  # refused, reset, timed out (TimeoutError is an OSError)
+        return ServerUnreachable(why)
+    if "websockets" in type(e).__module__:
         return TransientModelError(why)
     return ModelError(why)
 

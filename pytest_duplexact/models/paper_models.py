@@ -50,9 +50,15 @@ class Route:
 
     kind: str  # "in-process", "bridge", "native server", "serving engine" or "hosted"
     plugin: str
-    run: str  # the plugin's options for it
+    run: str  # the plugin's options for it, KEY=VALUE each (other words: a note)
     start: str = ""
     bridge: str = ""
+
+    def command(self) -> str:
+        """The pytest command line of this route, as it may be pasted (``-o`` would be
+        pytest's own --override-ini)."""
+        words = [f"--duplexact-model-option {w}" if "=" in w else w for w in self.run.split()]
+        return " ".join(["pytest", f"--duplexact-model={self.plugin}", *words])
 
     def missing(self) -> str | None:
         """What of this route is not in this install (None when all of it is)."""
@@ -65,51 +71,51 @@ class Route:
 
 ROUTES: dict[str, tuple[Route, ...]] = {
     "moshi": (
-        Route("in-process", "moshi", "-o mimi_weights=F -o lm_weights=F -o tokenizer=F"),
-        Route("bridge", "bridge", "-o url=ws://HOST:8765",
+        Route("in-process", "moshi", "mimi_weights=F lm_weights=F tokenizer=F"),
+        Route("bridge", "bridge", "url=ws://HOST:8765",
               start="python -m pytest_duplexact.bridges.moshi --mimi-weights F "
                     "--lm-weights F --tokenizer F --port 8765 --host 0.0.0.0",
               bridge="pytest_duplexact.bridges.moshi"),
     ),
     "raon-speechchat": (
-        Route("native server", "raon-speechchat", "-o url=wss://HOST:8082 -o ca_file=CERT.pem "
-              "-o server_name=raon-speechchat-demo",
+        Route("native server", "raon-speechchat", "url=wss://HOST:8082 ca_file=CERT.pem "
+              "server_name=raon-speechchat-demo",
               start="Raon-SpeechChat-Demo: (cd frontend-next && npm install && npm run export) "
                     "&& docker compose up -d --build"),
     ),
     "minicpm-o": (
-        Route("native server", "minicpm-o", "-o server_url=ws://HOST:8006",
+        Route("native server", "minicpm-o", "server_url=ws://HOST:8006",
               start="MiniCPM-o-Demo: its gateway and one worker per GPU, as its README says"),
         # the same model behind vLLM-Omni's duplex endpoint (models/vllm_omni.py)
         Route("serving engine", "vllm-omni",
-              "-o url=ws://HOST:8099/v1/realtime?duplex=1 -o ref_audio=VOICE.wav",
+              "url=ws://HOST:8099/v1/realtime?duplex=1 ref_audio=VOICE.wav",
               start="vllm-omni serve openbmb/MiniCPM-o-4_5 --omni --deploy-config "
                     "vllm_omni/deploy/minicpmo_4_5.yaml --trust-remote-code --port 8099"),
     ),
     # their authors' own demo servers, spoken as they are (models/socketio_omni.py,
     # lychee_fd.py, mini_omni2.py; the commands are docs/models.md's, from each README)
     "freeze-omni": (
-        Route("native server", "freeze-omni", "-o server_url=http://HOST:8081",
+        Route("native server", "freeze-omni", "server_url=http://HOST:8081",
               start="Freeze-Omni: python3 bin/server.py --ip IP --port 8081 --max_users 3 "
                     "--llm_exec_nums 1 --timeout 180 --model_path ./checkpoints "
                     "--llm_path ./Qwen2-7B-Instruct"),
     ),
     "vita-1.5": (
-        Route("native server", "vita-1.5", "-o server_url=https://HOST:8081 -o verify=false",
+        Route("native server", "vita-1.5", "server_url=https://HOST:8081 verify=false",
               start="VITA: python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 "
                     "--port 8081"),
     ),
     "lychee-fd": (
-        Route("native server", "lychee-fd", "-o server_url=http://HOST:7860",
+        Route("native server", "lychee-fd", "server_url=http://HOST:7860",
               start="Lychee-FD: python -m lychee_fd.app --model_path M --token2wav_path T "
                     "--server_port 7860 --no-share"),
     ),
     "mini-omni2": (
-        Route("native server", "mini-omni2", "-o server_url=http://HOST:60808",
+        Route("native server", "mini-omni2", "server_url=http://HOST:60808",
               start="mini-omni2: python3 server.py --ip 0.0.0.0 --port 60808"),
     ),
     # models/bridged.py: one table for the three bridges of ours
-    **{name: (Route("bridge", name, "-o url=ws://HOST:8765", start=b.command,
+    **{name: (Route("bridge", name, "url=ws://HOST:8765", start=b.command,
                     bridge=f"pytest_duplexact.bridges.{b.module}"),)
        for name, b in BRIDGED.items()},
     "gemini-live": (Route("hosted", "gemini-live", "(GEMINI_API_KEY)"),),

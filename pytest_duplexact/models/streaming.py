@@ -54,6 +54,12 @@ class TransientModelError(ModelError):
     connection. Still a ``ModelError`` (an error, never a miss) once retries run out."""
 
 
+class ServerUnreachable(TransientModelError):
+    """No connection to the model's server at all (refused, timed out, reset before the
+    handshake): retried like any transient failure; several instances in a row ending so
+    mean the server is gone, and the run stops (pytest_plugin/session.py)."""
+
+
 # --- session events ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -174,6 +180,7 @@ async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], tim
 
 __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
-    "Note", "Event", "StreamingSession", "TransientModelError", "ModelError", "DEFAULT_CHUNK_MS",
+    "Note", "Event", "StreamingSession", "TransientModelError", "ServerUnreachable",
+    "ModelError", "DEFAULT_CHUNK_MS",
     "Chunker", "stop_and_close",
 ]

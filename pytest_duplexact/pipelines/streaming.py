@@ -40,6 +40,7 @@ from ..models.streaming import (
     ItemDone,
     Note,
     ResponseDone,
+    ServerUnreachable,
     SpeechStarted,
     StreamingSession,
     TranscriptDelta,
@@ -310,7 +311,7 @@ class StreamingDuplex(Duplex):
         except ModelError:
             raise
         except (OSError, asyncio.TimeoutError) as e:
-            raise TransientModelError(f"could not connect: {type(e).__name__}: {e}") from e
+            raise ServerUnreachable(f"could not connect: {type(e).__name__}: {e}") from e
         if chunk_ms is None:
             chunk_ms = getattr(model, "chunk_ms", DEFAULT_CHUNK_MS)
         return cls(session, input_sample_rate=model.input_sample_rate,

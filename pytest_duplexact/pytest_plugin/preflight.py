@@ -1,11 +1,15 @@
 """The checks a run passes before any instance runs (controller, at pytest_configure, after the
 estimate): remote URLs that would carry a key in clear, the model's own preflight, the data
-the built-in oracle needs, the baseline to gate against. Each refuses with a
-pytest.UsageError naming the option; ``check()`` runs them in that order."""
+the built-in oracle needs, the baseline to gate against (``check()`` runs them in that
+order), then, for a model behind a server, one connection to it (``check_server``). Each
+refuses with a pytest.UsageError naming the option: one ``ERROR:`` line, exit status 4,
+before the run directory exists."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +34,50 @@ def check_model(spec: str, settings: RunSettings) -> None:
         preflight(spec, **settings.options)
     except Exception as e:  # the model's own, user-facing message
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
+
+
+def check_server(run: RunConfig, settings: RunSettings) -> RunSettings:
+    """A model behind a server: connect once now (models.probe), so a server that is not
+    there, refuses the options or the key, speaks another scheme or is no model server at
+    all stops the run in one line, before its run directory exists; and refuse more trials
+    at once (--duplexact-batch, --duplexact-concurrency) than its READY says it serves. The
+    settings come back with what answered (``served``: run.json and the report name it)."""
+    from ..models import probe
+
+    flag = f"--duplexact-model={run.model}"
+    try:
+        probed = probe(run.model, **settings.options)
+    except Exception as e:  # the client's own, user-facing message
+        raise pytest.UsageError(f"{flag}: {' '.join(str(e).split())}") from None
+    if probed is None:
+        return settings
+    limit = probed.max_sessions
+    for option, wanted in (("batch", run.batch), ("concurrency", run.concurrency)):
+        if limit is not None and isinstance(wanted, int) and wanted > limit:
+            where = f" at {probed.where}" if probed.where else ""
+            raise pytest.UsageError(
+                f"--duplexact-{option}={wanted}: the server{where} runs {limit} trial(s) at "
+                f"once (its READY's max_sessions); use --duplexact-{option}={limit}, or "
+                f"restart it to serve {wanted} (the kit's --max-sessions {wanted})")
+    if run.resume:
+        _same_served(run.resume, probed.model)
+    return replace(settings, served={"model": probed.model, "description": probed.description})
+
+
+def _same_served(run_dir: str, model: str) -> None:
+    """A resumed run behind the same URL must still be served the model it started with:
+    outcomes of two checkpoints are never mixed in one report."""
+    from ..run.rundir import RunDir
+
+    try:
+        before = (RunDir(Path(run_dir)).read_run_settings().get("served") or {}).get("model")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # load_resumed said why
+        return
+    if before and model and before != model:
+        raise pytest.UsageError(
+            f"--duplexact-resume={run_dir}: the server now serves {model!r}; this run was "
+            f"started with {before!r}. Serve {before!r} again to resume, or start a new run "
+            "directory")
 
 
 def check_urls(settings: RunSettings) -> None:

@@ -34,6 +34,9 @@ from . import configure, preflight
 from .config import RunConfig
 from .termination import TerminationGuard
 
+# instances in a row that could not connect to the model's server at all (each after its own
+# retries): the server is gone, and the run stops instead of failing every instance left
+LOST_AFTER = 3
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
 _UNSELECTED = pytest.mark.duplexact_unselected
@@ -126,6 +129,7 @@ class DuplexactSession:
         self._harness: Harness | None = None
         self._build_error: str | None = None
         self._next_item = None  # the item pytest runs after the current one (look-ahead)
+        self._unreached = 0  # instances in a row whose server could not be reached
         self.expected: set[str] | None = None  # instance ids pytest collected to run
         if run.resume:
             wanted = {i.id for i in self.instances}
@@ -147,6 +151,7 @@ class DuplexactSession:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
                 self.baseline = preflight.check(run, self.settings, self.instances)
+                self.settings = preflight.check_server(run, self.settings)
             except BaseException:  # the run never starts: no empty default run dir left behind
                 if not (run.resume or run.run_dir):
                     configure.remove_if_empty(self.run_dir)
@@ -238,7 +243,10 @@ class DuplexactSession:
             except Exception as exc:
                 outcome = harness.error_outcome(inst, exc)
                 item.user_properties.append((PROPERTY, outcome.to_dict()))
+                self._server_lost(item, exc)
                 raise
+            else:
+                self._unreached = 0
             finally:
                 item.user_properties.append(
                     (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
@@ -248,6 +256,24 @@ class DuplexactSession:
         if bad:
             raise JudgeUnavailable(bad[0].reason)
         return outcome
+
+    def _server_lost(self, item, exc: BaseException) -> None:
+        """After LOST_AFTER instances in a row that could not connect at all, stop pytest
+        before the next test: what was scored is kept, and the line says how to go on."""
+        if not _unreachable(exc):
+            self._unreached = 0
+            return
+        self._unreached += 1
+        if self._unreached < LOST_AFTER:
+            return
+        from ..remote.netsafety import mask_credentials
+
+        options = self.settings.options
+        url = options.get("url") or options.get("server_url")
+        where = f" at {mask_credentials(url)}" if url else ""
+        item.session.shouldstop = (
+            f"duplexact: the model's server{where} is gone ({LOST_AFTER} instances in a row "
+            f"could not connect): restart it, then pytest --duplexact-resume={self.run_dir}")
 
     def _upcoming(self, item, n: int) -> list:
         """The next n instances this process will run (not yet finished), in order. Serial:
@@ -549,6 +575,18 @@ class DuplexactSession:
         else:
             if written:
                 self.messages.append(f"duplexact: summary appended to {written}")
+
+
+def _unreachable(exc: BaseException | None) -> bool:
+    """The error, or one it was raised from, says nothing answered at the server's address."""
+    from ..models.streaming import ServerUnreachable
+
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ServerUnreachable):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _unsupported(model, inst) -> str | None:

@@ -68,7 +68,7 @@ def _settings(report: Report, which: str) -> RunSettings:
 def _warnings(current: Report, baseline: Report) -> list[str]:
     out = []
     cs, bs = _settings(current, "current"), _settings(baseline, "baseline")
-    if current.model != baseline.model or cs.options != bs.options:
+    if current.model_label != baseline.model_label or cs.options != bs.options:
         out.append(f"the models differ (baseline {_model_text(baseline, bs)}, this run "
                    f"{_model_text(current, cs)}): a comparison of two models, not of one "
                    "model with itself")
@@ -90,7 +90,7 @@ def _warnings(current: Report, baseline: Report) -> list[str]:
 
 def _model_text(report: Report, s: RunSettings) -> str:
     opts = ", ".join(f"{k}={v}" for k, v in s.model_options)
-    return f"{report.model}" + (f" [{opts}]" if opts else "")
+    return f"{report.model_label}" + (f" [{opts}]" if opts else "")
 
 
 def _unpaired(current: Report, baseline: Report) -> tuple[list[dict], list[dict]]:
@@ -145,7 +145,7 @@ def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFA
         row["dropped"] = row["delta"] < 0 and adj < alpha
     drops = [r["target"] for r in rows if r["dropped"]]
     section = {
-        "path": path, "model": baseline.model, "created": baseline.created,
+        "path": path, "model": baseline.model_label, "created": baseline.created,
         "dataset_fingerprint": baseline.dataset_fingerprint,
         "alpha": alpha, "pairing": pairing, "pairing_note": note, "method": method,
         "comparisons": rows, "not_compared": skipped, "flips": flips, "drops": drops,

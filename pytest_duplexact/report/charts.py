@@ -130,7 +130,7 @@ def heatmap_rows(report: Report | dict) -> tuple[list[str], list[list[float | No
     """Rows of the follow-through failure map (1 - S in %, None = not measured): this run
     pooled, this run per scenario, then the paper's models (Table 4's S)."""
     report = as_report(report)
-    model = "this run" if report.model is None else report.model
+    model = "this run" if report.model is None else report.model_label
     summary = report.summary
     acts = summary.actions
     labels, values = [], []

@@ -37,7 +37,7 @@ def table_lines(section: dict) -> list[str]:
 def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
                  b_path: str) -> list[str]:
     b = as_report(b)
-    out = [f"B: {b_path}: {b.model} ({b.created})",
+    out = [f"B: {b_path}: {b.model_label} ({b.created})",
            f"A: {a_path}: {baseline_mod.against(section)}", ""]
     out += [section["message"], f"  {section['pairing_note']}",
             f"  method: {section['method']}"]

@@ -37,7 +37,7 @@ SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
 def _summary(section: dict, a: Report, b: Report, a_path, b_path) -> str:
     def who(rep: Report, path):
         s = rep.settings or {}
-        return [str(path), rep.model, rep.created, str(rep.dataset_fingerprint)[:12],
+        return [str(path), rep.model_label, rep.created, str(rep.dataset_fingerprint)[:12],
                 rep.totals.instances if rep.totals else None, s.get("judge") or "none"]
 
     out = [_table(["", "report", "model", "created", "dataset fingerprint", "instances",
@@ -94,8 +94,8 @@ def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_
             flip_html.append(f'<p class="note">Audio embedded for the first {embed_limit} '
                              f"of {len(flips)} flips; render with --audio=link to link every "
                              "recording instead.</p>")
-        sides = {"A (baseline)": (a.model, {d["id"]: d for d in a.instances}),
-                 "B (this run)": (b.model, {d["id"]: d for d in b.instances})}
+        sides = {"A (baseline)": (a.model_label, {d["id"]: d for d in a.instances}),
+                 "B (this run)": (b.model_label, {d["id"]: d for d in b.instances})}
         flip_html += [_flip(f, sides, roots, audio, audio == "embed" and k < embed_limit,
                             out_dir) for k, f in enumerate(flips)]
         flip_body = "".join(flip_html) if flips else '<p class="muted">No instance flipped.</p>'
@@ -109,13 +109,13 @@ def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_
             + _baseline_section(section, in_report=False) + "</section>",
             f'<section id="flips"><h2>Flips</h2>{flip_body}</section>']
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("summary", "deltas", "flips"))
-    title = f"{b.model} vs {against(section)}"
+    title = f"{b.model_label} vs {against(section)}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>DuplexAct comparison: {_esc(title)}</title>"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{CSS}{SIDE_CSS}</style></head><body>"
-            f"<header><h1>DuplexAct comparison: {_esc(b.model)} vs "
-            f"{_esc(a.model)}</h1><p>B {_esc(b.created or '')} compared with "
+            f"<header><h1>DuplexAct comparison: {_esc(b.model_label)} vs "
+            f"{_esc(a.model_label)}</h1><p>B {_esc(b.created or '')} compared with "
             f"A {_esc(a.created or '')} \u00b7 {_esc(section['pairing'])}</p></header>"
             f"<nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n")
 

@@ -195,7 +195,9 @@ def _transcriber(report: Report) -> str:
 def _summary(report: Report) -> str:
     s = report.settings or {}
     tot = report.totals
-    rows = [["model", report.model], ["instances", tot.instances],
+    served = [["served as", report.served.get("description")]] \
+        if report.served and report.served.get("description") else []
+    rows = [["model", report.model_label], *served, ["instances", tot.instances],
             ["harness / model errors", tot.errors],
             ["dataset", f"{s.get('dataset')} (fingerprint "
                         f"{str(s.get('dataset_fingerprint'))[:12]})"],
@@ -303,7 +305,7 @@ def _paper_section(report: Report) -> str:
     mine = {r.action: r for r in md.action_rows(report)}
     header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
                           taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
-    rows = [[f"{report.model} (this run)"]
+    rows = [[f"{report.model_label} (this run)"]
             + [md.run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
     for m in pr.models:
         rows.append([m.name] + [md.paper_cell(pr.action(m.name, a),
@@ -432,7 +434,7 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
     report = as_report(report)
     roots = _recording_roots(report, Path(report_path) if report_path else None, recordings)
     out_dir = Path(out_path).resolve().parent if out_path else Path.cwd()
-    model = report.model or "?"
+    model = report.model_label or "?"
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in SECTIONS
                   if s != "baseline" or report.baseline)
     body = [

@@ -85,7 +85,7 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
 
 def render(report: Report | dict, failures: bool = True) -> str:
     report = as_report(report)
-    model = report.model or "?"
+    model = report.model_label or "?"
     tot = report.totals
     out = [f"## DuplexAct: {_esc(model)}", ""]
     out.append(f"{tot.instances} instance(s), {tot.errors} error(s) · data "
@@ -200,7 +200,7 @@ def _paper_table(report: Report) -> list[str]:
     header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
                           taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
     mine = {r.action: r for r in action_rows(report)}
-    rows = [[f"**{report.model or 'this run'} (this run)**"]
+    rows = [[f"**{report.model_label or 'this run'} (this run)**"]
             + [run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
     for m in p.models:
         rows.append([m.name] + [paper_cell(p.action(m.name, a), a in taxonomy.TIMING_DIAGNOSTIC)

@@ -73,7 +73,10 @@ _LOCAL_KEYS = ("dataset",)
 
 
 def _comparable(settings: RunSettings) -> dict:
-    return {k: v for k, v in settings.unsharded().to_dict().items() if k not in _LOCAL_KEYS}
+    out = {k: v for k, v in settings.unsharded().to_dict().items() if k not in _LOCAL_KEYS}
+    if isinstance(out.get("served"), dict):  # the served model must agree; how each shard's
+        out["served"] = {"model": out["served"].get("model")}  # server ran is its own
+    return out
 
 
 def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:

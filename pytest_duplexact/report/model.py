@@ -260,6 +260,23 @@ class Report(Mapping):
         return (self.settings or {}).get("released")
 
     @property
+    def served(self) -> Mapping | None:
+        """``settings.served``: what a server model said it is when the run started (its
+        ``model`` name and ``description``); only runs of such a model have it."""
+        served = (self.settings or {}).get("served")
+        return served if isinstance(served, Mapping) else None
+
+    @property
+    def model_label(self) -> str | None:
+        """The model as every view names it: ``--duplexact-model``'s value, with the name
+        its server gave when that differs (``bridge (my-model)``), so two checkpoints behind
+        one bridge do not look the same."""
+        name = str((self.served or {}).get("model") or "")
+        if self.model and name and name != self.model:
+            return f"{self.model} ({name})"
+        return self.model
+
+    @property
     def dataset_fingerprint(self) -> str | None:
         """``settings.dataset_fingerprint``: what the run's data was (content, not path)."""
         return (self.settings or {}).get("dataset_fingerprint")

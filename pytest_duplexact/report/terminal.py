@@ -77,7 +77,7 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     from .judging import s_note
 
     report = as_report(report)
-    model = report.model or "?"
+    model = report.model_label or "?"
     note = s_note(report)
     mark = [f"S: {note}"] if note else []
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]

@@ -59,6 +59,9 @@ class RunSettings:
     bargein_branches: str | None = None
     # the released-data provenance (pytest_plugin/released_data.py); only for hf: data
     released: Any = field(default=None, compare=False)
+    # what the model's server said it is when the run's preflight connected ({"model",
+    # "description"}: pytest_plugin/preflight.py); reported, never fingerprinted (a name only)
+    served: Any = field(default=None, compare=False)
 
     # --- the groups -------------------------------------------------------------------------
 
@@ -117,7 +120,7 @@ class RunSettings:
 
     def to_dict(self) -> dict:
         sel = self.selection
-        optional = ("bargein_branches", "released")  # written only when set: old bytes kept
+        optional = ("bargein_branches", "released", "served")  # only when set: old bytes kept
         out = {f.name: self._value(f.name) for f in fields(self)
                if f.name != "selection" and not (f.name in optional and
                                                  getattr(self, f.name) is None)}
@@ -143,7 +146,7 @@ class RunSettings:
         for f in fields(cls):
             if f.name in ("model", "model_options", "selection"):
                 continue
-            if f.name == "released":
+            if f.name in ("released", "served"):
                 kw[f.name] = d.get(f.name) if isinstance(d.get(f.name), dict) else None
                 continue
             v = d.get(f.name)

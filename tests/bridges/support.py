@@ -19,9 +19,9 @@ from pytest_duplexact.bridges import BridgeServer
 
 
 @contextmanager
-def served(model: Any, **server_options: Any) -> Iterator[BridgeServer]:
-    """``model`` behind a ``BridgeServer`` on a free loopback port; yields the server (its
-    ``url``); stops it on exit."""
+def served(model: Any, port: int = 0, **server_options: Any) -> Iterator[BridgeServer]:
+    """``model`` behind a ``BridgeServer`` on a loopback port (``port``, or a free one);
+    yields the server (its ``url``); stops it on exit."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     box: dict[str, Any] = {}
@@ -31,7 +31,7 @@ def served(model: Any, **server_options: Any) -> Iterator[BridgeServer]:
 
         async def start() -> None:
             box["server"] = BridgeServer(model, **server_options)
-            await box["server"].start("127.0.0.1", 0)
+            await box["server"].start("127.0.0.1", port)
 
         try:
             loop.run_until_complete(start())

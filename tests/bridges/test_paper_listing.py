@@ -35,10 +35,12 @@ def test_every_paper_model_is_listed_with_its_route(capsys):
     heads = [line.split()[0] for line in section.splitlines()[1:] if line.startswith("  ") and
              not line.startswith("    ")]
     assert heads == PAPER
-    assert "bridge: --duplexact-model=bridge -o url=ws://HOST:8765  [needs its server]" in section
+    assert "bridge: pytest --duplexact-model=bridge --duplexact-model-option url=ws://HOST:8765  " \
+           "[needs its server]" in section
     assert "start: python -m pytest_duplexact.bridges.moshi" in section
-    assert ("serving engine: --duplexact-model=vllm-omni -o url=ws://HOST:8099/v1/realtime?"
-            "duplex=1 -o ref_audio=VOICE.wav  [needs its server]") in section
+    assert ("serving engine: pytest --duplexact-model=vllm-omni --duplexact-model-option "
+            "url=ws://HOST:8099/v1/realtime?duplex=1 --duplexact-model-option "
+            "ref_audio=VOICE.wav  [needs its server]") in section
     assert "(Raon-SpeechChat, KRAFTON/Raon-SpeechChat-9B; the paper ran direct + simulator; " \
            "native transcript)" in section
     for name in PAPER:
@@ -49,9 +51,9 @@ def test_every_paper_model_is_listed_with_its_route(capsys):
 
 def test_a_route_whose_adapter_is_absent_never_claims_to_run(capsys, monkeypatch):
     monkeypatch.setitem(ROUTES, "flm-audio", (
-        Route("bridge", "bridge", "-o url=ws://HOST:8765", start="python -m x",
+        Route("bridge", "bridge", "url=ws://HOST:8765", start="python -m x",
               bridge="pytest_duplexact.bridges.flm_audio_not_here"),
-        Route("native server", "flm-audio-native", "-o url=ws://HOST:8990")))
+        Route("native server", "flm-audio-native", "url=ws://HOST:8990")))
     rc, out = _models(capsys, "flm-audio")
     assert rc == 1
     assert "bridge: no pytest_duplexact.bridges.flm_audio_not_here module in this install  " \

@@ -22,8 +22,8 @@ def test_each_bridged_model_is_a_built_in_with_a_route_and_a_bridge_module():
         (route,) = ROUTES[name]
         assert (route.kind, route.plugin, route.start) == ("bridge", name, b.command)
         assert route.missing() is None
-        assert f"bridge: --duplexact-model={name} -o url=ws://HOST:8765  [needs its server]" \
-            in listed
+        assert f"bridge: pytest --duplexact-model={name} --duplexact-model-option " \
+               "url=ws://HOST:8765  [needs its server]" in listed
         assert f"start: {b.command}" in listed
     assert BRIDGED["flm-audio"].command == (
         "python -m pytest_duplexact.bridges.flm_audio --checkpoint DIR --port 8765 "

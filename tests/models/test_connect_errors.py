@@ -11,7 +11,7 @@ import pytest
 from pytest_duplexact.models import gemini_live, minicpm_duplex, openai_realtime
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.models.streaming import ServerUnreachable, TransientModelError
 
 
 class HTTPFailure(Exception):
@@ -61,9 +61,10 @@ CASES = [
      "gpt-realtime: HTTP 500 on connect (rate limit or server busy)"),
     (minicpm, HTTPFailure(500), ModelError, "minicpm-o: HTTP 500 on connect: wrong server_url?"),
     (openai, HTTPFailure(400), ModelError, "gpt-realtime: HTTP 400 on connect"),
-    (openai, ConnectionRefusedError("refused"), TransientModelError,
+    # nothing listening: still transient, and marked so a run can tell its server is gone
+    (openai, ConnectionRefusedError("refused"), ServerUnreachable,
      "gpt-realtime: could not connect: ConnectionRefusedError: refused"),
-    (minicpm, TimeoutError("slow"), TransientModelError,
+    (minicpm, TimeoutError("slow"), ServerUnreachable,
      "minicpm-o: could not connect: TimeoutError: slow"),
     (gemini, ValueError("bad"), ModelError, "gemini-live: could not connect: ValueError: bad"),
 ]

@@ -92,7 +92,10 @@ def test_the_four_open_server_adapters_end_to_end(tmp_path):
         if model == "freeze-omni":  # Simulator Replay ran, and the cue met model speech
             assert by_action["stop"]["immediate"]["verdict"] in ("success", "failure"), \
                 out[model]
-    assert "1 error" in out["dead"] and "could not connect" in out["dead"], out["dead"]
+    # a dead server: the preflight's one connection refuses the run, before its folder exists
+    assert "ERROR: --duplexact-model=freeze-omni: " in out["dead"], out["dead"]
+    assert "Connection refused" in out["dead"] and len(out["dead"].splitlines()) <= 2
+    assert not (tmp_path / "dead" / "run").exists()
 
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     for path in files:

@@ -113,6 +113,19 @@ def test_shards_of_one_dataset_at_two_paths_merge(tmp_path):
     assert merged["settings"]["dataset"] == full["settings"]["dataset"]  # the first shard's
 
 
+def test_shards_served_by_two_bridges_merge_when_they_serve_one_model(tmp_path):
+    """Each shard's run names what its server said (settings.served); two bridges of one
+    model may run differently (max_sessions), two checkpoints may not be merged."""
+    _, paths = _shards(tmp_path, n=2)
+    for k, path in enumerate(paths):
+        _edit(path, lambda d: d["settings"].update(served={
+            "model": "ckpt-a", "description": f"ckpt-a: stepped, {k + 1} trial(s) at once"}))
+    assert merge(paths)["settings"]["served"]["model"] == "ckpt-a"
+    _edit(paths[1], lambda d: d["settings"]["served"].update(model="ckpt-b"))
+    with pytest.raises(MergeError, match="settings.served.model: 'ckpt-a' vs 'ckpt-b'"):
+        merge(paths)
+
+
 def test_overlapping_instances_are_refused(tmp_path):
     _, paths = _shards(tmp_path)
     first = json.loads(paths[0].read_text())
