@@ -327,7 +327,7 @@ def build(args: argparse.Namespace) -> FlmAudioBridge:
             raise refusal("initial-tokens")
         applied.append("initial-tokens")
     if applied:
-        log.info("flm-audio: working around FLM-Audio's own code: %s", ", ".join(applied))
+        log.info("flm-audio: working around FLM-Audio's own code: %s", ", ".join(sorted(applied)))
     return bridge  # the kit warms it up (FlmAudioBridge.warmup) before it listens
 
 

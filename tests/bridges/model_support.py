@@ -84,10 +84,21 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0) -> Iterator[S
     """``python -m pytest_duplexact.bridges.<module> --port 0 ARGS`` on 127.0.0.1 with the
     fakes' import names first on its path; yields its URL and log, stops it on exit."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SITE), str(ROOT)]))
+    with serve_command([sys.executable, "-m", f"pytest_duplexact.bridges.{module}",
+                        "--host", "127.0.0.1", "--port", "0", *args], env,
+                       what=f"the {module} bridge", timeout=timeout) as served:
+        yield served
+
+
+@contextmanager
+def serve_command(argv: Sequence[str], env: dict[str, str], *, what: str,
+                  timeout: float = 60.0) -> Iterator[Served]:
+    """A bridge's command line in a process of its own (from the repository's root): waits
+    at most ``timeout`` for its ``listening on URL`` line, yields its URL and log (stderr),
+    stops it on exit."""
     log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe nobody drains
-    proc = subprocess.Popen([sys.executable, "-m", f"pytest_duplexact.bridges.{module}",
-                             "--host", "127.0.0.1", "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=log, text=True,
+                            cwd=ROOT, env=env)
     box: dict[str, str] = {}
     got = threading.Event()
 
@@ -104,7 +115,7 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0) -> Iterator[S
             proc.kill()
             proc.wait(10)
             log.seek(0)
-            raise AssertionError(f"the {module} bridge did not start: {log.read()[-3000:]}")
+            raise AssertionError(f"{what} did not start: {log.read()[-3000:]}")
         yield Served(box["url"], log)
     finally:
         if proc.poll() is None:

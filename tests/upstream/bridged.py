@@ -1,0 +1,127 @@
+"""Our model bridges in front of the authors' own model code (tests/upstream/test_moshi.py,
+test_flm_audio.py): the bridge started with the command docs/models.md prints (its
+placeholders filled in, CPU flags added), in the authors' environment, and driven by the
+plugin's own bridge client and pipelines, as a benchmark run drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from tests.bridges.model_support import ROOT, Served, serve_command
+
+DOCS = ROOT / "docs" / "models.md"
+
+
+def printed_command(module: str) -> list[str]:
+    """The first command line in docs/models.md that starts ``python -m
+    pytest_duplexact.bridges.<module>`` with arguments (continuation lines joined, a trailing
+    comment dropped), as argv."""
+    lines = DOCS.read_text(encoding="utf-8").splitlines()
+    start = f"python -m pytest_duplexact.bridges.{module} "
+    for k, line in enumerate(lines):
+        if not line.strip().startswith(start):
+            continue
+        text = line.strip()
+        while text.endswith("\\") and k + 1 < len(lines):
+            k += 1
+            text = text[:-1] + " " + lines[k].strip()
+        return shlex.split(text, comments=True)
+    raise AssertionError(f"docs/models.md prints no command starting {start!r}")
+
+
+def filled(argv: Sequence[str], python: str, values: dict[str, str],
+           extra: Sequence[str] = ()) -> list[str]:
+    """The printed ``argv`` run by ``python`` with each ``--flag``'s placeholder value replaced
+    by ``values[flag]`` (a flag the command does not print is an error: the docs changed) and
+    ``extra`` arguments appended (what only this machine needs: CPU, the checkout)."""
+    out, missing = [python, *argv[1:]], set(values)
+    for k, arg in enumerate(out[:-1]):
+        if arg in values:
+            out[k + 1] = values[arg]
+            missing.discard(arg)
+    assert not missing, f"the printed command {' '.join(argv)!r} lacks {sorted(missing)}"
+    return out + list(extra)
+
+
+def started(argv: Sequence[str], pythonpath: Sequence[Path], *, what: str,
+            env: dict[str, str] | None = None, timeout: float = 600.0):
+    """The bridge process (``serve_command``) with ``pythonpath`` first, then this checkout
+    (the kit imports only the standard library, numpy and websockets)."""
+    full = dict(os.environ, **(env or {}))
+    full["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(ROOT)])
+    return serve_command(argv, full, what=what, timeout=timeout)
+
+
+def warmup_seconds(served: Served) -> float:
+    """How long the bridge's warm-up took, from the kit's log line."""
+    found = re.search(r"warmed up in ([0-9.]+) s", served.log())
+    assert found, f"no warm-up in the bridge's log: {served.log()[-2000:]}"
+    return float(found.group(1))
+
+
+@dataclass
+class Measured:
+    """What the harness measured through the client (the columns of record_row)."""
+
+    onsets_ms: list[float] = field(default_factory=list)  # first audio vs the model's delay
+    audio: bool = True
+    text: bool = False
+
+    def row(self) -> dict:
+        errors = sorted(abs(x) for x in self.onsets_ms)
+        return {"audio": self.audio, "text": self.text,
+                "onset_err_ms_median": round(float(np.median(errors)), 1),
+                "onset_err_ms_max": round(errors[-1], 1)}
+
+
+def first_audio_s(samples: np.ndarray, rate: int = 16_000) -> float | None:
+    """The time of the first sample above 1% of the output's peak (None: silent)."""
+    peak = float(np.abs(samples).max()) if samples.size else 0.0
+    if peak == 0.0:
+        return None
+    return int(np.argmax(np.abs(samples) > 0.01 * peak)) / rate
+
+
+def run_trials(model, instances) -> list:
+    """Each instance through the pipeline the benchmark gives it (``run_instance``), one
+    after the other: the Recordings."""
+    from pytest_duplexact.pipelines import run_instance
+
+    return [asyncio.run(run_instance(inst, model)) for inst in instances]
+
+
+def at_once(make_model, instances) -> list:
+    """The instances' trials started together, each by its own client (``make_model()``, in
+    a thread of its own, as two pytest-xdist workers would; a server with ``max_sessions`` 1
+    queues the others before their READY): the Recordings, or the exception a trial
+    raised."""
+    out: list = [None] * len(instances)
+
+    def one(k: int) -> None:
+        try:
+            out[k] = run_trials(make_model(), [instances[k]])[0]
+        except Exception as e:  # reported by the caller
+            out[k] = e
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(instances))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    return out
+
+
+def trial_lines(served: Served) -> list[str]:
+    """The kit's one log line per trial (the client's probes, which read READY and close
+    without a step, left out)."""
+    return [line for line in served.log().splitlines()
+            if re.search(r" trial \S+ from .*, [1-9][0-9]* steps, ", line)]
