@@ -34,8 +34,26 @@ def printed_command(module: str) -> list[str]:
         while text.endswith("\\") and k + 1 < len(lines):
             k += 1
             text = text[:-1] + " " + lines[k].strip()
-        return shlex.split(text, comments=True)
+        argv = shlex.split(text, comments=True)
+        check_listed(argv)
+        return argv
     raise AssertionError(f"docs/models.md prints no command starting {start!r}")
+
+
+def check_listed(argv: Sequence[str]) -> None:
+    """``duplexact models`` (models/paper_models.py) prints a start command for the same
+    bridge with the same flags as the docs' (``--host`` aside: the docs' may listen on
+    loopback only), so the harness running the one checks the other too."""
+    from pytest_duplexact.models.paper_models import ROUTES
+
+    listed = [shlex.split(r.start) for routes in ROUTES.values() for r in routes
+              if r.start.startswith(" ".join(argv[:3]) + " ")]
+    assert listed, f"duplexact models prints no command for {argv[2]}"
+
+    def flags(args):
+        return {a for a in args if a.startswith("--")} - {"--host"}
+
+    assert flags(listed[0]) == flags(argv), (listed[0], argv)
 
 
 def filled(argv: Sequence[str], python: str, values: dict[str, str],
