@@ -101,7 +101,7 @@ class Measured:
                 "onset_err_ms_max": round(errors[-1], 1)}
 
 
-def first_audio_s(samples: np.ndarray, rate: int = 16_000) -> float | None:
+def first_audio_s_of(samples: np.ndarray, rate: int = 16_000) -> float | None:
     """The time of the first sample above 1% of the output's peak (None: silent)."""
     peak = float(np.abs(samples).max()) if samples.size else 0.0
     if peak == 0.0:
@@ -143,3 +143,37 @@ def trial_lines(served: Served) -> list[str]:
     without a step, left out)."""
     return [line for line in served.log().splitlines()
             if re.search(r" trial \S+ from .*, [1-9][0-9]* steps, ", line)]
+
+
+def instances(tmp: Path) -> list:
+    """A take-turn (Direct Replay), a stop cue played over the model's speech (Simulator
+    Replay) and a barge-in (its own pipeline), hand-made (tests/pipelines/helpers.py)."""
+    from pytest_duplexact.data.taxonomy import CONDITIONS
+    from tests.pipelines.helpers import instance_for
+
+    conditions = {(c.action, c.id): c for c in CONDITIONS}
+    return [instance_for(tmp / f"i{k}", conditions[key]) for k, key in
+            enumerate([("take_turn", "immediate"), ("stop", "direct_interruption"),
+                       ("interrupt", "help")])]
+
+
+def drive(served: Served, client, talk: list, first_audio_s: float) -> Measured:
+    """Every instance through ``client()``'s pipelines, then the first twice at once from
+    two clients; checks what holds for any model behind a kit bridge: audio in every trial,
+    first heard within 10 ms of ``first_audio_s`` (where the model's delay puts it), the
+    queued trial served too and identical (seeded, nothing left over from the trial before),
+    each trial ended by CLOSE both ways. Returns what was measured."""
+    recs = run_trials(client(), talk)
+    both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
+    log = trial_lines(served)
+    m = Measured()
+    for rec in recs:
+        onset = first_audio_s_of(rec.output)
+        assert onset is not None, "the model's audio never reached the recording"
+        m.onsets_ms.append(1000 * (onset - first_audio_s))
+        m.text = m.text or bool(rec.transcript)
+    assert all(not isinstance(r, Exception) for r in both), both
+    assert all(np.array_equal(r.output, recs[0].output) for r in both)
+    assert len(log) == len(talk) + 2 and all(": ok," in line for line in log), log
+    assert max(abs(x) for x in m.onsets_ms) <= 10.0, m.onsets_ms
+    return m

@@ -19,21 +19,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
-import numpy as np
 import pytest
 
 from tests.bridges.model_support import ROOT
 from tests.upstream.bridged import (
-    Measured,
-    at_once,
+    drive,
     filled,
-    first_audio_s,
+    instances,
     printed_command,
-    run_trials,
     started,
-    trial_lines,
     warmup_seconds,
 )
 from tests.upstream.support import STUBS, Checkout, checkout, record_row
@@ -86,40 +81,18 @@ def test_the_heads_defects_refuse_to_start_in_one_line(flm, weights):
 
 
 def test_flm_audio_behind_the_printed_bridge_command(flm, weights, tmp_path):
-    from pytest_duplexact.data.taxonomy import CONDITIONS
     from pytest_duplexact.models import resolve_model
-    from tests.pipelines.helpers import instance_for
 
-    conditions = {(c.action, c.id): c for c in CONDITIONS}
-    talk = [instance_for(tmp_path / f"i{k}", conditions[key]) for k, key in
-            enumerate([("take_turn", "immediate"), ("stop", "direct_interruption"),
-                       ("interrupt", "help")])]
     with started(command(flm, weights, "--transcript"), [SEAM], what="the flm-audio bridge",
                  env=ENV) as served:
-        warm = warmup_seconds(served)  # it warmed up before it listened
+        assert warmup_seconds(served) >= 0  # it warmed up before it listened
         assert "working around FLM-Audio's own code: forward-audio, initial-tokens, " \
                "pad-logits" in served.log()
+
         def client():  # connects, READY checked
             return resolve_model("flm-audio", url=served.url)
 
-        t0 = time.monotonic()
-        recs = run_trials(client(), talk)
-        took = time.monotonic() - t0
-        both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
-        log = trial_lines(served)
-    m = Measured()
-    for rec in recs:
-        onset = first_audio_s(rec.output)
-        assert onset is not None, "the model's audio never reached the recording"
-        m.onsets_ms.append(1000 * (onset - FIRST_AUDIO_S))
-        m.text = m.text or bool(rec.transcript)
-    print(f"3 trials in {took:.1f} s; warm-up {warm:.2f} s; onsets {m.onsets_ms}; "
-          f"words {[w.text for w in recs[0].transcript][:8]}")
-    assert all(not isinstance(r, Exception) for r in both), both
-    assert all(np.array_equal(r.output, recs[0].output) for r in both)  # seeded, no leaks
-    assert len(log) == 5 and all(": ok," in line for line in log), log  # CLOSE both ways
-    assert m.text, "no text reached the client with --transcript"
-    assert max(abs(x) for x in m.onsets_ms) <= 10.0, m.onsets_ms
+        m = drive(served, client, instances(tmp_path), FIRST_AUDIO_S)
     record_row("flm-audio", flm, connects=True, **m.row(), barge_in_stop=None, sessions=1,
                notes="tiny random weights, --workaround all; barge-in cues played over its "
                      "speech, a random model's stop is not a decision to measure")

@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
-import numpy as np
 import pytest
 
 from tests.upstream.bridged import (
-    Measured,
-    at_once,
+    drive,
     filled,
-    first_audio_s,
+    instances,
     printed_command,
-    run_trials,
     started,
-    trial_lines,
     warmup_seconds,
 )
 from tests.upstream.support import Checkout, checkout, record_row
@@ -59,10 +54,8 @@ def test_the_bridge_runs_the_checkouts_moshi(moshi):
 
 
 def test_moshi_behind_the_printed_bridge_command(moshi, tmp_path):
-    from pytest_duplexact.data.taxonomy import CONDITIONS
     from pytest_duplexact.models import resolve_model
     from tests.models.moshi_tiny import write_checkpoints
-    from tests.pipelines.helpers import instance_for
 
     files = write_checkpoints(tmp_path / "ckpt")
     argv = filled(printed_command("moshi"), moshi.python,
@@ -70,10 +63,6 @@ def test_moshi_behind_the_printed_bridge_command(moshi, tmp_path):
                    "--lm-weights": files["lm_weights"], "--tokenizer": files["tokenizer"]},
                   ["--lm-config", files["lm_config"], "--mimi-config", files["mimi_config"],
                    "--device", "cpu", "--threads", "1"])
-    conditions = {(c.action, c.id): c for c in CONDITIONS}
-    talk = [instance_for(tmp_path / f"i{k}", conditions[key]) for k, key in
-            enumerate([("take_turn", "immediate"), ("stop", "direct_interruption"),
-                       ("interrupt", "help")])]
     with started(argv, code_path(moshi), what="the moshi bridge") as served:
         warm = warmup_seconds(served)  # moshi's lazy compile, before it listened
 
@@ -82,23 +71,7 @@ def test_moshi_behind_the_printed_bridge_command(moshi, tmp_path):
             assert model.name == "moshi"
             return model
 
-        t0 = time.monotonic()
-        recs = run_trials(client(), talk)
-        took = time.monotonic() - t0
-        both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
-        log = trial_lines(served)
-    m = Measured()
-    for rec in recs:
-        onset = first_audio_s(rec.output)
-        assert onset is not None, "the model's audio never reached the recording"
-        m.onsets_ms.append(1000 * (onset - FIRST_AUDIO_S))
-        m.text = m.text or bool(rec.transcript)
-    print(f"3 trials in {took:.1f} s; warm-up {warm:.2f} s; onsets {m.onsets_ms}; "
-          f"words {[w.text for w in recs[0].transcript][:8]}")
-    assert all(not isinstance(r, Exception) for r in both), both
-    assert all(np.array_equal(r.output, recs[0].output) for r in both)  # seeded, no leaks
-    assert len(log) == 5 and all(": ok," in line for line in log), log  # CLOSE both ways
-    assert max(abs(x) for x in m.onsets_ms) <= 10.0, m.onsets_ms
+        m = drive(served, client, instances(tmp_path), FIRST_AUDIO_S)
     record_row("moshi", moshi, connects=True, **m.row(), barge_in_stop=None, sessions=1,
                notes=f"tiny random weights; warm-up {warm:.1f} s before listening; "
                      "barge-in cues played over its speech, a random model's stop is not a "
