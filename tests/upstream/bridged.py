@@ -10,6 +10,7 @@ import os
 import re
 import shlex
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -165,7 +166,9 @@ def drive(served: Served, client, talk: list, first_audio_s: float) -> Measured:
     each trial ended by CLOSE both ways. Returns what was measured."""
     recs = run_trials(client(), talk)
     both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
-    log = trial_lines(served)
+    deadline = time.monotonic() + 30  # the server logs a trial after its socket closed
+    while len(log := trial_lines(served)) < len(talk) + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
     m = Measured()
     for rec in recs:
         onset = first_audio_s_of(rec.output)
