@@ -4,7 +4,7 @@ Run in FLM-Audio's own environment (a checkout of cofe-ai/flm-audio with its
 ``requirements-server.txt`` installed, plus ``pip install --no-deps pytest-duplexact
 websockets``)::
 
-    python -m pytest_duplexact.bridges.flm_audio --port 8765 --checkpoint DIR
+    python -m pytest_duplexact.bridges.flm_audio --port 8765 --checkpoint DIR --workaround all
 
 ``DIR`` is a local copy of the hub repository CofeAI/FLM-Audio (the LM, its tokenizer and the
 Mimi file ``tokenizer-e351c8d8-checkpoint125.safetensors``); nothing is downloaded.
@@ -14,8 +14,9 @@ loop), ``flmaudio/models/streaming_flmaudio.py`` (``LMGen``), ``flmaudio/models/
 (``get_mimi``). What is theirs and what is ours:
 
 * Theirs, as the server does it: Mimi and ``LMGen`` stream with batch size 1 forever
-  (``streaming_forever(1)``: entering streaming compiles the LM, so it happens once, at
-  start-up) and are ``reset_streaming()`` per connection; four warm-up frames at start-up;
+  (``streaming_forever(1)``: entering streaming wraps the LM in ``torch.compile``, which
+  compiles at the first steps) and are ``reset_streaming()`` per connection; four warm-up
+  frames at start-up (the kit's ``warmup`` hook, before the bridge listens);
   each 1920-sample frame at 24 kHz is ``mimi.encode``-d, each code frame given to
   ``lm_gen.step``; the tokens it returns (``None`` for the first ``max_delay`` steps) are
   ``mimi.decode(tokens[:, 1:])``-d; the text token ``tokens[0, 0, 0]`` is dropped when it is 0
