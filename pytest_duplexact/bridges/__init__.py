@@ -24,6 +24,14 @@ A **model** object, built once per process (weights loaded once)::
             (strings; ``typed_options`` converts and checks them; raise to refuse: the client
             gets ERROR). ``trial.seed`` is the run's seed: seed sampling from it.'''
 
+        def warmup(self) -> None:  # optional: once, before the server listens
+            '''Run a few frames through a throwaway session (compiles lazily compiled
+            kernels, captures CUDA graphs, fills caches), leaving no state behind. The kit
+            calls it in the thread that runs every step, before it binds the port, and logs
+            how long it took; ``--no-warmup`` skips it. A model that compiles at its first
+            step needs one: else that step (seconds to a minute) counts against the
+            client's ``step_timeout``.'''
+
         def close(self) -> None:   # optional: the server is shutting down
             ...
 
@@ -69,6 +77,7 @@ from .kit import (
                   SessionEnded,
                   Stepper,
                   Trial,
+                  WarmupFailed,
                   answer,
                   main,
                   parser,
@@ -77,4 +86,4 @@ from .kit import (
 from .wire import ProtocolError, Ready
 
 __all__ = ["BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready", "SessionEnded",
-           "Stepper", "Trial", "answer", "main", "parser", "typed_options"]
+           "Stepper", "Trial", "WarmupFailed", "answer", "main", "parser", "typed_options"]

@@ -13,7 +13,11 @@ module is the loop around it:
   1), the others wait before their READY;
 * a model exception becomes an ERROR message (the client scores the trial as a model error)
   and a traceback in the server's log; one log line per trial says who, how long, how it
-  ended.
+  ended;
+* the model's optional ``warmup()`` runs once, in that worker thread, before the port is
+  bound (``BridgeServer.start``; ``--no-warmup`` skips it): READY then means ready, and the
+  first trial's step 0 is not a cold compile. Its duration is logged and kept in
+  ``BridgeServer.warmup_s``.
 
 Batched stepping plugs in at ``Stepper``: every step goes through ``stepper.step(session,
 frame)``, and ``BridgeServer.sessions`` holds the open trials; for a stepped model with
@@ -67,6 +71,10 @@ class SessionEnded(Exception):
     """Raised by ``session.step`` when the model cannot go on (a token or context budget ran
     out): the kit sends CLOSE with this reason before the client's, which the plugin scores
     as a model error of the instance (the trial was cut short), never as a miss."""
+
+
+class WarmupFailed(RuntimeError):
+    """The model's ``warmup()`` raised: nothing is served (``main`` exits with this line)."""
 
 
 class OptionError(ValueError):
@@ -194,10 +202,13 @@ class BridgeServer:
     returns the ``ws://`` (``wss://``) URL, ``await close()`` stops."""
 
     def __init__(self, model: Any, *, stepper: Stepper | None = None, api_key: str | None = None,
-                 ssl: ssl_module.SSLContext | None = None, max_sessions: int | None = None):
+                 ssl: ssl_module.SSLContext | None = None, max_sessions: int | None = None,
+                 warmup: bool = True):
         self.model = model
         # trials at once: --max-sessions, else the model's own attribute, else 1; READY says it
         sessions = max_sessions or int(getattr(model, "max_sessions", 1) or 1)
+        self._warmup = warmup
+        self.warmup_s: float | None = None  # how long the model's warm-up took (None: none)
         self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
                                 bool(getattr(model, "transcript", False)),
                                 str(getattr(model, "name", "") or type(model).__name__),
@@ -215,6 +226,7 @@ class BridgeServer:
         self.url = ""
 
     async def start(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> str:
+        await self._warm_up()  # before binding: no client can connect to a cold model
         self._server = await serve(self._handle, host, port, ssl=self._ssl,
                                    process_request=self._authorize, max_size=wire.MAX_MESSAGE,
                                    compression=None)
@@ -222,6 +234,23 @@ class BridgeServer:
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         self.url = f"{'wss' if self._ssl else 'ws'}://{shown}:{bound[1]}"
         return self.url
+
+    async def _warm_up(self) -> None:
+        """``model.warmup()`` if it has one, in the worker thread that runs its steps (the
+        one whose compiled kernels, CUDA graphs and caches the trials then use)."""
+        warmup = getattr(self.model, "warmup", None)
+        if not (self._warmup and callable(warmup)):
+            return
+        started = time.monotonic()
+        log.info("model %s: warming up", self.ready.model)
+        try:
+            await self.stepper.call(warmup)
+        except Exception as e:
+            log.exception("model %s: the warm-up failed", self.ready.model)
+            raise WarmupFailed(f"model {self.ready.model}: the warm-up failed "
+                               f"({type(e).__name__}: {e}); nothing was served") from None
+        self.warmup_s = time.monotonic() - started
+        log.info("model %s: warmed up in %.2f s", self.ready.model, self.warmup_s)
 
     async def close(self) -> None:
         """Stop: trials still stepping are abandoned (a stuck model cannot hold the server)."""
@@ -399,6 +428,9 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
                         "--duplexact-batch or --duplexact-concurrency above it")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
+    p.add_argument("--no-warmup", action="store_true",
+                   help="skip the model's warm-up (then the first trial's first step pays for "
+                        "compiling: it may exceed the client's step_timeout)")
     return p
 
 
@@ -406,10 +438,11 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
          add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
          argv: Sequence[str] | None = None) -> int:
     """The command line of a model bridge: parse ``--host --port --certfile --keyfile
-    --max-sessions --log-level`` plus the bridge's own arguments (``add_arguments``), build the model with
-    ``build(args)`` (load weights here, once) and serve it until interrupted. Prints one line,
-    ``listening on ws://HOST:PORT ...``, to stdout once the port is bound; a port it cannot
-    bind is one line on stderr and exit status 1."""
+    --max-sessions --log-level --no-warmup`` plus the bridge's own arguments
+    (``add_arguments``), build the model with ``build(args)`` (load weights here, once), run
+    its ``warmup()`` (unless ``--no-warmup``) and serve it until interrupted. Prints one line,
+    ``listening on ws://HOST:PORT ...``, to stdout once the port is bound (after the warm-up);
+    a port it cannot bind is one line on stderr and exit status 1."""
     p = parser(prog, description)
     if add_arguments is not None:
         add_arguments(p)
@@ -434,12 +467,14 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
         return 2
     try:
         asyncio.run(_serve_forever(model, args.host, args.port, context, args.max_sessions,
-                                   prog))
+                                   prog, warmup=not args.no_warmup))
     except KeyboardInterrupt:
         pass
     except _CannotListen as e:
         print(e, file=sys.stderr)
         return 1
+    except WarmupFailed as e:
+        raise SystemExit(str(e)) from None
     return 0
 
 
@@ -485,11 +520,12 @@ def _port_problem(prog: str, host: str, port: int) -> str | None:
 
 async def _serve_forever(model: Any, host: str, port: int,
                          context: ssl_module.SSLContext | None,
-                         max_sessions: int | None = None, prog: str = "bridge") -> None:
+                         max_sessions: int | None = None, prog: str = "bridge", *,
+                         warmup: bool = True) -> None:
     server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context,
-                          max_sessions=max_sessions)
+                          max_sessions=max_sessions, warmup=warmup)
     try:
-        url = await server.start(host, port)
+        url = await server.start(host, port)  # after the model's warm-up
     except OSError as e:  # taken since the check above
         server.stepper.shutdown()
         server.stepper.finish()

@@ -14,6 +14,11 @@ run through the bridge reports what the in-process adapter reports for the same 
 
 The checkpoint and sampling are fixed when the server starts (the options of
 ``--duplexact-model=moshi``, as ``--dashed-names``); a trial takes no query options.
+
+Before it listens the bridge warms up (the kit's ``warmup`` hook, ``MoshiModel.warm_up``): four
+frames of silence through a throwaway trial, as Kyutai's server does. moshi compiles its kernels
+at their first call, so without it the first trial's step 0 took 30-55 s on a cold compile
+cache, over the client's 30 s ``step_timeout``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ class MoshiBridge:
 
     def __init__(self, model: MoshiModel):
         self.model = model
+
+    def warmup(self) -> None:  # the kit runs it before it listens (MoshiModel.warm_up)
+        self.model.warm_up()
 
     def open(self, options: dict[str, str], trial: Any) -> "MoshiTrial":
         typed_options(options, {})  # none: the checkpoint and sampling are the server's
@@ -68,6 +76,9 @@ class BatchedMoshiBridge(MoshiBridge):
         self.max_sessions = size
         model.open_batch(size)
         self._free = list(range(size))
+
+    def warmup(self) -> None:  # every slot, at the batch size the trials will use
+        self.model.warm_up_batch()
 
     def open(self, options: dict[str, str], trial: Any) -> "MoshiSlot":
         from ..models.base import SessionInfo

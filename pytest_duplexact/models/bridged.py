@@ -28,7 +28,8 @@ class Bridged:
 
 
 BRIDGED: dict[str, Bridged] = {
-    "flm-audio": Bridged("FLM-Audio (CofeAI/FLM-Audio)", "flm_audio", "--checkpoint DIR"),
+    "flm-audio": Bridged("FLM-Audio (CofeAI/FLM-Audio)", "flm_audio",
+                         "--checkpoint DIR --workaround all"),  # its HEAD's defects
     "bayling-duplex": Bridged("BayLing-Duplex (BayLing-Models/BayLing-Duplex)",
                               "bayling_duplex", "--model-path M --speech-tokenizer-path T "
                                                 "--decoder-path D"),

@@ -47,6 +47,7 @@ from .words import TextStream
 SAMPLE_RATE = 24_000
 FRAME_SIZE = 1_920  # 80 ms: one Mimi frame at 12.5 Hz
 FRAME_S = FRAME_SIZE / SAMPLE_RATE
+WARMUP_FRAMES = 4  # as moshi/server.py's warmup
 DTYPES = ("float32", "bfloat16", "float16")
 # config.json keys that describe the checkpoint, not LMModel's arguments (as in
 # moshi.models.loaders.CheckpointInfo.from_hf_repo)
@@ -157,6 +158,19 @@ class MoshiModel:
             self._stack.close()  # leaves streaming: the next start gets fresh state
             self._stack = None
 
+    def warm_up(self, frames: int = WARMUP_FRAMES) -> None:
+        """``frames`` frames of silence through a throwaway trial, as Kyutai's server does
+        before it listens (moshi/server.py ``warmup``): moshi compiles its kernels at their
+        first call (``torch_compile_lazy``; CUDA graphs on a GPU), which would otherwise fall
+        in the next trial's step 0 (54 s on a cold CPU cache for the tiny test model). Leaves
+        no state: the next trial starts afresh (``warm_up_batch`` after ``open_batch``)."""
+        self.begin(0)
+        try:
+            for _ in range(frames):
+                self.step_piece(np.zeros(FRAME_SIZE, dtype=np.float32))
+        finally:
+            self.finish()
+
     # --- batched stepping (--duplexact-batch; module doc, "Batches") -------------------------
     slots_reset_alone = True  # moshi's reset_streaming(reset_mask) and set_exec_mask
 
@@ -233,6 +247,20 @@ class MoshiModel:
 
     def finish_slot(self, slot: int) -> None:
         self._slot_state.pop(slot, None)
+
+    def warm_up_batch(self, frames: int = WARMUP_FRAMES) -> None:
+        """``warm_up`` at the batch size of ``open_batch``: every slot steps ``frames``
+        frames of silence; then the slots are free and the lockstep is seeded by the first
+        real trial, as if none had run."""
+        slots = range(self._size)
+        for s in slots:
+            self.start_slot(s, SessionInfo(instance=None, seed=0))
+        silence = np.zeros(FRAME_SIZE, dtype=np.float32)
+        for _ in range(frames):
+            self.step_batch_pieces({s: silence for s in slots})
+        for s in slots:
+            self.finish_slot(s)
+        self._batch_rng = None
 
 
 class _SlotState:

@@ -88,10 +88,21 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0,
     exit. ``python``: the interpreter (tests/upstream: the model's own environment)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, path), str(ROOT)]),
                PYTHONDONTWRITEBYTECODE="1")  # nothing written into an author's checkout
+    with serve_command([python, "-m", f"pytest_duplexact.bridges.{module}",
+                        "--host", "127.0.0.1", "--port", "0", *args], env,
+                       what=f"the {module} bridge", timeout=timeout) as served:
+        yield served
+
+
+@contextmanager
+def serve_command(argv: Sequence[str], env: dict[str, str], *, what: str,
+                  timeout: float = 60.0) -> Iterator[Served]:
+    """A bridge's command line in a process of its own (from the repository's root): waits
+    at most ``timeout`` for its ``listening on URL`` line, yields its URL and log (stderr),
+    stops it on exit."""
     log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe nobody drains
-    proc = subprocess.Popen([python, "-m", f"pytest_duplexact.bridges.{module}",
-                             "--host", "127.0.0.1", "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, env=env)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=log, text=True,
+                            cwd=ROOT, env=env)
     box: dict[str, str] = {}
     got = threading.Event()
 
@@ -108,7 +119,7 @@ def bridge_process(module: str, *args: str, timeout: float = 60.0,
             proc.kill()
             proc.wait(10)
             log.seek(0)
-            raise AssertionError(f"the {module} bridge did not start: {log.read()[-3000:]}")
+            raise AssertionError(f"{what} did not start: {log.read()[-3000:]}")
         yield Served(box["url"], log)
     finally:
         if proc.poll() is None:

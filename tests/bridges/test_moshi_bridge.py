@@ -50,7 +50,13 @@ def test_the_moshi_bridge_reports_what_the_in_process_adapter_does(checkpoints, 
     instance = make_instance(tmp_path, "take_turn", "immediate",
                              {"user": cat(gap(0.2), tone(1.0))}, {"user_start": 0.2})
     local = trial(bridge.model, instance, seed=7)  # the in-process adapter's MoshiModel
+    stepped = []
+    step_piece = bridge.model.step_piece
+    bridge.model.step_piece = lambda frame: (stepped.append(1), step_piece(frame))[1]
     with served(bridge) as server:
+        # warmed up before it listened (moshi compiles at its first step): 4 frames, as
+        # Kyutai's server; the trial below starts afresh all the same
+        assert server.warmup_s is not None and len(stepped) == 4
         model = resolve_model("bridge", url=server.url)
         assert (model.sample_rate, model.frame_size, model.name) == (24_000, 1_920, "moshi")
         through = trial(model, instance, seed=7)

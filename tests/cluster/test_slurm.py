@@ -229,7 +229,8 @@ def test_killed_and_requeued_tasks_resume_and_the_merge_is_unchanged(slurm, seri
     # on the array after a failure, not even for a merge submitted anew: the one submitted up
     # front stays pending, and the merge depends on the tasks by name instead
     # (docs/sharding.md says both).
-    assert "DependencyNeverSatisfied" in _scontrol("show", "job", merge)
+    _wait(lambda: "DependencyNeverSatisfied" in _scontrol("show", "job", merge),
+          "the up-front merge to be refused", tmp_path, deadline_s=120)
     subprocess.run(["scancel", merge], check=True, timeout=60)
     merge = _sbatch(tmp_path, env, "--dependency=afterok:" + ":".join(_task_ids(array)),
                     str(MERGE))

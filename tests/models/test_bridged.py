@@ -26,8 +26,8 @@ def test_each_bridged_model_is_a_built_in_with_a_route_and_a_bridge_module():
                "url=ws://HOST:8765  [needs its server]" in listed
         assert f"start: {b.command}" in listed
     assert BRIDGED["flm-audio"].command == (
-        "python -m pytest_duplexact.bridges.flm_audio --checkpoint DIR --port 8765 "
-        "--host 0.0.0.0")
+        "python -m pytest_duplexact.bridges.flm_audio --checkpoint DIR --workaround all "
+        "--port 8765 --host 0.0.0.0")
 
 
 def test_bridged_names_check_their_options_without_connecting():

@@ -147,6 +147,7 @@ def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp
              direct_instance(tmp_path, "interrupt", "help")]
     local = run(short_trials(greedy, insts, 2))
     with served(BatchedMoshiBridge(greedy, 2)) as s:  # open_batch starts the model afresh
+        assert s.warmup_s is not None  # both slots warmed before it listened, no state left
         through = run(short_trials(resolve("bridge", url=s.url), insts, 2))
         assert max(s.stepper.calls) == 2
     for a, b in zip(local, through):

@@ -1,69 +1,182 @@
-"""What the model-code modules (a bridge of ours around the authors' own Python code) share:
-the start command as docs/models.md prints it, the user's turn the harness sends (a tone),
-and the author's code run in its environment."""
+"""Our model bridges in front of the authors' own model code (tests/upstream/test_moshi.py,
+test_flm_audio.py): the bridge started with the command docs/models.md prints (its
+placeholders filled in, CPU flags added), in the authors' environment, and driven by the
+plugin's own bridge client and pipelines, as a benchmark run drives it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shlex
-import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
-from tests.bridges.model_support import ROOT
-from tests.upstream.support import Checkout
+from tests.bridges.model_support import ROOT, Served, serve_command
 
 DOCS = ROOT / "docs" / "models.md"
-TONE_HZ, TONE_LEVEL, RATE = 440.0, 0.3, 16_000
 
 
-def docs_command(model: str) -> tuple[str, list[str]]:
-    """The bridge module and arguments of ``model``'s start command in docs/models.md's table
-    of the open models behind our bridges, placeholders (``DIR``, ...) as printed; its
-    ``--port 8765`` dropped (the harness takes a free port)."""
-    row = next((line for line in DOCS.read_text(encoding="utf-8").splitlines()
-                if line.startswith(f"| `{model}` |") and "python -m pytest_duplexact" in line),
-               None)
-    assert row is not None, f"docs/models.md prints no start command for {model}"
-    cmd = shlex.split(re.search(r"`(python -m pytest_duplexact\.bridges\.[^`]+)`", row)[1])
-    module = cmd[2].rsplit(".", 1)[1]
-    args = cmd[3:]
-    i = args.index("--port")
-    del args[i:i + 2]
-    return module, args
+def printed_command(module: str) -> list[str]:
+    """The first command line in docs/models.md that starts ``python -m
+    pytest_duplexact.bridges.<module>`` with arguments (continuation lines joined, a trailing
+    comment dropped), as argv."""
+    lines = DOCS.read_text(encoding="utf-8").splitlines()
+    start = f"python -m pytest_duplexact.bridges.{module} "
+    for k, line in enumerate(lines):
+        if not line.strip().startswith(start):
+            continue
+        text = line.strip()
+        while text.endswith("\\") and k + 1 < len(lines):
+            k += 1
+            text = text[:-1] + " " + lines[k].strip()
+        argv = shlex.split(text, comments=True)
+        check_listed(argv)
+        return argv
+    raise AssertionError(f"docs/models.md prints no command starting {start!r}")
 
 
-def fill(args: list[str], values: dict[str, str]) -> list[str]:
-    """The printed placeholders replaced by this run's folders."""
-    missing = [a for a in args if a.isupper() and a not in values]
-    assert not missing, f"no value for the placeholders {missing}"
-    return [values.get(a, a) for a in args]
+def check_listed(argv: Sequence[str]) -> None:
+    """``duplexact models`` (models/paper_models.py) prints a start command for the same
+    bridge with the same flags as the docs' (``--host`` aside: the docs' may listen on
+    loopback only), so the harness running the one checks the other too."""
+    from pytest_duplexact.models.paper_models import ROUTES
+
+    listed = [shlex.split(r.start) for routes in ROUTES.values() for r in routes
+              if r.start.startswith(" ".join(argv[:3]) + " ")]
+    assert listed, f"duplexact models prints no command for {argv[2]}"
+
+    def flags(args):
+        return {a for a in args if a.startswith("--")} - {"--host"}
+
+    assert flags(listed[0]) == flags(argv), (listed[0], argv)
 
 
-def tone(start: float, end: float, total: float) -> np.ndarray:
-    """The user's turn at 16 kHz: silence, a 440 Hz tone from ``start`` to ``end`` s, silence
-    up to ``total`` s."""
-    t = np.arange(int(round(total * RATE))) / RATE
-    x = (TONE_LEVEL * np.sin(2 * np.pi * TONE_HZ * t)).astype(np.float32)
-    x[(t < start) | (t >= end)] = 0.0
-    return x
+def filled(argv: Sequence[str], python: str, values: dict[str, str],
+           extra: Sequence[str] = ()) -> list[str]:
+    """The printed ``argv`` run by ``python`` with each ``--flag``'s placeholder value replaced
+    by ``values[flag]`` (a flag the command does not print is an error: the docs changed) and
+    ``extra`` arguments appended (what only this machine needs: CPU, the checkout)."""
+    out, missing = [python, *argv[1:]], set(values)
+    for k, arg in enumerate(out[:-1]):
+        if arg in values:
+            out[k + 1] = values[arg]
+            missing.discard(arg)
+    assert not missing, f"the printed command {' '.join(argv)!r} lacks {sorted(missing)}"
+    return out + list(extra)
 
 
-def tone_instance(tmp: Path, start: float, end: float, after: float):
-    """take_turn.immediate whose user clip is ``tone(start, end, end + after)``."""
-    from tests.support.builders import make_instance
+def started(argv: Sequence[str], pythonpath: Sequence[Path], *, what: str,
+            env: dict[str, str] | None = None, timeout: float = 600.0):
+    """The bridge process (``serve_command``) with ``pythonpath`` first, then this checkout
+    (the kit imports only the standard library, numpy and websockets)."""
+    full = dict(os.environ, **(env or {}))
+    full["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(ROOT)])
+    return serve_command(argv, full, what=what, timeout=timeout)
 
-    return make_instance(tmp, "take_turn", "immediate", {"user": tone(start, end, end + after)},
-                         {"user_start": start, "user_end": end})
+
+def warmup_seconds(served: Served) -> float:
+    """How long the bridge's warm-up took, from the kit's log line."""
+    found = re.search(r"warmed up in ([0-9.]+) s", served.log())
+    assert found, f"no warm-up in the bridge's log: {served.log()[-2000:]}"
+    return float(found.group(1))
 
 
-def run_author_python(ck: Checkout, script: Path, *args: str, timeout: float = 900) -> str:
-    """``script`` (ours) run by the author's environment with the checkout on its path: its
-    stdout's last line."""
-    env = dict(os.environ, PYTHONPATH=str(ck.path), PYTHONDONTWRITEBYTECODE="1")
-    res = subprocess.run([ck.python, str(script), *args], capture_output=True, text=True,
-                         timeout=timeout, env=env, cwd=str(ck.path))
-    assert res.returncode == 0, f"{script.name} failed: {res.stderr[-3000:]}"
-    return res.stdout.strip().splitlines()[-1]
+@dataclass
+class Measured:
+    """What the harness measured through the client (the columns of record_row)."""
+
+    onsets_ms: list[float] = field(default_factory=list)  # first audio vs the model's delay
+    audio: bool = True
+    text: bool = False
+
+    def row(self) -> dict:
+        errors = sorted(abs(x) for x in self.onsets_ms)
+        return {"audio": self.audio, "text": self.text,
+                "onset_err_ms_median": round(float(np.median(errors)), 1),
+                "onset_err_ms_max": round(errors[-1], 1)}
+
+
+def first_audio_s_of(samples: np.ndarray, rate: int = 16_000) -> float | None:
+    """The time of the first sample above 1% of the output's peak (None: silent)."""
+    peak = float(np.abs(samples).max()) if samples.size else 0.0
+    if peak == 0.0:
+        return None
+    return int(np.argmax(np.abs(samples) > 0.01 * peak)) / rate
+
+
+def run_trials(model, instances) -> list:
+    """Each instance through the pipeline the benchmark gives it (``run_instance``), one
+    after the other: the Recordings."""
+    from pytest_duplexact.pipelines import run_instance
+
+    return [asyncio.run(run_instance(inst, model)) for inst in instances]
+
+
+def at_once(make_model, instances) -> list:
+    """The instances' trials started together, each by its own client (``make_model()``, in
+    a thread of its own, as two pytest-xdist workers would; a server with ``max_sessions`` 1
+    queues the others before their READY): the Recordings, or the exception a trial
+    raised."""
+    out: list = [None] * len(instances)
+
+    def one(k: int) -> None:
+        try:
+            out[k] = run_trials(make_model(), [instances[k]])[0]
+        except Exception as e:  # reported by the caller
+            out[k] = e
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(instances))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    return out
+
+
+def trial_lines(served: Served) -> list[str]:
+    """The kit's one log line per trial (the client's probes, which read READY and close
+    without a step, left out)."""
+    return [line for line in served.log().splitlines()
+            if re.search(r" trial \S+ from .*, [1-9][0-9]* steps, ", line)]
+
+
+def instances(tmp: Path) -> list:
+    """A take-turn (Direct Replay), a stop cue played over the model's speech (Simulator
+    Replay) and a barge-in (its own pipeline), hand-made (tests/pipelines/helpers.py)."""
+    from pytest_duplexact.data.taxonomy import CONDITIONS
+    from tests.pipelines.helpers import instance_for
+
+    conditions = {(c.action, c.id): c for c in CONDITIONS}
+    return [instance_for(tmp / f"i{k}", conditions[key]) for k, key in
+            enumerate([("take_turn", "immediate"), ("stop", "direct_interruption"),
+                       ("interrupt", "help")])]
+
+
+def drive(served: Served, client, talk: list, first_audio_s: float) -> Measured:
+    """Every instance through ``client()``'s pipelines, then the first twice at once from
+    two clients; checks what holds for any model behind a kit bridge: audio in every trial,
+    first heard within 10 ms of ``first_audio_s`` (where the model's delay puts it), the
+    queued trial served too and identical (seeded, nothing left over from the trial before),
+    each trial ended by CLOSE both ways. Returns what was measured."""
+    recs = run_trials(client(), talk)
+    both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
+    deadline = time.monotonic() + 30  # the server logs a trial after its socket closed
+    while len(log := trial_lines(served)) < len(talk) + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    m = Measured()
+    for rec in recs:
+        onset = first_audio_s_of(rec.output)
+        assert onset is not None, "the model's audio never reached the recording"
+        m.onsets_ms.append(1000 * (onset - first_audio_s))
+        m.text = m.text or bool(rec.transcript)
+    assert all(not isinstance(r, Exception) for r in both), both
+    assert all(np.array_equal(r.output, recs[0].output) for r in both)
+    assert len(log) == len(talk) + 2 and all(": ok," in line for line in log), log
+    assert max(abs(x) for x in m.onsets_ms) <= 10.0, m.onsets_ms
+    return m

@@ -33,8 +33,8 @@ import numpy as np
 import pytest
 
 from tests.bridges.model_support import bridge_process, client_trial
-from tests.upstream.bridged import docs_command, fill, run_author_python, tone_instance
 from tests.upstream.support import STUBS, checkout, record_row
+from tests.upstream.tone_bridged import docs_command, fill, run_author_python, tone_instance
 
 REPO = "maitrix-org/Voila"
 START, END, AFTER = 1.0, 2.0, 0.5  # the user's tone (s); then silence and 1 s of observation
