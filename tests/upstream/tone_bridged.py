@@ -1,6 +1,5 @@
-"""What the Voila and BayLing-Duplex modules (a bridge of ours around the authors' own Python code)
-share:
-the start command as docs/models.md prints it, the user's turn the harness sends (a tone),
+"""What the Voila and BayLing-Duplex modules (a bridge of ours around the authors' own Python
+code) share: the start command as docs/models.md prints it, the user's turn the harness sends (a tone),
 and the author's code run in its environment."""
 
 from __future__ import annotations
