@@ -334,6 +334,15 @@ def test_mini_omni2_turn_detector_and_multipart_reader_edges():
             b"\r\n--frame\r\nContent-Type: text/plain\r\n\r\nhi")
     parts = reader.feed(body[:10]) + reader.feed(body[10:]) + reader.flush()
     assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
+    # a boundary split across reads, byte by byte, is still found (the scan resumes)
+    reader = MultipartReader()
+    parts = [p for i in range(len(body)) for p in reader.feed(body[i:i + 1])] + reader.flush()
+    assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
+    # bounded: no boundary within max_part_bytes is refused at once, naming the bound
+    reader = MultipartReader(max_part_bytes=64)
+    assert reader.feed(b"\r\n--frame\r\nContent-Type: text/plain\r\n\r\n" + b"y" * 20) == []
+    with pytest.raises(ModelError, match="more than 64 bytes without a multipart boundary"):
+        reader.feed(b"y" * 40)
 
 
 async def mini_omni2_fails(script, match):
@@ -350,7 +359,11 @@ async def mini_omni2_failures():
     S = omni_fake.Script
     await asyncio.gather(mini_omni2_fails(S(error=True), "HTTP 500"),
                          mini_omni2_fails(S(drop_after_steps=1), "POST /chat"),
-                         mini_omni2_fails(S(hang=True), "deadline"))
+                         mini_omni2_fails(S(hang=True), "deadline"),
+                         # a reply with no boundary: a model error naming the bound, not a miss
+                         mini_omni2_fails(S(raw_bytes=9 << 20), "more than 8388608 bytes "
+                                          "without a multipart boundary.*MAX_PART_BYTES"),
+                         mini_omni2_fails(S(raw_bytes=1000), "had no multipart boundary"))
 
 
 # --- the real-time trials, several at once (each runs at 1x) -----------------------------------
