@@ -65,7 +65,7 @@ class Route:
 
 # the start commands docs/models.md prints and tests/upstream runs against the authors' code
 FREEZE_OMNI_START = (
-    'script -qfec "CUDA_VISIBLE_DEVICES=0 PYTHONPATH=./ python3 bin/server.py --ip 0.0.0.0 '
+    'script -qfec "CUDA_VISIBLE_DEVICES=0 PYTHONPATH=./:$PYTHONPATH python3 bin/server.py --ip 0.0.0.0 '
     '--port 8081 --max_users 3 --llm_exec_nums 1 --timeout 180 --model_path ./checkpoints '
     '--llm_path ./Qwen2-7B-Instruct --top_p 0.8 --top_k 20 --temperature 0.8" /dev/null')
 VITA_START = "python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 --port 8081"

@@ -74,3 +74,140 @@ def record_row(model: str, ck: Checkout, **measured: object) -> None:
     row = {"model": model, "checked": ck.short, "date": ck.date, **measured}
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+# --- starting the author's server ------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
+START_S = 180.0   # the author's server must listen within this (imports, a VAD network)
+
+
+def printed_command(model: str) -> str:
+    """The start command ``duplexact models`` and docs/models.md print for ``model`` (its
+    native-server route in models/paper_models.py), checked to be the one the docs show."""
+    from pytest_duplexact.models.paper_models import ROUTES
+
+    start = ROUTES[model][0].start.split(": ", 1)[1]
+    assert start in DOCS.read_text(encoding="utf-8"), \
+        f"docs/models.md does not print {model}'s start command {start!r}"
+    return start
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_tree(ck: Checkout, dest: Path, writable: tuple[str, ...] = ()) -> Path:
+    """A folder laid out like the checkout, made of symbolic links to its files, where the
+    author's code can be started as from its checkout without writing into it: the folders
+    named in ``writable`` (and their parents) are real, so what the server writes there at
+    start (a certificate, a cache) lands in ``dest``."""
+    real = {Path(w) for w in writable}
+    real |= {p for w in writable for p in Path(w).parents if p != Path(".")}
+    dest.mkdir(parents=True, exist_ok=True)
+
+    def fill(rel: Path) -> None:
+        for child in sorted((ck.path / rel).iterdir()):
+            if child.name == ".git":
+                continue
+            r = rel / child.name
+            if r in real and child.is_dir():
+                (dest / r).mkdir(exist_ok=True)
+                fill(r)
+            else:
+                (dest / r).symlink_to(child)
+    fill(Path("."))
+    return dest
+
+
+class Server:
+    """The author's server, started by a shell command line in its run folder with our stubs
+    first on ``PYTHONPATH`` and its environment's ``bin`` first on ``PATH`` (so the printed
+    ``python3`` is that environment's); stopped, its whole process group, on exit. Its output
+    goes to ``log``; ``wait_port`` fails with its tail when it exits or does not listen."""
+
+    def __init__(self, ck: Checkout, command: str, cwd: Path, stubs: list[Path], log: Path,
+                 env: dict[str, str] | None = None):
+        self.command, self.cwd, self.log = command, cwd, log
+        bin_dir = str(Path(ck.python).parent)
+        self.env = {**os.environ, **(env or {}),
+                    "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+                    "PYTHONPATH": os.pathsep.join(str(s) for s in stubs),
+                    "PYTHONUNBUFFERED": "1"}
+        self.env.pop("VIRTUAL_ENV", None)
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Server":
+        self._out = open(self.log, "wb")
+        self.proc = subprocess.Popen(["bash", "-c", self.command], cwd=self.cwd, env=self.env,
+                                     stdin=subprocess.DEVNULL, stdout=self._out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def tail(self, n: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-n:]
+
+    def wait_port(self, port: int, deadline_s: float = START_S) -> None:
+        import socket
+        import time
+
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                pytest.fail(f"the server exited ({self.proc.returncode}) before listening:\n"
+                            f"{self.tail()}")
+            with socket.socket() as s:
+                s.settimeout(1.0)
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.2)
+        pytest.fail(f"the server did not listen on {port} within {deadline_s:.0f}s:\n"
+                    f"{self.tail()}")
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.proc is not None:
+            # `script` puts the server in a session of its own: its processes are found as
+            # descendants of ours, by id, and each is stopped
+            family = [self.proc.pid, *_descendants(self.proc.pid)]
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                for pid in family:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                try:
+                    self.proc.wait(10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self._out.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def stub_events(path: Path, event: str) -> list[float]:
+    """The monotonic times the stubs logged ``event`` (tests/upstream/stubs/common)."""
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["t"] for r in rows if r["event"] == event]
