@@ -354,6 +354,9 @@ class FakeOmniServer(FakeHTTPServer):
             switched = sh.last_llm not in (0, llm)
             sh.last_llm = llm
             if switched:
+                if user.cut_turn is not None:
+                    user.cut_turn.cut_at = time.monotonic()
+                    user.cut_turn = None
                 await self.sio.emit("stop_tts", to=sid)
                 return False
         pcm = np.round(np.clip(seg, -1, 1) * 32767).astype("<i2").tobytes()
