@@ -101,11 +101,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_tree(ck: Checkout, dest: Path, writable: tuple[str, ...] = ()) -> Path:
+def run_tree(ck: Checkout, dest: Path, writable: tuple[str, ...] = (),
+             replaced: dict[str, Path] | None = None) -> Path:
     """A folder laid out like the checkout, made of symbolic links to its files, where the
     author's code can be started as from its checkout without writing into it: the folders
     named in ``writable`` (and their parents) are real, so what the server writes there at
-    start (a certificate, a cache) lands in ``dest``."""
+    start (a certificate, a cache) lands in ``dest``; an entry of ``replaced`` (a path in the
+    checkout -> our stub) links to our stub instead (the model's own package, for one)."""
+    replaced = {Path(k): v for k, v in (replaced or {}).items()}
     real = {Path(w) for w in writable}
     real |= {p for w in writable for p in Path(w).parents if p != Path(".")}
     dest.mkdir(parents=True, exist_ok=True)
@@ -115,7 +118,9 @@ def run_tree(ck: Checkout, dest: Path, writable: tuple[str, ...] = ()) -> Path:
             if child.name == ".git":
                 continue
             r = rel / child.name
-            if r in real and child.is_dir():
+            if r in replaced:
+                (dest / r).symlink_to(replaced[r])
+            elif r in real and child.is_dir():
                 (dest / r).mkdir(exist_ok=True)
                 fill(r)
             else:
