@@ -84,6 +84,11 @@ log = logging.getLogger(__name__)
 INPUT_RATE = 16_000   # the pages' AudioContext({sampleRate: 16000})
 OUTPUT_RATE = 24_000  # audioContext2 = new AudioContext({sampleRate: 24000})
 CLOSE_TIMEOUT_S = 5.0
+# recording-started's handler (its own thread on the server) emits stop_tts, then replaces the
+# user's input FIFO (GlobalParams.reset()): audio that arrives before that is dropped with the
+# old FIFO, so the session starts streaming only once that stop_tts came, and a moment after
+RESET_SETTLE_S = 0.05
+FULL = "the server is full (too_many_users: its --max_users reached)"
 # A segment and a stop_tts emitted by one server handler (Freeze-Omni's handle_audio: the
 # segment first) arrive back to back; a segment of the earlier answer came one incoming
 # message (16 ms) or more before.
@@ -98,11 +103,16 @@ class Dialect:
     label: str
     text_event: str | None         # native transcript event; None: the server sends no text
     reset_event: str | None        # emitted at session start to clear server-side history
+    prime_samples: int = 0         # silence sent before the clock starts (see SocketIOSession)
 
 
 DIALECTS: dict[str, Dialect] = {
     "freeze-omni": Dialect("freeze-omni", text_event=None, reset_event=None),
-    "vita-1.5": Dialect("vita-1.5", text_event="response_text", reset_event="reset_state"),
+    # one VAD chunk of silence first: web_demo/wakeup_and_vad/wakeup_and_vad.py:186 reads
+    # `last_audio`, set only by a chunk without speech start, so speech in the first chunk
+    # the user's VAD thread sees kills that thread (the session is never answered)
+    "vita-1.5": Dialect("vita-1.5", text_event="response_text", reset_event="reset_state",
+                        prime_samples=4096),
 }
 
 
@@ -184,6 +194,9 @@ class SocketIOSession(QueuedEvents):
         self._played_until = 0.0
         self._last: list | None = None
         self._prompted = asyncio.Event()
+        # recording-started's stop_tts arrived, or the server refused or dropped the user
+        self._stopped = asyncio.Event()
+        self._full = False
         self._closed = False
         self.sid: str | None = None
         self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0, "segments": 0,
@@ -226,7 +239,20 @@ class SocketIOSession(QueuedEvents):
             except asyncio.TimeoutError:
                 raise TransientModelError(f"{self.label}: no prompt_success within "
                                           f"{m.prompt_timeout:.0f}s") from None
+        self._stopped.clear()
         await self._emit("recording-started")  # the page's start button: a fresh state
+        try:
+            await asyncio.wait_for(self._stopped.wait(), m.connect_timeout)
+        except asyncio.TimeoutError:
+            raise TransientModelError(f"{self.label}: no stop_tts after recording-started "
+                                      f"within {m.connect_timeout:.0f}s (the server's reset)"
+                                      ) from None
+        if self._full:
+            raise TransientModelError(f"{self.label}: {FULL}")
+        await asyncio.sleep(RESET_SETTLE_S)
+        if self._dialect.prime_samples:
+            await self._emit("audio", _message(np.zeros(self._dialect.prime_samples,
+                                                        np.float32)))
 
     def _connect_error(self, e: BaseException) -> ModelError:
         why = scrub_url(f"{type(e).__name__}: {e}", self._model.server_url)
@@ -293,6 +319,7 @@ class SocketIOSession(QueuedEvents):
         """A barge-in only while an earlier answer still plays (module docstring): the
         servers also send it before every answer and on the page's buttons."""
         self.usage["stop_tts"] += 1
+        self._stopped.set()
         self._finish_open()
         now = time.monotonic()
         last = self._last
@@ -315,10 +342,12 @@ class SocketIOSession(QueuedEvents):
             self._last = None
 
     async def _on_too_many_users(self, *_: Any) -> None:
-        self._put(Error("the server is full (too_many_users: its --max_users reached)",
-                        code="too_many_users", fatal=True, transient=True))
+        self._full = True
+        self._stopped.set()  # no reset will come: start() fails at once
+        self._put(Error(FULL, code="too_many_users", fatal=True, transient=True))
 
     async def _on_out_time(self, *_: Any) -> None:
+        self._stopped.set()
         self._put(Error("the server's per-user time limit ran out (out_time: its --timeout)",
                         code="out_time", fatal=True, transient=True))
 
@@ -326,6 +355,7 @@ class SocketIOSession(QueuedEvents):
         self._prompted.set()
 
     async def _on_disconnect(self, *_: Any) -> None:
+        self._stopped.set()
         self._end()
 
     # -- the StreamingSession protocol --
@@ -334,9 +364,7 @@ class SocketIOSession(QueuedEvents):
         """One ``audio`` message per chunk, as the page's audio callback sends them."""
         if not self._sio.connected:
             raise TransientModelError(f"{self.label}: the connection closed mid-instance")
-        body = json.dumps({"sample_rate": INPUT_RATE, "audio": list(pcm16(pcm))},
-                          separators=(",", ":"))
-        await self._emit("audio", body)
+        await self._emit("audio", _message(pcm))
         self.usage["audio_in_s"] += len(pcm) / INPUT_RATE
 
     async def close(self) -> None:
@@ -354,6 +382,12 @@ class SocketIOSession(QueuedEvents):
             await asyncio.wait_for(self._sio.disconnect(), CLOSE_TIMEOUT_S)
         except Exception as e:
             log.debug("%s: disconnecting failed: %s", self.label, type(e).__name__)
+
+
+def _message(pcm: np.ndarray) -> str:
+    """One ``audio`` message as the page sends it: a JSON string of int16 bytes."""
+    return json.dumps({"sample_rate": INPUT_RATE, "audio": list(pcm16(pcm))},
+                      separators=(",", ":"))
 
 
 def freeze_omni(**options: Any) -> SocketIOOmni:

@@ -23,7 +23,9 @@ What it keeps from the real servers (VITA-MLLM/Freeze-Omni ``bin/server.py``, ``
 * VITA keeps one TTS output queue and one ``last_text`` for all users (whichever user's
   ``audio`` message comes first gets the next segment) and alternates its two LLM processes:
   the first segment of an answer from the other process is dropped and ``stop_tts`` sent in
-  its place; a new turn (speech of at least 1 s) stops the answering process;
+  its place; a new turn (speech of at least 1 s) stops the answering process; speech in the
+  first chunk its VAD sees kills the user's VAD thread (``last_audio`` unset,
+  ``wakeup_and_vad.py:186``): nothing is heard after it;
 * ``recording-started`` / ``recording-stopped`` reset the user and emit ``stop_tts``;
   ``prompt_text`` -> ``prompt_success``; ``reset_state`` (VITA) is recorded.
 
@@ -138,6 +140,8 @@ class _User:
         self.voiced_ms = 0.0               # speech in the current utterance
         self.silent_samples = 0
         self.state = "idle"                # idle | dialog | triggered (Freeze-Omni after 'ss')
+        self.chunks = 0                    # VAD chunks seen
+        self.dead = False                  # VITA: the VAD thread died
         self.tts: deque = shared.tts if shared is not None else deque()
         self.turn: Turn | None = None
         self.playing_until = 0.0           # monotonic end of the audio sent so far
@@ -189,6 +193,11 @@ class _User:
             c, self.fifo = self.fifo[: self.chunk], self.fifo[self.chunk:]
             voiced = float(np.sqrt(np.mean(c.astype(np.float64) ** 2))) >= s.vad_rms
             ms = len(c) * 1000 / IN_RATE
+            self.chunks += 1
+            if self.dialect == "vita-1.5" and voiced and self.chunks == 1:
+                self.dead = True
+            if self.dead:
+                continue
             if voiced:
                 self.silent_samples = 0
                 if self.state == "idle":

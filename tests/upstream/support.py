@@ -126,6 +126,8 @@ def run_tree(ck: Checkout, dest: Path, writable: tuple[str, ...] = (),
             else:
                 (dest / r).symlink_to(child)
     fill(Path("."))
+    for w in writable:  # a folder the README has you create (a model's resources)
+        (dest / w).mkdir(parents=True, exist_ok=True)
     return dest
 
 
@@ -172,6 +174,17 @@ class Server:
             time.sleep(0.2)
         pytest.fail(f"the server did not listen on {port} within {deadline_s:.0f}s:\n"
                     f"{self.tail()}")
+
+    def wait_log(self, text: str, count: int = 1, deadline_s: float = START_S) -> None:
+        """Until the server's output says ``text`` ``count`` times (its workers ready)."""
+        import time
+
+        end = time.monotonic() + deadline_s
+        while self.log.read_text(errors="replace").count(text) < count:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                pytest.fail(f"the server never said {text!r} {count} time(s) within "
+                            f"{deadline_s:.0f}s:\n{self.tail()}")
+            time.sleep(0.5)
 
     def __exit__(self, *exc) -> None:
         import signal
