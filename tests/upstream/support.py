@@ -229,3 +229,39 @@ def stub_events(path: Path, event: str) -> list[float]:
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r["t"] for r in rows if r["event"] == event]
+
+
+class Launched:
+    """``model``'s printed start command, bound to 127.0.0.1 and a free port instead of
+    ``0.0.0.0:<default_port>``, run in a folder of links to the checkout (``run_tree``'s
+    ``writable`` and ``replaced``) with ``stubs`` first on its path and the stubs' decision
+    log at ``self.log``; ``ready`` lines its output must show before it counts as started
+    (workers that load after the server listens). A context manager."""
+
+    def __init__(self, ck: Checkout, model: str, d: Path, stubs: list[Path], default_port: int,
+                 writable: tuple[str, ...] = (), replaced: dict[str, Path] | None = None,
+                 env: dict[str, str] | None = None, ready: tuple[tuple[str, int], ...] = ()):
+        self.ck, self.port, self.log, self.ready = ck, free_port(), d / "stub.jsonl", ready
+        self.command = (printed_command(model).replace("--ip 0.0.0.0", "--ip 127.0.0.1")
+                        .replace(f"--port {default_port}", f"--port {self.port}"))
+        self.tree = run_tree(ck, d / "run", writable=writable, replaced=replaced)
+        self.stubs = stubs
+        self.srv = Server(ck, self.command, self.tree, stubs, d / "server.log",
+                          env={"DUPLEXACT_STUB_LOG": str(self.log), **(env or {})})
+
+    def __enter__(self) -> "Launched":
+        self.srv.__enter__()
+        try:
+            self.srv.wait_port(self.port)
+            for text, count in self.ready:
+                self.srv.wait_log(text, count)
+        except BaseException:
+            self.srv.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.srv.__exit__()
+
+    def decisions(self, event: str) -> list[float]:
+        return stub_events(self.log, event)

@@ -34,7 +34,7 @@ from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.socketio_omni import vita_15
 from tests.fakes.fake_ws import energy_bounds
-from tests.realtime.realtime_support import run_trial
+from tests.realtime.realtime_support import event_kinds, run_trial
 from tests.upstream import support
 
 REPO = "whn09/VITA"
@@ -43,27 +43,27 @@ STUBS = [support.STUBS / "vita", support.STUBS / "common"]
 VAD = "web_demo/wakeup_and_vad/resources"
 
 
+def started(ck: support.Checkout, d: Path, answer_s: float = 1.0) -> support.Launched:
+    """The server, its stubs answering ``answer_s`` long, our VAD network where the README has
+    you put silero's, an empty model folder; started once its worker processes are ready (it
+    listens before they are, and queues turns meanwhile)."""
+    launched = support.Launched(
+        ck, "vita-1.5", d, STUBS, 8081, writable=(VAD, "web_demo/vita_html/web/resources"),
+        replaced={"vita": support.STUBS / "vita" / "vita"},
+        env={"DUPLEXACT_STUB_ANSWER_S": str(answer_s)},
+        ready=(("LLM done", 2), ("llm2TTS done", 1)))
+    (launched.tree / "demo_VITA_ckpt").mkdir()
+    subprocess.run([ck.python, str(support.STUBS / "vita" / "make_vad.py"),
+                    str(launched.tree / VAD / "silero_vad.jit")], check=True, timeout=120,
+                   env={"PYTHONPATH": ":".join(map(str, STUBS))})
+    return launched
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     ck = support.checkout(REPO)
-    d = tmp_path_factory.mktemp("vita")
-    port = support.free_port()
-    command = (support.printed_command("vita-1.5")
-               .replace("--ip 0.0.0.0", "--ip 127.0.0.1").replace("--port 8081", f"--port {port}"))
-    tree = support.run_tree(ck, d / "run", writable=(VAD, "web_demo/vita_html/web/resources"),
-                            replaced={"vita": support.STUBS / "vita" / "vita"})
-    (tree / "demo_VITA_ckpt").mkdir()
-    env = {"PYTHONPATH": ":".join(map(str, STUBS))}
-    subprocess.run([ck.python, str(support.STUBS / "vita" / "make_vad.py"),
-                    str(tree / VAD / "silero_vad.jit")], check=True, env=env, timeout=120)
-    log = d / "stub.jsonl"
-    with support.Server(ck, command, tree, STUBS, d / "server.log",
-                        env={"DUPLEXACT_STUB_LOG": str(log)}) as srv:
-        srv.wait_port(port)
-        # it listens before its worker processes are ready, and queues turns meanwhile
-        srv.wait_log("LLM done", 2)
-        srv.wait_log("llm2TTS done")
-        yield ck, port, log, srv
+    with started(ck, tmp_path_factory.mktemp("vita")) as launched:
+        yield launched
 
 
 def model(port: int, **options: str):
@@ -71,19 +71,20 @@ def model(port: int, **options: str):
                    transports="websocket", **options)
 
 
-def clip(start: float | None, total: float) -> np.ndarray:
+def clip(start: float | None, total: float, *more: float) -> np.ndarray:
+    """Silence with the speech sample at ``start`` and each of ``more`` (s)."""
     x = np.zeros(int(total * SAMPLE_RATE), np.float32)
-    if start is not None:
-        a = int(start * SAMPLE_RATE)
+    for s in ([] if start is None else [start, *more]):
+        a = int(s * SAMPLE_RATE)
         x[a:a + len(SPEECH)] = SPEECH
     return x
 
 
-def test_the_adapter_against_the_authors_server(server):
+def test_the_adapter_against_the_authors_server(server, tmp_path):
     """Connect, stream, the answer's audio after the stub LLM's answer, two sessions in turn
-    (the history reset between them), two sessions at once (they share one output queue);
-    the measured row."""
-    ck, port, log, srv = server
+    (the history reset between them), two sessions at once (they share one output queue), a
+    barge-in; the measured row."""
+    ck, port, log, srv = server.ck, server.port, server.log, server.srv
     onsets: list[float] = []
 
     async def turn():
@@ -101,13 +102,15 @@ def test_the_adapter_against_the_authors_server(server):
         onsets.append(onset)
     assert session.usage["audio_out_s"] > 0.5
     shared = asyncio.run(together(port))
+    with started(ck, tmp_path, answer_s=4.0) as long_answers:
+        barge = asyncio.run(barge_in(long_answers))
     support.record_row(
-        "vita-1.5", ck, connects=True, audio=True, text=False, barge_in_stop=None,
+        "vita-1.5", ck, connects=True, audio=True, text=False, barge_in_stop=barge,
         onset_err_ms_median=round(1000 * statistics.median(onsets)),
         onset_err_ms_max=round(1000 * max(onsets)), sessions=1,
         notes=("two sessions at once: the silent one heard "
                f"{shared:.2f} s of the other's answer (one shared output queue); this tree "
-               "sends no response_text; barge-in not driven"))
+               "sends no response_text"))
 
 
 async def together(port: int) -> float:
@@ -118,3 +121,14 @@ async def together(port: int) -> float:
         run_trial(model(port), clip(0.3, total=6.0)), run_trial(model(port), clip(None, 6.0)))
     assert speaker.usage["audio_out_s"] + silent.usage["audio_out_s"] > 0.5
     return silent.usage["audio_out_s"]
+
+
+async def barge_in(launched: support.Launched) -> bool:
+    """A 4 s answer talked over: the second utterance goes to the other LLM process, whose
+    output starts with stop_tts in place of a segment (and empties the shared queue). True
+    when playback stopped there: one barge-in logged, the first answer truncated."""
+    before = len(launched.decisions("answer"))
+    rec, _, t0, _ = await run_trial(model(launched.port), clip(0.3, 10.0, 3.4))
+    answers = launched.decisions("answer")[before:]
+    kinds = event_kinds(rec)
+    return len(answers) == 2 and kinds.count("speech_started") == 1 and "truncate" in kinds
