@@ -84,9 +84,10 @@ log = logging.getLogger(__name__)
 INPUT_RATE = 16_000   # the pages' AudioContext({sampleRate: 16000})
 OUTPUT_RATE = 24_000  # audioContext2 = new AudioContext({sampleRate: 24000})
 CLOSE_TIMEOUT_S = 5.0
-# recording-started's handler (its own thread on the server) emits stop_tts, then replaces the
-# user's input FIFO (GlobalParams.reset()): audio that arrives before that is dropped with the
-# old FIFO, so the session starts streaming only once that stop_tts came, and a moment after
+# recording-started's handler (its own thread on the server) emits stop_tts (Freeze-Omni twice,
+# around interrupt()), then replaces the user's input FIFO (GlobalParams.reset()): audio that
+# arrives before that is dropped with the old FIFO, so the session starts streaming only once
+# the last of them came, and a moment after
 RESET_SETTLE_S = 0.05
 FULL = "the server is full (too_many_users: its --max_users reached)"
 # A segment and a stop_tts emitted by one server handler (Freeze-Omni's handle_audio: the
@@ -104,10 +105,12 @@ class Dialect:
     text_event: str | None         # native transcript event; None: the server sends no text
     reset_event: str | None        # emitted at session start to clear server-side history
     prime_samples: int = 0         # silence sent before the clock starts (see SocketIOSession)
+    reset_stops: int = 1           # stop_tts emitted by recording-started, the last right
+                                   # before the server replaces the user's input FIFO
 
 
 DIALECTS: dict[str, Dialect] = {
-    "freeze-omni": Dialect("freeze-omni", text_event=None, reset_event=None),
+    "freeze-omni": Dialect("freeze-omni", text_event=None, reset_event=None, reset_stops=2),
     # one VAD chunk of silence first: web_demo/wakeup_and_vad/wakeup_and_vad.py:186 reads
     # `last_audio`, set only by a chunk without speech start, so speech in the first chunk
     # the user's VAD thread sees kills that thread (the session is never answered)
@@ -319,7 +322,8 @@ class SocketIOSession(QueuedEvents):
         """A barge-in only while an earlier answer still plays (module docstring): the
         servers also send it before every answer and on the page's buttons."""
         self.usage["stop_tts"] += 1
-        self._stopped.set()
+        if self.usage["stop_tts"] >= self._dialect.reset_stops:
+            self._stopped.set()
         self._finish_open()
         now = time.monotonic()
         last = self._last

@@ -302,7 +302,8 @@ class FakeOmniServer(FakeHTTPServer):
         async def recording_started(sid):
             user = await control(sid, "recording-started")
             if user is not None:
-                await sio.emit("stop_tts", to=sid)
+                for _ in range(2 if self.dialect == "freeze-omni" else 1):  # around interrupt()
+                    await sio.emit("stop_tts", to=sid)
                 if user.reply_task is not None:
                     user.reply_task.cancel()
                 self.users[sid] = _User(user.rec, self.dialect, self.shared)

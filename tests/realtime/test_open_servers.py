@@ -141,7 +141,7 @@ async def socketio_cut():
     server: docs/models.md.)"""
     script = sio_fake.Script(segments=2, segment_s=1.0, answer_after_ms=0.0, vad_end_ms=800.0)
     async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
-        clip = user_clip([(0.2, 0.8), (1.8, 2.3)], total=5.2)
+        clip = user_clip([(0.2, 0.8), (1.7, 2.1)], total=5.2)
         rec, _, t0, session = await run_trial(
             freeze_omni(server_url=server.url, verify="false"), clip)
         first, second = server.sessions[0].turns
@@ -155,14 +155,14 @@ async def socketio_cut():
     # the new answer, both 1 s segments, played from the cut: none of it dropped
     assert -MARGIN <= offset - (cut + 2.0) <= late
     assert event_kinds(rec).count("speech_started") == 1
-    assert session.usage["stop_tts"] >= 3  # recording-started's reset, then each answer's
+    assert session.usage["stop_tts"] >= 4  # recording-started's two, then each answer's
 
 
 async def socketio_vita_speech_at_once():
     """Speech from the first instant: VITA's VAD thread dies on speech in its first chunk, so
     the adapter sends one chunk of silence before the clock starts (and Freeze-Omni's and
-    VITA's recording-started replace the input FIFO: the stream starts after its stop_tts).
-    The turn is answered."""
+    VITA's recording-started replace the input FIFO: the stream starts after its last
+    stop_tts). The turn is answered."""
     async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(segments=1)) as server:
         rec, _, t0, session = await run_trial(
             vita_15(server_url=server.url, verify="false"), user_clip([(0.0, 0.6)], total=2.2))

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 UPSTREAM_ENV = "DUPLEXACT_UPSTREAM_DIR"
@@ -265,3 +266,27 @@ class Launched:
 
     def decisions(self, event: str) -> list[float]:
         return stub_events(self.log, event)
+
+
+# --- what the user says ----------------------------------------------------------------------
+
+SPEECH_S = 1.3  # "Okay, thanks for": one utterance, no pause in it as long as the stubs' 0.5 s
+
+
+def speech() -> np.ndarray:
+    """A short utterance of real speech (16 kHz; the package's asset), loud enough for the
+    authors' silero VADs and the stubs' energy rule alike."""
+    from pytest_duplexact import models
+    from pytest_duplexact.data import audio
+
+    return audio.read(Path(models.__file__).parent / "assets" / "response.flac")[
+        :int(SPEECH_S * 16000)]
+
+
+def user_turns(starts: tuple[float, ...], total: float) -> np.ndarray:
+    """``total`` seconds of 16 kHz silence with the utterance at each start (s)."""
+    x, said = np.zeros(int(total * 16000), np.float32), speech()
+    for s in starts:
+        a = int(s * 16000)
+        x[a:a + len(said)] = said
+    return x

@@ -26,8 +26,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_duplexact import models
-from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.socketio_omni import freeze_omni
 from pytest_duplexact.models.streaming import TransientModelError
@@ -39,21 +37,15 @@ from tests.upstream import support
 REPO = "VITA-MLLM/Freeze-Omni"
 MAX_USERS = 3  # the printed command's --max_users
 FREED_S = 4.0  # handle_disconnect sleeps 3 s before it frees the user's slot
-SPEECH = audio.read(Path(models.__file__).parent / "assets" / "response.flac")[:int(1.3 * 16000)]
 STUBS = [support.STUBS / "freeze_omni", support.STUBS / "common"]
 
 
 def clip(*starts: float, total: float) -> np.ndarray:
-    """Silence with the speech sample at each start (s)."""
-    x = np.zeros(int(total * SAMPLE_RATE), np.float32)
-    for s in starts:
-        a = int(s * SAMPLE_RATE)
-        x[a:a + len(SPEECH)] = SPEECH
-    return x
+    return support.user_turns(starts, total)
 
 
 def speech_end(start: float) -> float:
-    return start + len(SPEECH) / SAMPLE_RATE
+    return start + support.SPEECH_S
 
 
 def started(ck: support.Checkout, d: Path, answer_s: float = 1.0) -> support.Launched:

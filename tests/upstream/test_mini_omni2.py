@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pytest_duplexact import models
-from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
 from pytest_duplexact.models.mini_omni2 import speech_seconds
@@ -29,7 +26,6 @@ from tests.realtime.realtime_support import run_trial
 from tests.upstream import support
 
 REPO = "gpt-omni/mini-omni2"
-SPEECH = audio.read(Path(models.__file__).parent / "assets" / "response.flac")[:int(1.3 * 16000)]
 STUBS = [support.STUBS / "mini_omni2", support.STUBS / "common"]
 SENTENCE = "Yes, I hear you, and this is the stub's fixed answer."  # stubs/common
 
@@ -60,8 +56,7 @@ def test_the_adapter_against_the_authors_server(server):
     speech_seconds(np.zeros(9600, np.float32))  # the client's VAD network, loaded first
 
     async def turn():
-        x = np.zeros(int(5.0 * SAMPLE_RATE), np.float32)
-        x[int(0.3 * SAMPLE_RATE):int(0.3 * SAMPLE_RATE) + len(SPEECH)] = SPEECH
+        x = support.user_turns((0.3,), 5.0)
         before = len(support.stub_events(log, "answer"))
         rec, _, t0, session = await run_trial(mini_omni2(server_url=url), x)
         [decided] = support.stub_events(log, "answer")[before:]

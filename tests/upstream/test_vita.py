@@ -29,8 +29,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_duplexact import models
-from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.socketio_omni import vita_15
 from tests.fakes.fake_ws import energy_bounds
@@ -38,7 +36,6 @@ from tests.realtime.realtime_support import event_kinds, run_trial
 from tests.upstream import support
 
 REPO = "whn09/VITA"
-SPEECH = audio.read(Path(models.__file__).parent / "assets" / "response.flac")[:int(1.3 * 16000)]
 STUBS = [support.STUBS / "vita", support.STUBS / "common"]
 VAD = "web_demo/wakeup_and_vad/resources"
 
@@ -72,12 +69,8 @@ def model(port: int, **options: str):
 
 
 def clip(start: float | None, total: float, *more: float) -> np.ndarray:
-    """Silence with the speech sample at ``start`` and each of ``more`` (s)."""
-    x = np.zeros(int(total * SAMPLE_RATE), np.float32)
-    for s in ([] if start is None else [start, *more]):
-        a = int(s * SAMPLE_RATE)
-        x[a:a + len(SPEECH)] = SPEECH
-    return x
+    """Silence with the utterance at ``start`` and each of ``more`` (s)."""
+    return support.user_turns(() if start is None else (start, *more), total)
 
 
 def test_the_adapter_against_the_authors_server(server, tmp_path):
