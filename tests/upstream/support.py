@@ -145,7 +145,9 @@ class Server:
         self.env = {**os.environ, **(env or {}),
                     "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
                     "PYTHONPATH": os.pathsep.join(str(s) for s in stubs),
-                    "PYTHONUNBUFFERED": "1"}
+                    "PYTHONUNBUFFERED": "1",
+                    # no __pycache__ beside our stubs or, through a link, in a checkout
+                    "PYTHONDONTWRITEBYTECODE": "1"}
         self.env.pop("VIRTUAL_ENV", None)
         self.proc: subprocess.Popen | None = None
 
