@@ -101,7 +101,9 @@ def test_the_adapter_against_the_authors_server(server, tmp_path):
     async def plain_answers():
         # two turns: the second starts 2.3 s after the first ended (the VAD hears it again)
         starts = (0.3, speech_end(0.3) + 2.3)
-        rec, _, t0, session = await run_trial(model(port), clip(*starts, total=7.8))
+        # with a system prompt: prompt_text -> the server's set_prompt -> prompt_success
+        rec, _, t0, session = await run_trial(model(port, prompt_text="Be brief."),
+                                              clip(*starts, total=7.8))
         return rec, t0, session, starts
 
     async def deaf_window():

@@ -68,9 +68,36 @@ def test_the_adapter_against_the_authors_server(server):
         return bounds[0]
 
     onsets = [asyncio.run(turn()) for _ in range(2)]  # a fresh session each: end of session
+    assert asyncio.run(one_at_a_time(url)), "two requests were answered at once"
     support.record_row(
         "mini-omni2", ck, connects=True, audio=True, text=True, barge_in_stop=None,
         onset_err_ms_median=round(1000 * statistics.median(onsets)),
         onset_err_ms_max=round(1000 * max(onsets)), sessions=1,
-        notes="turn-based: no barge-in; threaded=False, one request at a time (the adapter's "
-              "max_concurrency)")
+        notes="turn-based: no barge-in; two requests at once answered one after the other "
+              "(threaded=False; the adapter's max_concurrency)")
+
+
+async def one_at_a_time(url: str) -> bool:
+    """Two turns posted at once: the second reply's first byte comes after the first reply
+    ended (Flask threaded=False), which is why the adapter runs one instance at a time."""
+    import base64
+    import json
+    import time
+
+    from pytest_duplexact.models.http_server import client, wav_bytes
+
+    body = json.dumps({"audio": base64.b64encode(wav_bytes(support.user_turns((0.0,), 1.5)))
+                       .decode("ascii"), "stream_stride": 4, "max_tokens": 2048})
+
+    async def post(http):
+        first = last = None
+        async with http.stream("POST", url + "/chat", content=body,
+                                 headers={"Content-Type": "application/json"}) as r:
+            async for _ in r.aiter_bytes():
+                first = first or time.monotonic()
+                last = time.monotonic()
+        return first, last
+
+    async with client(verify=True, connect_timeout=20, read_timeout=60) as http:
+        (f1, l1), (f2, l2) = await asyncio.gather(post(http), post(http))
+    return f2 >= l1 or f1 >= l2

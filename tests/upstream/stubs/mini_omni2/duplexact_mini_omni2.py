@@ -2,10 +2,12 @@
 ``POST /chat`` ``run_AT_batch_stream(audio_path, stream_stride, max_tokens, save_path=...)``
 yielding (raw int16 24 kHz PCM bytes, text) per generation step. The stub reads the posted
 WAV (it must hold speech: the decision is logged with its length), then answers with the
-shared 1 s voice and fixed sentence in ``STEPS`` steps, as fast as a model on a GPU would."""
+shared 1 s voice and fixed sentence in ``STEPS`` steps, ``STEP_S`` apart (a model generating
+twice as fast as real time)."""
 
 from __future__ import annotations
 
+import time
 import wave
 
 import duplexact_stub as stub
@@ -13,6 +15,7 @@ import numpy as np
 
 RATE = 24_000
 STEPS = 10
+STEP_S = 0.05
 
 
 class OmniVisionInference:
@@ -34,6 +37,8 @@ class OmniVisionInference:
             a, b = len(pcm) * k // STEPS, len(pcm) * (k + 1) // STEPS
             wa, wb = len(words) * k // STEPS, len(words) * (k + 1) // STEPS
             text = " ".join(words[wa:wb]) + (" " if wb < len(words) and wb > wa else "")
+            if k:
+                time.sleep(STEP_S)
             yield pcm[a:b].tobytes(), text
 
     def run_vision_AA_batch_stream(self, *args, **kwargs):
