@@ -5,7 +5,9 @@ Per adapter, N short trials (concurrently, except mini-omni2: its server takes o
 a time): the recorded output's onset and offset (energy threshold on the heard track) minus
 what the fake actually did, the send time of its first audio and where the audio it sent ends
 playing at 1x (both on time.monotonic(), the loop's clock). Then one interruption trial each
-(mini-omni2 has none): how far playback stopped from the interruption event's send time.
+(not mini-omni2, which has none, nor vita-1.5, whose cut comes with its next answer): how far
+playback stopped from the interruption event's send time. vita-1.5's trials run one at a time
+(its server shares one output queue among users).
 
     python benchmarks/server_adapters.py [--trials 6] [--out FILE]
 
@@ -42,21 +44,30 @@ def bounds(rec):
 
 
 async def socketio_trials(name, build, n):
+    """Concurrently for Freeze-Omni; one at a time for VITA-1.5, whose server shares one
+    output queue among its users (the adapter's max_concurrency)."""
     async with sio.FakeOmniServer(name, sio.Script(segments=2, segment_s=0.6, max_users=64)) as server:
         ends = [0.6 + 0.1 * (i % 4) for i in range(n)]
-        trials = await asyncio.gather(*(rs.run_trial(build(server_url=server.url),
-                                                     rs.user_clip([(0.2, e)], total=e + 2.6))
-                                        for e in ends))
+
+        def trial(e):
+            return rs.run_trial(build(server_url=server.url, verify="false"),
+                                rs.user_clip([(0.2, e)], total=e + 2.6))
+        if name == "vita-1.5":
+            trials = [await trial(e) for e in ends]
+        else:
+            trials = await asyncio.gather(*(trial(e) for e in ends))
         truths = {s.sid: s for s in server.sessions}
         # sessions are in connection order; match each trial by its session's sid
         return [(t, truths[t.session.sid].turns[0].sends) for t in trials]
 
 
 async def socketio_cut(name, build):
-    script = sio.Script(segments=3, segment_s=1.0, max_turns=1)
+    """The next turn decided while the answer plays cuts it (stop_tts). The fake's VAD stays
+    triggered 0.8 s after speech here (Freeze-Omni's is 2 s: docs/models.md)."""
+    script = sio.Script(segments=3, segment_s=1.0, max_turns=1, vad_end_ms=800.0)
     async with sio.FakeOmniServer(name, script) as server:
-        t = await rs.run_trial(build(server_url=server.url),
-                               rs.user_clip([(0.2, 0.8), (2.1, 2.6)], total=3.4))
+        t = await rs.run_trial(build(server_url=server.url, verify="false"),
+                               rs.user_clip([(0.2, 0.8), (1.8, 2.3)], total=3.4))
         turn = server.sessions[0].turns[0]
     return bounds(t.record)[1] - (turn.cut_at - t.t0)
 
@@ -101,7 +112,10 @@ def errors(pairs):
 async def main(n: int) -> dict:
     rows = {}
     for name, build in (("freeze-omni", freeze_omni), ("vita-1.5", vita_15)):
-        rows[name] = (await socketio_trials(name, build, n), await socketio_cut(name, build))
+        # VITA's cut only comes with its next answer (stop_tts in place of that answer's first
+        # segment): no stop time of its own to measure
+        cut = await socketio_cut(name, build) if name == "freeze-omni" else None
+        rows[name] = (await socketio_trials(name, build, n), cut)
     rows["lychee-fd"] = (await lychee_trials(n), await lychee_cut())
     rows["mini-omni2"] = (await mini_omni2_trials(n), None)
     table = {}
@@ -119,7 +133,7 @@ def render(table: dict) -> str:
              "(ms) | playback stop after the interruption event (ms) |",
              "|---|---|---|---|---|"]
     for name, r in table.items():
-        cut = "n/a (no barge-in)" if r["stop_after_interrupt_ms"] is None else \
+        cut = "n/a" if r["stop_after_interrupt_ms"] is None else \
             f"{r['stop_after_interrupt_ms']:+.1f}"
         lines.append(f"| {name} | {r['trials']} | {r['onset_ms_median']:.1f} / "
                      f"{r['onset_ms_max']:.1f} | {r['offset_ms_median']:.1f} / "

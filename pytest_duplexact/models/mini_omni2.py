@@ -45,6 +45,10 @@ INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000   # OUT_RATE in the web UIs
 MAX_TURN_S = 30.0      # whisper.pad_or_trim
 BOUNDARY = b"\r\n--frame\r\n"
+# One part is one generation step (stream_stride tokens: well under a second of 24 kHz
+# audio, ~48 KB); a part this long without a boundary is not the model's reply, and buffering
+# it further would only grow memory.
+MAX_PART_BYTES = 8 * 1024 * 1024
 SILERO = {"threshold": 0.5, "min_speech_duration_ms": 250, "min_silence_duration_ms": 2000,
           "speech_pad_ms": 400}  # utils/vad.py VadOptions (= gradio_webrtc's defaults)
 
@@ -146,24 +150,43 @@ class TurnDetector:
 
 class MultipartReader:
     """The reply's parts as they complete: a part ends where the next boundary starts (the
-    server never closes the last one, so it ends with the body)."""
+    server never closes the last one, so it ends with the body). Each byte is scanned once
+    (the search resumes where the last one stopped), and a part is bounded: longer than
+    ``max_part_bytes`` without a boundary, or a whole reply with none, is a ``ModelError``
+    naming the bound, never a silent reply scored as a miss."""
 
-    def __init__(self):
-        self._buf = b""
+    def __init__(self, max_part_bytes: int = MAX_PART_BYTES):
+        self._buf = bytearray()
+        self._scanned = 0          # bytes of _buf already searched for a boundary
+        self._seen = False         # a boundary arrived
+        self._max = max_part_bytes
 
     def feed(self, data: bytes) -> list[tuple[str, bytes]]:
         self._buf += data
         out = []
         while True:
-            i = self._buf.find(BOUNDARY)
+            i = self._buf.find(BOUNDARY, max(0, self._scanned - len(BOUNDARY) + 1))
             if i < 0:
+                self._scanned = len(self._buf)
+                if len(self._buf) > self._max:
+                    raise ModelError(
+                        f"{LABEL}: the reply sent more than {self._max} bytes without a "
+                        f"multipart boundary ({BOUNDARY!r}; the bound is MAX_PART_BYTES in "
+                        "models/mini_omni2.py): is it the model's /chat server?")
                 return out
-            part, self._buf = self._buf[:i], self._buf[i + len(BOUNDARY):]
+            self._seen = True
+            part = bytes(self._buf[:i])
+            del self._buf[: i + len(BOUNDARY)]
+            self._scanned = 0
             if part:
                 out.append(_part(part))
 
     def flush(self) -> list[tuple[str, bytes]]:
-        part, self._buf = self._buf, b""
+        part = bytes(self._buf)
+        self._buf, self._scanned = bytearray(), 0
+        if part and not self._seen:
+            raise ModelError(f"{LABEL}: the reply ({len(part)} bytes) had no multipart "
+                             f"boundary ({BOUNDARY!r}): is it the model's /chat server?")
         return [_part(part)] if part else []
 
 

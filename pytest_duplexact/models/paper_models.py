@@ -69,6 +69,14 @@ class Route:
         return None
 
 
+# the start commands docs/models.md prints and tests/upstream runs against the authors' code
+FREEZE_OMNI_START = (
+    'script -qfec "CUDA_VISIBLE_DEVICES=0 PYTHONPATH=./:$PYTHONPATH python3 bin/server.py --ip 0.0.0.0 '
+    '--port 8081 --max_users 3 --llm_exec_nums 1 --timeout 180 --model_path ./checkpoints '
+    '--llm_path ./Qwen2-7B-Instruct --top_p 0.8 --top_k 20 --temperature 0.8" /dev/null')
+VITA_START = "python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 --port 8081"
+MINI_OMNI2_START = "python3 server.py --ip 0.0.0.0 --port 60808"
+
 ROUTES: dict[str, tuple[Route, ...]] = {
     "moshi": (
         Route("in-process", "moshi", "mimi_weights=F lm_weights=F tokenizer=F"),
@@ -94,16 +102,15 @@ ROUTES: dict[str, tuple[Route, ...]] = {
     ),
     # their authors' own demo servers, spoken as they are (models/socketio_omni.py,
     # lychee_fd.py, mini_omni2.py; the commands are docs/models.md's, from each README)
+    # HTTPS only (bin/server.py passes ssl_context); `script` gives Flask-SocketIO 5.3.4 the
+    # terminal it wants before it runs Werkzeug (under nohup, systemd or docker without -t)
     "freeze-omni": (
-        Route("native server", "freeze-omni", "server_url=http://HOST:8081",
-              start="Freeze-Omni: python3 bin/server.py --ip IP --port 8081 --max_users 3 "
-                    "--llm_exec_nums 1 --timeout 180 --model_path ./checkpoints "
-                    "--llm_path ./Qwen2-7B-Instruct"),
+        Route("native server", "freeze-omni", "server_url=https://HOST:8081 verify=false",
+              start="Freeze-Omni: " + FREEZE_OMNI_START),
     ),
     "vita-1.5": (
         Route("native server", "vita-1.5", "server_url=https://HOST:8081 verify=false",
-              start="VITA: python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 "
-                    "--port 8081"),
+              start="VITA: " + VITA_START),
     ),
     "lychee-fd": (
         Route("native server", "lychee-fd", "server_url=http://HOST:7860",
@@ -112,7 +119,7 @@ ROUTES: dict[str, tuple[Route, ...]] = {
     ),
     "mini-omni2": (
         Route("native server", "mini-omni2", "server_url=http://HOST:60808",
-              start="mini-omni2: python3 server.py --ip 0.0.0.0 --port 60808"),
+              start="mini-omni2: " + MINI_OMNI2_START),
     ),
     # models/bridged.py: one table for the three bridges of ours
     **{name: (Route("bridge", name, "url=ws://HOST:8765", start=b.command,

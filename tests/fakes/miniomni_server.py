@@ -46,6 +46,7 @@ class Script(SpokenScript):
     error: bool = False        # HTTP 500 "An error occurred"
     hang: bool = False         # accept the request, never answer
     drop_after_steps: int | None = None  # abort the connection after this many steps
+    raw_bytes: int = 0         # > 0: answer 200, a part-like head and this many bytes, no boundary
 
 
 @dataclass
@@ -101,6 +102,14 @@ class FakeMiniOmniServer(FakeHTTPServer):
             return web.Response(status=500, text="An error occurred")
         if s.hang:
             await asyncio.Event().wait()
+        if s.raw_bytes:
+            resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+            await resp.prepare(request)
+            await resp.write(b"Content-Type: text/plain\r\n\r\n")
+            for k in range(0, s.raw_bytes, 1 << 20):
+                await resp.write(b"x" * min(1 << 20, s.raw_bytes - k))
+            await resp.write_eof()
+            return resp
         resp = web.StreamResponse(headers={
             "Content-Type": "multipart/x-mixed-replace; boundary=frame"})
         await resp.prepare(request)

@@ -1,25 +1,41 @@
 """A protocol-faithful fake of the Freeze-Omni and VITA-1.5 demo servers (socket.io), on
 127.0.0.1, built on python-socketio's own server class as Flask-SocketIO is.
 
-What it keeps from the real servers (VITA-MLLM/Freeze-Omni ``bin/server.py``; VITA's
-``web_demo/server.py``):
+What it keeps from the real servers (VITA-MLLM/Freeze-Omni ``bin/server.py``, ``web/vad.py``,
+``web/parms.py``; VITA's ``web_demo/server.py``, checked by running them: tests/upstream):
 
+* HTTPS only, a self-signed certificate (both pass ``ssl_context`` to ``socketio.run``): an
+  ``http://`` client is reset;
 * ``connect``: past ``max_users`` it emits ``too_many_users`` and does not register the user
   (whose ``audio`` then gets it disconnected);
 * ``audio`` (a JSON *string* ``{"sample_rate", "audio": [uint8 bytes of int16]}``): first, if a
   TTS segment is queued, *one* segment goes back (``audio``, int16 24 kHz bytes; VITA also emits
   ``response_text`` ``{"text"}`` after it when the text changed); then a pending interruption
-  emits ``stop_tts``; then the input joins the VAD's FIFO, read in ``server_chunk`` pieces
-  (2560 samples for Freeze-Omni, 4096 for VITA);
+  (``tts_over_time``) emits ``stop_tts``; then the input joins the VAD's FIFO, read in
+  ``server_chunk`` pieces (2560 samples for Freeze-Omni, 4096 for VITA);
+* Freeze-Omni answers when its state head says ``'ss'`` (here ``silence_ms`` after the speech
+  ended), and every answer starts with ``interrupt()``: a pending ``stop_tts``, so one comes
+  before **every** answer (in the same message as the first segment when the model is fast:
+  ``answer_after_ms=0``); a barge-in is the same thing, the next turn's ``'ss'`` while an
+  answer is still queued or playing. Its silero VAD iterator stays triggered after a turn:
+  speech is not heard until ``vad_end_ms`` (2000) of silence have passed since the last
+  speech (``web/vad.py``: the iterator's end is ignored outside a dialog, never reset);
+* VITA keeps one TTS output queue and one ``last_text`` for all users (whichever user's
+  ``audio`` message comes first gets the next segment) and alternates its two LLM processes:
+  the first segment of an answer from the other process is dropped and ``stop_tts`` sent in
+  its place; a new turn (speech of at least 1 s) stops the answering process; speech in the
+  first chunk its VAD sees kills the user's VAD thread (``last_audio`` unset,
+  ``wakeup_and_vad.py:186``): nothing is heard after it;
 * ``recording-started`` / ``recording-stopped`` reset the user and emit ``stop_tts``;
   ``prompt_text`` -> ``prompt_success``; ``reset_state`` (VITA) is recorded.
 
 Instead of a model it follows a ``Script``: an energy VAD per server chunk; ``silence_ms``
-after the user's speech ends, the reply's ``segments`` (each ``segment_s`` of a tone or of a
-speech file, with its share of ``text``) are queued ``answer_after_ms`` later. User speech
-while a reply is queued or still playing interrupts it: the queue is dropped and the next
-``audio`` message gets ``stop_tts``. Ground truth per session on ``time.monotonic()``: every
-segment's send time and length, and each turn's ``stop_tts`` send time.
+after the user's speech ends the turn is decided, and the reply's ``segments`` (each
+``segment_s`` of a tone or of a speech file, with its share of ``text``) are queued
+``answer_after_ms`` later. A turn decided while a reply is queued or still playing interrupts
+it: the queue is dropped and the next ``audio`` message gets ``stop_tts``. Ground truth per
+session on ``time.monotonic()``: every segment's send time and length, each turn's decision
+time and the ``stop_tts`` that cut it.
 
 Run standalone (for the plugin tests)::
 
@@ -43,7 +59,7 @@ from aiohttp import web
 
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
-from fake_http import FakeHTTPServer, SpokenScript
+from fake_http import FakeHTTPServer, SpokenScript, self_signed_tls
 from fake_ws import serve_until_stdin_closes, standalone_parser
 
 IN_RATE = 16_000
@@ -53,7 +69,8 @@ SERVER_CHUNK = {"freeze-omni": 2560, "vita-1.5": 4096}
 
 @dataclass(frozen=True)
 class Script(SpokenScript):
-    silence_ms: float = 320.0       # the VAD's end of speech (Freeze-Omni: 2000 ms, silero)
+    silence_ms: float = 320.0       # speech end -> the turn is decided (Freeze-Omni's 'ss')
+    vad_end_ms: float = 2000.0      # Freeze-Omni: silence that untriggers its VAD after a turn
     answer_after_ms: float = 200.0  # end of speech -> the reply's segments are queued
     segments: int = 2
     segment_s: float = 0.6
@@ -63,15 +80,18 @@ class Script(SpokenScript):
     drop_after_ms: float | None = None     # the server disconnects the user at this input time
     out_time_after_ms: float | None = None  # emits out_time (its --timeout) at this input time
     hang: bool = False                     # accept TCP, never answer the socket.io handshake
+    min_turn_ms: float = 0.0               # VITA: shorter speech is skipped (1000 there)
 
 
 @dataclass
 class Turn:
     index: int
+    decided_at: float | None = None        # monotonic: the end of turn ('ss')
     queued_at: float | None = None
     sends: list[tuple[float, int]] = field(default_factory=list)  # (monotonic, samples)
     cut_at: float | None = None            # monotonic of the stop_tts that ended it
     ended: str = "queued"                  # queued | sent | interrupted
+    pulled_by: list[int] = field(default_factory=list)  # session index of each send (VITA)
 
 
 @dataclass
@@ -88,6 +108,7 @@ class Session:
     texts: list[tuple[float, str]] = field(default_factory=list)
     disconnected: bool = False
     dropped: bool = False
+    stops_with_segment: int = 0            # stop_tts sent in a handler that also sent audio
 
     def summary(self) -> dict[str, Any]:
         return {"index": self.index, "tag": self.script.tag, "t0_monotonic": self.t0_monotonic,
@@ -95,20 +116,37 @@ class Session:
                 "turns": [t.__dict__ for t in self.turns]}
 
 
-class _User:
-    """One connected user's state: the VAD FIFO, the TTS queue, the pending interruption."""
+class _Shared:
+    """What VITA's server keeps once for all users: the TTS output queue, ``last_text`` and the
+    LLM process whose output was sent last (``last_tts_model_id``)."""
 
-    def __init__(self, rec: Session, chunk: int):
+    def __init__(self):
+        self.tts: deque[tuple[np.ndarray, str, int, "Turn"]] = deque()
+        self.last_text = ""
+        self.last_llm = 0
+        self.answers = 0
+
+
+class _User:
+    """One connected user's state: the VAD FIFO, the TTS queue (VITA: the shared one), the
+    pending ``stop_tts``."""
+
+    def __init__(self, rec: Session, dialect: str, shared: _Shared | None):
         self.rec = rec
-        self.chunk = chunk
+        self.dialect = dialect
+        self.chunk = SERVER_CHUNK[dialect]
+        self.shared = shared
         self.fifo = np.zeros(0, np.float32)
-        self.voiced_any = False
+        self.voiced_ms = 0.0               # speech in the current utterance
         self.silent_samples = 0
-        self.tts: deque[tuple[np.ndarray, str]] = deque()
+        self.state = "idle"                # idle | dialog | triggered (Freeze-Omni after 'ss')
+        self.chunks = 0                    # VAD chunks seen
+        self.dead = False                  # VITA: the VAD thread died
+        self.tts: deque = shared.tts if shared is not None else deque()
         self.turn: Turn | None = None
         self.playing_until = 0.0           # monotonic end of the audio sent so far
         self.stop_pending = False
-        self.last_text = ""
+        self.cut_turn: Turn | None = None  # the turn the pending stop_tts cuts
         self.reply_task: asyncio.Task | None = None
         self.voice = rec.script.voice()
 
@@ -117,25 +155,34 @@ class _User:
         return self.rec.script.audio(self.voice, n, offset=k * n)
 
     def active(self, now: float) -> bool:
-        """A reply queued, or sent and still playing on the client: speech now cuts it."""
+        """A reply queued, or sent and still playing on the client."""
         t = self.turn
         return t is not None and t.ended != "interrupted" and (
-            bool(self.tts) or now < self.playing_until or t.ended == "queued")
+            t.ended == "queued" or now < self.playing_until)
 
     def interrupt(self, now: float) -> None:
+        """``GlobalParams.interrupt()``: generation stopped, the queue emptied, then
+        ``tts_over_time`` (a stop_tts on the next audio message), whether or not anything
+        was playing."""
         if self.reply_task is not None:
             self.reply_task.cancel()
+        if self.turn is not None and self.active(now):
+            self.turn.ended = "interrupted"
+            self.cut_turn = self.turn
         self.tts.clear()
-        self.turn.ended = "interrupted"
         self.stop_pending = True
 
     async def queue_reply(self, turn: Turn, delay: float) -> None:
         await asyncio.sleep(delay)
         s = self.rec.script
         words = s.text.split()
+        llm = 0
+        if self.shared is not None:
+            self.shared.answers += 1
+            llm = 1 + (self.shared.answers - 1) % 2  # the two LLM processes take turns
         for k in range(s.segments):
             a, b = len(words) * k // s.segments, len(words) * (k + 1) // s.segments
-            self.tts.append((self.segment_audio(k), " ".join(words[a:b])))
+            self.tts.append((self.segment_audio(k), " ".join(words[a:b]), llm, turn))
         turn.queued_at = time.monotonic()
 
     def feed(self, x: np.ndarray) -> None:
@@ -145,24 +192,55 @@ class _User:
         while len(self.fifo) >= self.chunk:
             c, self.fifo = self.fifo[: self.chunk], self.fifo[self.chunk:]
             voiced = float(np.sqrt(np.mean(c.astype(np.float64) ** 2))) >= s.vad_rms
-            now = time.monotonic()
-            if voiced:
-                if self.active(now):
-                    self.interrupt(now)
-                self.voiced_any, self.silent_samples = True, 0
+            ms = len(c) * 1000 / IN_RATE
+            self.chunks += 1
+            if self.dialect == "vita-1.5" and voiced and self.chunks == 1:
+                self.dead = True
+            if self.dead:
                 continue
-            if not self.voiced_any:
+            if voiced:
+                self.silent_samples = 0
+                if self.state == "idle":
+                    self.state, self.voiced_ms = "dialog", 0.0
+                if self.state == "dialog":
+                    self.voiced_ms += ms
+                continue  # triggered: not heard, and the silence starts over
+            if self.state == "idle":
                 continue
             self.silent_samples += len(c)
-            if self.silent_samples * 1000 / IN_RATE < s.silence_ms:
+            silent_ms = self.silent_samples * 1000 / IN_RATE
+            if self.state == "triggered":
+                if silent_ms >= s.vad_end_ms:
+                    self.state = "idle"
                 continue
-            self.voiced_any, self.silent_samples = False, 0
-            if s.max_turns is not None and len(self.rec.turns) >= s.max_turns:
+            if silent_ms < s.silence_ms:
                 continue
-            self.turn = Turn(len(self.rec.turns))
-            self.rec.turns.append(self.turn)
-            self.reply_task = asyncio.ensure_future(
-                self.queue_reply(self.turn, s.answer_after_ms / 1000))
+            self.state = "triggered" if self.dialect == "freeze-omni" else "idle"
+            if self.voiced_ms < s.min_turn_ms:
+                continue
+            self.decide()
+
+    def decide(self) -> None:
+        """The end of the user's turn: Freeze-Omni's 'ss' (interrupt, then a new answer);
+        VITA's request to the other LLM process (which stops the answering one)."""
+        s = self.rec.script
+        now = time.monotonic()
+        if self.dialect == "freeze-omni":
+            self.interrupt(now)
+        elif self.turn is not None and self.active(now):
+            if self.reply_task is not None:
+                self.reply_task.cancel()
+            self.turn.ended = "interrupted"
+            self.cut_turn = self.turn
+            mine = [e for e in self.tts if e[3] is self.turn]
+            for e in mine:
+                self.tts.remove(e)
+        if s.max_turns is not None and len(self.rec.turns) >= s.max_turns:
+            return
+        self.turn = Turn(len(self.rec.turns), decided_at=now)
+        self.rec.turns.append(self.turn)
+        self.reply_task = asyncio.ensure_future(
+            self.queue_reply(self.turn, s.answer_after_ms / 1000))
 
 
 class FakeOmniServer(FakeHTTPServer):
@@ -170,7 +248,7 @@ class FakeOmniServer(FakeHTTPServer):
 
     def __init__(self, dialect: str = "freeze-omni", script: Script = Script(), *, tls=None,
                  ping_s: float | None = None):
-        super().__init__(tls)
+        super().__init__(tls or self_signed_tls())  # HTTPS only, as both servers
         self.dialect = dialect
         self.script = script
         # engine.io's heartbeat (Flask-SocketIO 5.x: 25 s + 20 s), shorter for a hang test
@@ -179,6 +257,7 @@ class FakeOmniServer(FakeHTTPServer):
                                         engineio_logger=False, max_http_buffer_size=10**8,
                                         **ping)
         self.users: dict[str, _User] = {}
+        self.shared = _Shared() if dialect == "vita-1.5" else None
         self.by_sid: dict[str, Session] = {}
         self._on(self.sio)
 
@@ -201,7 +280,7 @@ class FakeOmniServer(FakeHTTPServer):
                 rec.registered = False
                 await sio.emit("too_many_users", to=sid)
                 return
-            self.users[sid] = _User(rec, SERVER_CHUNK[self.dialect])
+            self.users[sid] = _User(rec, self.dialect, self.shared)
 
         @sio.event
         async def disconnect(sid, *reason):
@@ -223,8 +302,11 @@ class FakeOmniServer(FakeHTTPServer):
         async def recording_started(sid):
             user = await control(sid, "recording-started")
             if user is not None:
-                await sio.emit("stop_tts", to=sid)
-                self.users[sid] = _User(user.rec, user.chunk)
+                for _ in range(2 if self.dialect == "freeze-omni" else 1):  # around interrupt()
+                    await sio.emit("stop_tts", to=sid)
+                if user.reply_task is not None:
+                    user.reply_task.cancel()
+                self.users[sid] = _User(user.rec, self.dialect, self.shared)
 
         @sio.on("recording-stopped")
         async def recording_stopped(sid):
@@ -250,22 +332,13 @@ class FakeOmniServer(FakeHTTPServer):
             now = time.monotonic()
             if rec.t0_monotonic is None:
                 rec.t0_monotonic = now
-            if user.tts:  # the pull: one queued segment per incoming message
-                seg, text = user.tts.popleft()
-                pcm = np.round(np.clip(seg, -1, 1) * 32767).astype("<i2").tobytes()
-                sent = time.monotonic()
-                await sio.emit("audio", pcm, to=sid)
-                user.turn.sends.append((sent, len(seg)))
-                user.playing_until = max(user.playing_until, sent) + len(seg) / OUT_RATE
-                if not user.tts:
-                    user.turn.ended = "sent"
-                if self.dialect == "vita-1.5" and text and text != user.last_text:
-                    await sio.emit("response_text", {"text": text}, to=sid)
-                    rec.texts.append((time.monotonic(), text))
-                    user.last_text = text
+            pulled = bool(user.tts) and await self._pull(sid, user)
             if user.stop_pending:
+                rec.stops_with_segment += pulled
                 user.stop_pending = False
-                user.turn.cut_at = time.monotonic()
+                if user.cut_turn is not None:
+                    user.cut_turn.cut_at = time.monotonic()
+                    user.cut_turn = None
                 await sio.emit("stop_tts", to=sid)
             body = json.loads(data)  # the real server parses a JSON string, then bytes()
             x = np.frombuffer(bytes(body["audio"]), dtype=np.int16).astype(np.float32) / 32768
@@ -282,6 +355,33 @@ class FakeOmniServer(FakeHTTPServer):
                 self.users.pop(sid, None)
                 return
             user.feed(x)
+
+    async def _pull(self, sid: str, user: _User) -> bool:
+        """The pull: one queued segment per incoming message; whether audio went out."""
+        seg, text, llm, turn = user.tts.popleft()
+        sh = self.shared
+        if sh is not None:  # VITA: the other LLM process's output replaces a segment
+            switched = sh.last_llm not in (0, llm)
+            sh.last_llm = llm
+            if switched:
+                if user.cut_turn is not None:
+                    user.cut_turn.cut_at = time.monotonic()
+                    user.cut_turn = None
+                await self.sio.emit("stop_tts", to=sid)
+                return False
+        pcm = np.round(np.clip(seg, -1, 1) * 32767).astype("<i2").tobytes()
+        sent = time.monotonic()
+        await self.sio.emit("audio", pcm, to=sid)
+        turn.sends.append((sent, len(seg)))
+        turn.pulled_by.append(user.rec.index)
+        user.playing_until = max(user.playing_until, sent) + len(seg) / OUT_RATE
+        if not any(e[3] is turn for e in user.tts):
+            turn.ended = "sent"
+        if sh is not None and text and text != sh.last_text:
+            await self.sio.emit("response_text", {"text": text}, to=sid)
+            user.rec.texts.append((time.monotonic(), text))
+            sh.last_text = text
+        return True
 
 
 async def _main(argv: list[str]) -> None:

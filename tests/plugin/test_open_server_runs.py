@@ -22,11 +22,12 @@ REPLY = {"speech_file": str(SPEECH)}
 RUNS = {  # model -> (fake argv, conditions, options)
     "freeze-omni": (["socketio_server.py", "--dialect", "freeze-omni", "--script",
                      json.dumps({**REPLY, "segments": 4, "segment_s": 1.0})],
-                    "take_turn.immediate,stop.direct_interruption", ["transports=websocket"]),
+                    "take_turn.immediate,stop.direct_interruption",
+                    ["transports=websocket", "verify=false"]),
     "vita-1.5": (["socketio_server.py", "--dialect", "vita-1.5", "--script",
                   json.dumps({**REPLY, "segments": 2, "segment_s": 1.0,
                               "text": "Okay, thanks for telling me."})],
-                 "take_turn.immediate", []),
+                 "take_turn.immediate", ["verify=false"]),
     "lychee-fd": (["lychee_server.py", "--script", json.dumps({**REPLY, "speak_s": 2.0})],
                   "take_turn.immediate", []),
     "mini-omni2": (["miniomni_server.py", "--script", json.dumps({**REPLY, "steps": 8})],
@@ -61,7 +62,8 @@ def test_the_four_open_server_adapters_end_to_end(tmp_path):
         for model, (argv, conditions, options) in RUNS.items():
             proc, port = start_fake(argv)
             fakes.append(proc)
-            url = f"http://user:{PASSWORD}@127.0.0.1:{port}"
+            scheme = "https" if argv[0] == "socketio_server.py" else "http"  # HTTPS only
+            url = f"{scheme}://user:{PASSWORD}@127.0.0.1:{port}"
             runs[model] = plugin_run(tmp_path / model, model, url, conditions, options)
         runs["dead"] = plugin_run(tmp_path / "dead", "freeze-omni",
                                   f"http://user:{PASSWORD}@127.0.0.1:1",

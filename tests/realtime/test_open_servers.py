@@ -82,7 +82,7 @@ async def socketio_reply(name, build):
     script = sio_fake.Script(segments=3, segment_s=0.4)
     async with sio_fake.FakeOmniServer(name, script) as server:
         clip = user_clip([(0.2, 0.8)], total=3.2)
-        trial = await run_trial(build(server_url=server.url), clip)
+        trial = await run_trial(build(server_url=server.url, verify="false"), clip)
         return script, trial, server.sessions[0]
 
 
@@ -110,42 +110,93 @@ async def socketio_replies():
         assert session.usage["audio_out_s"] == pytest.approx(1.2)
 
 
-async def socketio_cut():
-    """The reply (3 x 1 s) is all pulled by 1.6 s; the user talks at 2.1 s, so the fake's VAD
-    interrupts and the next audio message gets stop_tts: playback stops there."""
-    script = sio_fake.Script(segments=3, segment_s=1.0, max_turns=1)
+async def socketio_every_answer():
+    """Freeze-Omni sends stop_tts before every answer (interrupt() when its state head says
+    'ss'); from a fast model it rides on the message carrying the answer's first segment.
+    Neither answer loses that segment, and neither is logged as a barge-in."""
+    script = sio_fake.Script(segments=2, segment_s=0.4, answer_after_ms=0.0)
     async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
-        clip = user_clip([(0.2, 0.8), (2.1, 2.6)], total=3.4)
-        rec, _, t0, session = await run_trial(freeze_omni(server_url=server.url), clip)
-        [turn] = server.sessions[0].turns
-    assert turn.ended == "interrupted" and turn.cut_at is not None
-    cut = turn.cut_at - t0
-    _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert played_end(turn.sends, t0) > cut + 0.3  # there was audio left to cut
-    assert -MARGIN <= offset - cut <= MARGIN + stall(rec)
-    assert "speech_started" in event_kinds(rec)
-    assert session.usage["stop_tts"] >= 2  # recording-started's reset, then the cut
+        clip = user_clip([(0.2, 0.6), (2.9, 3.3)], total=4.6)
+        rec, _, t0, session = await run_trial(
+            freeze_omni(server_url=server.url, verify="false"), clip)
+        truth = server.sessions[0]
+    assert [t.ended for t in truth.turns] == ["sent", "sent"]
+    assert truth.stops_with_segment == 2  # each stop_tts came in its answer's first message
+    assert "speech_started" not in event_kinds(rec)
+    ends = [t.decided_at - t0 for t in truth.turns[1:]] + [len(rec.output) / SAMPLE_RATE]
+    for turn, b in zip(truth.turns, ends):
+        a = turn.decided_at - t0
+        heard = rec.output[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)]
+        onset, offset = fake.energy_bounds(heard, SAMPLE_RATE)
+        late = MARGIN + stall(rec)
+        assert -MARGIN <= a + onset - (turn.sends[0][0] - t0) <= late
+        assert -MARGIN <= a + offset - played_end(turn.sends, t0) <= late
+
+
+async def socketio_cut():
+    """A barge-in is Freeze-Omni's next 'ss' while an answer still plays: interrupt(), then
+    stop_tts on the message carrying the new answer's first segment (a fast model).
+    Playback of the old answer stops at its arrival, and the new answer plays from its first
+    segment on. (The fake's VAD stays triggered 0.8 s after speech here; 2 s on the real
+    server: docs/models.md.)"""
+    script = sio_fake.Script(segments=2, segment_s=1.0, answer_after_ms=0.0, vad_end_ms=800.0)
+    async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
+        clip = user_clip([(0.2, 0.8), (1.7, 2.1)], total=5.2)
+        rec, _, t0, session = await run_trial(
+            freeze_omni(server_url=server.url, verify="false"), clip)
+        first, second = server.sessions[0].turns
+    assert first.ended == "interrupted" and first.cut_at is not None
+    cut = first.cut_at - t0
+    assert played_end(first.sends, t0) > cut + 0.3  # there was audio left to cut
+    assert abs(second.sends[0][0] - first.cut_at) < 0.005  # one message carried both
+    onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
+    late = MARGIN + stall(rec)
+    assert -MARGIN <= onset - (first.sends[0][0] - t0) <= late
+    # the new answer, both 1 s segments, played from the cut: none of it dropped
+    assert -MARGIN <= offset - (cut + 2.0) <= late
+    assert event_kinds(rec).count("speech_started") == 1
+    assert session.usage["stop_tts"] >= 4  # recording-started's two, then each answer's
+
+
+async def socketio_vita_speech_at_once():
+    """Speech from the first instant: VITA's VAD thread dies on speech in its first chunk, so
+    the adapter sends one chunk of silence before the clock starts (and Freeze-Omni's and
+    VITA's recording-started replace the input FIFO: the stream starts after its last
+    stop_tts). The turn is answered."""
+    async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(segments=1)) as server:
+        rec, _, t0, session = await run_trial(
+            vita_15(server_url=server.url, verify="false"), user_clip([(0.0, 0.6)], total=2.2))
+        truth = server.sessions[0]
+    assert len(truth.turns) == 1 and truth.turns[0].ended == "sent"
+    assert truth.input_samples == 4096 + 2.2 * 16000  # the primer, then the instance
+    assert session.usage["audio_in_s"] == pytest.approx(2.2)  # the primer is not the user's
+
+
+async def socketio_http_url():
+    """Both servers serve HTTPS only: an http:// URL is reset, and the error says what to do."""
+    async with sio_fake.FakeOmniServer("freeze-omni") as server:
+        url = server.url.replace("https://", "http://")
+        with pytest.raises(TransientModelError, match="serves HTTPS only.*https://.*verify=false"):
+            await StreamingDuplex.open(freeze_omni(server_url=url, connect_timeout="5"), None)
 
 
 async def socketio_full():
     async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(max_users=0)) as server:
-        d = await StreamingDuplex.open(freeze_omni(server_url=server.url), None)
         with pytest.raises(TransientModelError, match="too_many_users"):
-            await d.push(user_clip([], total=0.5))
-        with pytest.raises(ModelError):
-            await d.close()
+            await StreamingDuplex.open(freeze_omni(server_url=server.url, verify="false"), None)
 
 
 async def socketio_dropped():
     async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(drop_after_ms=300)) as server:
-        await assert_dropped_mid_instance(vita_15(server_url=server.url), TransientModelError,
+        await assert_dropped_mid_instance(vita_15(server_url=server.url, verify="false"),
+                                          TransientModelError,
                                           "ended mid-instance")
 
 
 async def socketio_hung():
     async with sio_fake.FakeOmniServer("freeze-omni", sio_fake.Script(hang=True)) as server:
         with pytest.raises(TransientModelError, match="freeze-omni"):
-            await StreamingDuplex.open(freeze_omni(server_url=server.url,
+            await StreamingDuplex.open(freeze_omni(server_url=server.url, verify="false",
                                                    connect_timeout="0.5"), None)
 
 
@@ -156,7 +207,8 @@ async def socketio_stopped_mid_session():
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         port = int((await asyncio.to_thread(proc.stdout.readline)).split()[1])
-        model = freeze_omni(server_url=f"http://127.0.0.1:{port}", transports="websocket")
+        model = freeze_omni(server_url=f"https://127.0.0.1:{port}", verify="false",
+                            transports="websocket")
         d = await StreamingDuplex.open(model, None)
         await d.push(user_clip([], total=0.3))
         os.kill(proc.pid, signal.SIGSTOP)
@@ -173,9 +225,9 @@ async def socketio_stopped_mid_session():
 @pytest.mark.asyncio
 async def test_socketio_failures_are_transient_and_bounded():
     """A full server (too_many_users), a dropped user, a hung handshake (the deadline), a
-    server stopped mid-session."""
+    server stopped mid-session, an http:// URL for an HTTPS-only server (the hint)."""
     await asyncio.gather(socketio_full(), socketio_dropped(), socketio_hung(),
-                         socketio_stopped_mid_session())
+                         socketio_stopped_mid_session(), socketio_http_url())
 
 
 async def lychee_tls():
@@ -292,6 +344,15 @@ def test_mini_omni2_turn_detector_and_multipart_reader_edges():
             b"\r\n--frame\r\nContent-Type: text/plain\r\n\r\nhi")
     parts = reader.feed(body[:10]) + reader.feed(body[10:]) + reader.flush()
     assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
+    # a boundary split across reads, byte by byte, is still found (the scan resumes)
+    reader = MultipartReader()
+    parts = [p for i in range(len(body)) for p in reader.feed(body[i:i + 1])] + reader.flush()
+    assert parts == [("audio/wav", b"\x01\x00\x02\x00"), ("text/plain", b"hi")]
+    # bounded: no boundary within max_part_bytes is refused at once, naming the bound
+    reader = MultipartReader(max_part_bytes=64)
+    assert reader.feed(b"\r\n--frame\r\nContent-Type: text/plain\r\n\r\n" + b"y" * 20) == []
+    with pytest.raises(ModelError, match="more than 64 bytes without a multipart boundary"):
+        reader.feed(b"y" * 40)
 
 
 async def mini_omni2_fails(script, match):
@@ -308,7 +369,11 @@ async def mini_omni2_failures():
     S = omni_fake.Script
     await asyncio.gather(mini_omni2_fails(S(error=True), "HTTP 500"),
                          mini_omni2_fails(S(drop_after_steps=1), "POST /chat"),
-                         mini_omni2_fails(S(hang=True), "deadline"))
+                         mini_omni2_fails(S(hang=True), "deadline"),
+                         # a reply with no boundary: a model error naming the bound, not a miss
+                         mini_omni2_fails(S(raw_bytes=9 << 20), "more than 8388608 bytes "
+                                          "without a multipart boundary.*MAX_PART_BYTES"),
+                         mini_omni2_fails(S(raw_bytes=1000), "had no multipart boundary"))
 
 
 # --- the real-time trials, several at once (each runs at 1x) -----------------------------------
@@ -319,7 +384,8 @@ async def test_replies_land_where_the_fakes_sent_them():
     freeze-omni, vita-1.5, lychee-fd and mini-omni2 at once. The VAD network mini-omni2's
     turns need is loaded first: loading it (torch) would stall the others' event loop."""
     speech_seconds(np.zeros(9600, np.float32))
-    await asyncio.gather(socketio_replies(), lychee_reply(), mini_omni2_reply())
+    await asyncio.gather(socketio_replies(), socketio_every_answer(),
+                         socketio_vita_speech_at_once(), lychee_reply(), mini_omni2_reply())
 
 
 @pytest.mark.asyncio
@@ -335,10 +401,12 @@ async def test_mini_omni2_server_error_drop_and_hang():
 
 # --- configuration ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, example", [("freeze-omni", "8081"), ("vita-1.5", "8081"),
-                                           ("lychee-fd", "7860"), ("mini-omni2", "60808")])
+@pytest.mark.parametrize("name, example", [("freeze-omni", "https://HOST:8081 -o verify=false"),
+                                           ("vita-1.5", "https://HOST:8081 -o verify=false"),
+                                           ("lychee-fd", "http://HOST:7860"),
+                                           ("mini-omni2", "http://HOST:60808")])
 def test_a_server_is_required_and_a_password_is_never_shown(name, example):
-    with pytest.raises(ModelError, match=f"{name}: no server.*server_url=http://HOST:{example}"):
+    with pytest.raises(ModelError, match=f"{name}: no server.*server_url={example}"):
         models.preflight(name)
     models.preflight(name, server_url="http://gpu-box.lan:1")
     with pytest.raises(ModelError, match="unknown option"):

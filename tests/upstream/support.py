@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 UPSTREAM_ENV = "DUPLEXACT_UPSTREAM_DIR"
@@ -74,3 +75,220 @@ def record_row(model: str, ck: Checkout, **measured: object) -> None:
     row = {"model": model, "checked": ck.short, "date": ck.date, **measured}
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row, sort_keys=True) + "\n")
+
+
+# --- starting the author's server ------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
+START_S = 180.0   # the author's server must listen within this (imports, a VAD network)
+
+
+def printed_command(model: str) -> str:
+    """The start command ``duplexact models`` and docs/models.md print for ``model`` (its
+    native-server route in models/paper_models.py), checked to be the one the docs show."""
+    from pytest_duplexact.models.paper_models import ROUTES
+
+    start = ROUTES[model][0].start.split(": ", 1)[1]
+    assert start in DOCS.read_text(encoding="utf-8"), \
+        f"docs/models.md does not print {model}'s start command {start!r}"
+    return start
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_tree(ck: Checkout, dest: Path, writable: tuple[str, ...] = (),
+             replaced: dict[str, Path] | None = None) -> Path:
+    """A folder laid out like the checkout, made of symbolic links to its files, where the
+    author's code can be started as from its checkout without writing into it: the folders
+    named in ``writable`` (and their parents) are real, so what the server writes there at
+    start (a certificate, a cache) lands in ``dest``; an entry of ``replaced`` (a path in the
+    checkout -> our stub) links to our stub instead (the model's own package, for one)."""
+    replaced = {Path(k): v for k, v in (replaced or {}).items()}
+    real = {Path(w) for w in writable}
+    real |= {p for w in writable for p in Path(w).parents if p != Path(".")}
+    dest.mkdir(parents=True, exist_ok=True)
+
+    def fill(rel: Path) -> None:
+        for child in sorted((ck.path / rel).iterdir()):
+            if child.name == ".git":
+                continue
+            r = rel / child.name
+            if r in replaced:
+                (dest / r).symlink_to(replaced[r])
+            elif r in real and child.is_dir():
+                (dest / r).mkdir(exist_ok=True)
+                fill(r)
+            else:
+                (dest / r).symlink_to(child)
+    fill(Path("."))
+    for w in writable:  # a folder the README has you create (a model's resources)
+        (dest / w).mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+class Server:
+    """The author's server, started by a shell command line in its run folder with our stubs
+    first on ``PYTHONPATH`` and its environment's ``bin`` first on ``PATH`` (so the printed
+    ``python3`` is that environment's); stopped, its whole process group, on exit. Its output
+    goes to ``log``; ``wait_port`` fails with its tail when it exits or does not listen."""
+
+    def __init__(self, ck: Checkout, command: str, cwd: Path, stubs: list[Path], log: Path,
+                 env: dict[str, str] | None = None):
+        self.command, self.cwd, self.log = command, cwd, log
+        bin_dir = str(Path(ck.python).parent)
+        self.env = {**os.environ, **(env or {}),
+                    "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+                    "PYTHONPATH": os.pathsep.join(str(s) for s in stubs),
+                    "PYTHONUNBUFFERED": "1",
+                    # no __pycache__ beside our stubs or, through a link, in a checkout
+                    "PYTHONDONTWRITEBYTECODE": "1"}
+        self.env.pop("VIRTUAL_ENV", None)
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Server":
+        self._out = open(self.log, "wb")
+        self.proc = subprocess.Popen(["bash", "-c", self.command], cwd=self.cwd, env=self.env,
+                                     stdin=subprocess.DEVNULL, stdout=self._out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        return self
+
+    def tail(self, n: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-n:]
+
+    def wait_port(self, port: int, deadline_s: float = START_S) -> None:
+        import socket
+        import time
+
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                pytest.fail(f"the server exited ({self.proc.returncode}) before listening:\n"
+                            f"{self.tail()}")
+            with socket.socket() as s:
+                s.settimeout(1.0)
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.2)
+        pytest.fail(f"the server did not listen on {port} within {deadline_s:.0f}s:\n"
+                    f"{self.tail()}")
+
+    def wait_log(self, text: str, count: int = 1, deadline_s: float = START_S) -> None:
+        """Until the server's output says ``text`` ``count`` times (its workers ready)."""
+        import time
+
+        end = time.monotonic() + deadline_s
+        while self.log.read_text(errors="replace").count(text) < count:
+            if self.proc.poll() is not None or time.monotonic() > end:
+                pytest.fail(f"the server never said {text!r} {count} time(s) within "
+                            f"{deadline_s:.0f}s:\n{self.tail()}")
+            time.sleep(0.5)
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        if self.proc is not None:
+            # `script` puts the server in a session of its own: its processes are found as
+            # descendants of ours, by id, and each is stopped
+            family = [self.proc.pid, *_descendants(self.proc.pid)]
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                for pid in family:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                try:
+                    self.proc.wait(10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self._out.close()
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def stub_events(path: Path, event: str) -> list[float]:
+    """The monotonic times the stubs logged ``event`` (tests/upstream/stubs/common)."""
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["t"] for r in rows if r["event"] == event]
+
+
+class Launched:
+    """``model``'s printed start command, bound to 127.0.0.1 and a free port instead of
+    ``0.0.0.0:<default_port>``, run in a folder of links to the checkout (``run_tree``'s
+    ``writable`` and ``replaced``) with ``stubs`` first on its path and the stubs' decision
+    log at ``self.log``; ``ready`` lines its output must show before it counts as started
+    (workers that load after the server listens). A context manager."""
+
+    def __init__(self, ck: Checkout, model: str, d: Path, stubs: list[Path], default_port: int,
+                 writable: tuple[str, ...] = (), replaced: dict[str, Path] | None = None,
+                 env: dict[str, str] | None = None, ready: tuple[tuple[str, int], ...] = ()):
+        self.ck, self.port, self.log, self.ready = ck, free_port(), d / "stub.jsonl", ready
+        self.command = (printed_command(model).replace("--ip 0.0.0.0", "--ip 127.0.0.1")
+                        .replace(f"--port {default_port}", f"--port {self.port}"))
+        self.tree = run_tree(ck, d / "run", writable=writable, replaced=replaced)
+        self.stubs = stubs
+        self.srv = Server(ck, self.command, self.tree, stubs, d / "server.log",
+                          env={"DUPLEXACT_STUB_LOG": str(self.log), **(env or {})})
+
+    def __enter__(self) -> "Launched":
+        self.srv.__enter__()
+        try:
+            self.srv.wait_port(self.port)
+            for text, count in self.ready:
+                self.srv.wait_log(text, count)
+        except BaseException:
+            self.srv.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.srv.__exit__()
+
+    def decisions(self, event: str) -> list[float]:
+        return stub_events(self.log, event)
+
+
+# --- what the user says ----------------------------------------------------------------------
+
+SPEECH_S = 1.3  # "Okay, thanks for": one utterance, no pause in it as long as the stubs' 0.5 s
+
+
+def speech() -> np.ndarray:
+    """A short utterance of real speech (16 kHz; the package's asset), loud enough for the
+    authors' silero VADs and the stubs' energy rule alike."""
+    from pytest_duplexact import models
+    from pytest_duplexact.data import audio
+
+    return audio.read(Path(models.__file__).parent / "assets" / "response.flac")[
+        :int(SPEECH_S * 16000)]
+
+
+def user_turns(starts: tuple[float, ...], total: float) -> np.ndarray:
+    """``total`` seconds of 16 kHz silence with the utterance at each start (s)."""
+    x, said = np.zeros(int(total * 16000), np.float32), speech()
+    for s in starts:
+        a = int(s * 16000)
+        x[a:a + len(said)] = said
+    return x
