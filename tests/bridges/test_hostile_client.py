@@ -7,6 +7,7 @@ protocol error. Issue 32, items 1-3, 7, 8, 13."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,3 +204,51 @@ async def test_a_streaming_flood_is_refused_at_its_bound(flood):
     said = str(failed.value)
     assert ("more than 65536 bytes of TEXT" in said if flood == "text"
             else "more than 120 s ahead of real time" in said), said
+
+
+# --- through pytest: nothing the run writes or prints holds the key ---------------------------
+
+def test_a_run_against_an_echoing_server_writes_and_prints_no_key(pytester):
+    """Three trials: one whose TEXT echoes the key (its words reach timeline.json and
+    recording.json), one ended by an ERROR quoting it, one closed with a reason quoting it;
+    with ``-l`` and junit.xml, no file, no line of output holds it (issue 32 items 1, 2,
+    13)."""
+    trials = []
+
+    def handler(ws):
+        if is_probe(ws):
+            ws.send(ready())
+            ws.recv(timeout=5)
+            return
+        trials.append(1)
+        n = len(trials)
+
+        def answer(k):
+            if n == 1:
+                return [wire.text(f" {KEY}"), silence()]
+            if k < 3:
+                return [silence()]
+            if n == 2:
+                return [wire.frame(wire.ERROR, f"bad header Bearer {KEY}".encode())]
+            ws.close(1011, f"bad header Bearer {KEY}")
+            return []
+        lockstep(ws, answer)
+
+    with hostile_server(handler) as url:
+        res = pytester.runpytest_subprocess(
+            "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
+            "--duplexact-condition=take_turn.immediate", "--duplexact-limit=3",
+            "--duplexact-transcriber=native", "--duplexact-run-dir=run",
+            "--junitxml=junit.xml", "-p", "no:cacheprovider", "-l", timeout=240)
+    out = res.stdout.str() + res.stderr.str()
+    assert KEY not in out
+    written = [p for p in Path(pytester.path).rglob("*") if p.is_file()]
+    assert any(p.name == "error.txt" for p in written) and any(
+        p.name == "junit.xml" for p in written)
+    for path in written:
+        assert KEY.encode() not in path.read_bytes(), path
+    assert res.parseoutcomes().get("errors") == 2, out
+    assert f"close code 1011: bad header Bearer <{KEY_ENV}>" in out  # the echo, scrubbed
+    words = Path(pytester.path, "run", "instances", "take_turn-immediate-casual-01",
+                 "recording.json").read_text()
+    assert f"<{KEY_ENV}>" in words
