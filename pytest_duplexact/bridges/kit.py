@@ -10,7 +10,9 @@ module is the loop around it:
 * the model's calls (``open``, ``step``, ``close``) run one at a time in one worker thread
   (one model, one device), so the event loop keeps answering PINGs and queueing the next
   connection while a step computes; at most ``model.max_sessions`` trials run at once (default
-  1), the others wait before their READY;
+  1), the others wait before their READY; a connection that waited gets its session only if
+  its client still answers (a WebSocket ping), and a trial whose client sends nothing for
+  ``input_timeout`` seconds ends with ERROR, so one idle or vanished client cannot hold a slot;
 * a model exception becomes an ERROR message (the client scores the trial as a model error)
   and a traceback in the server's log; one log line per trial says who, how long, how it
   ended.
@@ -49,6 +51,10 @@ log = logging.getLogger("pytest_duplexact.bridges")
 
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"  # when set on the server, clients must send it (Bearer)
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+# The longest a trial waits for its client's next message (READY to the first frame, between
+# frames): a stepped client computes between steps (a simulator may ask a judge), so minutes.
+INPUT_TIMEOUT_S = 300.0
+ALIVE_TIMEOUT_S = 5.0  # a queued connection's ping must be answered within this
 
 
 @dataclass(frozen=True)
@@ -192,8 +198,10 @@ class BridgeServer:
     returns the ``ws://`` (``wss://``) URL, ``await close()`` stops."""
 
     def __init__(self, model: Any, *, stepper: Stepper | None = None, api_key: str | None = None,
-                 ssl: ssl_module.SSLContext | None = None):
+                 ssl: ssl_module.SSLContext | None = None,
+                 input_timeout: float = INPUT_TIMEOUT_S):
         self.model = model
+        self.input_timeout = input_timeout
         self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
                                 bool(getattr(model, "transcript", False)),
                                 str(getattr(model, "name", "") or type(model).__name__))
@@ -247,8 +255,12 @@ class BridgeServer:
         trial = Trial(peer=peer)
         try:
             trial, options = _query(ws.request.path if ws.request else "", peer)
+            queued = self._slots.locked()
             async with self._slots:
-                ending = await self._run(ws, trial, options, stats)
+                if queued and not await _alive(ws):  # it left while queued: no session
+                    ending = "client left while queued"
+                else:
+                    ending = await self._run(ws, trial, options, stats)
         except _TrialEnd as e:
             ending = f"{'error' if e.kind == wire.ERROR else 'ended by the model'}: {e}"
             await _send_quietly(ws, wire.frame(e.kind, str(e).encode("utf-8", "replace")))
@@ -297,11 +309,16 @@ class BridgeServer:
         pending = np.zeros(0, dtype=np.float32)  # streaming: input short of a frame
         while True:
             try:
-                kind, payload = wire.split(await ws.recv())
+                kind, payload = wire.split(await asyncio.wait_for(ws.recv(),
+                                                                  self.input_timeout))
                 if kind == wire.AUDIO:
                     x = wire.pcm(payload)
             except wire.ProtocolError as e:
                 raise _TrialEnd(str(e)) from None
+            except asyncio.TimeoutError:
+                raise _TrialEnd(f"no message from the client within {self.input_timeout:g} s "
+                                f"(the server's --input-timeout) after step {stats['steps']}"
+                                ) from None
             if kind == wire.CLOSE:
                 return "ok"
             if kind == wire.PING:
@@ -361,6 +378,15 @@ def _query(path: str, peer: str) -> tuple[Trial, dict[str, str]]:
         raise _TrialEnd(f"{wire.SEED_PARAM} must be an integer, got {seed!r}") from None
 
 
+async def _alive(ws: ServerConnection) -> bool:
+    """Does the client of a connection that waited for its slot still answer a ping?"""
+    try:
+        await asyncio.wait_for(await ws.ping(), ALIVE_TIMEOUT_S)
+    except (ConnectionClosed, asyncio.TimeoutError, RuntimeError):
+        return False
+    return True
+
+
 async def _send_quietly(ws: ServerConnection, message: bytes) -> None:
     try:
         await ws.send(message)
@@ -388,6 +414,10 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
     p.add_argument("--keyfile", help="the certificate's private key (PEM)")
     p.add_argument("--log-level", default="info",
                    choices=("debug", "info", "warning", "error"))
+    p.add_argument("--input-timeout", type=float, default=INPUT_TIMEOUT_S,
+                   help=f"seconds a trial waits for its client's next message before it ends "
+                        f"with ERROR (default {INPUT_TIMEOUT_S:g}): an idle client cannot hold "
+                        "the model")
     return p
 
 
@@ -402,6 +432,8 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
     if add_arguments is not None:
         add_arguments(p)
     args = p.parse_args(argv)
+    if not args.input_timeout > 0:
+        p.error(f"--input-timeout must be positive, got {args.input_timeout:g}")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.log_level != "debug":  # our line per trial says it; not two more per connection
@@ -412,15 +444,17 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
         context.load_cert_chain(args.certfile, args.keyfile)
     model = build(args)
     try:
-        asyncio.run(_serve_forever(model, args.host, args.port, context))
+        asyncio.run(_serve_forever(model, args.host, args.port, context, args.input_timeout))
     except KeyboardInterrupt:
         pass
     return 0
 
 
 async def _serve_forever(model: Any, host: str, port: int,
-                         context: ssl_module.SSLContext | None) -> None:
-    server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context)
+                         context: ssl_module.SSLContext | None,
+                         input_timeout: float = INPUT_TIMEOUT_S) -> None:
+    server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context,
+                          input_timeout=input_timeout)
     url = await server.start(host, port)
     r = server.ready
     print(f"listening on {url} (model {r.model}: {r.mode}, {r.sample_rate} Hz, {r.frame}-sample "
