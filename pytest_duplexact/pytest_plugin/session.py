@@ -364,6 +364,12 @@ class DuplexactSession:
         pre = self._harness.prefetcher if self._harness is not None else None
         return pre.in_flight() if pre is not None else 0
 
+    def _left(self) -> set[str]:
+        """The selected instances (those pytest runs) without an outcome yet."""
+        expected = self.expected if self.expected is not None else {i.id for i in
+                                                                     self.instances}
+        return expected - {d.get("id") for d in self.outcomes.values()}
+
     def _may_start(self) -> bool:
         """May another trial start now (the prefetcher asks before it starts one)?"""
         if self.worker:
@@ -373,9 +379,11 @@ class DuplexactSession:
     def _check_budget(self) -> None:
         """After each test: once the budget says no new trial may start, stop pytest before
         the next test, unless that test's trial is already in flight (it finishes and is
-        scored first); under xdist, tell the workers and xdist's scheduler."""
+        scored first); under xdist, tell the workers and xdist's scheduler. A run with
+        nothing left is complete, not stopped: the limit passed during its last trial."""
         self.budget.record(self._billed, len(self._billed_ids))
-        if self.budget.admits(self._in_flight()) or self._pytest_session is None:
+        if not self._left() or self.budget.admits(self._in_flight()) \
+                or self._pytest_session is None:
             return
         from .spend import workers
 
@@ -447,13 +455,15 @@ class DuplexactSession:
         notes = list(self.notes)
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
-        missing = len(expected - {o.id for o in outcomes})
+        missing = len(self._left())
         if missing:  # the report is incomplete: say so in it, and how to finish it
             notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
         if self.budget is not None:
+            if not missing:  # the limit passed as the last trial ran: complete, not stopped
+                self.budget.stopped = None
             if self.budget.stopped:
                 line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
                         f"instances; resume with pytest --duplexact-resume={self.run_dir}")
