@@ -342,8 +342,8 @@ class BridgeStepped(PerSlotBatch):
         """Before the next step goes out: a second AUDIO already there for the last step is a
         protocol error (the steps would go out of step); anything else waits for its step."""
         try:
-            kind, payload = self._recv("", _Deadline(0), "step_timeout")
-        except ModelError:  # nothing there now (or a drop the next answer will meet)
+            kind, payload = self._recv("more", _Deadline(0), "step_timeout", transient=True)
+        except TransientModelError:  # nothing there now, or a drop the next send meets
             return
         if kind == wire.AUDIO:
             raise self._surplus(self._k - 1)

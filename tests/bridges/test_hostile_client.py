@@ -252,3 +252,12 @@ def test_a_run_against_an_echoing_server_writes_and_prints_no_key(pytester):
     words = Path(pytester.path, "run", "instances", "take_turn-immediate-casual-01",
                  "recording.json").read_text()
     assert f"<{KEY_ENV}>" in words
+
+
+def test_a_text_websocket_message_after_an_answer_is_a_protocol_error_not_lost():
+    def handler(ws):
+        lockstep(ws, lambda k: [silence(), "a text message"] if k == 0 else [silence()])
+
+    with hostile_server(handler) as url:
+        e = steps_until_error(stepped(url))
+    assert "got a text WebSocket message; every bridge message is binary" in str(e)
