@@ -340,7 +340,9 @@ class BridgeStepped(PerSlotBatch):
 
     def _nothing_after_the_answer(self) -> None:
         """Before the next step goes out: a second AUDIO already there for the last step is a
-        protocol error (the steps would go out of step); anything else waits for its step."""
+        protocol error (the steps would go out of step); anything else waits for its step. One
+        that comes later is seen a step later, or by ``finish`` (every AUDIO must answer a
+        step), so a trial with a surplus AUDIO always fails."""
         try:
             kind, payload = self._recv("more", _Deadline(0), "step_timeout", transient=True)
         except TransientModelError:  # nothing there now, or a drop the next send meets
@@ -350,9 +352,10 @@ class BridgeStepped(PerSlotBatch):
         self._early = (kind, payload)
 
     def _surplus(self, k: int) -> ModelError:
-        return ModelError(f"{self.client.label}: the server answered step {k} "
-                          f"({k * self.ready.frame_s:.2f} s) with a second AUDIO; a stepped "
-                          "bridge answers each step with exactly one (protocol error)")
+        return ModelError(f"{self.client.label}: the server sent a second AUDIO for one "
+                          f"step, seen after its answer to step {k} ({k * self.ready.frame_s:.2f}"
+                          " s); a stepped bridge answers each step with exactly one (protocol "
+                          "error)")
 
     def _answer(self) -> StepOutput:
         c, k = self.client, self._k
