@@ -259,6 +259,7 @@ class BridgeStepped(PerSlotBatch):
         self._ws: Any = None
         self._k = 0
         self._early: tuple[int, bytes] | None = None  # a message read ahead of its step
+        self._asked = False  # a frame went out whose answer has not come (an error ended it)
         self._text = TextStream(ready.frame_s)
 
     def start(self, info: SessionInfo) -> None:
@@ -271,7 +272,7 @@ class BridgeStepped(PerSlotBatch):
                                    transient=True)
         _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
         self._k = 0
-        self._early = None
+        self._early, self._asked = None, False
         self._text = TextStream(self.ready.frame_s)
 
     def _recv(self, what: str, deadline: "_Deadline", option: str, *,
@@ -334,6 +335,7 @@ class BridgeStepped(PerSlotBatch):
         except ConnectionClosed as e:
             why = _close_code(self.client, e)
         else:
+            self._asked = True
             return
         raise TransientModelError(f"{self.client.label}: the connection dropped at "
                                   f"{self._at()} ({why})")
@@ -393,7 +395,7 @@ class BridgeStepped(PerSlotBatch):
                              f"(its READY)")
         words: list[Word] = self._text.feed_text(k, "".join(texts)) \
             if self.ready.transcript else []
-        self._k = k + 1
+        self._k, self._asked = k + 1, False
         return StepOutput(audio, words)
 
     def finish(self) -> None:
@@ -405,6 +407,7 @@ class BridgeStepped(PerSlotBatch):
         if ws is None:
             return
         surplus = early is not None and early[0] == wire.AUDIO
+        counting = not self._asked  # else the next AUDIO may be the unanswered step's answer
         try:
             ws.send(wire.frame(wire.CLOSE))
             deadline = _Deadline(self.client.close_timeout)
@@ -412,7 +415,7 @@ class BridgeStepped(PerSlotBatch):
                 kind = wire.split(ws.recv(timeout=deadline.left()))[0]
                 if kind == wire.CLOSE:
                     break
-                surplus = kind == wire.AUDIO and self._k > 0
+                surplus = kind == wire.AUDIO and self._k > 0 and counting
         except Exception as e:  # a dead or silent server must not hold the instance
             log.debug("%s: ending the trial: %s", self.client.label, type(e).__name__)
         finally:

@@ -270,3 +270,17 @@ def test_a_text_websocket_message_after_an_answer_is_a_protocol_error_not_lost()
     with hostile_server(handler) as url:
         e = steps_until_error(stepped(url))
     assert "got a text WebSocket message; every bridge message is binary" in str(e)
+
+
+def test_a_trial_ended_by_an_error_mid_step_finishes_quietly():
+    """The answer to the step the error interrupted may still come before the server's CLOSE:
+    that is no surplus."""
+    def handler(ws):
+        lockstep(ws, lambda k: [wire.text("x" * 70_000), silence()] if k == 1 else [silence()])
+
+    with hostile_server(handler) as url:
+        model = stepped(url)
+        model.step(FRAME)
+        with pytest.raises(ModelError, match="bytes of TEXT"):
+            model.step(FRAME)
+        model.finish()  # raises nothing
