@@ -264,7 +264,10 @@ class BridgeStepped(PerSlotBatch):
 
     def start(self, info: SessionInfo) -> None:
         c = self.client
-        self.finish()
+        try:
+            self.finish()
+        except ModelError:  # the previous trial's surplus is no concern of this one
+            pass
         self._ws, err = _connect_sync(c, c.trial_url(info), self._key)
         if err is not None:
             raise err
