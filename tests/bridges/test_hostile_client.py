@@ -284,3 +284,33 @@ def test_a_trial_ended_by_an_error_mid_step_finishes_quietly():
         with pytest.raises(ModelError, match="bytes of TEXT"):
             model.step(FRAME)
         model.finish()  # raises nothing
+
+
+@pytest.mark.parametrize("ending", ["close reason", "ERROR"])
+def test_a_streaming_run_against_an_echoing_server_writes_and_prints_no_key(pytester, ending):
+    def handler(ws):
+        ws.send(ready("streaming"))
+        if is_probe(ws):
+            ws.recv(timeout=5)
+            return
+        for message in ws:
+            if wire.split(message)[0] == wire.AUDIO:
+                if ending == "ERROR":
+                    ws.send(wire.frame(wire.ERROR, f"bad header Bearer {KEY}".encode()))
+                else:
+                    ws.close(1011, f"bad header Bearer {KEY}")
+                return
+
+    with hostile_server(handler) as url:
+        res = pytester.runpytest_subprocess(
+            "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
+            "--duplexact-condition=take_turn.immediate", "--duplexact-limit=1",
+            "--duplexact-run-dir=run", "--junitxml=junit.xml", "-p", "no:cacheprovider",
+            "-l", timeout=240)
+    out = res.stdout.str() + res.stderr.str()
+    assert KEY not in out
+    assert res.parseoutcomes().get("errors") == 1, out
+    assert f"Bearer <{KEY_ENV}>" in out
+    for path in Path(pytester.path).rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
