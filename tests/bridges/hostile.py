@@ -54,18 +54,26 @@ def hostile_server(handler: Callable[[ServerConnection], None]) -> Iterator[str]
             thread.join(30)
 
 
-def lockstep(ws: ServerConnection, answer: Callable[[int], list[bytes]],
-             frame: int = 1_920) -> None:
-    """READY (probes included), then for each AUDIO step k the messages ``answer(k)``; CLOSE
-    answered with CLOSE."""
-    ws.send(ready(frame=frame))
+def audio_steps(ws: ServerConnection) -> Iterator[int]:
+    """k for the k-th AUDIO the client sends (its PINGs answered, other kinds ignored); ends
+    at the client's CLOSE, answered with CLOSE."""
     k = 0
     for message in ws:
-        kind, _ = wire.split(message)
+        kind, payload = wire.split(message)
         if kind == wire.CLOSE:
             ws.send(wire.frame(wire.CLOSE))
             return
-        if kind == wire.AUDIO:
-            for m in answer(k):
-                ws.send(m)
+        if kind == wire.PING:
+            ws.send(wire.frame(wire.PONG, payload))
+        elif kind == wire.AUDIO:
+            yield k
             k += 1
+
+
+def lockstep(ws: ServerConnection, answer: Callable[[int], list[bytes]],
+             frame: int = 1_920) -> None:
+    """READY (probes included), then for each AUDIO step k the messages ``answer(k)``."""
+    ws.send(ready(frame=frame))
+    for k in audio_steps(ws):
+        for m in answer(k):
+            ws.send(m)

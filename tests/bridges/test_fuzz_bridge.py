@@ -28,7 +28,7 @@ from websockets.sync.client import connect
 from pytest_duplexact.bridges import wire
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
-from tests.bridges.hostile import KEY, KEY_ENV, hostile_server
+from tests.bridges.hostile import KEY, KEY_ENV, audio_steps, hostile_server
 from tests.bridges.support import served
 from tests.bridges.test_kit import FRAME as KIT_FRAME
 from tests.bridges.test_kit import Echo
@@ -84,21 +84,10 @@ def _serve(ws) -> None:
     for action in script.first:
         if not _act(ws, action):
             return
-    k = 0
-    for message in ws:
-        kind, payload = wire.split(message)
-        if kind == wire.CLOSE:
-            ws.send(wire.frame(wire.CLOSE))
-            return
-        if kind == wire.PING:
-            ws.send(wire.frame(wire.PONG, payload))
-            continue
-        if kind != wire.AUDIO:
-            continue
+    for k in audio_steps(ws):
         if k < len(script.steps):
-            for action in script.steps[k]:
-                if not _act(ws, action):
-                    return
+            if not all(_act(ws, action) for action in script.steps[k]):
+                return
         elif script.end == "serve":
             ws.send(wire.audio(np.zeros(script.frame, np.float32)))
         elif script.end == "close":
@@ -106,7 +95,7 @@ def _serve(ws) -> None:
             return
         elif script.end == "drop":
             return
-        k += 1  # "hang": nothing more
+        # "hang": nothing more
 
 
 def _ready_payload(mode, rate, frame, transcript, extra) -> bytes:
