@@ -285,8 +285,9 @@ def _kit_trial(url: str, query, messages) -> str:
     return last
 
 
-def test_any_client_is_served_refused_or_closed_and_the_kit_keeps_serving(caplog):
-    model = Echo("stepped")
+@pytest.mark.parametrize("mode", ["stepped", "streaming"])
+def test_any_client_is_served_refused_or_closed_and_the_kit_keeps_serving(caplog, mode):
+    model = Echo(mode)
     seen: dict[str, int] = {}
     before = _peak()
     with served(model, input_timeout=2.0) as server:
@@ -301,7 +302,7 @@ def test_any_client_is_served_refused_or_closed_and_the_kit_keeps_serving(caplog
         with connect(server.url, open_timeout=10) as ws:
             assert wire.split(ws.recv(timeout=30))[0] == wire.READY
             ws.send(wire.audio(np.ones(KIT_FRAME, np.float32)))
-            assert wire.split(ws.recv(timeout=30))[0] == wire.AUDIO
+            assert wire.split(ws.recv(timeout=30))[0] == wire.AUDIO  # streaming: as big
             ws.send(wire.frame(wire.CLOSE))
             assert wire.split(ws.recv(timeout=30))[0] == wire.CLOSE
         deadline = time.monotonic() + 30
@@ -313,6 +314,6 @@ def test_any_client_is_served_refused_or_closed_and_the_kit_keeps_serving(caplog
     crashed = [r for r in caplog.records if r.name.startswith("websockets")
                and r.levelname == "ERROR"]
     assert not crashed, crashed[0].getMessage()
-    print(f"kit fuzz: {sum(seen.values())} clients, {opened} sessions, last heard {seen}; "
+    print(f"kit fuzz ({mode}): {sum(seen.values())} clients, {opened} sessions, last heard {seen}; "
           f"peak RSS {_peak() / 2**20:.0f} MiB (+{(_peak() - before) / 2**20:.0f})")
     assert _peak() - before < MEMORY_BOUND
