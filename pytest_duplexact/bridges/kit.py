@@ -10,7 +10,9 @@ module is the loop around it:
 * the model's calls (``open``, ``step``, ``close``) run one at a time in one worker thread
   (one model, one device), so the event loop keeps answering PINGs and queueing the next
   connection while a step computes; at most ``model.max_sessions`` trials run at once (default
-  1), the others wait before their READY;
+  1), the others wait before their READY; a connection that waited gets its session only if
+  its client still answers (a WebSocket ping), and a trial whose client sends nothing for
+  ``input_timeout`` seconds ends with ERROR, so one idle or vanished client cannot hold a slot;
 * a model exception becomes an ERROR message (the client scores the trial as a model error)
   and a traceback in the server's log; one log line per trial says who, how long, how it
   ended;
@@ -55,6 +57,10 @@ log = logging.getLogger("pytest_duplexact.bridges")
 
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"  # when set on the server, clients must send it (Bearer)
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+# The longest a trial waits for its client's next message (READY to the first frame, between
+# frames): a stepped client computes between steps (a simulator may ask a judge), so minutes.
+INPUT_TIMEOUT_S = 300.0
+ALIVE_TIMEOUT_S = 5.0  # a queued connection's ping must be answered within this
 
 
 @dataclass(frozen=True)
@@ -203,12 +209,13 @@ class BridgeServer:
 
     def __init__(self, model: Any, *, stepper: Stepper | None = None, api_key: str | None = None,
                  ssl: ssl_module.SSLContext | None = None, max_sessions: int | None = None,
-                 warmup: bool = True):
+                 warmup: bool = True, input_timeout: float = INPUT_TIMEOUT_S):
         self.model = model
         # trials at once: --max-sessions, else the model's own attribute, else 1; READY says it
         sessions = max_sessions or int(getattr(model, "max_sessions", 1) or 1)
         self._warmup = warmup
         self.warmup_s: float | None = None  # how long the model's warm-up took (None: none)
+        self.input_timeout = input_timeout
         self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
                                 bool(getattr(model, "transcript", False)),
                                 str(getattr(model, "name", "") or type(model).__name__),
@@ -281,8 +288,12 @@ class BridgeServer:
         trial = Trial(peer=peer)
         try:
             trial, options = _query(ws.request.path if ws.request else "", peer)
+            queued = self._slots.locked()
             async with self._slots:
-                ending = await self._run(ws, trial, options, stats)
+                if queued and not await _alive(ws):  # it left while queued: no session
+                    ending = "client left while queued"
+                else:
+                    ending = await self._run(ws, trial, options, stats)
         except _TrialEnd as e:
             ending = f"{'error' if e.kind == wire.ERROR else 'ended by the model'}: {e}"
             await _send_quietly(ws, wire.frame(e.kind, str(e).encode("utf-8", "replace")))
@@ -331,11 +342,16 @@ class BridgeServer:
         pending = np.zeros(0, dtype=np.float32)  # streaming: input short of a frame
         while True:
             try:
-                kind, payload = wire.split(await ws.recv())
+                kind, payload = wire.split(await asyncio.wait_for(ws.recv(),
+                                                                  self.input_timeout))
                 if kind == wire.AUDIO:
                     x = wire.pcm(payload)
             except wire.ProtocolError as e:
                 raise _TrialEnd(str(e)) from None
+            except asyncio.TimeoutError:
+                raise _TrialEnd(f"no message from the client within {self.input_timeout:g} s "
+                                f"(the server's --input-timeout) after step {stats['steps']}"
+                                ) from None
             if kind == wire.CLOSE:
                 return "ok"
             if kind == wire.PING:
@@ -395,6 +411,15 @@ def _query(path: str, peer: str) -> tuple[Trial, dict[str, str]]:
         raise _TrialEnd(f"{wire.SEED_PARAM} must be an integer, got {seed!r}") from None
 
 
+async def _alive(ws: ServerConnection) -> bool:
+    """Does the client of a connection that waited for its slot still answer a ping?"""
+    try:
+        await asyncio.wait_for(await ws.ping(), ALIVE_TIMEOUT_S)
+    except (ConnectionClosed, asyncio.TimeoutError, RuntimeError):
+        return False
+    return True
+
+
 async def _send_quietly(ws: ServerConnection, message: bytes) -> None:
     try:
         await ws.send(message)
@@ -431,6 +456,10 @@ def parser(prog: str, description: str = "") -> argparse.ArgumentParser:
     p.add_argument("--no-warmup", action="store_true",
                    help="skip the model's warm-up (then the first trial's first step pays for "
                         "compiling: it may exceed the client's step_timeout)")
+    p.add_argument("--input-timeout", type=float, default=INPUT_TIMEOUT_S,
+                   help=f"seconds a trial waits for its client's next message before it ends "
+                        f"with ERROR (default {INPUT_TIMEOUT_S:g}): an idle client cannot hold "
+                        "the model")
     return p
 
 
@@ -447,6 +476,8 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
     if add_arguments is not None:
         add_arguments(p)
     args = p.parse_args(argv)
+    if not args.input_timeout > 0:
+        p.error(f"--input-timeout must be positive, got {args.input_timeout:g}")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.log_level != "debug":  # our line per trial says it; not two more per connection
@@ -467,7 +498,8 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
         return 2
     try:
         asyncio.run(_serve_forever(model, args.host, args.port, context, args.max_sessions,
-                                   prog, warmup=not args.no_warmup))
+                                   prog, warmup=not args.no_warmup,
+                                   input_timeout=args.input_timeout))
     except KeyboardInterrupt:
         pass
     except _CannotListen as e:
@@ -521,9 +553,9 @@ def _port_problem(prog: str, host: str, port: int) -> str | None:
 async def _serve_forever(model: Any, host: str, port: int,
                          context: ssl_module.SSLContext | None,
                          max_sessions: int | None = None, prog: str = "bridge", *,
-                         warmup: bool = True) -> None:
+                         warmup: bool = True, input_timeout: float = INPUT_TIMEOUT_S) -> None:
     server = BridgeServer(model, api_key=os.environ.get(KEY_ENV) or None, ssl=context,
-                          max_sessions=max_sessions, warmup=warmup)
+                          max_sessions=max_sessions, warmup=warmup, input_timeout=input_timeout)
     try:
         url = await server.start(host, port)  # after the model's warm-up
     except OSError as e:  # taken since the check above

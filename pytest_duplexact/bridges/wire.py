@@ -22,6 +22,12 @@ KIND_NAMES = {READY: "READY", AUDIO: "AUDIO", TEXT: "TEXT", 3: "SEQ_TRACE", 4: "
               ERROR: "ERROR", CLOSE: "CLOSE", PING: "PING", PONG: "PONG"}
 MODES = ("stepped", "streaming")
 MAX_MESSAGE = 1 << 24  # 16 MiB: minutes of float32 audio; a frame is a few KiB
+# Bounds on what a server chooses, so no READY or answer can make the client allocate without
+# limit (docs/bridge-protocol.md §3, §4): the rate of any real audio, a frame that fits one
+# message, the text of one step (stepped) or before one AUDIO (streaming).
+MIN_RATE, MAX_RATE = 8_000, 192_000
+MAX_FRAME = (MAX_MESSAGE - 1) // 4  # float32 samples after the kind byte
+MAX_TEXT = 1 << 16  # 64 KiB of TEXT per step: a model's words in one frame are a few bytes
 
 # Query parameters the client adds to every connection; never handed to a model as options.
 TRIAL_PARAM = "trial_id"  # the benchmark instance, for the server's log line
@@ -104,6 +110,12 @@ class Ready:
                 continue
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ProtocolError(f"READY {name} must be a positive integer, got {v!r}")
+        if not MIN_RATE <= self.sample_rate <= MAX_RATE:
+            raise ProtocolError(f"READY sample_rate {self.sample_rate} Hz is outside the "
+                                f"bound of {MIN_RATE}-{MAX_RATE} Hz")
+        if self.frame > MAX_FRAME:
+            raise ProtocolError(f"READY frame of {self.frame} samples is over the bound of "
+                                f"{MAX_FRAME} (one {MAX_MESSAGE}-byte message)")
 
     @property
     def frame_s(self) -> float:

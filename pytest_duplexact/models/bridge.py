@@ -30,7 +30,12 @@ scratch). A step with no answer within ``step_timeout`` is a model error naming 
 
 Key: ``DUPLEXACT_BRIDGE_API_KEY``, when set, goes as ``Authorization: Bearer`` and never over
 plain ``ws://`` to another machine (remote/netsafety.py; ``allow_insecure=true`` opts out). It
-is held masked (``Secret``), so a ``-l`` traceback cannot show it.
+is held masked (``Secret``), so a ``-l`` traceback cannot show it. Every text the server sends
+(READY, TEXT, ERROR, CLOSE payloads, a close frame's reason) is scrubbed as it is received
+(``_received``, ``_close_code``: netsafety.scrub_received), and no error is raised from inside
+the ``except`` that holds a library's exception, so neither a message, a file nor a frame's
+locals keep the raw text. What the server chooses is bounded (bridges/wire.py): READY's rate
+and frame, the TEXT of one step, and (streaming) how far its audio runs ahead of the clock.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ from websockets.sync.client import connect as sync_connect
 
 from ..bridges import wire
 from ..data.timeline import Word
-from ..remote.netsafety import Secret
+from ..remote.netsafety import BearerHeaders, Secret
 from .base import ModelError, Probed, SessionInfo, StepOutput
 from .model_options import (
     ModelConfigError,
@@ -81,6 +86,7 @@ log = logging.getLogger(__name__)
 
 LABEL = "bridge"
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"
+MAX_AHEAD_S = 120.0  # streaming: audio a server may send ahead of real time (memory bound)
 
 
 @dataclass(frozen=True)
@@ -158,8 +164,8 @@ class BridgeClient:
                 options["server_hostname"] = self.server_name
         return options
 
-    def headers(self, key: Secret | None) -> dict[str, str] | None:
-        return {"Authorization": f"Bearer {key.reveal()}"} if key is not None else None
+    def headers(self, key: Secret | None) -> BearerHeaders | None:
+        return BearerHeaders(key) if key is not None else None
 
     def key(self) -> Secret | None:
         value = os.environ.get(self.key_env)
@@ -178,8 +184,21 @@ class BridgeClient:
                              transient=frozenset({429, 502, 503, 504}), busy="server busy",
                              other=": is it a bridge server?")
 
-    def scrubbed(self, payload: bytes) -> str:
-        return scrub(wire.utf8(payload), self.key_env)
+    def scrubbed(self, payload: bytes | str) -> str:
+        return scrub(wire.utf8(payload) if isinstance(payload, bytes) else payload,
+                     self.key_env)
+
+
+_TEXTUAL = frozenset({wire.READY, wire.TEXT, wire.ERROR, wire.CLOSE})
+
+
+def _received(client: BridgeClient, message: bytes | str) -> tuple[int, bytes]:
+    """``(kind, payload)`` of a message from the server, its text already scrubbed: the raw
+    payload is never held by a caller's local (what ``pytest -l`` shows)."""
+    kind, payload = wire.split(message)
+    if kind in _TEXTUAL and payload:
+        payload = client.scrubbed(payload).encode("utf-8")
+    return kind, payload
 
 
 def _unreached(client: BridgeClient, e: Exception) -> str:
@@ -196,7 +215,7 @@ def _unreached(client: BridgeClient, e: Exception) -> str:
                 f"bridge serves ws://, use url=ws://{url.partition('://')[2]}")
     if isinstance(e, InvalidHandshake) and getattr(e, "response", None) is None:
         return (f"{client.label}: something answers at {url}, but not as a WebSocket server "
-                f"({type(e).__name__}: {e}): is it a bridge's address, and its scheme "
+                f"({type(e).__name__}: {client.scrubbed(str(e))}): is it a bridge's address, and its scheme "
                 "(ws:// or wss://) the one the bridge serves?")
     if isinstance(err, ServerUnreachable):
         return f"{err}; is the bridge running at {url}?"
@@ -231,30 +250,54 @@ def _same_ready(client: BridgeClient, probe: wire.Ready, got: wire.Ready) -> Non
 def probe(client: BridgeClient) -> wire.Ready:
     """Connect once, read READY, end the trial: how the server runs (ModelConfigError when it
     cannot be reached or refuses)."""
+    ws, why = None, None
     try:
         ws = sync_connect(client.trial_url(None), additional_headers=client.headers(
             client.key()), **client.connect_options())
     except Exception as e:
-        raise ModelConfigError(_unreached(client, e)) from None
+        why = _unreached(client, e)
+    if why is not None:  # raised here, not in the except that holds the handshake's error
+        raise ModelConfigError(why)
     try:
+        broke = None
         try:
-            kind, payload = wire.split(ws.recv(timeout=client.ready_timeout))
+            kind, payload = _received(client, ws.recv(timeout=client.ready_timeout))
         except TimeoutError:
-            raise ModelConfigError(f"{client.label}: no READY from {client.url} within "
-                                   f"{client.ready_timeout:g} s") from None
+            broke = f"no READY from {client.url} within {client.ready_timeout:g} s"
         except (ConnectionClosed, wire.ProtocolError) as e:
-            raise ModelConfigError(f"{client.label}: {client.url} closed or broke the "
-                                   f"connection before READY: {e}") from None
+            broke = (f"{client.url} closed or broke the connection before READY: "
+                     f"{_why(client, e)}")
+        if broke is not None:  # raised here, not in the except that holds the library's error
+            raise ModelConfigError(f"{client.label}: {broke}")
         try:
             return _ready_of(client, kind, payload, transient=False)
         except ModelError as e:
-            raise ModelConfigError(f"{e}{meant(client.server_options, str(e))}") from None
+            refused = f"{e}{meant(client.server_options, str(e))}"
+        raise ModelConfigError(refused)
     finally:
         try:
             ws.send(wire.frame(wire.CLOSE))
         except Exception:
             pass
         ws.close()
+
+
+def _connect_sync(client: BridgeClient, url: str, key: Secret | None
+                  ) -> tuple[Any, ModelError | None]:
+    """A blocking connection, or the error that says why not (built outside the ``except``,
+    so the handshake's exception, which may quote the server's answer, is no local of a
+    raising frame)."""
+    try:
+        return sync_connect(url, additional_headers=client.headers(key),
+                            **client.connect_options()), None
+    except Exception as e:
+        err = client.connect_failed(e)
+    return None, err
+
+
+def _why(client: BridgeClient, e: Exception) -> str:
+    """A receive's failure in words, scrubbed (a close frame's reason is the server's)."""
+    return _close_code(client, e) if isinstance(e, ConnectionClosed) else client.scrubbed(str(e))
 
 
 # --- stepped ----------------------------------------------------------------------------------
@@ -274,16 +317,19 @@ class BridgeStepped(PerSlotBatch):
         self._key = client.key()
         self._ws: Any = None
         self._k = 0
+        self._early: tuple[int, bytes] | None = None  # a message read ahead of its step
+        self._asked = False  # a frame went out whose answer has not come (an error ended it)
         self._text = TextStream(ready.frame_s)
 
     def start(self, info: SessionInfo) -> None:
         c = self.client
-        self.finish()
         try:
-            self._ws = sync_connect(c.trial_url(info), additional_headers=c.headers(self._key),
-                                    **c.connect_options())
-        except Exception as e:
-            raise c.connect_failed(e) from None
+            self.finish()
+        except ModelError:  # the previous trial's surplus is no concern of this one
+            pass
+        self._ws, err = _connect_sync(c, c.trial_url(info), self._key)
+        if err is not None:
+            raise err
         try:
             kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
                                        transient=True)
@@ -296,6 +342,7 @@ class BridgeStepped(PerSlotBatch):
                 log.debug("%s: closing after no READY: %s", c.label, e)
             raise
         self._k = 0
+        self._early, self._asked = None, False
         self._text = TextStream(self.ready.frame_s)
 
     def _recv(self, what: str, deadline: "_Deadline", option: str, *,
@@ -304,17 +351,23 @@ class BridgeStepped(PerSlotBatch):
         the way."""
         c = self.client
         while True:
+            if self._early is not None:
+                (kind, payload), self._early = self._early, None
+                return kind, payload
+            failed: ModelError | None = None
             try:
-                kind, payload = wire.split(self._ws.recv(timeout=deadline.left()))
+                kind, payload = _received(c, self._ws.recv(timeout=deadline.left()))
             except TimeoutError:
                 cls = TransientModelError if transient else ModelError
                 busy = " (the server queues trials beyond what it runs at once: more at once " \
                     "than it serves, from --duplexact-batch or -n, wait here)" \
                     if what == "READY" else ""
-                raise cls(f"{c.label}: no {what} from the server within "
-                          f"{getattr(c, option):g} s ({option}){busy}") from None
+                failed = cls(f"{c.label}: no {what} from the server within "
+                             f"{getattr(c, option):g} s ({option}){busy}")
             except (ConnectionClosed, wire.ProtocolError) as e:
-                raise _broken(c, e, f"waiting for {what}") from None
+                failed = _broken(c, e, f"waiting for {what}")
+            if failed is not None:
+                raise failed
             if kind == wire.PING:
                 try:
                     self._ws.send(wire.frame(wire.PONG, payload))
@@ -348,22 +401,52 @@ class BridgeStepped(PerSlotBatch):
         return f"step {self._k} ({self._k * self.ready.frame_s:.2f} s)"
 
     def _send(self, frame: np.ndarray) -> None:
+        if self._k:
+            self._nothing_after_the_answer()
         try:
             self._ws.send(wire.audio(frame))
         except ConnectionClosed as e:
-            raise TransientModelError(f"{self.client.label}: the connection dropped at "
-                                      f"{self._at()} ({_close_code(e)})") from None
+            why = _close_code(self.client, e)
+        else:
+            self._asked = True
+            return
+        raise TransientModelError(f"{self.client.label}: the connection dropped at "
+                                  f"{self._at()} ({why})")
+
+    def _nothing_after_the_answer(self) -> None:
+        """Before the next step goes out: a second AUDIO already there for the last step is a
+        protocol error (the steps would go out of step); anything else waits for its step. One
+        that comes later is seen a step later, or by ``finish`` (every AUDIO must answer a
+        step), so a trial with a surplus AUDIO always fails."""
+        try:
+            kind, payload = self._recv("more", _Deadline(0), "step_timeout", transient=True)
+        except TransientModelError:  # nothing there now, or a drop the next send meets
+            return
+        if kind == wire.AUDIO:
+            raise self._surplus(self._k - 1)
+        self._early = (kind, payload)
+
+    def _surplus(self, k: int) -> ModelError:
+        return ModelError(f"{self.client.label}: the server sent a second AUDIO for one "
+                          f"step, seen after its answer to step {k} ({k * self.ready.frame_s:.2f}"
+                          " s); a stepped bridge answers each step with exactly one (protocol "
+                          "error)")
 
     def _answer(self) -> StepOutput:
         c, k = self.client, self._k
         at = self._at()
         texts: list[str] = []
+        size = 0
         deadline = _Deadline(c.step_timeout)
         while True:
             kind, payload = self._recv(f"answer to {at}", deadline, "step_timeout")
             if kind == wire.AUDIO:
                 break
             if kind == wire.TEXT:
+                size += len(payload)
+                if size > wire.MAX_TEXT:
+                    raise ModelError(f"{c.label}: more than {wire.MAX_TEXT} bytes of TEXT in "
+                                     f"the answer to {at} (the bound per step)")
                 texts.append(wire.utf8(payload))
             elif kind == wire.ERROR:
                 raise ModelError(f"{c.label}: the server reported an error at {at}: "
@@ -385,25 +468,33 @@ class BridgeStepped(PerSlotBatch):
                              f"(its READY)")
         words: list[Word] = self._text.feed_text(k, "".join(texts)) \
             if self.ready.transcript else []
-        self._k = k + 1
+        self._k, self._asked = k + 1, False
         return StepOutput(audio, words)
 
     def finish(self) -> None:
-        """CLOSE, wait for the server's CLOSE (``close_timeout``), close the socket."""
+        """CLOSE, wait for the server's CLOSE (``close_timeout``), close the socket. An AUDIO
+        that comes before it answered no step: the trial's steps were out of step (a model
+        error, as in ``_nothing_after_the_answer``)."""
         ws, self._ws = self._ws, None
+        early, self._early = self._early, None
         if ws is None:
             return
+        surplus = early is not None and early[0] == wire.AUDIO
+        counting = not self._asked  # else the next AUDIO may be the unanswered step's answer
         try:
             ws.send(wire.frame(wire.CLOSE))
             deadline = _Deadline(self.client.close_timeout)
-            while deadline.left() > 0:
-                kind, _ = wire.split(ws.recv(timeout=deadline.left()))
+            while deadline.left() > 0 and not surplus:
+                kind = wire.split(ws.recv(timeout=deadline.left()))[0]
                 if kind == wire.CLOSE:
                     break
+                surplus = kind == wire.AUDIO and self._k > 0 and counting
         except Exception as e:  # a dead or silent server must not hold the instance
-            log.debug("%s: ending the trial: %s", self.client.label, e)
+            log.debug("%s: ending the trial: %s", self.client.label, type(e).__name__)
         finally:
             ws.close()
+        if surplus:
+            raise self._surplus(self._k - 1)
 
 
 class _Deadline:
@@ -418,14 +509,16 @@ def _broken(c: BridgeClient, e: Exception, where: str) -> ModelError:
     """A receive that failed: a dropped connection is transient, a broken message final."""
     if isinstance(e, ConnectionClosed):
         return TransientModelError(f"{c.label}: the connection dropped {where} "
-                                   f"({_close_code(e)})")
+                                   f"({_close_code(c, e)})")
     return ModelError(f"{c.label}: {e}, {where}")
 
 
-def _close_code(e: ConnectionClosed) -> str:
+def _close_code(c: BridgeClient, e: ConnectionClosed) -> str:
+    """A close frame in words; its reason is the server's text, scrubbed."""
     if e.rcvd is None:
         return "no close frame"
-    return f"close code {e.rcvd.code}" + (f": {e.rcvd.reason}" if e.rcvd.reason else "")
+    return f"close code {e.rcvd.code}" + (f": {c.scrubbed(e.rcvd.reason)}" if e.rcvd.reason
+                                          else "")
 
 
 # --- streaming --------------------------------------------------------------------------------
@@ -443,19 +536,25 @@ class BridgeStreaming:
 
     async def connect(self, info: SessionInfo) -> "BridgeStreamingSession":
         c = self.client
+        err: ModelError | None = None
         try:
             ws = await ws_connect(c.trial_url(info), additional_headers=c.headers(c.key()),
                                   **c.connect_options())
         except Exception as e:
-            raise c.connect_failed(e) from None
+            err = c.connect_failed(e)
+        if err is not None:  # raised outside the except that holds the handshake's error
+            raise err
         try:
             try:
-                kind, payload = wire.split(await asyncio.wait_for(ws.recv(), c.ready_timeout))
+                kind, payload = _received(c, await asyncio.wait_for(ws.recv(),
+                                                                    c.ready_timeout))
             except asyncio.TimeoutError:
-                raise TransientModelError(f"{c.label}: no READY within {c.ready_timeout:g} s "
-                                          "(ready_timeout)") from None
+                err = TransientModelError(f"{c.label}: no READY within {c.ready_timeout:g} s "
+                                          "(ready_timeout)")
             except (ConnectionClosed, wire.ProtocolError) as e:
-                raise _broken(c, e, "waiting for READY") from None
+                err = _broken(c, e, "waiting for READY")
+            if err is not None:
+                raise err
             _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=self._transient))
         except BaseException:
             await ws.close()
@@ -480,35 +579,48 @@ class BridgeStreamingSession:
         self._item: str | None = None      # the item taking audio now
         self._speaking = False             # it carries text (a word may continue)
         self._closed = False
+        self._text_bytes = 0  # TEXT since the last AUDIO (wire.MAX_TEXT)
+        self._opened = time.monotonic()
         self.usage: dict[str, float] = {"audio_in_s": 0.0, "audio_out_s": 0.0}
 
     async def send(self, pcm: np.ndarray) -> None:
         """Collect the wall-clock pieces; each whole READY frame goes out when it is due."""
         for chunk in self._chunks.push(pcm):
+            why = None
             try:
                 await self._ws.send(wire.audio(chunk))
             except ConnectionClosed as e:
+                why = _close_code(self._client, e)
+            if why is not None:
                 raise TransientModelError(f"{self._client.label}: the connection dropped "
-                                          f"mid-instance ({_close_code(e)})") from None
+                                          f"mid-instance ({why})")
             self.usage["audio_in_s"] += len(chunk) / self._model.input_sample_rate
 
     async def events(self) -> AsyncIterator[Event]:
         c = self._client
         while True:
+            failed: ModelError | None = None
             try:
-                kind, payload = wire.split(await self._ws.recv())
+                kind, payload = _received(c, await self._ws.recv())
             except (ConnectionClosed, wire.ProtocolError) as e:
                 if self._closed and isinstance(e, ConnectionClosed):
                     return
-                raise _broken(c, e, "mid-instance") from None
+                failed = _broken(c, e, "mid-instance")
+            if failed is not None:  # outside the except: its exception holds the raw reason
+                raise failed
             if kind == wire.AUDIO:
                 try:
                     audio = wire.pcm(payload)
                 except wire.ProtocolError as e:
                     raise ModelError(f"{c.label}: {e}") from None
+                self._ahead_check(len(audio))
                 for ev in self._audio(audio):
                     yield ev
             elif kind == wire.TEXT:
+                self._text_bytes += len(payload)
+                if self._text_bytes > wire.MAX_TEXT:
+                    raise ModelError(f"{c.label}: more than {wire.MAX_TEXT} bytes of TEXT "
+                                     "before one AUDIO (the bound per AUDIO)")
                 if self._model.ready.transcript:
                     self._texts.append(wire.utf8(payload))
             elif kind == wire.PING:
@@ -528,9 +640,20 @@ class BridgeStreamingSession:
                           f"(CLOSE){reason}")
             # PONG, READY again, traces: nothing to hear
 
+    def _ahead_check(self, samples: int) -> None:
+        """A server may send its audio ahead of real time, but not without bound: what it sent
+        may run at most ``MAX_AHEAD_S`` ahead of the wall clock since READY (memory)."""
+        ahead = (self.usage["audio_out_s"] + samples / self._model.output_sample_rate
+                 - (time.monotonic() - self._opened))
+        if ahead > MAX_AHEAD_S:
+            raise ModelError(f"{self._client.label}: the server sent audio more than "
+                             f"{MAX_AHEAD_S:g} s ahead of real time (the bound on buffered "
+                             "audio)")
+
     def _audio(self, audio: np.ndarray) -> list[Event]:
         out: list[Event] = []
         text, self._texts = "".join(self._texts), []
+        self._text_bytes = 0
         self.usage["audio_out_s"] += len(audio) / self._model.output_sample_rate
         new_word = bool(text) and (not self._speaking or text[0].isspace())
         if self._item is not None and (new_word or (self._speaking and not text)):

@@ -100,19 +100,17 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
 def scrub(text: Any, *key_vars: str) -> Any:
     """A provider message minus the keys in these environment variables, should a server
     ever echo one back. ``bytes`` (a raw server frame) stay bytes; anything else becomes
-    its ``str``."""
+    its ``str`` through the one scrub of received text (``netsafety.scrub_received``: also
+    every key the environment holds, bearer values and URL credentials)."""
     if isinstance(text, bytes):
         for var in key_vars:
             key = os.environ.get(var)
             if key and key.encode() in text:
                 text = text.replace(key.encode(), f"<{var}>".encode())
         return text
-    text = str(text)
-    for var in key_vars:
-        key = os.environ.get(var)
-        if key:
-            text = text.replace(key, f"<{var}>")
-    return text
+    from ..remote.netsafety import scrub_received
+
+    return scrub_received(str(text), key_vars)
 
 
 def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,

@@ -392,6 +392,12 @@ class DuplexactSession:
         pre = self._harness.prefetcher if self._harness is not None else None
         return pre.in_flight() if pre is not None else 0
 
+    def _left(self) -> set[str]:
+        """The selected instances (those pytest runs) without an outcome yet."""
+        expected = self.expected if self.expected is not None else {i.id for i in
+                                                                     self.instances}
+        return expected - {d.get("id") for d in self.outcomes.values()}
+
     def _may_start(self) -> bool:
         """May another trial start now (the prefetcher asks before it starts one)?"""
         if self.worker:
@@ -401,9 +407,11 @@ class DuplexactSession:
     def _check_budget(self) -> None:
         """After each test: once the budget says no new trial may start, stop pytest before
         the next test, unless that test's trial is already in flight (it finishes and is
-        scored first); under xdist, tell the workers and xdist's scheduler."""
+        scored first); under xdist, tell the workers and xdist's scheduler. A run with
+        nothing left is complete, not stopped: the limit passed during its last trial."""
         self.budget.record(self._billed, len(self._billed_ids))
-        if self.budget.admits(self._in_flight()) or self._pytest_session is None:
+        if not self._left() or self.budget.admits(self._in_flight()) \
+                or self._pytest_session is None:
             return
         from .spend import workers
 
@@ -478,7 +486,7 @@ class DuplexactSession:
         notes = list(self.notes)
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
-        missing = len(expected - {o.id for o in outcomes})
+        missing = len(self._left())
         if missing:  # the report is incomplete: say so in it, and how to finish it
             notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
@@ -490,6 +498,8 @@ class DuplexactSession:
                 f"limit, a preemption or a kill) after {len(outcomes):,} of {len(expected):,} "
                 f"instances; resume with pytest --duplexact-resume={self.run_dir}")
         if self.budget is not None:
+            if not missing:  # the limit passed as the last trial ran: complete, not stopped
+                self.budget.stopped = None
             if self.budget.stopped:
                 line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
                         f"instances; resume with pytest --duplexact-resume={self.run_dir}")
@@ -510,18 +520,7 @@ class DuplexactSession:
             budget=self.budget.to_dict() if self.budget is not None else None,
             baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None)
-        hook_failed = False
-        try:
-            config.hook.pytest_duplexact_report(report=report, config=config)
-        except Exception as e:  # a user's hook: its bug must not cost the measured report
-            from ..remote.netsafety import mask_secrets
-
-            hook_failed = True
-            report = report.replace(extra={})  # what it added before raising is not trusted
-            self.messages.append(
-                "duplexact: ERROR: a pytest_duplexact_report hook raised "
-                f"{type(e).__name__}: {mask_secrets(str(e))}; report.json is written without "
-                "what hooks add (extra), and the run fails")
+        report, hook_failed = self._run_report_hook(report)
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
@@ -549,11 +548,37 @@ class DuplexactSession:
         self._publish(report)
         self.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "
                              "timelines, report.json)")
-        if hook_failed and exitstatus in (0, 1):
+        if isinstance(hook_failed, KeyboardInterrupt):
+            return pytest.ExitCode.INTERRUPTED
+        if hook_failed is not None and exitstatus in (0, 1):
             return 1
         if not (run.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
         return 0 if builder.passed(report) else 1
+
+    def _run_report_hook(self, report):
+        """The report as the ``pytest_duplexact_report`` hooks leave it, with ``extra`` made
+        strict JSON (a note says what changed), and what a hook raised (None if nothing).
+        Whatever a hook does (raise anything, ``pytest.fail``, ``sys.exit``, Ctrl-C), the
+        measured report is written: a hook that raised only loses its ``extra``."""
+        from ..remote.netsafety import mask_secrets
+        from ..report.hookspec import json_safe
+
+        try:
+            self.config.hook.pytest_duplexact_report(report=report, config=self.config)
+        except BaseException as e:  # a user's hook: its bug must not cost the measured report
+            self.messages.append(
+                "duplexact: ERROR: a pytest_duplexact_report hook raised "
+                f"{type(e).__name__}: {mask_secrets(str(e))}; report.json is written without "
+                "what hooks add (extra), and the run fails")
+            return report.replace(extra={}), e  # what it added before raising: not trusted
+        extra, changed = json_safe(report.extra)
+        if not changed:
+            return report, None
+        note = ("extra (a pytest_duplexact_report hook's) was not strict JSON; written with "
+                f"{', '.join(sorted(changed))}")
+        self.messages.append(f"duplexact: WARNING: {note}")
+        return report.replace(extra=extra, notes=(*(report.notes or ()), note)), None
 
     def _publish(self, report) -> None:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub

@@ -1,7 +1,8 @@
 """``duplexact inspect SOURCE``: what a released parquet snapshot holds, per config, so a user
 can complete the mapping (docs/released-data.md): row count, columns and types, audio sample
 rates and durations, condition and corpus values with counts, and the union of metadata keys
-(nested objects as dotted keys) with an example value and how many rows have each."""
+(nested objects as dotted keys, list items indexed, ``times.pauses[0]``: the keys a mapping
+writes) with an example value and how many rows have each."""
 
 from __future__ import annotations
 
@@ -29,15 +30,22 @@ class ConfigInfo:
     bad_metadata: int = 0
 
 
+LIST_ITEMS = 16  # the items of a metadata list shown (and counted) as keys of their own
+
+
 def _flatten(obj: dict):
-    """(dotted key, leaf value) pairs; a loop, not recursion: metadata may nest deeply."""
-    stack = [(obj, "")]
+    """(key, leaf value) pairs, keys as a mapping writes them (``lookup``): nested objects
+    dotted, list items indexed (``pause_interval_sec[0]``, the first ``LIST_ITEMS``); a loop,
+    not recursion: metadata may nest deeply."""
+    stack: list = [(obj, "")]
     while stack:
         d, prefix = stack.pop()
-        for k, v in d.items():
-            key = f"{prefix}{k}"
-            if isinstance(v, dict) and v:
-                stack.append((v, key + "."))
+        items = d.items() if isinstance(d, dict) else \
+            ((f"[{i}]", v) for i, v in enumerate(d[:LIST_ITEMS]))
+        for k, v in items:
+            key = f"{prefix}{k}" if isinstance(d, list) or not prefix else f"{prefix}.{k}"
+            if isinstance(v, (dict, list)) and v:
+                stack.append((v, key))
             else:
                 yield key, v
 

@@ -85,15 +85,34 @@ def to_seconds(value: Any, unit: str, rate: float | None = None) -> float:
     raise ValueError(f"unknown unit {unit!r}; known: {', '.join(UNITS)}")
 
 
+_INDEXED = re.compile(r"([^\[\]]*)((?:\[\d+\])+)")  # name[0], name[1][2], [0]
+
+
 def lookup(meta: dict, dotted: str):
-    """meta["a"]["b"] for "a.b" (a literal "a.b" key wins); KeyError when absent."""
+    """meta["a"]["b"] for "a.b" (a literal "a.b" key wins); ``[N]`` after a part indexes a
+    JSON list, from 0: "pause_interval_sec[0]", "turns[2].start_ms", "grid[1][0]" (a key
+    spelt with its brackets still wins). KeyError when absent."""
     if dotted in meta:
         return meta[dotted]
     cur: Any = meta
     for part in dotted.split("."):
-        if not isinstance(cur, dict) or part not in cur:
+        m = _INDEXED.fullmatch(part)
+        if isinstance(cur, dict) and (part in cur or m is None):
+            if part not in cur:
+                raise KeyError(dotted)
+            cur = cur[part]
+            continue
+        if m is None:
             raise KeyError(dotted)
-        cur = cur[part]
+        name, indices = m.groups()
+        if name:
+            if not isinstance(cur, dict) or name not in cur:
+                raise KeyError(dotted)
+            cur = cur[name]
+        for index in map(int, re.findall(r"\d+", indices)):
+            if not isinstance(cur, list) or index >= len(cur):
+                raise KeyError(dotted)
+            cur = cur[index]
     return cur
 
 

@@ -3,10 +3,13 @@
 A base URL (judges, transcriber, simulator, realtime models) that is plain ``http://`` or
 ``ws://`` and names a host other than this machine would carry the key unencrypted across the
 network. That is refused unless the user opts in with ``DUPLEXACT_ALLOW_INSECURE_HTTP=1``
-(e.g. a judge server inside a trusted private network). Loopback (127.0.0.0/8, ::1,
-localhost) is always allowed: it never leaves the machine. The decision is made on the URL
-alone, before any connection. ``Secret`` holds a key masked, so no traceback, log line or
-report that mentions the holder can show it.
+(e.g. a judge server inside a trusted private network). Loopback is always allowed: it never
+leaves the machine. It is decided by address (127.0.0.0/8, ::1) and the one name the resolver
+answers from its hosts file, ``localhost``; any other name (``*.localhost`` included, which a
+resolver may send to DNS) counts as another machine. The decision is made on the URL alone,
+before any connection. ``Secret`` holds a key masked, so no traceback, log line or report that
+mentions the holder can show it; ``scrub_received`` is the one scrub of every text a server
+sent (an error, a close reason, a model's words) before it is kept anywhere.
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ _CLEAR = ("http", "ws")
 
 
 def _loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain") or \
-            host.lower().endswith(".localhost"):
+    if host.lower().rstrip(".") == "localhost":  # /etc/hosts; other names may go to DNS
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -127,6 +129,24 @@ def mask_secrets(text: str, env: dict | None = None) -> str:
         if value in text:
             text = text.replace(value, f"<{name}>")
     return _SECRET_HEADER.sub(r"\1<masked>", text)
+
+
+def scrub_received(text: str | bytes, key_vars: tuple[str, ...] = (),
+                   env: dict | None = None) -> str:
+    """What a server sent (an ERROR or close reason, a provider's error event, a model's
+    TEXT), fit to keep in a message, a file, an event or a local: decoded (bytes as UTF-8,
+    bad bytes replaced), minus the values of ``key_vars`` (however short), every key
+    ``mask_secrets`` knows and the ``user:password@`` of any URL in it. The one scrub for
+    text from the network: call it where the text is received, before anything holds it."""
+    env = os.environ if env is None else env
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    text = str(text)
+    for var in key_vars:
+        key = env.get(var)
+        if key and key in text:
+            text = text.replace(key, f"<{var}>")
+    return mask_credentials(mask_secrets(text, env))
 
 
 class MaskingFilter(logging.Filter):

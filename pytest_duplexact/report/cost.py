@@ -2,8 +2,11 @@
 transcribed seconds, the model under test's own counters) times a price table.
 
 Prices are data (``prices.toml``, overridable with ``--duplexact-prices=FILE``), never
-guessed: a service that billed something for a model without a price says so, and the
-total then says it is incomplete. Cache hits bill nothing, so a re-score costs $0.
+guessed: a service that billed something for a model without a price, or a counter its price
+does not cover, says so, and the total then says it is incomplete. A model priced by tokens
+whose server reported none is priced from the audio seconds it streamed, through the same
+``[audio_rates]`` the estimate uses (``from_audio``), so its spend is never counted as 0.
+Cache hits bill nothing, so a re-score costs $0.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from pathlib import Path
 # usage counters that are counts of things, not billed quantities
 _NOT_BILLED = {"requests", "calls", "cache_hits", "errors", "retries", "invalid_answers",
                "responses", "sessions"}
+
+
+_AUDIO_SECONDS = ("audio_in_s", "audio_out_s")  # what every streaming session meters
 
 
 class PriceError(ValueError):
@@ -79,8 +85,19 @@ def estimate(usage: dict, prices: dict) -> dict:
                                        "--duplexact-prices)"}
             continue
         cost = sum(v * entry[k] for k, v in billed.items() if k in entry)
-        unpriced = sorted(k for k in billed if k not in entry)
+        rates = {k: r for k, r in prices.get("audio_rates", {}).get(model_key(model), {}).items()
+                 if k in entry}
+        from_audio = sorted(rates) if rates and not any(k in billed for k in rates) else []
+        for counter in from_audio:  # no token usage reported: price the seconds it stands for
+            seconds = billed.get(f"audio_{rates[counter]['audio']}_s", 0.0)
+            cost += seconds * float(rates[counter]["per_s"]) * entry[counter]
+        # with [audio_rates], audio seconds are priced through the tokens they make
+        unpriced = sorted(k for k in billed if k not in entry
+                          and not (rates and k in _AUDIO_SECONDS))
+        if unpriced:
+            complete = False
         services[label] = {"model": model, "cost": round(cost, 6),
+                           **({"from_audio": from_audio} if from_audio else {}),
                            **({"unpriced": unpriced} if unpriced else {})}
         total += cost
     return {"currency": prices.get("currency", "USD"), "as_of": prices.get("as_of"),
@@ -96,7 +113,9 @@ def describe(cost: dict) -> list[str]:
         if s["cost"] is None:
             lines.append(f"  {label.replace('_', ' ')}: {s['note']}")
         else:
-            extra = f" (not priced: {', '.join(s['unpriced'])})" if s.get("unpriced") else ""
+            extra = (" (from audio seconds: no token usage reported)" if s.get("from_audio")
+                     else "")
+            extra += f" (not priced: {', '.join(s['unpriced'])})" if s.get("unpriced") else ""
             lines.append(f"  {label.replace('_', ' ')}: {s['cost']:.4f} {cur}{extra}")
     head = (f"Estimated cost: {cost['total']:.4f} {cur}"
             + ("" if cost["complete"] else " + unpriced services")

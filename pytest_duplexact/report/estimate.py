@@ -134,7 +134,8 @@ def _from_audio(svc: Service, prices: dict, work: Workload) -> dict:
     unknown = []
     for counter, price in entry.items():
         if counter not in rates:
-            unknown.append(counter)
+            if price:  # a zero price (a sum of priced parts) changes no estimate
+                unknown.append(counter)
             continue
         direction, per_s = rates[counter]
         if direction == "in":

@@ -39,7 +39,7 @@ def run_steps(url: str, frames: Sequence[np.ndarray], query: str = "",
     with connect(f"{url}/?{query}", max_size=None) as ws:
         kind, payload = wire.split(ws.recv(timeout=timeout))
         if kind == wire.ERROR:
-            return Steps(wire.Ready("stepped", 1, 1, False), error=wire.utf8(payload))
+            return Steps(wire.Ready("stepped", wire.MIN_RATE, 1, False), error=wire.utf8(payload))
         assert kind == wire.READY, kind
         out = Steps(wire.parse_ready(payload))
         for k, frame in enumerate(frames):

@@ -191,3 +191,54 @@ def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeyp
     assert seconds == pytest.approx(expected, rel=0.05)
     assert rep["measured"]["cost"] == spent and rep["measured"]["instances"] == 2
     assert "duplexact: estimate: 3 instances" in out
+
+
+# the budget's clock jumps an hour each time a finished test's usage is recorded (after its
+# trial ran, before the budget decides whether another may start)
+_JUMPING_CLOCK = """
+import time
+
+import pytest_duplexact.report.budget as budget
+
+jumped = [0.0]
+
+
+class Clock:
+    @staticmethod
+    def monotonic():
+        return time.monotonic() + jumped[0]
+
+
+def record(self, *args, _record=budget.Budget.record):
+    jumped[0] += 3600
+    return _record(self, *args)
+
+
+budget.time = Clock
+budget.Budget.record = record
+"""
+
+
+@pytest.mark.parametrize("limit, left", [(1, False), (3, True)], ids=["complete", "left"])
+def test_the_wall_budget_stops_only_when_something_is_left(pytester, limit, left):
+    """The wall-time limit passed during the last instance: the run is complete, exits 0
+    and asks for no resume (issue 32 item 5); passed with an instance to go, it stops (the
+    trial already in flight, prefetched, is finished first)."""
+    pytester.makeconftest(_JUMPING_CLOCK)
+    res = pytester.runpytest_subprocess(
+        "--duplexact-model=silent", "--duplexact-condition=wait.inter_sentential_pause",
+        f"--duplexact-limit={limit}", "--duplexact-max-wall=1h", "--duplexact-run-dir=run",
+        "-p", "no:cacheprovider", timeout=300)
+    out = res.stdout.str()
+    rep = read_report(pytester.path / "run")
+    done = rep["totals"]["instances"]
+    assert (1 <= done < limit) if left else done == limit, out
+    if left:
+        assert res.ret == pytest.ExitCode.INTERRUPTED, out
+        assert rep["budget"]["stopped"] == "wall-time limit of 1.0 h reached"
+        assert "--duplexact-resume=" in out
+    else:
+        assert res.ret == 0, out
+        assert rep["budget"]["stopped"] is None
+        assert "resume" not in out and "Interrupted" not in out
+        assert not any("resume" in n for n in rep.get("notes", []))

@@ -15,7 +15,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.instance import load_dataset
@@ -200,4 +200,52 @@ def test_any_metadata_converts_or_names_the_row(raw):
         root = resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
         assert "wait-ok" in {i.id for i in load_dataset(root, requires=requires).instances}
         assert resolve_data(f"hf:{snap}", mapping, skip_unmappable=True) == root  # reused
+        _every_entry_loads(cache)
+
+
+# --- list indices in mapping keys (issue 32 item 15) ------------------------------------------
+
+plain_keys = st.text("abcxyz_", min_size=1, max_size=3)
+nested = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+    | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(plain_keys, inner, max_size=3),
+    max_leaves=16)
+
+
+@_fuzz(300)
+@given(st.dictionaries(plain_keys, nested, max_size=4))
+def test_every_key_inspect_shows_is_one_the_mapping_reaches(meta):
+    """What ``duplexact inspect`` lists (dotted objects, indexed lists, down to the leaves) is
+    exactly what ``lookup`` finds: a user copies a key from its output into the mapping."""
+    from pytest_duplexact.released.inspect import _flatten
+    from pytest_duplexact.released.mapping import lookup
+
+    for key, value in _flatten(meta):
+        assert lookup(meta, key) == value
+        assert not (isinstance(value, (list, dict)) and value), key  # down to the leaves
+
+
+@_fuzz(30)
+@given(st.lists(json_values | st.floats(-1e4, 2e3), max_size=4), st.integers(0, 5),
+       st.integers(0, 5))
+@example([100.0, 900.0], 0, 1)
+def test_indexed_keys_into_any_list_convert_or_name_the_row(interval, start, end):
+    with tempfile.TemporaryDirectory() as d, _fresh_cache() as cache:
+        snap, mapping = Path(d) / "snap", Path(d) / "m.toml"
+        write_rows(snap, [wait_row("ok"), wait_row("fz", times={}, interval=interval)])
+        mapping.write_text(TEST_MAPPING.replace(
+            '"times.user_onset_ms", unit = "ms" }]',
+            f'"times.user_onset_ms", unit = "ms" }}, {{ key = "interval[{start}]", '
+            'unit = "ms" }]').replace(
+            '"times.user_offset_ms", unit = "ms" }]',
+            f'"times.user_offset_ms", unit = "ms" }}, {{ key = "interval[{end}]", '
+            'unit = "ms" }]'))
+        try:
+            ids = {i.id for i in load_dataset(resolve_data(f"hf:{snap}", mapping),
+                                              requires=requires).instances}
+            assert ids == {"wait-ok", "wait-fz"}
+        except ReleasedDataError as e:
+            msg = str(e)
+            assert "cannot place 1 of 2 row(s)" in msg and f"({WAIT_FILE} row 1)" in msg, msg
         _every_entry_loads(cache)

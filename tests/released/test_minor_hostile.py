@@ -34,3 +34,32 @@ def test_inspect_names_unreadable_audio(tmp_path):
     text = render(Snapshot(tmp_path, "x", None, {}, {}), [info])
     assert "audio audio: no readable clip: 3 unreadable" in text
     assert "empty in all 0 rows" not in text
+
+
+def test_a_list_in_metadata_is_placed_by_index_and_inspect_names_the_indexed_keys(tmp_path,
+                                                                                  capsys,
+                                                                                  monkeypatch):
+    """``"pause_interval_ms": [onset, offset]``: the mapping reaches each end by index, and
+    ``duplexact inspect`` shows the keys it would write (issue 32 item 15)."""
+    from pytest_duplexact.cli import main
+    from pytest_duplexact.data.instance import load_dataset
+    from pytest_duplexact.released import resolve_data
+    from pytest_duplexact.rules import requires
+    from tests.released.snapshot_builder import wait_row, write_rows
+
+    snap = tmp_path / "snap"
+    row = wait_row("listed", times={}, user_interval_ms=[100, 900])
+    write_rows(snap, [row])
+    mapping = tmp_path / "m.toml"
+    mapping.write_text('[annotations]\n'
+                       'user_start = [{ key = "user_interval_ms[0]", unit = "ms" }]\n'
+                       'user_end = [{ key = "user_interval_ms[1]", unit = "ms" }]\n'
+                       '[text]\nuser = ["transcript"]\n[id]\nkeys = ["sample_id"]\n')
+    monkeypatch.setenv("DUPLEXACT_CACHE_DIR", str(tmp_path / "cache"))
+    (inst,) = load_dataset(resolve_data(f"hf:{snap}", mapping), requires=requires).instances
+    assert (inst.annotations.user_start, inst.annotations.user_end) == (0.1, 0.9)
+    capsys.readouterr()
+    assert main(["inspect", f"hf:{snap}", "--mapping", str(mapping)]) == 0
+    out = capsys.readouterr().out
+    assert "    user_interval_ms[0]: 1/1 rows, e.g. 100" in out
+    assert "    user_interval_ms[1]: 1/1 rows, e.g. 900" in out

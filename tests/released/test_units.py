@@ -50,6 +50,23 @@ def test_dotted_lookup_and_literal_keys():
         lookup(meta, "c.x")
 
 
+def test_list_indices_in_mapping_keys():
+    """Issue 32 item 15: metadata that stores an interval as a list can be placed."""
+    meta = {"pause_interval_sec": [1.2, 2.0], "turns": [{"start_ms": 5}, {"start_ms": 9}],
+            "grid": [[0, 1], [2, 3]], "odd[0]": "literal", "t": {"x[1]": "nested literal"}}
+    assert lookup(meta, "pause_interval_sec[0]") == 1.2
+    assert lookup(meta, "pause_interval_sec[1]") == 2.0
+    assert lookup(meta, "turns[1].start_ms") == 9
+    assert lookup(meta, "grid[1][0]") == 2
+    assert lookup(meta, "odd[0]") == "literal"  # a key spelt with its brackets wins
+    assert lookup(meta, "t.x[1]") == "nested literal"
+    for absent in ("pause_interval_sec[2]", "pause_interval_sec[-1]", "turns[0].end_ms",
+                   "turns.start_ms", "grid[0][5]", "t[0]", "pause_interval_sec[x]",
+                   "pause_interval_sec[99999999999999999999]"):
+        with pytest.raises(KeyError):
+            lookup(meta, absent)
+
+
 def test_condition_and_scenario_spellings():
     m = load_mapping()
     assert m.condition("wait", "Inter-Sentential Pause") == "inter_sentential_pause"

@@ -11,7 +11,7 @@ from pytest_duplexact.remote.netsafety import ENV_ALLOW, insecure_url_problem
 @pytest.mark.parametrize("url", [
     None, "", "https://api.openai.com/v1", "wss://api.x.ai/v1/realtime",
     "http://127.0.0.1:8000/v1", "http://127.9.9.9/v1", "http://localhost:11434/v1",
-    "ws://[::1]:9000/realtime", "http://judge.localhost/v1",
+    "ws://[::1]:9000/realtime", "http://localhost./v1",
 ])
 def test_allowed(url):
     assert insecure_url_problem(url, "base URL", env={}) is None
@@ -20,6 +20,8 @@ def test_allowed(url):
 @pytest.mark.parametrize("url", [
     "http://10.0.0.5:8000/v1", "http://judge.example.com/v1", "ws://192.168.1.20/realtime",
     "HTTP://Judge.Example.com/v1", "http://[2001:db8::1]/v1", "http://127.0.0.1.nip.io/v1",
+    # a *.localhost name is resolved through DNS by glibc here: loopback is an address
+    "http://judge.localhost/v1", "ws://gpu.localhost:8765", "http://localhost.localdomain/v1",
 ])
 def test_refused_with_the_way_out(url):
     problem = insecure_url_problem(url, "--duplexact-judge-base-url", env={})
@@ -88,3 +90,18 @@ def test_mask_secrets_covers_key_variables_and_header_values():
     text = "xai-0123456789 hf_abcdefghij /usr/bin:/bin abc x-goog-api-key: AIzaSECRET"
     assert mask_secrets(text, env) == ("<XAI_API_KEY> <HF_TOKEN> /usr/bin:/bin abc "
                                        "x-goog-api-key: <masked>")
+
+
+def test_scrub_received_masks_every_kind_of_secret_in_one_place():
+    """The one scrub of text from the network: the named key however short, any key-named
+    variable's value, a bearer value and URL credentials; bytes decoded."""
+    from pytest_duplexact.remote.netsafety import scrub_received
+
+    env = {"MY_BRIDGE_KEY": "k3y", "OPENAI_API_KEY": "sk-live-12345678"}
+    raw = (b"bad header Bearer abc.def; key k3y, sk-live-12345678 at "
+           b"wss://user:hunter2@gpu:8765/x \xff")
+    out = scrub_received(raw, ("MY_BRIDGE_KEY",), env=env)
+    for secret in ("abc.def", "k3y", "sk-live-12345678", "hunter2"):
+        assert secret not in out
+    assert out == ("bad header Bearer <masked>; key <MY_BRIDGE_KEY>, <OPENAI_API_KEY> at "
+                   "wss://***@gpu:8765/x \ufffd")

@@ -22,7 +22,8 @@ def test_known_prices_are_summed_and_unknown_models_say_so():
     est = cost.estimate(USAGE, cost.load_prices())
     s = est["services"]
     assert s["model"]["cost"] == pytest.approx(1000 * 32e-6 + 500 * 64e-6)
-    assert s["model"]["unpriced"] == ["audio_in_s", "input_tokens"]
+    # audio seconds are priced through the audio tokens, input_tokens is their sum (price 0)
+    assert "unpriced" not in s["model"]
     assert s["transcriber"]["cost"] == pytest.approx(0.006)  # one minute of whisper-1
     assert s["text_judge"]["cost"] is None and "no price for 'gpt-5.4'" in s["text_judge"]["note"]
     assert s["simulator"] == {"model": "rule", "cost": 0.0, "note": "nothing billed"}
@@ -60,3 +61,47 @@ def test_markdown_shows_the_cost():
     rep["cost"] = cost.estimate(USAGE, cost.load_prices())
     text = markdown.render(rep)
     assert "### Cost" in text and "Estimated cost: 0.0700 USD + unpriced services" in text
+
+
+# what a realtime session reports: OpenAI's response.usage, flattened (models/openai_realtime.py)
+FULL_REALTIME = {"model": "gpt-realtime", "sessions": 1, "responses": 2, "audio_in_s": 10.0,
+                 "audio_out_s": 4.0, "total_tokens": 300, "input_tokens": 200,
+                 "output_tokens": 100, "input_token_details.text_tokens": 20,
+                 "input_token_details.audio_tokens": 180,
+                 "input_token_details.cached_tokens": 50,
+                 "input_token_details.cached_tokens_details.text_tokens": 10,
+                 "input_token_details.cached_tokens_details.audio_tokens": 40,
+                 "output_token_details.text_tokens": 20, "output_token_details.audio_tokens": 80}
+
+
+def test_a_realtime_session_with_its_token_usage_is_priced_completely():
+    est = cost.estimate({"model": FULL_REALTIME}, cost.load_prices())
+    assert est["complete"] and "unpriced" not in est["services"]["model"]
+    assert est["total"] == pytest.approx(20 * 4e-6 + 180 * 32e-6 + 20 * 16e-6 + 80 * 64e-6)
+
+
+def test_a_server_that_reports_no_tokens_is_priced_from_its_audio_seconds():
+    """Issue 32 item 14: the spend was 0 (the tokens were absent), so a budget never stopped;
+    now the seconds are priced through [audio_rates], as the estimate prices them."""
+    from pytest_duplexact.report.budget import Budget
+
+    usage = {"model": {"model": "gpt-realtime", "sessions": 1, "responses": 2,
+                       "audio_in_s": 10.0, "audio_out_s": 4.0}}
+    est = cost.estimate(usage, cost.load_prices())
+    s = est["services"]["model"]
+    assert s["cost"] == pytest.approx(10 * 10 * 32e-6 + 4 * 20 * 64e-6)
+    assert s["from_audio"] == ["input_token_details.audio_tokens",
+                               "output_token_details.audio_tokens"]
+    assert est["complete"]
+    assert "from audio seconds: no token usage reported" in cost.describe(est)[1]
+    budget = Budget(0.005, None, cost.load_prices())
+    budget.record(usage, finished=1)
+    assert budget.spent == pytest.approx(s["cost"]) and not budget.admits(0)
+
+
+def test_complete_is_false_while_any_billed_counter_is_unpriced():
+    usage = {"model": {**FULL_REALTIME, "output_token_details.music_tokens": 5}}
+    est = cost.estimate(usage, cost.load_prices())
+    assert est["services"]["model"]["unpriced"] == ["output_token_details.music_tokens"]
+    assert est["complete"] is False
+    assert cost.describe(est)[0].endswith("+ unpriced services (prices: bundled, as of 2025-08)")

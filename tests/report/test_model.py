@@ -137,3 +137,53 @@ def test_build_is_build_report_plus_the_run_sections():
     assert not passed(report)  # 5 of 6 < 90%
     assert lookup(report)("wait", None, "I")[0] == pytest.approx(5 / 6)
     assert isinstance(report.summary, Summary) and report.summary.corpora == {}
+
+
+@pytest.mark.parametrize("added, written, changed", [
+    ("np.int64(5)", 5, "numpy values as plain numbers and lists"),
+    ("np.arange(3)", [0, 1, 2], "numpy values as plain numbers and lists"),
+    ("{'b', 'a'}", ["a", "b"], "sets as sorted lists"),
+    ("{1: 'one', (2, 3): 'pair'}", {"1": "one", "(2, 3)": "pair"},
+     "keys that are not strings as strings"),
+    ("[float('nan'), float('inf'), 1.5]", [None, None, 1.5], "NaN and infinity as null"),
+    ("ValueError(2)", "ValueError(2)", "other values (ValueError) as their repr"),
+])
+def test_extra_that_is_not_strict_json_is_written_json_safe_with_a_note(pytester, added,
+                                                                       written, changed):
+    """report.json is always written, and always strict JSON (issue 32 item 6)."""
+    pytester.makeconftest(
+        "import numpy as np\nimport pytest\n\n"
+        "@pytest.hookimpl(optionalhook=True)\n"
+        "def pytest_duplexact_report(report, config):\n"
+        f"    report.extra['x'] = {added}\n")
+    args = [a.replace("take_turn.immediate", "wait.inter_sentential_pause") for a in RUN]
+    result = pytester.runpytest(*args, "--duplexact-run-dir=run")
+    assert result.ret == 0, result.stdout.str()
+    text = (pytester.path / "run" / "report.json").read_text(encoding="utf-8")
+    stored = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert stored["extra"] == {"x": written}
+    assert any(changed in n for n in stored["notes"]), stored["notes"]
+    assert f"duplexact: WARNING: extra (a pytest_duplexact_report hook's) was not strict " \
+           f"JSON; written with {changed}" in result.stdout.str()
+
+
+@pytest.mark.parametrize("raises, name, status", [
+    ("pytest.fail('no BUILD_ID')", "Failed: no BUILD_ID", 1),
+    ("sys.exit(3)", "SystemExit: 3", 1),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt: ", 2),
+])
+def test_a_hook_that_fails_exits_or_is_interrupted_still_leaves_report_json(pytester, raises,
+                                                                          name, status):
+    pytester.makeconftest(
+        "import sys\nimport pytest\n\n"
+        "@pytest.hookimpl(optionalhook=True)\n"
+        "def pytest_duplexact_report(report, config):\n"
+        "    report.extra['half'] = 1\n"
+        f"    {raises}\n")
+    args = [a.replace("take_turn.immediate", "wait.inter_sentential_pause") for a in RUN]
+    result = pytester.runpytest_subprocess(*args, "--duplexact-run-dir=run", timeout=300)
+    assert result.ret == status, result.stdout.str()
+    assert (f"duplexact: ERROR: a pytest_duplexact_report hook raised {name}; report.json is "
+            "written without what hooks add (extra)") in result.stdout.str()
+    stored = json.loads((pytester.path / "run" / "report.json").read_text(encoding="utf-8"))
+    assert stored["totals"]["instances"] == 1 and "extra" not in stored
