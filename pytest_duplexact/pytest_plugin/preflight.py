@@ -79,6 +79,10 @@ def check_baseline(run: RunConfig) -> str | None:
             raise pytest.UsageError(f"{flag}: {e}") from None
     run.need("baseline-alpha")
     try:
+        check_option(None, run.baseline_alpha)
+    except BaselineError as e:  # the option that is wrong, not the baseline's
+        raise pytest.UsageError(f"--duplexact-baseline-alpha: {e}") from None
+    try:
         check_option(path, run.baseline_alpha)
     except BaselineError as e:
         raise pytest.UsageError(f"{flag}: {e}") from None

@@ -173,7 +173,7 @@ class DuplexactSession:
         """Built on first use (in the first test's setup), so a usage error in the model's
         wiring is reported by pytest, and collection-only runs build nothing."""
         if self._harness is None:
-            knobs = self.run_config.knobs()  # a bad number errors each test, as it always did
+            knobs = self.run_config.knobs()  # checked at configure (config.LIMITS)
             if self._build_error is not None:  # said once, with its traceback, already
                 raise ModelBuildError(self._build_error) from None
             try:
