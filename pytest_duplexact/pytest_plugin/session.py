@@ -24,13 +24,14 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
+from ..models.base import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
-from ..run.rundir import RunDir, write_json
+from ..run.rundir import ERROR_FILE, RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
-from . import configure, preflight
+from . import configure, model_errors, preflight
 from .config import RunConfig
 
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
@@ -313,6 +314,20 @@ class DuplexactSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem) -> None:
         self._next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """A model error's report, short (model_errors.py): the outcome stays an error."""
+        report = yield
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(exc, ModelError) and report.failed and model_errors.wanted(self.config):
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            inst = params.get("duplexact_instance")
+            error_file = RunDir(self.run_dir).instance(inst.id) / ERROR_FILE \
+                if inst is not None else None
+            report.longrepr = model_errors.short_report(exc, error_file,
+                                                        self.run_config.invocation_dir)
+        return report
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
