@@ -319,7 +319,7 @@ def _paper_section(report: Report) -> str:
 def _baseline_section(b: dict, in_report: bool = True) -> str:
     """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
     which shows the verdict, warnings and flips itself) leaves those out."""
-    from .baseline import against, change_text
+    from .baseline import against, change_text, newly_measured_line, power_lines, verdict
 
     out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>'] \
         if in_report else []
@@ -335,9 +335,7 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
         rows.append([r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                      f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
                      change_text(r), f"{r['p_value']:.2g}",
-                     f"{r['p_adjusted']:.2g}", r["test"],
-                     "DROPPED" if r["dropped"] else ("lower, within chance"
-                                                     if r["delta"] < 0 else "")])
+                     f"{r['p_adjusted']:.2g}", r["test"], verdict(r, b["alpha"])])
         classes.append("mine" if r["dropped"] else "")
     if rows:
         out.append(_table(["Comparison", "baseline % (n)", "this run % (n)",
@@ -345,6 +343,9 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
                            "verdict"], rows, classes))
     for s in b.get("not_compared", []):
         out.append(f'<p class="muted">{_esc(s["target"])}: {_esc(s["why"])}</p>')
+    for line in power_lines(b) + [newly_measured_line(b) or ""]:
+        if line:
+            out.append(f'<p class="muted">{_esc(line)}</p>')
     if b.get("flips") and in_report:
         out.append(f"<p>{len(b['flips'])} instance(s) flipped; <code>duplexact compare "
                    "BASELINE.json THIS.json --html</code> shows each with both runs' lanes and "
