@@ -394,7 +394,7 @@ class DuplexactSession:
             return
         from .spend import workers
 
-        reason = f"duplexact: {self.budget.stopped}"
+        reason = "duplexact: the budget stopped the run (its note above says how to resume)"
         if workers(self.config) > 1:
             try:
                 write_json(self._stop_file, {"reason": self.budget.stopped})
@@ -418,6 +418,7 @@ class DuplexactSession:
         if not self.worker and tr is not None:  # shown before the long run starts
             for line in self.notices + self.messages:
                 tr.write_line(line)
+            self.messages.clear()  # said once (resume); the summary adds what comes later
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
@@ -463,17 +464,19 @@ class DuplexactSession:
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
         missing = len(expected - {o.id for o in outcomes})
-        if missing:  # the report is incomplete: say so in it, and how to finish it
+        stopped = self.budget is not None and self.budget.stopped
+        if stopped:  # one line says why the report is incomplete and how to finish it
+            notes.append(f"{self.budget.stopped} after {len(outcomes):,} of "
+                         f"{len(expected):,} instances; resume with pytest "
+                         f"--duplexact-resume={self.run_dir}" + (
+                             f" ({missing:,} selected instance(s) have no outcome)"
+                             if missing else ""))
+        elif missing:  # the report is incomplete: say so in it, and how to finish it
             notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"pytest --duplexact-resume={self.run_dir} runs them")
         if self.budget is not None:
-            if self.budget.stopped:
-                line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
-                        f"instances; resume with pytest --duplexact-resume={self.run_dir}")
-                notes.append(line)
-                self.messages.append(f"duplexact: {line}")
             try:
                 self._stop_file.unlink()
             except OSError:
