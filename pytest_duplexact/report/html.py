@@ -117,7 +117,8 @@ tr.mine td{background:#fff7e0;font-weight:600}
 .chart svg{max-width:100%;height:auto}
 .failure{border:1px solid #ddd;border-radius:4px;margin:14px 0;padding:8px 12px}
 .failure h3{margin:0 0 4px;font-size:15px} .failure .reason{margin:2px 0}
-.failure audio{height:32px;vertical-align:middle;margin-right:14px}
+.failure audio{height:32px;vertical-align:middle}
+.track{display:inline-flex;align-items:center;gap:4px;white-space:nowrap;margin-right:14px}
 .lanes{max-width:100%;height:auto;display:block;margin-top:6px}
 .lane-label{font-size:11px;fill:#333} .seg-text{font-size:10px;fill:#fff}
 .tick{font-size:10px;fill:#444} .muted{color:#777}
@@ -365,7 +366,7 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
         else:
             continue
         preload = "metadata" if embedded else "none"
-        players.append(f'<label>{name} <audio controls preload="{preload}" '
+        players.append(f'<label class="track">{name} <audio controls preload="{preload}" '
                        f'src="{_esc(src)}"></audio></label>')
     if players:
         parts.append("<div>" + "".join(players) + "</div>")

@@ -5,6 +5,7 @@ listed as newly measured, and the header names A before B."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +67,54 @@ def test_conditions_only_in_b_are_newly_measured(runs):
             "wait.inter_sentential_pause.I 100.0% (n 1)") in out
     assert "not compared: wait" not in out  # said once, as what it is
     assert out.splitlines()[0].startswith("A: a/report.json")
+
+
+LAYOUT_PROBE = """<script>
+window.addEventListener('load', () => {
+  const out = [];
+  for (const label of document.querySelectorAll('.pair label')) {
+    const r = document.createRange();
+    r.selectNodeContents(label.firstChild);
+    const t = r.getBoundingClientRect(), a = label.querySelector('audio').getBoundingClientRect();
+    out.push({text: label.firstChild.textContent.trim(),
+              beside: t.top < a.bottom && t.bottom > a.top && t.right <= a.left + 1});
+  }
+  const pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def test_each_player_s_label_stays_beside_its_player(runs, tmp_path):
+    """The flip card's "output" label wrapped onto the line of the input player (in a
+    half-page column both players do not fit on one line): each label now sits beside its
+    own player, in a real browser at a laptop's width."""
+    import json
+    import re
+    import subprocess
+
+    from tests.report.test_chromium import CHROMIUM, FLAGS
+
+    if not Path(CHROMIUM).is_file():
+        pytest.skip("headless Chromium not installed (Debian: apt-get install -y chromium)")
+    where, _ = runs
+    res = subprocess.run([sys.executable, "-m", "pytest_duplexact.cli", "compare",
+                          "a/report.json", "b/report.json", "--html", "page.html", "--audio",
+                          "link"], cwd=where, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    page = (where / "page.html").read_text()
+    assert "<h1>DuplexAct comparison: A oracle vs B silent</h1>" in page  # A first, as typed
+    probe = where / "probe.html"
+    probe.write_text(page.replace("</body>", LAYOUT_PROBE + "</body>"))
+    got = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
+                          "--window-size=1280,900", "--virtual-time-budget=5000",
+                          "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', got.stdout, re.S)
+    assert m, got.stderr[-2000:]
+    labels = json.loads(m.group(1).replace("&quot;", '"'))
+    assert len(labels) == 3 * 2 * 2  # 3 flips, both runs, input and output
+    assert {lab["text"] for lab in labels} == {"input", "output"}
+    assert all(lab["beside"] for lab in labels), labels
