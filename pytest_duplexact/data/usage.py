@@ -112,11 +112,27 @@ def _fmt(v) -> str:
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
+def _counts(vals: dict) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in vals.items()
+                     if k != "model" and _number(v))
+
+
+def all_local(usage: dict) -> bool:
+    """No service of the run counted anything: each ran on this machine, none was called."""
+    return not any(_counts(vals) for vals in usage.values())
+
+
 def describe(usage: dict) -> list[str]:
-    lines = []
+    """The services' lines; a run whose services were all local gets one line, not a list
+    under a heading that promises remote ones."""
+    if all_local(usage):
+        names = ", ".join(f"{label.replace('_', ' ')} {vals.get('model')}"
+                          for label, vals in usage.items())
+        return [f"Services: {names} (all local: no remote calls, nothing to pay)"]
+    lines = ["Remote services (models used, calls, cache):"]
     for label, vals in usage.items():
-        counts = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in vals.items()
-                           if k != "model" and _number(v))
+        counts = _counts(vals)
         lines.append(f"  {label.replace('_', ' ')}: {vals.get('model')}"
                      + (f" ({counts})" if counts else " (local, no calls)"))
     return lines
+

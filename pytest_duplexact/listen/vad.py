@@ -12,8 +12,12 @@ seconds from its first sample. Four steps, split so each can be measured and tes
    edges to 32 ms frames, misses unvoiced onsets and holds on ~50-150 ms after speech.
 4. ``attach_islands``: a word silero scored below threshold right next to a span (a short
    interjection before a pause) is added as a span of its own (pure).
+5. ``is_tone``: a span that is a tone (a sine, a beep, a siren: in most of its frames nearly
+   all the energy within +-62 Hz of one frequency) is dropped: tones are not speech. Silero
+   alone scores some as speech (the first 0.35 s of a 220 Hz sine, a tone amplitude-modulated
+   at a syllable rate in full), and a model that beeped passed take_turn there (pure).
 
-Steps 2-4 are ``postprocess``. Audio that never rises above ``SILENCE_DBFS`` is silent
+Steps 2-5 are ``postprocess``. Audio that never rises above ``SILENCE_DBFS`` is silent
 without running the network, and inside a recording the network skips quiet stretches more
 than ``skip_quiet_ms`` from louder audio (an output track is mostly silence; on the bundled
 fixtures and the built-in models' outputs the segments are the same as with every frame run:
@@ -388,15 +392,39 @@ def _disjoint(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+# A frame's share of energy within +-2 FFT bins (+-62 Hz) of its peak: a tone's is about 1.0;
+# voiced speech spreads over harmonics and formants (at most 0.72, the median over a span's
+# frames, on every span of the bundled fixtures and the built-in reply).
+TONE_SHARE = 0.95
+
+
+def is_tone(x: np.ndarray) -> bool:
+    """Whether 16 kHz audio ``x`` (one span) is a tone rather than speech: the median over its
+    audible 32 ms frames of the energy share near each frame's spectral peak is at least
+    ``TONE_SHARE`` (a frame at a time, so a sweeping tone counts too)."""
+    if len(x) < FRAME:
+        x = np.pad(x, (0, FRAME - len(x)))
+    frames = np.lib.stride_tricks.sliding_window_view(x, FRAME)[::FRAME // 2]
+    power = np.abs(np.fft.rfft(frames * np.hanning(FRAME), axis=1)) ** 2
+    energy = power.sum(axis=1)
+    power, energy = power[energy > energy.max() * 1e-3], energy[energy > energy.max() * 1e-3]
+    if not len(energy):
+        return False
+    bins = np.arange(power.shape[1])
+    near = np.abs(bins[None, :] - power.argmax(axis=1)[:, None]) <= 2
+    return float(np.median((power * near).sum(axis=1) / energy)) >= TONE_SHARE
+
+
 def postprocess(x: np.ndarray, probs: np.ndarray,
                 params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
-    """Silero's frame probabilities -> refined speech spans in samples (steps 2-4 of the module
+    """Silero's frame probabilities -> refined speech spans in samples (steps 2-5 of the module
     doc); pure, so a benchmark can try parameters on one network pass."""
     spans = spans_from_probabilities(probs, len(x), params)
     spans = refine_edges(x, spans, params.refine_onset_ms, params.refine_offset_ms)
     if params.refine_onset_ms > 0 or params.refine_offset_ms > 0:
         spans = extend_in_noise(x, spans)
-    return attach_islands(x, spans, probs, params.attach_ms)
+    spans = attach_islands(x, spans, probs, params.attach_ms)
+    return [(s, e) for s, e in spans if not is_tone(x[s:e])]
 
 
 @functools.lru_cache(maxsize=4)

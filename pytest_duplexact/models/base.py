@@ -43,7 +43,8 @@ class StepOutput:
 
     ``audio``: exactly one output frame (``frame_size`` samples at the model's rate);
     ``transcript``: words whose audio starts in this frame, with times in seconds relative to
-    the start of this frame (they may run into later frames)."""
+    the start of this frame (they may run into later frames); the duplex places them on the
+    model's sample grid, so the same instant reached from two frames is one time."""
 
     audio: np.ndarray
     transcript: Sequence[Word] = ()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
+from ..data.suggest import did_you_mean
 from . import ENTRY_POINT_GROUP, factory_for, preflight
 from .builtins import BUILTINS, RECORDED
 from .paper_models import NATIVE_TRANSCRIPT, ROSTER, ROUTES, SIMULATOR, paper_names
@@ -35,10 +36,12 @@ def describe(name: str, req: Builtin, options: dict[str, str] | None) -> tuple[l
     """The lines for one model and its state: ``ready``, ``not ready`` or ``needs options``
     (required checkpoint options not given: only a run, or ``-o``, can tell)."""
     lines = [f"{name}  ({req.kind}) {req.summary}"]
-    missing = {p.module for p in req.missing_packages()}
+    hints = req.install_hints()
+    missing = {m for mods in hints.values() for m in mods}
     for p in req.packages:
-        lines.append(_line(f"package {p.module}", "missing: " + p.install if p.module in missing
+        lines.append(_line(f"package {p.module}", "missing" if p.module in missing
                            else "present"))
+    lines += [_line("install", install) for install in hints]  # once, however many it brings
     unset = set(req.missing_env())
     for key in req.env:
         lines.append(_line(f"env {key}", "missing" if key in unset else "set"))
@@ -83,7 +86,8 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
             all_ready &= any(r.missing() is None for r in ROUTES.get(name, ()))
             continue
         if req is None:
-            raise SystemExit(f"duplexact models: {name!r} is not a built-in model; built-ins: "
+            raise SystemExit(f"duplexact models: {name!r} is not a built-in model"
+                             f"{did_you_mean(name, [*BUILTINS, *paper_names()])}; built-ins: "
                              f"{', '.join(BUILTINS)}; the paper's: {', '.join(paper_names())}")
         lines, state = checked(name, req, options)
         if state == "ready":

@@ -23,8 +23,12 @@ from .base import ModelError
 # Hub addresses a user might copy from a model card: we never download, so say so.
 _REMOTE_PREFIXES = ("hf://", "http://", "https://", "s3://", "gs://")
 
-MOSHI_INSTALL = ("pip install --no-deps moshi==0.2.13 && pip install sphn sentencepiece "
-                 "einops safetensors huggingface_hub  (see .ci/run)")
+# moshi 0.2.13 pins torch<2.10: installed without its dependencies, then the ones its model
+# code imports, in its own ranges (safetensors and huggingface_hub newer than it declares work:
+# the tests run them); README "Installing the moshi adapter" explains it
+MOSHI_INSTALL = ("pip install --no-deps moshi==0.2.13 && pip install 'sphn>=0.2,<0.3' "
+                 "'sentencepiece>=0.2,<0.3' 'einops>=0.7,<0.9' 'safetensors>=0.4' "
+                 "'huggingface_hub>=0.24'")
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,18 @@ class Builtin:
         file."""
         return [p for f in self.files for p in file_problem(f, options.get(f.option))]
 
+    def install_hints(self) -> dict[str, list[str]]:
+        """Each install command that brings missing packages, with the packages it brings
+        (several packages of one model share one command: said once)."""
+        hints: dict[str, list[str]] = {}
+        for p in self.missing_packages():
+            hints.setdefault(p.install, []).append(p.module)
+        return hints
+
     def problems(self, options: Mapping[str, object], keys: bool = True) -> list[str]:
-        out = [f"package {p.module!r} is not installed ({p.install})"
-               for p in self.missing_packages()]
+        out = [f"package{'s' if len(mods) > 1 else ''} "
+               f"{', '.join(repr(m) for m in mods)} {'are' if len(mods) > 1 else 'is'} not "
+               f"installed ({install})" for install, mods in self.install_hints().items()]
         if keys:
             out += [f"environment variable {k} is not set" for k in self.missing_env()]
         return out + self.file_problems(options)

@@ -159,8 +159,14 @@ class SteppedDuplex(Duplex):
         if (problem := level_problem(audio)) is not None:
             raise ModelError(f"model {self._name} returned {problem} at {t0:.2f} s on "
                              f"instance {self.info.instance.id}")
-        for w in words:
-            self._words.append(Word(t0 + w.start, t0 + w.end, w.text))
+        if words:
+            # On the model's sample grid: a word closed a frame after it began (models/words.py)
+            # gets its start from other float arithmetic than one closed in its own frame, a
+            # last-bit difference that would sort it before the words it follows.
+            rate = self.model_rate
+            for w in words:
+                self._words.append(Word(round((t0 + w.start) * rate) / rate,
+                                        round((t0 + w.end) * rate) / rate, w.text))
         self._steps = k + 1
         self._output.append(audio if self._same_rate else self._from_model.push(audio))
 

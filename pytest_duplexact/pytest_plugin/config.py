@@ -7,11 +7,11 @@ checks (preflight.py) and the estimate and budget (spend.py) read its fields, no
 What the harness needs beside the RunSettings comes out as ``run.harness.RunKnobs``
 (``knobs()``): how the run executes, never in run.json, the report or the fingerprint.
 
-A value refused at configure is refused while this object is built (the same messages as
-ever). A number read later than configure keeps its problem here and says it where it was
-always said: the harness's numbers when the harness is built (each test errors), the
-budget's and the baseline gate's after ``--duplexact-estimate`` had its chance to end the
-run (an estimate ignores them)."""
+A value refused at configure is refused while this object is built: one line and the usage
+exit, before any test (the harness's numbers too, range-checked here: ``LIMITS``). Only the
+budget's and the baseline gate's numbers keep their problem here and say it after
+``--duplexact-estimate`` had its chance to end the run (an estimate ignores them), still at
+configure."""
 
 from __future__ import annotations
 
@@ -26,7 +26,11 @@ from ..run.selection import Selection, SelectionError, parse_shard
 from . import options
 
 # numbers whose problem is said where the value is first needed (see the module docstring)
-_DEFERRED = ("max-cost", "baseline-alpha", "batch", "timeout", "judge-timeout")
+_DEFERRED = ("max-cost", "baseline-alpha")
+# the harness's numbers: the range each must fall in (a timeout's lower end excluded); the
+# upper ends keep a typo (99999999999999999999) from reaching a thread pool or a clock
+LIMITS = {"concurrency": (1, 1024), "batch": (1, 1024),
+          "timeout": (0.0, 86_400.0), "judge-timeout": (0.0, 86_400.0)}
 
 
 def is_worker(config) -> bool:
@@ -102,6 +106,7 @@ class RunConfig:
         branches = get("bargein-branches")
         if branches not in ("on", "off"):
             raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
+        knobs = {name: _in_range(name, get(name)) for name in LIMITS}
         worker = is_worker(config)
         assigned = config.workerinput.get("duplexact_run_dir") if worker else None
         return cls(
@@ -117,8 +122,8 @@ class RunConfig:
             audio_judge=get("audio-judge"), simulator=get("simulator"),
             simulator_model=get("simulator-model"), transcriber=get("transcriber"),
             cache_dir=get("cache-dir"), audio_format=audio_format,
-            concurrency=get("concurrency"), batch=later["batch"], timeout=later["timeout"],
-            judge_timeout=later["judge-timeout"],
+            concurrency=knobs["concurrency"], batch=knobs["batch"],
+            timeout=knobs["timeout"], judge_timeout=knobs["judge-timeout"],
             invocation_dir=Path(config.invocation_params.dir), worker=worker,
             assigned_run_dir=Path(assigned) if assigned else None,
             problems=tuple(problems))
@@ -139,21 +144,25 @@ class RunConfig:
         return Path(self.invocation_dir, self.storage or DEFAULT_STORE)
 
     def knobs(self) -> RunKnobs:
-        """The harness's knobs, checked (pytest.UsageError) when the harness is built."""
-        if self.concurrency < 1:
-            raise pytest.UsageError("--duplexact-concurrency must be >= 1")
-        self.need("batch")
-        if self.batch < 1:
-            raise pytest.UsageError("--duplexact-batch must be >= 1")
-        self.need("timeout", "judge-timeout")
-        if not (self.timeout > 0 and self.judge_timeout > 0):
-            raise pytest.UsageError("--duplexact-timeout and --duplexact-judge-timeout must "
-                                    "be > 0")
+        """The harness's knobs (their numbers were range-checked at configure)."""
         return RunKnobs(concurrency=self.concurrency, batch=self.batch, timeout=self.timeout,
                         judge_timeout=self.judge_timeout,
                         cache_dir=Path(self.cache_dir) if self.cache_dir else None,
                         audio_format=self.audio_format,
                         bargein_branches=self.bargein_branches != "off")
+
+
+def _in_range(name: str, value):
+    """``value`` of --duplexact-<name> if within ``LIMITS[name]``, else the one-line refusal;
+    an int's lower end is included, a float's (a timeout) excluded, NaN refused."""
+    low, high = LIMITS[name]
+    exclusive = isinstance(low, float)
+    if (low < value if exclusive else low <= value) and value <= high:
+        return value
+    unit = " seconds" if exclusive else ""
+    lower = f"> {low:g}" if exclusive else f">= {low}"
+    raise pytest.UsageError(f"--duplexact-{name} must be {lower} and at most {high:g}{unit}, "
+                            f"got {value!r}")
 
 
 def _model_options(items) -> tuple[tuple[str, str], ...]:

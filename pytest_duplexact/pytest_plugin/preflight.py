@@ -1,9 +1,9 @@
 """The checks a run passes before any instance runs (controller, at pytest_configure, after the
-estimate): remote URLs that would carry a key in clear, the model's own preflight, the data
-the built-in oracle needs, the baseline to gate against (``check()`` runs them in that
-order), then, for a model behind a server, one connection to it (``check_server``). Each
-refuses with a pytest.UsageError naming the option: one ``ERROR:`` line, exit status 4,
-before the run directory exists."""
+estimate): remote URLs that would carry a key in clear, the keys remote services need, the
+model's own preflight, the data the built-in oracle needs, the baseline to gate against
+(``check()`` runs them in that order), then, for a model behind a server, one connection to
+it (``check_server``). Each refuses with a pytest.UsageError naming the option: one
+``ERROR:`` line, exit status 4, before the run directory exists."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .config import RunConfig
 def check(run: RunConfig, settings: RunSettings, instances) -> str | None:
     """Every check; returns the baseline report's path (check_baseline)."""
     check_urls(settings)
+    check_keys(settings)
     check_model(run.model, settings)
     check_data(run.model, instances)
     return check_baseline(run)
@@ -98,6 +99,23 @@ def check_urls(settings: RunSettings) -> None:
             raise pytest.UsageError(problem)
 
 
+def check_keys(settings: RunSettings) -> None:
+    """A remote transcriber or the LLM simulator cannot be built without the API key (the
+    judges can: without it they are off and say so): refused here, before the run folder
+    exists, rather than as "the model could not be built" at the first instance."""
+    from ..remote.calls import ConfigError, resolve_api_key
+
+    for flag, value, remote in (
+            ("--duplexact-transcriber", settings.transcriber,
+             settings.transcriber not in (None, "auto", "native", "offline")),
+            ("--duplexact-simulator", settings.simulator, settings.simulator == "llm")):
+        if remote:
+            try:
+                resolve_api_key(None)
+            except ConfigError as e:
+                raise pytest.UsageError(f"{flag}={value}: {e}") from None
+
+
 def check_data(spec: str, instances) -> None:
     """The built-in oracle speaks the model-side clips; without them it cannot run at all."""
     if spec == "oracle":
@@ -126,6 +144,10 @@ def check_baseline(run: RunConfig) -> str | None:
         except StoreError as e:
             raise pytest.UsageError(f"{flag}: {e}") from None
     run.need("baseline-alpha")
+    try:
+        check_option(None, run.baseline_alpha)
+    except BaselineError as e:  # the option that is wrong, not the baseline's
+        raise pytest.UsageError(f"--duplexact-baseline-alpha: {e}") from None
     try:
         check_option(path, run.baseline_alpha)
     except BaselineError as e:

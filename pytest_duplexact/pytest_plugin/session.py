@@ -24,13 +24,14 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
+from ..models.base import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
-from ..run.rundir import RunDir, write_json
+from ..run.rundir import ERROR_FILE, RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
-from . import configure, preflight
+from . import configure, model_errors, preflight
 from .config import RunConfig
 from .termination import TerminationGuard
 
@@ -180,7 +181,7 @@ class DuplexactSession:
         """Built on first use (in the first test's setup), so a usage error in the model's
         wiring is reported by pytest, and collection-only runs build nothing."""
         if self._harness is None:
-            knobs = self.run_config.knobs()  # a bad number errors each test, as it always did
+            knobs = self.run_config.knobs()  # checked at configure (config.LIMITS)
             if self._build_error is not None:  # said once, with its traceback, already
                 raise ModelBuildError(self._build_error) from None
             try:
@@ -342,6 +343,20 @@ class DuplexactSession:
     def pytest_runtest_protocol(self, item, nextitem) -> None:
         self._next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """A model error's report, short (model_errors.py): the outcome stays an error."""
+        report = yield
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if isinstance(exc, ModelError) and report.failed and model_errors.wanted(self.config):
+            params = getattr(getattr(item, "callspec", None), "params", {})
+            inst = params.get("duplexact_instance")
+            error_file = RunDir(self.run_dir).instance(inst.id) / ERROR_FILE \
+                if inst is not None else None
+            report.longrepr = model_errors.short_report(exc, error_file,
+                                                        self.run_config.invocation_dir)
+        return report
+
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.worker:  # the controller aggregates (xdist replays the reports there)
@@ -415,7 +430,7 @@ class DuplexactSession:
             return
         from .spend import workers
 
-        reason = f"duplexact: {self.budget.stopped}"
+        reason = "duplexact: the budget stopped the run (its note above says how to resume)"
         if workers(self.config) > 1:
             try:
                 write_json(self._stop_file, {"reason": self.budget.stopped})
@@ -441,6 +456,7 @@ class DuplexactSession:
         if not self.worker and tr is not None:  # shown before the long run starts
             for line in self.notices + self.messages:
                 tr.write_line(line)
+            self.messages.clear()  # said once (resume); the summary adds what comes later
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
@@ -487,7 +503,16 @@ class DuplexactSession:
         expected = self.expected if self.expected is not None else {i.id for i in
                                                                      self.instances}
         missing = len(self._left())
-        if missing:  # the report is incomplete: say so in it, and how to finish it
+        if self.budget is not None and not missing:
+            self.budget.stopped = None  # the limit passed as the last trial ran: complete
+        stopped = self.budget is not None and self.budget.stopped
+        if stopped:  # one line says why the report is incomplete and how to finish it
+            notes.append(f"{self.budget.stopped} after {len(outcomes):,} of "
+                         f"{len(expected):,} instances; resume with pytest "
+                         f"--duplexact-resume={self.run_dir}" + (
+                             f" ({missing:,} selected instance(s) have no outcome)"
+                             if missing else ""))
+        elif missing:  # the report is incomplete: say so in it, and how to finish it
             notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
@@ -498,13 +523,6 @@ class DuplexactSession:
                 f"limit, a preemption or a kill) after {len(outcomes):,} of {len(expected):,} "
                 f"instances; resume with pytest --duplexact-resume={self.run_dir}")
         if self.budget is not None:
-            if not missing:  # the limit passed as the last trial ran: complete, not stopped
-                self.budget.stopped = None
-            if self.budget.stopped:
-                line = (f"{self.budget.stopped} after {len(outcomes):,} of {len(expected):,} "
-                        f"instances; resume with pytest --duplexact-resume={self.run_dir}")
-                notes.append(line)
-                self.messages.append(f"duplexact: {line}")
             try:
                 self._stop_file.unlink()
             except OSError:

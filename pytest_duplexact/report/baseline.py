@@ -27,7 +27,7 @@ from . import ReportFileError, paired, read_report, typed_report
 from .count_checks import count_problems
 from .judging import section as judges_of
 from .model import Report, as_report
-from .stats import drop_test, holm, rate_of
+from .stats import drop_test, holm, mcnemar_exact, rate_of
 
 DEFAULT_ALPHA = 0.05
 METHOD = ("unpaired one-sided test of a drop per action and condition (I and S): Fisher's "
@@ -140,19 +140,87 @@ def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFA
         pairing, method = "unpaired", METHOD
         note = f"unpaired: {why}, so each rate is tested as if the runs measured different " \
                "instances"
-    for row, adj in zip(rows, holm([r["p_value"] for r in rows])):
+    ps = [r["p_value"] for r in rows]
+    for k, (row, adj) in enumerate(zip(rows, holm(ps))):
         row["p_adjusted"] = adj
         row["dropped"] = row["delta"] < 0 and adj < alpha
+        # power: the Holm p of the largest drop these n allow (every baseline success lost)
+        row["p_floor"] = holm(ps[:k] + [_largest_drop_p(row)] + ps[k + 1:])[k]
     drops = [r["target"] for r in rows if r["dropped"]]
     section = {
         "path": path, "model": baseline.model_label, "created": baseline.created,
         "dataset_fingerprint": baseline.dataset_fingerprint,
         "alpha": alpha, "pairing": pairing, "pairing_note": note, "method": method,
         "comparisons": rows, "not_compared": skipped, "flips": flips, "drops": drops,
+        "newly_measured": _newly_measured(current, baseline),
         "warnings": _warnings(current, baseline), "passed": not drops,
     }
     section["message"] = summary_line(section)
     return section
+
+
+def _largest_drop_p(row: dict) -> float:
+    """The one-sided p of the largest drop possible at this comparison's n: every baseline
+    success lost (paired: that many worse pairs, none better)."""
+    b, c = row["baseline"], row["current"]
+    if row["test"] == paired.TEST:
+        return mcnemar_exact(b["successes"], 0)
+    return drop_test(b["successes"], b["n"], 0, c["n"])[1]
+
+
+def blind(row: dict, alpha: float) -> bool:
+    """Lower, not significant, and no drop at this n could have been: too few instances to
+    tell a drop from chance (a row from a report before ``p_floor``: never)."""
+    return row["delta"] < 0 and not row["dropped"] and row.get("p_floor", 0.0) >= alpha
+
+
+def verdict(row: dict, alpha: float) -> str:
+    """A comparison's verdict as every view words it."""
+    if row["dropped"]:
+        return "DROPPED"
+    if row["delta"] >= 0:
+        return ""
+    return "lower, too few to tell" if blind(row, alpha) else "lower, within chance"
+
+
+def power_lines(section: dict) -> list[str]:
+    """One line naming the lower comparisons whose n could not have shown any drop (none when
+    there are none), each with the smallest Holm p its n allows."""
+    few = [r for r in section["comparisons"] if blind(r, section["alpha"])]
+    if not few:
+        return []
+    shown = "; ".join(
+        f"{r['target']}: " + (f"{r['pairs']} pairs" if "pairs" in r else
+                              f"n {r['baseline']['n']} -> {r['current']['n']}")
+        + f", at best p {r['p_floor']:.2g}" for r in few[:_MAX_POWER])
+    more = f"; and {len(few) - _MAX_POWER} more" if len(few) > _MAX_POWER else ""
+    return [f"too few to tell ({len(few)}): even losing every baseline success would not "
+            f"reach alpha {section['alpha']:g} after Holm ({shown}{more}); more instances "
+            "(--duplexact-limit, the released data) give the test its power"]
+
+
+_MAX_POWER = 5  # comparisons named in the power line
+
+
+def _newly_measured(current: Report, baseline: Report) -> list[dict]:
+    """The rates this run measured and the baseline did not (a condition new to the run)."""
+    out = []
+    for action, cond in paired.targets():
+        where = action if cond is None else f"{action}.{cond}"
+        for metric in taxonomy.RATE_KINDS:
+            cur = rate_of(_counts(current, action, cond), metric)
+            if cur.n and not rate_of(_counts(baseline, action, cond), metric).n:
+                out.append({"target": f"{where}.{metric}", "current": cur.to_dict()})
+    return out
+
+
+def newly_measured_line(section: dict) -> str | None:
+    new = section.get("newly_measured") or []
+    if not new:
+        return None
+    return "newly measured (not in the baseline): " + ", ".join(
+        f"{m['target']} {100 * m['current']['rate']:.1f}% (n {m['current']['n']})"
+        for m in new)
 
 
 def against(section: dict) -> str:
@@ -193,8 +261,15 @@ def summary_line(section: dict) -> str:
                 f"significantly against {against(section)} ({how}): "
                 + ", ".join(section["drops"]))
     lower = sum(r["delta"] < 0 for r in section["comparisons"])
+    few = [r["target"] for r in section["comparisons"] if blind(r, section["alpha"])]
+    if few:  # a pass these n could not have failed says so
+        shown = ", ".join(few[:3]) + (f" and {len(few) - 3} more" if len(few) > 3 else "")
+        how += (f"; {lower} lower, {len(few)} of them on too few instances to show any "
+                f"drop: {shown}")
+    else:
+        how += f"; {lower} lower but within chance"
     return (f"passed baseline: no significant drop in {n} comparison(s) against "
-            f"{against(section)} ({how}; {lower} lower but within chance)")
+            f"{against(section)} ({how})")
 
 
 def flip_line(f: dict) -> str:
@@ -220,6 +295,9 @@ def render_lines(section: dict) -> list[str]:
         if len(fl) > MAX_FLIP_LINES:
             out.append(f"    ... and {len(fl) - MAX_FLIP_LINES} more (report.json, "
                        "duplexact compare --html)")
+    out += [f"  {line}" for line in power_lines(section)]
+    if (new := newly_measured_line(section)) is not None:
+        out.append(f"  {new}")
     out += [f"  warning: {w}" for w in section["warnings"]]
     return out
 

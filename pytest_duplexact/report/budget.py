@@ -61,7 +61,7 @@ class Budget:
 
     def __post_init__(self):
         if self.max_cost is not None and not self.max_cost > 0:
-            raise BudgetError(f"--duplexact-max-cost must be > 0, got {self.max_cost}")
+            raise BudgetError(f"a budget must be > 0, got {self.max_cost}")  # the caller names the flag
 
     def record(self, usage_total: dict, finished: int) -> None:
         """The run's billed usage so far (data/usage.total) after ``finished`` trials."""

@@ -28,22 +28,26 @@ def table_lines(section: dict) -> list[str]:
         rows.append([r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                      f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
                      baseline_mod.change_text(r), f"{r['p_value']:.3g}",
-                     f"{r['p_adjusted']:.3g}",
-                     "DROPPED" if r["dropped"] else "lower, within chance"
-                     if r["delta"] < 0 else ""])
+                     f"{r['p_adjusted']:.3g}", baseline_mod.verdict(r, section["alpha"])])
     return _table(rows) if len(rows) > 1 else ["(nothing measured in both runs)"]
 
 
 def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
                  b_path: str) -> list[str]:
     b = as_report(b)
-    out = [f"B: {b_path}: {b.model_label} ({b.created})",
-           f"A: {a_path}: {baseline_mod.against(section)}", ""]
+    out = [f"A: {a_path}: {baseline_mod.against(section)}",
+           f"B: {b_path}: {b.model_label} ({b.created})", ""]
     out += [section["message"], f"  {section['pairing_note']}",
             f"  method: {section['method']}"]
     out += [f"  warning: {w}" for w in section["warnings"]]
     out += ["", "Per action and condition (A = baseline, B = this run):"] + table_lines(section)
-    out += [f"  not compared: {s['target']}: {s['why']}" for s in section["not_compared"]]
+    out += [f"  {line}" for line in baseline_mod.power_lines(section)]
+    new = {m["target"] for m in section.get("newly_measured") or []}
+    if new:
+        out.append("  " + baseline_mod.newly_measured_line(section).replace(
+            "(not in the baseline)", "in B (not in A)"))
+    out += [f"  not compared: {s['target']}: {s['why']}" for s in section["not_compared"]
+            if s["target"] not in new]
     flips = section["flips"]
     if section["pairing"] == "paired":
         out += ["", f"Flips ({len(flips)}):"]

@@ -31,7 +31,9 @@ from .html import (
 from .model import Report, as_report
 
 SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
-            ".pair>div{min-width:0}.pair h4{margin:4px 0;font-size:13px}")
+            ".pair>div{min-width:0}.pair h4{margin:4px 0;font-size:13px}"
+            # half a page holds one player a line: each label on its own line, with its player
+            ".pair .track{display:flex;margin:2px 0}.pair .track audio{flex:1;min-width:0}")
 
 
 def _summary(section: dict, a: Report, b: Report, a_path, b_path) -> str:
@@ -109,14 +111,14 @@ def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_
             + _baseline_section(section, in_report=False) + "</section>",
             f'<section id="flips"><h2>Flips</h2>{flip_body}</section>']
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("summary", "deltas", "flips"))
-    title = f"{b.model_label} vs {against(section)}"
+    title = f"A {against(section)} vs B {b.model_label}"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>DuplexAct comparison: {_esc(title)}</title>"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<style>{CSS}{SIDE_CSS}</style></head><body>"
-            f"<header><h1>DuplexAct comparison: {_esc(b.model_label)} vs "
-            f"{_esc(a.model_label)}</h1><p>B {_esc(b.created or '')} compared with "
-            f"A {_esc(a.created or '')} \u00b7 {_esc(section['pairing'])}</p></header>"
+            f"<header><h1>DuplexAct comparison: A {_esc(a.model_label)} vs B "
+            f"{_esc(b.model_label)}</h1><p>A {_esc(a.created or '')} (the baseline), B "
+            f"{_esc(b.created or '')} \u00b7 {_esc(section['pairing'])}</p></header>"
             f"<nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n")
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..data import taxonomy
+from ..data.suggest import did_you_mean
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
@@ -54,7 +55,8 @@ def parse(expr: str) -> Gate:
                         "'take_turn.delayed.I>=60%' or 'stop.T<=2.0'")
     action, cond, metric = m["action"], m["cond"], m["metric"]
     if action not in taxonomy.ACTIONS:
-        raise GateError(f"gate {expr!r}: unknown action {action!r}")
+        raise GateError(f"gate {expr!r}: unknown action {action!r}"
+                        f"{did_you_mean(action, taxonomy.ACTIONS)}")
     if cond is not None:
         try:
             taxonomy.condition(action, cond)

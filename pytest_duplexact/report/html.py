@@ -117,7 +117,8 @@ tr.mine td{background:#fff7e0;font-weight:600}
 .chart svg{max-width:100%;height:auto}
 .failure{border:1px solid #ddd;border-radius:4px;margin:14px 0;padding:8px 12px}
 .failure h3{margin:0 0 4px;font-size:15px} .failure .reason{margin:2px 0}
-.failure audio{height:32px;vertical-align:middle;margin-right:14px}
+.failure audio{height:32px;vertical-align:middle}
+.track{display:inline-flex;align-items:center;gap:4px;white-space:nowrap;margin-right:14px}
 .lanes{max-width:100%;height:auto;display:block;margin-top:6px}
 .lane-label{font-size:11px;fill:#333} .seg-text{font-size:10px;fill:#fff}
 .tick{font-size:10px;fill:#444} .muted{color:#777}
@@ -321,7 +322,7 @@ def _paper_section(report: Report) -> str:
 def _baseline_section(b: dict, in_report: bool = True) -> str:
     """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
     which shows the verdict, warnings and flips itself) leaves those out."""
-    from .baseline import against, change_text
+    from .baseline import against, change_text, newly_measured_line, power_lines, verdict
 
     out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>'] \
         if in_report else []
@@ -337,9 +338,7 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
         rows.append([r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                      f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
                      change_text(r), f"{r['p_value']:.2g}",
-                     f"{r['p_adjusted']:.2g}", r["test"],
-                     "DROPPED" if r["dropped"] else ("lower, within chance"
-                                                     if r["delta"] < 0 else "")])
+                     f"{r['p_adjusted']:.2g}", r["test"], verdict(r, b["alpha"])])
         classes.append("mine" if r["dropped"] else "")
     if rows:
         out.append(_table(["Comparison", "baseline % (n)", "this run % (n)",
@@ -347,6 +346,9 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
                            "verdict"], rows, classes))
     for s in b.get("not_compared", []):
         out.append(f'<p class="muted">{_esc(s["target"])}: {_esc(s["why"])}</p>')
+    for line in power_lines(b) + [newly_measured_line(b) or ""]:
+        if line:
+            out.append(f'<p class="muted">{_esc(line)}</p>')
     if b.get("flips") and in_report:
         out.append(f"<p>{len(b['flips'])} instance(s) flipped; <code>duplexact compare "
                    "BASELINE.json THIS.json --html</code> shows each with both runs' lanes and "
@@ -366,7 +368,7 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
         else:
             continue
         preload = "metadata" if embedded else "none"
-        players.append(f'<label>{name} <audio controls preload="{preload}" '
+        players.append(f'<label class="track">{name} <audio controls preload="{preload}" '
                        f'src="{_esc(src)}"></audio></label>')
     if players:
         parts.append("<div>" + "".join(players) + "</div>")

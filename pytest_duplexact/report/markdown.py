@@ -163,7 +163,7 @@ def render(report: Report | dict, failures: bool = True) -> str:
 
 
 def _baseline(b: dict) -> list[str]:
-    from .baseline import against, change_text, flip_line
+    from .baseline import against, change_text, flip_line, verdict
 
     out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
     if b.get("path"):
@@ -179,7 +179,8 @@ def _baseline(b: dict) -> list[str]:
         rows = [[r["target"], f"{100 * r['baseline']['rate']:.1f} ({r['baseline']['n']})",
                  f"{100 * r['current']['rate']:.1f} ({r['current']['n']})",
                  change_text(r), f"{r['p_value']:.2g}", f"{r['p_adjusted']:.2g}",
-                 r["test"], "**dropped**" if r["dropped"] else "within chance"] for r in lower]
+                 r["test"], "**dropped**" if r["dropped"] else verdict(r, b["alpha"])]
+                for r in lower]
         out += _table(["Comparison", "baseline % (n)", "this run % (n)", "\u0394 points", "p",
                        "p (Holm)", "test", "verdict"], rows, "lrrrrrll")
     else:

@@ -96,11 +96,11 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if errors:
         out.append(f"{errors} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
-    if report.usage:
-        from ..data.usage import describe
+    from ..data.usage import all_local, describe
 
-        out += ["", "Remote services (models used, calls, cache):"] + describe(report.usage)
-    if report.cost:
+    if report.usage:
+        out += [""] + describe(report.usage)
+    if report.cost and not (report.usage and all_local(report.usage)):
         from .cost import describe as describe_cost
 
         out += describe_cost(report.cost)

@@ -64,6 +64,7 @@ def test_charges_are_per_instance_and_total_across_instances():
     assert total["model"] == {"model": "live-model-1", "sessions": 3, "prompt_tokens": 150,
                               "input_audio_s": 1.75}
     assert usage.describe(total) == [
+        "Remote services (models used, calls, cache):",
         "  model: live-model-1 (sessions 3, prompt tokens 150, input audio s 1.8)"]
 
 

@@ -133,6 +133,10 @@ class Session:
         return {"index": self.index, "tag": self.script.tag, "t0_monotonic": self.t0_monotonic,
                 "input_ms": self.input_ms, "dropped": self.dropped, "speech": self.speech,
                 "usage": self.usage_sent,
+                # (t, ms) of each input audio message as it arrived: how late the client's
+                # input reached the server, the measure of the host's load in a timing test
+                "received_audio": [(m["t"], m["audio_ms"]) for m in self.received
+                                   if "audio_ms" in m],
                 "turns": [{f.name: getattr(r, f.name) for f in fields(r) if f.name != "stop"}
                           for r in self.turns]}
 

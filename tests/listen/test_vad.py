@@ -402,3 +402,34 @@ def test_bundled_model_speech_edges_are_within_50_ms():
             worst = max(worst, abs(sp.start - a), abs(sp.end - b))
             assert abs(sp.start - a) <= TOL_S and abs(sp.end - b) <= TOL_S, (path.name, sp, a, b)
     assert worst <= TOL_S
+
+
+def _tone(kind: str, seconds: float = 1.5) -> np.ndarray:
+    t = np.arange(int(seconds * 16_000)) / 16_000
+    phase = {"sine": 2 * np.pi * 220 * t, "sweep": 2 * np.pi * (300 * t + 200 * t * t),
+             "vibrato": 2 * np.pi * 300 * t + 3 * np.sin(2 * np.pi * 5 * t)}[kind.split("-")[0]]
+    x = 0.3 * np.sin(phase)
+    if kind.endswith("-am"):  # at a syllable rate: silero scores this as speech in full
+        x *= 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t)
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["sine", "sine-am", "sweep", "vibrato"])
+def test_a_tone_is_not_speech(kind):
+    x = np.concatenate([np.zeros(16_000, np.float32), _tone(kind), np.zeros(8_000, np.float32)])
+    assert vad.is_tone(_tone(kind))
+    assert vad.speech_spans(x, 16_000) == []
+
+
+def test_no_bundled_speech_is_a_tone():
+    """The most tonal speech of the bundled set (hummed backchannels, the built-in reply) is
+    far from TONE_SHARE; every span of it stays."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    for path in [root / "pytest_duplexact" / "models" / "assets" / "response.flac",
+                 *sorted((root / "fixtures" / "audio").glob("backchannel-*.backchannel.flac"))]:
+        x = audio.read(path).astype(np.float32)
+        raw = vad.spans_from_probabilities(vad.speech_probabilities(x), len(x),
+                                           vad.DEFAULT_PARAMS)
+        assert raw and not any(vad.is_tone(x[s:e]) for s, e in raw), path

@@ -58,7 +58,8 @@ def test_lists_every_builtin_with_its_needs(capsys, monkeypatch):
     assert heads["gpt-realtime"].endswith("[not ready]")
     assert "env OPENAI_API_KEY" in out and "missing" in out
     assert heads["moshi"].endswith("[not ready]")  # its package is "missing" here
-    assert "missing: pip install --no-deps moshi==0.2.13" in out
+    assert "package moshi ................. missing" in out
+    assert "install ....................... pip install --no-deps moshi==0.2.13" in out
     for option in ("mimi_weights", "lm_weights", "tokenizer"):
         assert f"option {option} " in out
 

@@ -135,6 +135,8 @@ def test_gates_decide_exit_status(pytester):
     (["--duplexact-model=no_such_model"], "unknown model"),
     (["--duplexact-model=silent", "--duplexact-action=walk"], "unknown action"),
     (["--duplexact-model=silent", "--duplexact-gate=wait.I>>1"], "cannot parse gate"),
+    (["--duplexact-model=silent", "--duplexact-gate=wiat.I>=0.9"],
+     "unknown action 'wiat' (did you mean 'wait'?)"),
     (["--duplexact-model=silent", "--duplexact-limit=x"], "expected an integer"),
     (["--duplexact-model=silent", "--duplexact-data-mapping=m.toml"],
      "a mapping applies to released data only"),

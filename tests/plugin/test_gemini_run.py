@@ -32,6 +32,7 @@ SERVER = Path(__file__).parents[1] / "fakes" / "gemini_server.py"
 KEY = "AIza-test-DUPLEXACT-never-written-0123456789"
 CHUNK = 0.020
 TOLERANCE = 0.040
+LOAD_WINDOW = 0.25  # s around an onset whose input lateness measures the host's load then
 
 # Real speech (the endpoint model's bundled reply), so the VAD hears it. Paced at 1.05x real
 # time, a reply is still being generated when the simulator's cue comes 1.5 s into it, so
@@ -39,6 +40,22 @@ TOLERANCE = 0.040
 SPEECH = Path(__file__).parents[2] / "pytest_duplexact" / "models" / "assets" / "response.flac"
 SCRIPT = {"speech_file": str(SPEECH), "speak_s": 3.6, "answer_after_ms": 300, "pace": 1.05,
           "text": "Okay, thanks for telling me. Let me help you with that."}
+
+
+def _clock_of(session: dict) -> tuple[float, list[tuple[float, float]]]:
+    """The fake's clock on the harness's, and how late each input message reached the fake.
+
+    The harness's t = 0 is when it sent its first input audio, the fake's when that audio
+    arrived: they differ by that message's transit, which on a loaded host is tens of ms. Each
+    message k of input position p_k arrived at r_k = p_k + (its send lag + transit) - transit_0
+    on the fake's clock; the least late one (lag and transit near 0 on loopback) gives the
+    offset, ``-min(r_k - p_k)``. Returns (offset, [(harness time, lateness) per message])."""
+    pos, rows = 0.0, []
+    for t, ms in session["received_audio"]:
+        rows.append((t, t - pos))
+        pos += ms / 1000
+    offset = -min(d for _, d in rows)
+    return offset, [(t + offset, d + offset) for t, d in rows]
 
 
 def _fake():
@@ -122,6 +139,7 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
     for s in sessions:
         [iid] = [i for i, r in recs.items() if abs(r[0] - s["input_ms"]) < 1.0]
         _, y, sr, meta = recs[iid]
+        offset, lateness = _clock_of(s)
         turns = [t for t in s["turns"] if t["audio_start"] is not None]
         starts = [t["audio_start"] for t in turns] + [len(y) / sr]
         for k, t in enumerate(turns):
@@ -130,13 +148,15 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
             bounds = fake.energy_bounds(y[max(0, a): b], sr)
             assert bounds is not None, (iid, t)
             # truth: when the speech onset in the reply plays, given when each chunk was sent
-            error = max(0, a) / sr + bounds[0] - fake.heard_at(t["sends"], onset_in_clip)
+            truth = fake.heard_at(t["sends"], onset_in_clip) + offset
+            error = max(0, a) / sr + bounds[0] - truth
             onset_errors.append(error)
-            # A stall of the harness process (recorded as input_lag) also delays reading the
-            # audio that arrived during it: the bound holds up to the trial's recorded stall.
-            stall = max([float(e[1].split()[-1][:-2]) / 1000 for e in meta["events"]
-                         if e[1].startswith("input_lag max")] or [0.0])
-            assert abs(error) <= TOLERANCE + stall, (iid, k, error, stall)
+            # A stall of either process (or of the kernel between them) around the onset also
+            # delays the audio's arrival, by about as much as it delayed the input reaching
+            # the fake then: the bound allows that measured lateness (twice, as
+            # realtime_support.load_allowance does for the catch-up), zero on an idle host.
+            late = max(d for at, d in lateness if abs(at - truth) <= LOAD_WINDOW)
+            assert abs(error) <= TOLERANCE + 2 * late, (iid, k, error, late)
             if t["interrupted_at"] is not None:
                 # the cut: nothing audible after the interruption plus one input chunk, up to
                 # the next turn; and the turn was still sending when it was cut
@@ -151,7 +171,8 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
                 cuts.append((iid, cut - t["interrupted_at"]))
     lags = [e[1] for r in recs.values() for e in r[3]["events"] if e[1].startswith("input_lag")]
     errors = np.abs(onset_errors)
-    print(f"gemini-live e2e (stalls: {lags or 'none'}): {len(errors)} turns, onset |error| vs the fake's send time "
+    print(f"gemini-live e2e (stalls: {lags or 'none'}; first input's transit "
+          f"{[round(_clock_of(s)[0] * 1000, 1) for s in sessions]} ms): {len(errors)} turns, onset |error| vs the fake's send time "
           f"median {np.median(errors) * 1000:.1f} ms, max {errors.max() * 1000:.1f} ms; "
           f"{len(cuts)} barge-in cuts, event arrival - server send "
           f"{[round(c * 1000, 1) for _, c in cuts]} ms")

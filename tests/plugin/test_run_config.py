@@ -75,6 +75,13 @@ def test_values_are_parsed_once(tmp_path):
     ({"audio_format": "mp3"}, "--duplexact-audio-format='mp3': use flac or wav"),
     ({"bargein_branches": "maybe"}, "--duplexact-bargein-branches: use 'on' or 'off'"),
     ({"model_option": ["novalue"]}, "--duplexact-model-option expects KEY=VALUE"),
+    ({"batch": "x"}, "--duplexact-batch / duplexact_batch: expected an integer"),
+    ({"batch": "0"}, "--duplexact-batch must be >= 1 and at most 1024, got 0"),
+    ({"batch": "1025"}, "--duplexact-batch must be >= 1 and at most 1024, got 1025"),
+    ({"concurrency": "0"}, "--duplexact-concurrency must be >= 1"),
+    ({"timeout": "0"}, "--duplexact-timeout must be > 0 and at most 86400 seconds, got 0.0"),
+    ({"judge_timeout": "-1"}, "--duplexact-judge-timeout must be > 0"),
+    ({"judge_timeout": "1e9"}, "--duplexact-judge-timeout must be > 0 and at most 86400"),
 ])
 def test_a_bad_value_is_refused_while_reading(tmp_path, given, msg):
     with pytest.raises(pytest.UsageError, match=re.escape(msg)):
@@ -82,20 +89,15 @@ def test_a_bad_value_is_refused_while_reading(tmp_path, given, msg):
 
 
 @pytest.mark.parametrize("given,where,msg", [
-    ({"batch": "x"}, "knobs", "--duplexact-batch / duplexact_batch: expected an integer"),
-    ({"batch": "0"}, "knobs", "--duplexact-batch must be >= 1"),
-    ({"concurrency": "0"}, "knobs", "--duplexact-concurrency must be >= 1"),
-    ({"judge_timeout": "-1"}, "knobs", "--duplexact-timeout and --duplexact-judge-timeout"),
     ({"baseline_alpha": "x"}, "baseline-alpha", "expected a number, got 'x'"),
     ({"max_cost": "x"}, "max-cost", "expected a number, got 'x'"),
 ])
 def test_a_number_read_later_is_refused_where_it_is_needed(tmp_path, given, where, msg):
-    """The harness's numbers are checked when the harness is built (each test errors), the
-    budget's and the baseline's after an estimate-only run could end: as before the
-    RunConfig."""
+    """The budget's and the baseline's numbers are refused after an estimate-only run could
+    end (which ignores them), still at configure."""
     run = RunConfig.from_pytest(_Config(tmp_path, **given))
     with pytest.raises(pytest.UsageError, match=re.escape(msg)):
-        run.knobs() if where == "knobs" else run.need(where)
+        run.need(where)
 
 
 class _Probe:

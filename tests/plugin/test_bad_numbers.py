@@ -1,0 +1,36 @@
+"""A bad number for one of the run's knobs is refused once, at configure: one line, the usage
+exit, no test run, no run folder (issue 31 item 6, issue 32 item 12). Before, the harness's
+numbers errored every test (72 UsageErrors, exit 1) and a huge batch came out as "the model
+could not be built: OverflowError"."""
+
+from __future__ import annotations
+
+import pytest
+
+BAD = [
+    ("--duplexact-batch=0", "--duplexact-batch must be >= 1 and at most 1024, got 0"),
+    ("--duplexact-batch=abc", "--duplexact-batch / duplexact_batch: expected an integer, "
+                              "got 'abc'"),
+    ("--duplexact-batch=99999999999999999999",
+     "--duplexact-batch must be >= 1 and at most 1024, got 99999999999999999999"),
+    ("--duplexact-concurrency=0", "--duplexact-concurrency must be >= 1 and at most 1024"),
+    ("--duplexact-timeout=-5", "--duplexact-timeout must be > 0 and at most 86400 seconds, "
+                               "got -5.0"),
+    ("--duplexact-timeout=nan", "--duplexact-timeout must be > 0"),
+    ("--duplexact-judge-timeout=inf", "--duplexact-judge-timeout must be > 0 and at most "
+                                      "86400 seconds, got inf"),
+    ("--duplexact-max-cost=-1", "--duplexact-max-cost: a budget must be > 0, got -1.0"),
+    ("--duplexact-baseline-alpha=2", "--duplexact-baseline-alpha: baseline alpha must be in "
+                                     "(0, 1), got 2.0"),
+]
+
+
+@pytest.mark.parametrize("arg,line", BAD, ids=[a.split("=", 1)[0][12:] + "=" +
+                                               a.split("=", 1)[1][:6] for a, _ in BAD])
+def test_a_bad_number_is_one_line_at_configure(pytester, arg, line):
+    res = pytester.runpytest_subprocess("--duplexact-model=silent", "--duplexact-action=wait",
+                                        arg, "-p", "no:cacheprovider", timeout=300)
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert len(said) == 1 and said[0].startswith(f"ERROR: {line}"), said
+    assert not (pytester.path / "duplexact-runs").exists()  # nothing was started

@@ -1,0 +1,60 @@
+"""A model error's report is short (issue 31 item 10): the message, the model's call that
+raised and its line, where the full traceback is; about 85 lines of the plugin's own frames per
+instance before. The outcome stays an error; --tb=long shows the whole traceback."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+CRASHY = textwrap.dedent('''
+    from pytest_duplexact.models.oracle import OracleModel
+
+    class Crashy(OracleModel):
+        def step(self, frame):
+            return self._inner(frame)
+
+        def _inner(self, frame):
+            raise RuntimeError("simulated model crash")
+
+    def factory(**options):
+        return Crashy(**options)
+''')
+ARGS = ["--duplexact-model=crashy:factory", "--duplexact-action=take_turn",
+        "--duplexact-condition=delayed", "--duplexact-limit=2", "-p", "no:cacheprovider"]
+
+
+def _errors_section(out: str) -> list[str]:
+    section = out.split(" ERRORS ", 1)[1].split("DuplexAct results", 1)[0]
+    return [line for line in section.splitlines()[1:] if line.strip()]
+
+
+def test_a_model_error_is_a_few_lines_per_instance(pytester):
+    pytester.makepyfile(crashy=CRASHY)
+    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    res.assert_outcomes(errors=2)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    lines = _errors_section(res.stdout.str())
+    assert len(lines) <= 2 * 5, "\n".join(lines)  # a header and four lines each
+    text = "\n".join(lines)
+    assert text.count("ModelError: model oracle failed in step on instance take_turn-delayed-"
+                      ) == 2
+    assert text.count("RuntimeError: simulated model crash") == 2
+    assert re.search(r"in the model's call Crashy\.step \(crashy\.py:\d+\), raised in "
+                     r"Crashy\._inner \(crashy\.py:\d+\)", text), text
+    assert 'raise RuntimeError("simulated model crash")' in text
+    assert re.search(r"the full traceback: duplexact-runs/\S+/instances/take_turn-delayed-\S+"
+                     r"/error\.txt, or run with --tb=long", text), text
+    assert "pytest_duplexact" not in text and "asyncio" not in text  # no plugin internals
+    res.stdout.fnmatch_lines(["ERROR *test_take_turn*delayed* - ModelError: *"])
+
+
+def test_tb_long_still_shows_the_whole_traceback(pytester):
+    pytester.makepyfile(crashy=CRASHY)
+    res = pytester.runpytest_subprocess(*ARGS, "--tb=long", timeout=300)
+    res.assert_outcomes(errors=2)
+    text = "\n".join(_errors_section(res.stdout.str()))
+    assert "The above exception was the direct cause of the following exception" in text
+    assert "pipelines/stepped.py" in text

@@ -1,0 +1,21 @@
+"""A run refused before it starts leaves no run folder (issue 31, friction: 21 piled up): the
+remote transcriber and the LLM simulator without their API key were refused only at the first
+instance, as "the model could not be built", after the run folder was made."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize("option", ["--duplexact-transcriber=whisper-1",
+                                    "--duplexact-simulator=llm"])
+def test_a_missing_key_is_refused_before_the_run_folder(pytester, monkeypatch, option):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    res = pytester.runpytest_subprocess("--duplexact-model=silent", option, "-p",
+                                        "no:cacheprovider", timeout=300)
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said[-1] == (f"ERROR: {option}: no API key: set the OPENAI_API_KEY environment "
+                        "variable"), said
+    assert len(said) <= 2  # the estimate's line, then the refusal
+    assert not (pytester.path / "duplexact-runs").exists()

@@ -1,0 +1,34 @@
+"""Each message once (issue 31, friction): the budget's stop (was three times: a note, the same
+line again, pytest's banner) and "resuming ..." (at the start and again in the summary)."""
+
+from __future__ import annotations
+
+import pytest
+
+RUN = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "-p", "no:cacheprovider",
+       "-q")
+
+
+def test_the_wall_limit_is_said_once(pytester):
+    res = pytester.runpytest_subprocess(*RUN, "--duplexact-run-dir=run",
+                                        "--duplexact-max-wall=1s", timeout=300)
+    out = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    assert out.count("wall-time limit of 1 s reached") == 1, out
+    assert out.count("--duplexact-resume=") == 1, out
+    assert out.count("have no outcome") == 1, out
+    res.stdout.fnmatch_lines(["wall-time limit of 1 s reached after * of 9 instances; resume "
+                              "with pytest --duplexact-resume=*run (* selected instance(s) "
+                              "have no outcome)"])
+
+
+def test_resuming_is_said_once(pytester):
+    res = pytester.runpytest_subprocess(*RUN, "--duplexact-limit=1", "--duplexact-run-dir=run",
+                                        timeout=300)
+    assert res.ret == 0
+    res = pytester.runpytest_subprocess("--duplexact-resume=run", "-p", "no:cacheprovider",
+                                        "-q", timeout=300)
+    out = res.stdout.str()
+    assert res.ret == 0
+    assert out.count("duplexact: resuming ") == 2, out  # the settings taken, what is reused
+    assert out.count("3 of 3 selected instance(s) finished and reused") == 1, out

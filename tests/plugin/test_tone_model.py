@@ -1,0 +1,47 @@
+"""A model that beeps does not take turns (issue 31, friction): the VAD's failure message says
+"tones and noise are not speech", yet silero scores some tones as speech (a tone modulated at a
+syllable rate in full, a 220 Hz sine's onset), and with the model's own words attached those
+spans passed take_turn. Tones are now dropped from the speech spans (listen/vad.py is_tone)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+TONE_MODEL = textwrap.dedent('''
+    import numpy as np
+    from pytest_duplexact.data.timeline import Word
+    from pytest_duplexact.models.endpoint import EndpointModel
+    from pytest_duplexact.models.playback import Speech
+
+    class Beeper(EndpointModel):
+        """The endpoint's turn-taking, answering with a 220 Hz tone at a syllable rate (and
+        its words, as a bridge's TEXT would give them) instead of speech."""
+
+        name = "beeper"
+
+        def start(self, info):
+            super().start(info)
+            t = np.arange(2 * 16_000) / 16_000
+            tone = 0.3 * np.sin(2 * np.pi * 220 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 4 * t))
+            words = [Word(0.1 + 0.3 * i, 0.35 + 0.3 * i, w)
+                     for i, w in enumerate("sure thing here is my answer".split())]
+            self.reply = Speech.of(tone.astype(np.float32), words)
+
+    def factory(**options):
+        return Beeper(**options)
+''')
+
+
+def test_a_beeping_model_passes_no_take_turn_instance(pytester):
+    pytester.makepyfile(beeper=TONE_MODEL)
+    res = pytester.runpytest_subprocess("--duplexact-model=beeper:factory",
+                                        "--duplexact-action=take_turn", "-p",
+                                        "no:cacheprovider", "-q", timeout=600)
+    res.assert_outcomes(failed=9)
+    out = res.stdout.str()
+    reasons = re.findall(r"immediate execution failed: (.*)", out)
+    assert len(reasons) == 9, out
+    assert all(r.startswith("no substantive model speech at all") and
+               "no speech was detected (tones and noise are not speech)" in r
+               for r in reasons), reasons
