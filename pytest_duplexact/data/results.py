@@ -56,6 +56,15 @@ class SubsequentResult:
         return d
 
 
+# a wall-clock trial's lateness fields in ``InstanceOutcome.clock`` (pipelines/clock.py)
+LAG_KEYS = ("input_lag_max_ms", "output_lag_max_ms", "loop_stall_max_ms")
+
+
+def worst_lag_ms(clock: dict) -> float:
+    """The largest of a ``clock`` dict's lateness fields (ms)."""
+    return max(float(clock.get(k) or 0.0) for k in LAG_KEYS)
+
+
 def success(reason: str, **kw) -> ImmediateResult:
     return ImmediateResult(Verdict.SUCCESS, reason, **kw)
 

@@ -20,12 +20,12 @@ import weakref
 from collections import deque
 from dataclasses import dataclass
 
+from ..data.results import LAG_KEYS as _KEYS
 from ..models.base import ModelError
 
 TICK_S = 0.010  # the ticker's period: a stall shorter than this is below what it can see
 RECENT_S = 1.0  # admission control looks at the stalls of the last second
 
-_KEYS = ("input_lag_max_ms", "output_lag_max_ms", "loop_stall_max_ms")
 
 # The running trial's tolerance (s), set by the harness's guard (run/harness.py): a session
 # that passes it stops at once (TrialLate) instead of streaming the rest of a trial that will
@@ -50,11 +50,6 @@ class Lateness:
         """The outcome's and recording's ``clock`` fields (ms, 0.1 ms resolution)."""
         return {k: round(v * 1000, 1) for k, v in zip(_KEYS, (self.input, self.output,
                                                               self.stall))}
-
-
-def worst_ms(clock: dict) -> float:
-    """The largest of a ``clock`` dict's lateness fields (ms)."""
-    return max(float(clock.get(k) or 0.0) for k in _KEYS)
 
 
 def describe(clock: dict) -> str:

@@ -53,6 +53,9 @@ def suite_properties(report) -> list[tuple[str, str]]:
     out = [(FLAT_PREFIX + "model", str(report.model)),
            (FLAT_PREFIX + "instances", str(report.totals.instances)),
            (FLAT_PREFIX + "errors", str(report.totals.errors))]
+    from ..report.timing import properties
+
+    out += properties(report.clock)
     for action in summary.actions:
         for name, counts in [(action, summary.counts(action))] + [
                 (f"{action}.{c}", v) for c, v in summary.conditions(action).items()]:

@@ -96,6 +96,10 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if errors:
         out.append(f"{errors} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
+    from .timing import line as timing_line
+
+    if (timing := timing_line(report.clock)) is not None:
+        out.append(timing)
     if report.usage:
         from ..data.usage import describe
 

@@ -193,7 +193,8 @@ class Harness:
         ``clock`` says how late it was and how often it ran; what each attempt's provider
         billed is kept. Stepped trials (no ``clock``) pass through untouched."""
         from ..data import usage
-        from ..pipelines.clock import TOLERANCE, TimingUnreliable, TrialLate, worst_ms
+        from ..data.results import worst_lag_ms as worst_ms
+        from ..pipelines.clock import TOLERANCE, TimingUnreliable, TrialLate
 
         tol = self.timing_tolerance
         TOLERANCE.set(tol)  # this task's context: the trial's sessions stop once over it
