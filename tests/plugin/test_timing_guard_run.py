@@ -76,5 +76,5 @@ def test_a_trial_that_stalls_the_loop_is_rerun_then_unreliable_never_scored(pyte
     assert "1 re-run, 1 timing unreliable (errors, in no rate)" in out, out
     props = {p.get("name"): p.get("value")
              for p in ET.parse(Path(pytester.path, "junit.xml")).iter("property")}
-    assert props["duplexact.timing.unreliable"] == "1"
+    assert props["duplexact.timing.unreliable"] == "1" and props["duplexact.reruns"] == "2"
     assert float(props["duplexact.timing.worst_lag_ms"]) >= 300
