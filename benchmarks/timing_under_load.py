@@ -96,7 +96,7 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
                 seen[tag]["t0"] = d.started_at
                 try:
                     await d.close()
-                except Exception:  # noqa: BLE001 - the first error is the one that counts
+                except Exception:  # the first error is the one that counts
                     pass
                 raise
             seen[tag]["t0"] = d.started_at
@@ -122,7 +122,7 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
         except TimingUnreliable as e:
             outcomes[t.id] = ("unreliable", e.clock)
             continue
-        except Exception as e:  # noqa: BLE001 - counted, not raised
+        except Exception as e:  # counted, not raised
             outcomes[t.id] = ("error", repr(e))
             continue
         if score:
