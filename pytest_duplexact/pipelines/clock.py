@@ -91,6 +91,7 @@ class LoopMonitor:
         self._watchers: list[Lateness] = []
         self._task: asyncio.Task | None = None
         self.last_tick: float | None = None
+        self.last_stall = 0.0  # how late the last tick ran
         self._recent: deque[tuple[float, float]] = deque()  # (tick time, stall)
 
     @classmethod
@@ -121,7 +122,7 @@ class LoopMonitor:
     def tick(self, now: float, due: float) -> None:
         """A tick due at ``due`` ran at ``now`` (separate from the loop: tested on numbers)."""
         stall = max(0.0, now - due)
-        self.last_tick = now
+        self.last_tick, self.last_stall = now, stall
         self._recent.append((now, stall))
         while self._recent and self._recent[0][0] < now - RECENT_S:
             self._recent.popleft()
@@ -129,13 +130,16 @@ class LoopMonitor:
             w.stall = max(w.stall, stall)
 
     def late(self, now: float) -> float:
-        """How late something the loop handles at ``now`` may be: the time since the ticker
-        last ran beyond its period (0 when the loop kept up, or when nothing is watched).
-        I/O callbacks run before the due timers of the same loop pass, so an event that
-        waited out a stall is stamped before the ticker records that stall."""
+        """How late something the loop handles at ``now`` may be (0 when the loop kept up, or
+        when nothing is watched). An event that waited out a stall is handled either before
+        the ticker's late wake-up (then the time since the last tick, beyond its period,
+        is that stall so far) or just after it, in the same pass (then the stall that tick
+        just measured). The second may overstate an event that arrived as the stall ended;
+        never by more than the loop stall the trial records anyway."""
         if self.last_tick is None:
             return 0.0
-        return max(0.0, now - self.last_tick - TICK_S)
+        since = now - self.last_tick
+        return self.last_stall if since < TICK_S else since - TICK_S
 
     def recent_stall(self) -> float:
         """The largest stall of the last ``RECENT_S`` (s); 0 when nothing streams here."""

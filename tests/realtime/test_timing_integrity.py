@@ -67,7 +67,11 @@ async def test_an_event_that_waited_out_a_stall_is_stamped_late():
     loop.call_later(0.05, stall)
     await d.push(np.zeros(int(0.2 * SAMPLE_RATE), np.float32))
     rec = await d.close()
-    assert rec.clock["output_lag_max_ms"] >= (BLOCK_S - 2 * TICK_S - 0.005) * 1000, rec.clock
+    # whichever of the event and the ticker's late wake-up the loop handles first (both
+    # orders: test_the_monitor_reads_stalls_from_tick_times), the stamp is counted late
+    assert rec.clock["output_lag_max_ms"] > 0, rec.clock
+    assert max(rec.clock["output_lag_max_ms"], rec.clock["loop_stall_max_ms"]) >= \
+        (BLOCK_S - 2 * TICK_S - 0.005) * 1000, rec.clock
 
 
 @pytest.mark.asyncio
@@ -87,10 +91,13 @@ def test_the_monitor_reads_stalls_from_tick_times():
     late = Lateness()
     mon._watchers.append(late)
     mon.tick(now=1.0, due=0.99)
-    assert mon.late(1.005) == 0.0  # within one period of the last tick: on time
+    assert mon.late(1.005) == pytest.approx(0.01)  # just after a tick 10 ms late: that much
+    assert mon.late(1.012) == pytest.approx(0.002)  # past one period: the time beyond it
+    # an event handled before the ticker's late wake-up: the stall so far
     assert mon.late(1.25) == pytest.approx(0.24)
+    # ... or just after it, in the same pass: the stall that tick measured
     mon.tick(now=1.3, due=1.01)
-    assert late.stall == pytest.approx(0.29)
+    assert late.stall == pytest.approx(0.29) and mon.late(1.301) == pytest.approx(0.29)
     assert describe(Lateness(input=0.24, stall=0.1).to_dict()) == "input 240 ms late"
     mon.loop.close()
 
