@@ -13,7 +13,7 @@ from pytest_duplexact.report.timing import line, properties, section
 
 def _outcome(i, clock=None, error=None):
     return InstanceOutcome(f"take_turn-immediate-{i}", "take_turn", "immediate", "casual",
-                           "s", None if error else success("ok"), error=error, clock=clock)
+                           "real", None if error else success("ok"), error=error, clock=clock)
 
 
 def _clock(lag, reruns=0, unreliable=False):
@@ -59,3 +59,20 @@ def test_the_tolerance_option(given, seconds):
 def test_a_bad_tolerance_is_one_line(bad):
     with pytest.raises(pytest.UsageError, match="milliseconds"):
         _timing_tolerance(bad)
+
+
+def test_every_view_says_it_and_a_stepped_report_has_no_section():
+    from pytest_duplexact.report import builder, html, markdown, terminal
+    from pytest_duplexact.run.settings import RunSettings
+
+    outs = [_outcome(0, _clock(3.0)), _outcome(1, _clock(240.0, reruns=2, unreliable=True),
+                                               error="TimingUnreliable: timing unreliable")]
+    report = builder.build(outs, RunSettings(model="m"), "m")
+    sentence = line(report.clock)
+    assert report.to_json()["clock"]["unreliable"] == 1
+    assert sentence in terminal.render(report)
+    assert sentence in markdown.render(report)
+    assert sentence.replace("'", "&#x27;") in html.render(report)
+    stepped = builder.build([_outcome(0)], RunSettings(model="m"), "m")
+    assert "clock" not in stepped.to_json()
+    assert not any(x.startswith("Timing (") for x in terminal.render(stepped))
