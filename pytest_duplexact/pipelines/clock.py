@@ -87,12 +87,21 @@ class LoopMonitor:
         weakref.WeakKeyDictionary()
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
+        # weakly: the registry's value must not keep its key alive (a serial run makes a new
+        # loop per trial)
+        self._loop = weakref.ref(loop)
         self._watchers: list[Lateness] = []
         self._task: asyncio.Task | None = None
         self.last_tick: float | None = None
         self.last_stall = 0.0  # how late the last tick ran
         self._recent: deque[tuple[float, float]] = deque()  # (tick time, stall)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("the monitored event loop is gone")
+        return loop
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop | None = None) -> "LoopMonitor":

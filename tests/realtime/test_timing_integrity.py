@@ -87,7 +87,8 @@ async def test_over_the_tolerance_a_session_stops_at_once():
 
 
 def test_the_monitor_reads_stalls_from_tick_times():
-    mon = LoopMonitor(asyncio.new_event_loop())
+    loop = asyncio.new_event_loop()
+    mon = LoopMonitor(loop)
     late = Lateness()
     mon._watchers.append(late)
     mon.tick(now=1.0, due=0.99)
@@ -99,7 +100,20 @@ def test_the_monitor_reads_stalls_from_tick_times():
     mon.tick(now=1.3, due=1.01)
     assert late.stall == pytest.approx(0.29) and mon.late(1.301) == pytest.approx(0.29)
     assert describe(Lateness(input=0.24, stall=0.1).to_dict()) == "input 240 ms late"
-    mon.loop.close()
+    loop.close()
+
+
+def test_the_registry_does_not_keep_a_finished_loop_alive():
+    import gc
+    import weakref
+
+    loop = asyncio.new_event_loop()
+    LoopMonitor.of(loop)
+    gone = weakref.ref(loop)
+    loop.close()
+    del loop
+    gc.collect()
+    assert gone() is None
 
 
 # --- the guard (run/harness.py), below the wall clock ---------------------------------------
