@@ -32,6 +32,9 @@ class Recording:
     events: list[tuple[float, str]] = field(default_factory=list)
     # what the model's provider reported for this trial, every attempt included (usage.py)
     usage: dict = field(default_factory=dict)
+    # a wall-clock trial's own lateness (pipelines/clock.py: input_lag_max_ms,
+    # output_lag_max_ms, loop_stall_max_ms); None for a stepped trial, which has no wall clock
+    clock: dict | None = None
 
     @property
     def duration(self) -> float:

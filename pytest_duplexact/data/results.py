@@ -56,6 +56,15 @@ class SubsequentResult:
         return d
 
 
+# a wall-clock trial's lateness fields in ``InstanceOutcome.clock`` (pipelines/clock.py)
+LAG_KEYS = ("input_lag_max_ms", "output_lag_max_ms", "loop_stall_max_ms")
+
+
+def worst_lag_ms(clock: dict) -> float:
+    """The largest of a ``clock`` dict's lateness fields (ms)."""
+    return max(float(clock.get(k) or 0.0) for k in LAG_KEYS)
+
+
 def success(reason: str, **kw) -> ImmediateResult:
     return ImmediateResult(Verdict.SUCCESS, reason, **kw)
 
@@ -83,6 +92,14 @@ class InstanceOutcome:
     error: str | None = None
     recording: str | None = None  # run-dir relative folder of the artifacts
     corpus: str | None = None  # the instance's corpus when its data names one
+    # a wall-clock trial's own lateness (pipelines/clock.py): input_lag_max_ms,
+    # output_lag_max_ms, loop_stall_max_ms, tolerance_ms, reruns, unreliable; None stepped
+    clock: dict | None = None
+
+    @property
+    def unreliable(self) -> bool:
+        """Its timing stayed over the tolerance after every re-run (an error)."""
+        return bool(self.clock and self.clock.get("unreliable"))
 
     @property
     def excluded(self) -> bool:
@@ -97,6 +114,8 @@ class InstanceOutcome:
             "timing": self.timing, "error": self.error, "recording": self.recording,
             # only when known, so reports of data without corpora keep their bytes
             **({"corpus": self.corpus} if self.corpus is not None else {}),
+            # only for wall-clock trials, so stepped runs keep their bytes
+            **({"clock": dict(self.clock)} if self.clock is not None else {}),
         }
 
     @classmethod
@@ -119,7 +138,7 @@ class InstanceOutcome:
 
         return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
                    imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
-                   d.get("error"), d.get("recording"), d.get("corpus"))
+                   d.get("error"), d.get("recording"), d.get("corpus"), d.get("clock"))
 
 
 # --- reading outcomes back (resume, merge): trust nothing ---------------------------------
@@ -151,6 +170,17 @@ def _stage_problem(x, name: str, extra: dict) -> str | None:
     return f"'{name}' has unknown keys {sorted(unknown)}" if unknown else None
 
 
+def _clock_problem(c: Any) -> str | None:
+    if not isinstance(c, dict):
+        return "'clock' is not an object"
+    for key, value in c.items():
+        ok = isinstance(value, bool) if key == "unreliable" else (
+            value is None or finite_number(value))
+        if not ok:
+            return f"'clock.{key}' is {value!r}"
+    return None
+
+
 def outcome_problem(d: Any) -> str | None:
     """Why a stored outcome (outcome.json, a report's instance) cannot be trusted, or None:
     every field of the right type, finite numbers, a known action and condition."""
@@ -168,6 +198,8 @@ def outcome_problem(d: Any) -> str | None:
             return f"'{key}' is {d[key]!r}, not a string"
     if d.get("timing") is not None and not finite_number(d["timing"]):
         return f"'timing' is {d['timing']!r}, not a finite number"
+    if d.get("clock") is not None and (problem := _clock_problem(d["clock"])):
+        return problem
     def window_ok(w) -> bool:
         return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))
 

@@ -90,6 +90,14 @@ INTERRUPT_END_MARGIN_S = 1.0  # window is [user_start, user_end - 1.0]
 RECOVER_WINDOW: tuple[float, float] = (-2.0, 5.0)  # relative to interruption end
 STOP_FINAL_GRACE_S = 1.0  # substantive onsets in the intervention's last 1.0 s are allowed
 
+# The tightest span a rule decides on: take_turn immediate's [0, 0.5] s window (hold_floor's
+# 0.5 s gap is as tight). A wall-clock trial whose harness was late by a fifth of it (100 ms)
+# may have moved its verdict: that is --duplexact-timing-tolerance's default
+# (docs/realtime.md, "Timing integrity").
+TIGHTEST_WINDOW_S = min(min(hi - lo for lo, hi in TAKE_TURN_WINDOWS.values()),
+                        HOLD_FLOOR_MAX_GAP_S)
+TIMING_TOLERANCE_S = round(TIGHTEST_WINDOW_S / 5, 3)
+
 # --- The actions: one record each, in the paper's Table 4 order ----------------------------
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ from ..models.streaming import (
     TransientModelError,
 )
 from ..remote.retry import STREAMING, RetryPolicy
-from . import watchdog
+from . import clock, watchdog
+from .clock import Lateness, LoopMonitor
 from .duplex import Duplex, Track
 from .output_check import dtype_problem, level_problem
 from .stepped import StreamResampler
@@ -293,13 +294,18 @@ class StreamingDuplex(Duplex):
         self._loop = asyncio.get_running_loop()
         self._failure: ModelError | None = None
         self._closing = False
-        self._max_lag = 0.0
+        # the harness's own lateness on this trial (clock.py): input, output stamps, loop
+        self.lateness = Lateness()
+        self._monitor = LoopMonitor.of(self._loop)
+        self._monitor.watch(self.lateness)
+        self._tolerance = clock.TOLERANCE.get()  # over it, the trial stops (TrialLate)
         self._watch = watchdog.current()  # each answer from the session is progress
         self.usage: dict = {}  # the session's own usage report, taken at close()
         attach = getattr(session, "attach_playback", None)
         if callable(attach):  # a protocol that reports playback to its server
             attach(self.played_ms)
         self._reader = asyncio.create_task(self._read())
+        self._reader.add_done_callback(lambda _: self._monitor.unwatch(self.lateness))
 
     @classmethod
     async def open(cls, model: StreamingModel, info: SessionInfo,
@@ -337,7 +343,7 @@ class StreamingDuplex(Duplex):
     @property
     def max_input_lag(self) -> float:
         """Largest delay (s) of an input chunk behind its wall-clock slot so far."""
-        return self._max_lag
+        return self.lateness.input
 
     def played_ms(self, item_id: str) -> int:
         """Milliseconds of ``item_id`` a listener has heard by now (the playback clock)."""
@@ -374,7 +380,8 @@ class StreamingDuplex(Duplex):
             if delay > 0:
                 await asyncio.sleep(delay)
             else:
-                self._max_lag = max(self._max_lag, -delay)
+                self.lateness.input = max(self.lateness.input, -delay)
+            self._too_late()
             self._check()
             j = min(len(x), i + self.chunk)
             # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
@@ -398,6 +405,11 @@ class StreamingDuplex(Duplex):
         self._check()
 
     # -- output --
+
+    def _too_late(self) -> None:
+        """Past the guard's tolerance this attempt will not be scored: stop it now."""
+        if self._tolerance is not None and self.lateness.worst > self._tolerance:
+            self._fail(clock.TrialLate(self.lateness.to_dict()))
 
     def _fail(self, error: ModelError) -> None:
         if self._failure is None:
@@ -424,6 +436,9 @@ class StreamingDuplex(Duplex):
 
     async def _on_event(self, ev: Event) -> None:
         at = self._clock()
+        # an event that waited out a stall of the loop is stamped that much late
+        self.lateness.output = max(self.lateness.output, self._monitor.late(self._loop.time()))
+        self._too_late()
         self._watch.beats += 1
         if isinstance(ev, AudioDelta):
             self.playback.add_audio(at, ev.item_id, _checked_audio(ev.audio, at))
@@ -482,6 +497,9 @@ class StreamingDuplex(Duplex):
 
     async def close(self) -> Recording:
         self._closing = True
+        # a stall that ends now, before the ticker could see it, still counts
+        self.lateness.stall = max(self.lateness.stall, self._monitor.late(self._loop.time()))
+        self._monitor.unwatch(self.lateness)
         end = self.now
         self._reader.cancel()
         try:
@@ -495,8 +513,8 @@ class StreamingDuplex(Duplex):
         # what the provider reported (tokens, audio seconds), read even when the trial failed
         # so a retried instance is charged for every attempt (usage.py)
         self.usage = dict(getattr(self.session, "usage", None) or {})
-        if self._max_lag > self.chunk / SAMPLE_RATE:
-            self._record(end, f"input_lag max {self._max_lag * 1000:.0f}ms")
+        if self.lateness.input > self.chunk / SAMPLE_RATE:
+            self._record(end, f"input_lag max {self.lateness.input * 1000:.0f}ms")
         self._check()
         inp = np.concatenate(self._inputs) if self._inputs else np.zeros(0, np.float32)
         self._hear_until(end)
@@ -506,7 +524,8 @@ class StreamingDuplex(Duplex):
                                                                             np.float32)])
         return Recording(input=inp, output=out,
                          transcript=tuple(self.playback.words(end, final=True)),
-                         events=list(self.events), usage=self.usage)
+                         events=list(self.events), usage=self.usage,
+                         clock=self.lateness.to_dict())
 
 
 # --- many sessions at once ---------------------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ..data.taxonomy import TIMING_TOLERANCE_S
 from ..remote.netsafety import masked_repr
 from ..run.harness import RunKnobs
 from ..run.selection import Selection, SelectionError, parse_shard
@@ -73,6 +74,7 @@ class RunConfig:
     batch: int | None = 1
     timeout: float | None = 60.0
     judge_timeout: float | None = 150.0
+    timing_tolerance: float | None = TIMING_TOLERANCE_S  # s; None: off (lateness recorded)
     # where pytest was invoked (default run directory, store); on an xdist worker, the run
     # directory the controller chose (session.pytest_configure_node)
     invocation_dir: Path = field(default_factory=Path.cwd)
@@ -124,6 +126,7 @@ class RunConfig:
             cache_dir=get("cache-dir"), audio_format=audio_format,
             concurrency=knobs["concurrency"], batch=knobs["batch"],
             timeout=knobs["timeout"], judge_timeout=knobs["judge-timeout"],
+            timing_tolerance=_timing_tolerance(get("timing-tolerance")),
             invocation_dir=Path(config.invocation_params.dir), worker=worker,
             assigned_run_dir=Path(assigned) if assigned else None,
             problems=tuple(problems))
@@ -149,7 +152,8 @@ class RunConfig:
                         judge_timeout=self.judge_timeout,
                         cache_dir=Path(self.cache_dir) if self.cache_dir else None,
                         audio_format=self.audio_format,
-                        bargein_branches=self.bargein_branches != "off")
+                        bargein_branches=self.bargein_branches != "off",
+                        timing_tolerance=self.timing_tolerance)
 
 
 def _in_range(name: str, value):
@@ -183,6 +187,23 @@ def _gates(exprs) -> tuple:
         return tuple(gates.parse(g) for g in exprs)
     except gates.GateError as e:
         raise pytest.UsageError(str(e)) from None
+
+
+def _timing_tolerance(value) -> float | None:
+    """--duplexact-timing-tolerance: milliseconds (> 0) or 'off'; seconds out."""
+    if value is None or str(value).strip() == "":
+        return TIMING_TOLERANCE_S
+    text = str(value).strip().lower()
+    if text == "off":
+        return None
+    try:
+        ms = float(text.removesuffix("ms"))
+    except ValueError:
+        ms = float("nan")
+    if not ms > 0 or ms == float("inf"):
+        raise pytest.UsageError(f"--duplexact-timing-tolerance={value!r}: give milliseconds "
+                                "(> 0), e.g. 100, or 'off'")
+    return ms / 1000
 
 
 def _audio_format(value) -> str:

@@ -33,6 +33,12 @@ def flat_properties(outcome: dict) -> list[tuple[str, str]]:
         out.append((FLAT_PREFIX + "window", f"{_num(lo)}..{_num(hi)}"))
     if outcome.get("timing") is not None:
         out.append((FLAT_PREFIX + "timing", _num(outcome["timing"])))
+    clock = outcome.get("clock")
+    if clock:  # a wall-clock trial: the harness's own lateness (docs/realtime.md)
+        from ..data.results import worst_lag_ms
+
+        out += [(FLAT_PREFIX + "lag_ms", _num(worst_lag_ms(clock))),
+                (FLAT_PREFIX + "reruns", str(clock.get("reruns", 0)))]
     reason = outcome.get("error") or (sub.get("reason") if sub.get("verdict") == "failure"
                                       else imm.get("reason"))
     if reason:
@@ -53,6 +59,9 @@ def suite_properties(report) -> list[tuple[str, str]]:
     out = [(FLAT_PREFIX + "model", str(report.model)),
            (FLAT_PREFIX + "instances", str(report.totals.instances)),
            (FLAT_PREFIX + "errors", str(report.totals.errors))]
+    from ..report.timing import properties
+
+    out += properties(report.clock)
     for action in summary.actions:
         for name, counts in [(action, summary.counts(action))] + [
                 (f"{action}.{c}", v) for c, v in summary.conditions(action).items()]:

@@ -137,6 +137,11 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("judge-timeout", "Seconds one judge, simulator or transcription question may take in "
         "total, retries included; each HTTP attempt gets at most 60 s of it.", default=150.0,
         kind="float", metavar="SECONDS"),
+    Opt("timing-tolerance", "Streaming models: the most the harness itself may run late on a "
+        "trial (an input chunk, an output stamp, an event-loop stall) before the trial is "
+        "re-run at a lower concurrency, then reported as 'timing unreliable' (an error, in no "
+        "rate); 'off' only records the lateness. Default 100: a fifth of the tightest window "
+        "the rules use (docs/realtime.md).", metavar="MS|off"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}

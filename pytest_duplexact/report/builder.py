@@ -53,6 +53,9 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
             from .cost import estimate as cost_estimate
 
             sections["cost"] = cost_estimate(usage, prices)
+    from .timing import section as timing_section
+
+    sections["clock"] = timing_section(outcomes)  # wall-clock trials only
     report = report.replace(**sections)
     if report.released is not None:  # only runs on the released data
         from .paper_comparison import paper_section

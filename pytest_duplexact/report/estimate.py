@@ -27,6 +27,13 @@ from ..data.taxonomy import OBSERVATION_PERIOD_S, Pipeline
 from ..pipelines import bargein as _bargein
 from ..pipelines import simulator as _simulator
 
+# CPU the streaming loop spends per second of audio streamed, per live session (resampling,
+# the adapter's protocol, playback bookkeeping, the timing ticker): the most
+# benchmarks/timing_under_load.py measured (gpt-realtime against the fake server, 8-32 in
+# flight, docs/benchmarks.md). A CPU core streams at most about 1000 / it sessions on time,
+# before scoring and the rest of the machine take their share.
+LOOP_CPU_MS_PER_STREAM_S = 14.0
+
 # services a run may call besides the model (data/usage.py labels), and the settings that
 # name their models; local ones (offline transcriber, rule simulator) bill nothing
 LOCAL_TRANSCRIBERS = (None, "auto", "native", "offline")
@@ -260,6 +267,13 @@ def describe(est: dict) -> list[str]:
     head = (f"duplexact: estimate: {est['instances']:,} instances, {_hours_span(lo, hi)} of "
             f"audio to stream; {wall}; {money}")
     lines = [head]
+    if kind == "streaming":
+        lanes = est["concurrency"] * max(1, est["workers"])
+        lines.append(f"    harness CPU: about {LOOP_CPU_MS_PER_STREAM_S:.0f} ms per streamed "
+                     f"second per live session (benchmarks/timing_under_load.py): at most "
+                     f"~{1000 / LOOP_CPU_MS_PER_STREAM_S:.0f} sessions per core; {lanes} in "
+                     f"flight take ~{lanes * LOOP_CPU_MS_PER_STREAM_S / 10:.0f}% of a core "
+                     "before scoring (keep headroom: docs/realtime.md, timing integrity)")
     for label, s in cost["services"].items():
         if s["cost"] == [0.0, 0.0] and "note" not in s:
             continue

@@ -230,6 +230,11 @@ def _summary(report: Report) -> str:
                    '(<a href="#baseline">details</a>)</p>')
     for note in report.note_lines():
         out.append(f'<p class="note">{_esc(note)}</p>')
+    from .timing import line as timing_line
+
+    if (timing := timing_line(report.clock)) is not None:
+        out.append(f'<p class="{"warn" if report.clock["unreliable"] else "note"}">'
+                   f'{_esc(timing)}</p>')
     out.append(_s_mark(report))
     out.append('<p class="note">Every rate carries its n and a 95% Wilson interval '
                '[lo\u2013hi]; <b>~</b> marks an interval wider than \u00b110 points: too few '

@@ -93,6 +93,10 @@ def render(report: Report | dict, failures: bool = True) -> str:
                f"{report.created or ''}")
     if report.shards:
         out.append(f"Merged from {len(report.shards)} shard report(s).")
+    from .timing import line as timing_line
+
+    if (timing := timing_line(report.clock)) is not None:
+        out += ["", timing]
     out += ["", "Rates in %, each with its 95% Wilson interval [lo\u2013hi] and its n; `~` marks "
             "an interval wider than \u00b110 points (too few instances to read the rate "
             "closely). T: median (IQR, n) in seconds.", ""]

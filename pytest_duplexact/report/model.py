@@ -39,7 +39,8 @@ VERSION = 1  # the report's schema version: its "version" key
 
 # every key a report may have, in the order report.json has them; each is a Report field
 KEYS = ("schema", "version", "created", "generator", "model", "settings", "taxonomy", "totals",
-        "summary", "instances", "selected", "gates", "incomplete", "notes", "usage", "judges",
+        "summary", "instances", "selected", "gates", "incomplete", "notes", "usage", "clock",
+        "judges",
         "cost", "paper_comparison", "estimate", "measured", "budget", "baseline", "run_dir",
         "shards", "extra")
 
@@ -177,6 +178,7 @@ class Report(Mapping):
     incomplete: tuple[str, ...] | None = None  # a merge --allow-incomplete lacks these
     notes: tuple[str, ...] | None = None
     usage: Mapping | None = None
+    clock: Mapping | None = None  # the harness's own lateness (report/timing.py): streaming
     judges: Mapping | None = None
     cost: Mapping | None = None
     paper_comparison: Mapping | None = None

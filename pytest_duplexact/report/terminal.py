@@ -97,6 +97,10 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
         out.append(f"{errors} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
     from ..data.usage import all_local, describe
+    from .timing import line as timing_line
+
+    if (timing := timing_line(report.clock)) is not None:
+        out.append(timing)
 
     if report.usage:
         out += [""] + describe(report.usage)

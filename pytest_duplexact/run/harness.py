@@ -17,6 +17,7 @@ import numpy as np
 
 from ..data.annotations import Instance
 from ..data.results import ImmediateResult, InstanceOutcome, Verdict
+from ..data.taxonomy import TIMING_TOLERANCE_S
 from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis
 from ..models.base import SessionInfo
@@ -24,6 +25,10 @@ from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
 from ..rules import scoring
 from .rundir import RunDir
 from .settings import SettingsError
+
+# A wall-clock trial over the timing tolerance is run again at most this many times (at a
+# lower concurrency), then reported as timing unreliable (pipelines/clock.py)
+TIMING_RERUNS = 2
 
 
 def user_spans(instance: Instance, tl: Timeline) -> list[list[float]]:
@@ -71,6 +76,9 @@ class RunKnobs:
     cache_dir: Path | None = None  # judge / simulator / transcription cache; None: the run's
     audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
     bargein_branches: bool = True  # barge-in plays branch clips where an instance has them
+    # largest lateness (s) of the harness on a wall-clock trial before it is re-run
+    # (--duplexact-timing-tolerance); None: never re-run, the lateness is only recorded
+    timing_tolerance: float | None = TIMING_TOLERANCE_S
 
 
 @dataclass
@@ -92,6 +100,7 @@ class Harness:
     vad_cache: Any = None  # remote.cache.RequestCache: a re-scored recording skips the VAD
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
     audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
+    timing_tolerance: float | None = TIMING_TOLERANCE_S  # RunKnobs.timing_tolerance
 
     @classmethod
     def from_settings(cls, settings, run_dir: Path, knobs: RunKnobs = RunKnobs(), *,
@@ -123,7 +132,7 @@ class Harness:
             fingerprint=settings.fingerprint(),
             vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
             timeout=timeout, bargein_branches=knobs.bargein_branches,
-            audio_format=knobs.audio_format,
+            audio_format=knobs.audio_format, timing_tolerance=knobs.timing_tolerance,
         )
         # a server that answers one request at a time (mini-omni2) says so: more in flight
         # would only queue behind each other and time the queue, not the model
@@ -143,7 +152,8 @@ class Harness:
         elif concurrency > 1 and is_streaming(model):
             from .prefetch import Prefetcher
 
-            harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout)
+            harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout,
+                                            tolerance=knobs.timing_tolerance)
         return harness
 
     @property
@@ -172,8 +182,44 @@ class Harness:
         from ..pipelines import run_instance
 
         info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
-        return await run_instance(instance, self.model if model is None else model, info,
-                                  policy=self.policy, branches=self.bargein_branches)
+        return await self._on_time(lambda: run_instance(
+            instance, self.model if model is None else model, info, policy=self.policy,
+            branches=self.bargein_branches))
+
+    async def _on_time(self, trial):
+        """The timing guard (issue 33): a wall-clock trial whose own lateness exceeds the
+        tolerance is never scored; it runs again (up to TIMING_RERUNS times, each after the
+        prefetcher lowered the trials in flight), then is TimingUnreliable. Its recording's
+        ``clock`` says how late it was and how often it ran; what each attempt's provider
+        billed is kept. Stepped trials (no ``clock``) pass through untouched."""
+        from ..data import usage
+        from ..data.results import worst_lag_ms as worst_ms
+        from ..pipelines.clock import TOLERANCE, TimingUnreliable, TrialLate
+
+        tol = self.timing_tolerance
+        TOLERANCE.set(tol)  # this task's context: the trial's sessions stop once over it
+        tol_ms = None if tol is None else round(tol * 1000, 1)
+        billed: list[dict] = []
+        for attempt in range(TIMING_RERUNS + 1):
+            try:
+                recording = await trial()
+            except TrialLate as late:  # stopped early: over the tolerance, not scored
+                recording, lateness = None, late.clock
+            else:
+                if recording.clock is None:  # a stepped trial: no wall clock
+                    return recording
+                billed.append({"model": recording.usage} if recording.usage else {})
+                lateness = recording.clock
+            clock = dict(lateness, tolerance_ms=tol_ms, reruns=attempt, unreliable=False)
+            if recording is not None and (tol is None or worst_ms(clock) <= tol * 1000):
+                recording.clock = clock
+                if attempt:  # every attempt's sessions were billed
+                    recording.usage = usage.total(billed).get("model", {})
+                return recording
+            quieter = getattr(self.prefetcher, "quieter", None)
+            if attempt < TIMING_RERUNS and quieter is not None:
+                await quieter(attempt + 1)
+        raise TimingUnreliable(dict(clock, unreliable=True), TIMING_RERUNS + 1)
 
     def timeline(self, recording) -> Timeline:
         from ..listen.segmentation import build_timeline
@@ -208,7 +254,8 @@ class Harness:
                 immediate = dataclasses.replace(immediate, reason=f"{immediate.reason}; {why}")
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, immediate,
-                                  s.subsequent, s.timing, None, rel, corpus=instance.corpus)
+                                  s.subsequent, s.timing, None, rel, corpus=instance.corpus,
+                                  clock=recording.clock)
         self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 
@@ -228,7 +275,7 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, error=msg,
                                   recording=self.dir.relative(self.instance_dir(instance)),
-                                  corpus=instance.corpus)
+                                  corpus=instance.corpus, clock=getattr(exc, "clock", None))
         try:
             self.dir.write_error(instance.id, "".join(traceback.format_exception(exc)))
             self._commit(instance, outcome)

@@ -171,6 +171,7 @@ def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeyp
     res = pytester.runpytest_subprocess(
         "--duplexact-model=gpt-realtime", "--duplexact-action=take_turn", "--duplexact-limit=1",
         "--duplexact-concurrency=2", "--duplexact-run-dir=run", "--duplexact-prices=prices.toml",
+        "--duplexact-timing-tolerance=off",  # the guard: test_timing_guard_run.py, load-free
         "--duplexact-max-cost=0.3", "-p", "no:cacheprovider", timeout=240)
     out = res.stdout.str()
     rep = read_report(pytester.path / "run")

@@ -62,6 +62,7 @@ def test_end_to_end_run_over_all_three_pipelines(pytester, adapter, monkeypatch)
           ["--duplexact-model-option=force_listen_count=1"]),
         f"--duplexact-condition={CONDITIONS}", "--duplexact-limit=1",
         "--duplexact-concurrency=3", "--duplexact-run-dir=run", "--junitxml=junit.xml",
+        "--duplexact-timing-tolerance=off",  # the guard: test_timing_guard_run.py, load-free
         "-p", "no:cacheprovider", timeout=300)
     run = Path(pytester.path, "run")
     rep = json.loads((run / "report.json").read_text())

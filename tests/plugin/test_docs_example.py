@@ -62,7 +62,9 @@ def test_the_docs_streaming_example_scores_as_documented(tmp_path):
     side (about half a minute)."""
     report = documented_run(tmp_path, "live", example_code("### A complete streaming example"),
                             "--duplexact-condition=take_turn.immediate,take_turn.delayed,"
-                            "stop.direct_interruption", "--duplexact-concurrency=9")
+                            "stop.direct_interruption", "--duplexact-concurrency=9",
+                            # the timing guard is tested load-free (test_timing_guard_run.py)
+                            "--duplexact-timing-tolerance=off")
     by = {(o["action"], o["condition"]): [] for o in report["instances"]}
     for o in report["instances"]:
         by[o["action"], o["condition"]].append(o["immediate"]["verdict"])

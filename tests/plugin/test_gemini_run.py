@@ -106,6 +106,7 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
         "--duplexact-model-option=silence_duration_ms=500",
         "--duplexact-condition=stop.direct_interruption,take_turn.immediate,interrupt.help",
         "--duplexact-limit=1", "--duplexact-run-dir=run", "--junitxml=junit.xml",
+        "--duplexact-timing-tolerance=off",  # the guard: test_timing_guard_run.py, load-free
         "-p", "no:cacheprovider", timeout=400)
     run = Path(pytester.path, "run")
     rep = json.loads((run / "report.json").read_text())

@@ -50,7 +50,8 @@ def plugin_run(folder: Path, model: str, url: str, conditions: str, options: lis
            f"--duplexact-model={model}", f"--duplexact-model-option=server_url={url}",
            *[f"--duplexact-model-option={o}" for o in options],
            f"--duplexact-condition={conditions}", "--duplexact-limit=1",
-           "--duplexact-concurrency=2", "--duplexact-run-dir=run"]
+           "--duplexact-concurrency=2", "--duplexact-run-dir=run",
+           "--duplexact-timing-tolerance=off"]  # the guard: test_timing_guard_run.py
     return subprocess.Popen(cmd, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
 

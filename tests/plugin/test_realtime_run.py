@@ -41,6 +41,7 @@ def test_gpt_realtime_concurrent_run(pytester, realtime_server, monkeypatch):
     res = pytester.runpytest_subprocess(
         "--duplexact-model=gpt-realtime", "--duplexact-action=take_turn",
         "--duplexact-limit=1", "--duplexact-concurrency=3", "--duplexact-run-dir=run",
+        "--duplexact-timing-tolerance=off",  # the guard: test_timing_guard_run.py, load-free
         "-p", "no:cacheprovider", timeout=240)
     rep = json.loads(Path(pytester.path, "run", "report.json").read_text())
     assert rep["totals"] == {"instances": 3, "errors": 0}, res.stdout.str()

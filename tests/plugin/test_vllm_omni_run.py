@@ -48,6 +48,7 @@ def test_end_to_end_run_over_all_three_pipelines(pytester, server):
         "--duplexact-model=vllm-omni", f"--duplexact-model-option=url={url}",
         f"--duplexact-condition={CONDITIONS}", "--duplexact-limit=1",
         "--duplexact-concurrency=3", "--duplexact-run-dir=run", "-p", "no:cacheprovider",
+        "--duplexact-timing-tolerance=off",  # the guard: test_timing_guard_run.py, load-free
         timeout=300)
     stop()
     run = Path(pytester.path, "run")

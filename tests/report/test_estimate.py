@@ -91,6 +91,9 @@ def test_a_released_size_set_scales_linearly(bundled):
     hours_lo = big["stream_s"][0] / 3600
     assert 15 < hours_lo < 30  # "some 20 hours of streamed audio" (the figure)
     assert describe(big)[0].startswith("duplexact: estimate: 3,456 instances, ")
+    # what the live sessions cost the harness's CPU, and the sessions per core it implies
+    assert "harness CPU: about 14 ms per streamed second per live session" in describe(big)[1]
+    assert "~71 sessions per core; 16 in flight take ~22% of a core" in describe(big)[1]
 
 
 def test_stepped_and_local_models_bill_nothing_and_have_no_wall_clock(bundled):
@@ -99,6 +102,7 @@ def test_stepped_and_local_models_bill_nothing_and_have_no_wall_clock(bundled):
     assert est["wall_s"] is None and est["cost"]["total"] == [0.0, 0.0]
     assert est["cost"]["complete"]
     assert "as fast as the model computes" in describe(est)[0]
+    assert not any("harness CPU" in line for line in describe(est))  # no wall clock
 
 
 def test_unknown_prices_are_said_never_guessed(bundled):
