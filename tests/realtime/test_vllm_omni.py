@@ -499,7 +499,8 @@ async def test_four_trials_at_once_onsets_and_the_ack_after_a_barge_in():
         late = load_allowance(rec)
         assert abs(onset_errors[-1]) <= 0.040 + late, (i, onset_errors[-1], rec.events)
         if over is None:
-            assert turn.ended == "completed" and offset - onset == pytest.approx(speak, abs=0.05)
+            assert turn.ended == "completed" and \
+                offset - onset == pytest.approx(speak, abs=0.05 + late)  # gaps under load
             assert max(a["played_ms"] for a in s.acks) == round(speak * 1000)
             continue
         assert turn.ended == "barge_in"
