@@ -84,6 +84,11 @@ async def bounded(response: httpx2.Response, label: str, what: str, *,
                 break
             raise ModelError(f"{label}: {what}: the answer passed {max_bytes} bytes (the bound "
                              "on an answer, MAX_ANSWER_BYTES in models/http_server.py)")
+    return _plain(response, body)
+
+
+def _plain(response: httpx2.Response, body: bytes | bytearray) -> httpx2.Response:
+    """A read response as a plain one over ``body`` (already decoded: no content coding)."""
     keep = {k: v for k, v in response.headers.items() if k.lower() == "content-type"}
     return httpx2.Response(response.status_code, headers=keep, content=bytes(body),
                            request=response.request)
@@ -141,17 +146,25 @@ async def shut_down(http: httpx2.AsyncClient, tasks: list, label: str) -> None:
 
 # how long `duplexact models NAME -o server_url=...` waits for a server before saying no
 REACH_TIMEOUT_S = 10.0
+PROBE_BYTES = 64 * 1024  # of a probe's answer: a status page, an engine.io handshake
 
 
 def probe(label: str, url: str, path: str, *, verify: bool,
           timeout: float = REACH_TIMEOUT_S) -> httpx2.Response:
     """One ``GET url + path`` within ``timeout`` seconds, for ``duplexact models NAME -o
-    server_url=...``: the answer, or the ``ModelError`` that says why nothing answered. A GET
-    creates no session on any of these servers (their session routes take POST)."""
+    server_url=...``: the answer (its first ``PROBE_BYTES``: a body that does not end would
+    hold the command), or the ``ModelError`` that says why nothing answered. A GET creates no
+    session on any of these servers (their session routes take POST)."""
     try:
         with httpx2.Client(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
-                           follow_redirects=False) as c:
-            return c.get(url.rstrip("/") + path)
+                           follow_redirects=False) as c, \
+                c.stream("GET", url.rstrip("/") + path) as r:
+            body = bytearray()
+            for data in r.iter_bytes():
+                body += data
+                if len(body) >= PROBE_BYTES:
+                    break
+            return _plain(r, body[:PROBE_BYTES])
     except httpx2.HTTPError as e:
         raise request_error(e, label, f"GET {path}", url) from None
 

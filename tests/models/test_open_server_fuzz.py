@@ -468,3 +468,27 @@ async def test_one_server_sent_event_is_bounded(line):
     got, ended = await run_lychee(route)
     assert isinstance(ended, ModelError) and "MAX_SSE_EVENT_BYTES" in str(ended), ended
     assert not isinstance(ended, TransientModelError)
+
+
+@pytest.mark.asyncio
+async def test_a_nested_gzip_bomb_stops_at_the_part_bound():
+    """64 MiB of zeros gzipped twice is about 70 KB on the wire; httpx2 inflates it in
+    bounded pieces, so the reader's bound is reached before the bomb is whole."""
+    import gzip
+
+    bomb = gzip.compress(gzip.compress(bytes(64 << 20), 9), 9)
+    reply = Reply(headers=(b"Content-Type: multipart/x-mixed-replace; boundary=frame",
+                           b"Content-Encoding: gzip, gzip", b"Content-Length: %d" % len(bomb)),
+                  body=(bomb,))
+    got, failure = await run_chat(reply)
+    assert isinstance(failure, ModelError) and "MAX_PART_BYTES" in str(failure), failure
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("reach", [lychee_fd.reach, mini_omni2.reach],
+                         ids=["lychee-fd", "mini-omni2"])
+async def test_reach_reads_the_status_not_an_endless_body(reach):
+    """``duplexact models NAME -o server_url=...`` needs only the status of its GET."""
+    async with HostileServer(lambda m, p: flood(b"HTTP/1.1 405 METHOD NOT ALLOWED")) as server:
+        said = await asyncio.to_thread(reach, server_url=server.url)
+    assert "HTTP 405" in said and server.written < FLOOD * 65536 // 2
