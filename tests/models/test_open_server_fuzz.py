@@ -494,3 +494,26 @@ async def test_reach_reads_the_status_not_an_endless_body(reach):
     async with HostileServer(lambda m, p: flood(b"HTTP/1.1 405 METHOD NOT ALLOWED")) as server:
         said = await asyncio.to_thread(reach, server_url=server.url)
     assert "HTTP 405" in said and server.written < FLOOD * 65536 // 2
+
+
+@pytest.mark.asyncio
+async def test_a_server_flooding_audio_fails_the_instance_at_the_queue_bound():
+    """End to end through the streaming duplex (one short run at 1x): events each within the
+    per-event bound, but 610 s of them at once; the instance fails naming MAX_QUEUED_S."""
+    from pytest_duplexact.pipelines.streaming import StreamingDuplex
+
+    pcm = b64(np.zeros(10 * lychee_fd.OUTPUT_RATE, "<i2").tobytes())
+    event = f'event: audio_chunk_pcm\ndata: {{"pcm_b64": "{pcm}"}}\n\n'.encode()
+
+    def route(method, path):
+        if path.endswith("/start"):
+            return ok_json(SID)
+        if path.endswith("/events"):
+            return sse(*(event for _ in range(61)), then="stall")
+        return ok_json(b'{"ok": true}')
+    async with HostileServer(route) as server:
+        d = await StreamingDuplex.open(lychee_fd.factory(server_url=server.url, **SMALL), None)
+        with pytest.raises(ModelError, match="MAX_QUEUED_S"):
+            await asyncio.wait_for(d.push(np.zeros(16_000, np.float32)), OUTER_S)
+        with pytest.raises(ModelError):
+            await d.close()
