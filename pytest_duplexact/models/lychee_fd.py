@@ -28,7 +28,8 @@ server that stops answering fails the instance for a retry instead of holding it
 Bounds on what the server chooses: an audio event's sample rate must lie in ``RATE_RANGE``
 (8-192 kHz) and its audio last at most ``MAX_EVENT_S`` seconds (checked on the base64 length
 before decoding), else the instance is a model error naming the bound (a 1 Hz rate would make
-a few KB of PCM gigabytes once resampled). One server-sent event is at most
+a few KB of PCM gigabytes once resampled); an ``audio_chunk`` must be a WAV (a FLAC of silence
+decodes to hundreds of times its size). One server-sent event is at most
 ``MAX_SSE_EVENT_BYTES`` (1 MiB, a line without its newline included), the session's
 ``infer_window_ms`` must lie in ``WINDOW_RANGE_MS`` (160-10,000 ms) and every JSON answer is read
 up to ``MAX_ANSWER_BYTES`` (``http_server.py``); past each, a model error naming it. The text of
@@ -87,6 +88,7 @@ API = "/api/realtime/session"
 RATE_RANGE = (8_000, 192_000)  # Hz: a server-chosen sample rate outside it is refused
 MAX_EVENT_S = 30.0             # seconds of audio one event may carry (the server's are < 1 s)
 MAX_CHANNELS = 8               # audio_chunk WAV channels
+WAV_FORMATS = ("WAV", "WAVEX")  # audio_chunk containers (app.py sends WAV)
 WINDOW_RANGE_MS = (160, 10_000)  # the server's infer_window_ms (app.py: at least 160)
 MAX_SSE_EVENT_BYTES = 1 << 20  # one server-sent event (its audio: MAX_EVENT_S of 24 kHz fits)
 
@@ -195,6 +197,9 @@ def _decode_wav(data: Any) -> tuple[np.ndarray, int]:
         info = sf.info(io.BytesIO(raw))
     except Exception as e:
         raise _BadAudio(f"audio_chunk is not a readable WAV ({type(e).__name__})") from None
+    if info.format not in WAV_FORMATS:  # 77 KB of FLAC silence decode to 180 MB
+        raise _BadAudio(f"audio_chunk is {str(info.format)[:20]}, not a WAV (a compressed "
+                        "container decodes to far more than it carries)")
     rate = _check_rate("audio_chunk", info.samplerate)
     if not 1 <= info.channels <= MAX_CHANNELS or info.frames > MAX_EVENT_S * rate:
         raise _BadAudio(f"audio_chunk declares {info.frames} frames x {info.channels} "

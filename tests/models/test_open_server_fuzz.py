@@ -80,7 +80,8 @@ def b64(raw: bytes) -> str:
 
 @st.composite
 def wavs(draw) -> str:
-    """A WAV (some rate, channels, length, sample type), possibly corrupted, as base64."""
+    """A WAV (some rate, channels, length, sample type; now and then a FLAC), possibly
+    corrupted, as base64."""
     rate = draw(st.sampled_from([8_000, 24_000, 48_000, 192_000, 1_000, 400_000]))
     channels = draw(st.integers(1, 10))
     n = draw(st.integers(0, 400))
@@ -89,8 +90,11 @@ def wavs(draw) -> str:
     x = draw(st.sampled_from([np.zeros, np.ones]))((n, channels), np.float32)
     if subtype in ("FLOAT", "DOUBLE") and n and draw(st.booleans()):
         x[0, 0] = draw(st.sampled_from([np.nan, np.inf, 1e30]))
+    container = draw(st.sampled_from(["WAV", "WAV", "WAV", "FLAC"]))
+    if container == "FLAC":
+        subtype = "PCM_16"
     try:
-        sf.write(buf, x, rate, subtype=subtype, format="WAV")
+        sf.write(buf, x, rate, subtype=subtype, format=container)
     except Exception:  # a rate libsndfile will not write: a header of our own instead
         buf = io.BytesIO(b"RIFF\x24\x00\x00\x00WAVEfmt ")
     raw = bytearray(buf.getvalue())
@@ -418,6 +422,17 @@ def test_lychee_text_loses_the_urls_password():
     session = LycheeSession(lychee_fd.factory(server_url=LYCHEE_URL, verify="false"))
     [ev] = session._translate("assistant_text", json.dumps({"delta": f"echo {PASSWORD}"}))
     assert ev.text == "echo ***"
+
+
+@pytest.mark.parametrize("fmt", ["FLAC", "OGG"])
+def test_an_audio_chunk_in_a_compressed_container_is_refused(fmt):
+    """app.py sends WAV; a FLAC of 30 s x 8 channels x 192 kHz of silence is 77 KB of base64
+    and took 200 MB to decode, within every other bound."""
+    buf = io.BytesIO()
+    sf.write(buf, np.zeros((4800, 2), np.float32), 48_000, format=fmt)
+    session = LycheeSession(lychee_fd.factory(server_url=LYCHEE_URL, verify="false"))
+    [ev] = session._translate("audio_chunk", json.dumps({"wav_b64": b64(buf.getvalue())}))
+    assert isinstance(ev, Error) and ev.code == "bad_audio" and "not a WAV" in ev.message
 
 
 def lychee_start(body: bytes):
