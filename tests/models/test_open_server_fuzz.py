@@ -1,9 +1,10 @@
 """Fuzzing the network inputs of the open-server adapters (issue 32, "What to build" 2):
 lychee-fd's session answer and server-sent events, mini-omni2's multipart ``/chat`` reply.
 
-Hypothesis drives the REAL adapter code: the event translation and the multipart reader
-directly (below the wall clock), and whole sessions against a raw hostile HTTP server on
-127.0.0.1 (``tests/fakes/hostile_http.py``) with small deadlines. The properties: nothing
+Hypothesis drives the REAL adapter code: the event translation and mini-omni2's parts
+directly (below the wall clock; the multipart reader's own fuzz is test_fuzz_mini_omni2.py),
+and whole sessions against a raw hostile HTTP server on 127.0.0.1
+(``tests/fakes/hostile_http.py``) with small deadlines. The properties: nothing
 escapes but the adapter's own ``ModelError`` (``TransientModelError`` included) or a valid
 trial; no session outlives its deadlines; every server-chosen size is bounded (a bound passed
 is a model error naming it); the password of ``server_url`` is in no message and no event.
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from pytest_duplexact.models import lychee_fd, mini_omni2
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.lychee_fd import LycheeSession
-from pytest_duplexact.models.mini_omni2 import MiniOmni2Session, MultipartReader
+from pytest_duplexact.models.mini_omni2 import MiniOmni2Session
 from pytest_duplexact.models.streaming import (
     AudioDelta,
     Error,
@@ -290,36 +291,6 @@ def bodies(draw) -> bytes:
         pieces.append(draw(st.one_of(st.binary(max_size=101), st.text(max_size=20)
                                      .map(lambda t: t.encode()), echo.map(str.encode))))
     return b"".join(pieces)
-
-
-def read_all(body: bytes, cuts: list[int], limit: int) -> list | ModelError:
-    reader = MultipartReader(max_part_bytes=limit)
-    out = []
-    at = 0
-    try:
-        for cut in sorted(cuts) + [len(body)]:
-            out += reader.feed(body[at:cut])
-            at = max(at, cut)
-            assert len(reader._buf) <= limit  # what stays buffered is within the bound
-        return out + reader.flush()
-    except ModelError as e:
-        return e
-
-
-@fuzz(300)
-@given(bodies(), st.lists(st.integers(0, 800), max_size=8), st.sampled_from([64, 1 << 20]))
-def test_multipart_replies_read_alike_however_they_are_cut(body, cuts, limit):
-    """Parts or a ``ModelError`` naming the bound, never another exception; the same parts
-    however the network cuts the body (unless one read alone passes the bound)."""
-    cuts = [c for c in cuts if c <= len(body)]
-    whole, pieces = read_all(body, [], limit), read_all(body, cuts, limit)
-    for got in (whole, pieces):
-        if isinstance(got, ModelError):
-            assert "multipart boundary" in str(got) or "no header" in str(got), got
-        else:
-            assert all(isinstance(k, str) and isinstance(b, bytes) for k, b in got)
-    if not isinstance(whole, ModelError) and not isinstance(pieces, ModelError):
-        assert whole == pieces
 
 
 @fuzz(150)
