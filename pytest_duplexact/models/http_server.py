@@ -26,6 +26,9 @@ from .streaming import ServerUnreachable, TransientModelError
 log = logging.getLogger(__name__)
 
 CLOSE_TIMEOUT_S = 5.0
+# A whole answer the client reads (a JSON body, an error page): the servers' are under 1 KB;
+# one the server never ends must not grow memory until the read deadline, which never comes.
+MAX_ANSWER_BYTES = 1 << 20
 
 
 def deadline(connect: float, read: float) -> httpx2.Timeout:
@@ -67,6 +70,43 @@ def request_error(e: BaseException, label: str, what: str, url: str) -> ModelErr
     return ModelError(f"{label}: {what} to {where} failed: {why}")
 
 
+async def bounded(response: httpx2.Response, label: str, what: str, *,
+                  max_bytes: int = MAX_ANSWER_BYTES, cut: bool = False) -> httpx2.Response:
+    """A streamed ``response`` read whole, up to ``max_bytes``: past them a ``ModelError``
+    naming the bound, or with ``cut`` (an error page: its start says enough) the first
+    ``max_bytes``. The answer comes back as a plain response over what was read."""
+    body = bytearray()
+    async for data in response.aiter_bytes():
+        body += data
+        if len(body) > max_bytes:
+            if cut:
+                del body[max_bytes:]
+                break
+            raise ModelError(f"{label}: {what}: the answer passed {max_bytes} bytes (the bound "
+                             "on an answer, MAX_ANSWER_BYTES in models/http_server.py)")
+    return _plain(response, body)
+
+
+def _plain(response: httpx2.Response, body: bytes | bytearray) -> httpx2.Response:
+    """A read response as a plain one over ``body`` (already decoded: no content coding)."""
+    keep = {k: v for k, v in response.headers.items() if k.lower() == "content-type"}
+    return httpx2.Response(response.status_code, headers=keep, content=bytes(body),
+                           request=response.request)
+
+
+async def request(http: httpx2.AsyncClient, method: str, url: str, label: str, what: str,
+                  **kwargs: Any) -> httpx2.Response:
+    """``method url`` with its answer read by ``bounded`` (an error page cut, not refused)."""
+    async with http.stream(method, url, **kwargs) as r:
+        return await bounded(r, label, what, cut=r.status_code >= 400)
+
+
+def scrubbed(text: Any, url: str) -> str:
+    """Text from a server (an error, a transcript) minus ``url``'s credentials, and any URL's
+    ``user:password@``: a proxy or a server that echoes them back."""
+    return scrub_url(shown_url(str(text)), url)
+
+
 def json_body(response: Any, label: str, what: str) -> dict:
     """A JSON object answer, or a ``ModelError`` naming the request."""
     try:
@@ -106,17 +146,25 @@ async def shut_down(http: httpx2.AsyncClient, tasks: list, label: str) -> None:
 
 # how long `duplexact models NAME -o server_url=...` waits for a server before saying no
 REACH_TIMEOUT_S = 10.0
+PROBE_BYTES = 64 * 1024  # of a probe's answer: a status page, an engine.io handshake
 
 
 def probe(label: str, url: str, path: str, *, verify: bool,
           timeout: float = REACH_TIMEOUT_S) -> httpx2.Response:
     """One ``GET url + path`` within ``timeout`` seconds, for ``duplexact models NAME -o
-    server_url=...``: the answer, or the ``ModelError`` that says why nothing answered. A GET
-    creates no session on any of these servers (their session routes take POST)."""
+    server_url=...``: the answer (its first ``PROBE_BYTES``: a body that does not end would
+    hold the command), or the ``ModelError`` that says why nothing answered. A GET creates no
+    session on any of these servers (their session routes take POST)."""
     try:
         with httpx2.Client(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
-                           follow_redirects=False) as c:
-            return c.get(url.rstrip("/") + path)
+                           follow_redirects=False) as c, \
+                c.stream("GET", url.rstrip("/") + path) as r:
+            body = bytearray()
+            for data in r.iter_bytes():
+                body += data
+                if len(body) >= PROBE_BYTES:
+                    break
+            return _plain(r, body[:PROBE_BYTES])
     except httpx2.HTTPError as e:
         raise request_error(e, label, f"GET {path}", url) from None
 

@@ -28,8 +28,13 @@ server that stops answering fails the instance for a retry instead of holding it
 Bounds on what the server chooses: an audio event's sample rate must lie in ``RATE_RANGE``
 (8-192 kHz) and its audio last at most ``MAX_EVENT_S`` seconds (checked on the base64 length
 before decoding), else the instance is a model error naming the bound (a 1 Hz rate would make
-a few KB of PCM gigabytes once resampled). An ``error`` event's text loses ``server_url``'s
-credentials before it goes anywhere (a proxy that echoes its password back).
+a few KB of PCM gigabytes once resampled); an ``audio_chunk`` must be a WAV (a FLAC of silence
+decodes to hundreds of times its size). One server-sent event is at most
+``MAX_SSE_EVENT_BYTES`` (1 MiB, a line without its newline included), the session's
+``infer_window_ms`` must lie in ``WINDOW_RANGE_MS`` (160-10,000 ms) and every JSON answer is read
+up to ``MAX_ANSWER_BYTES`` (``http_server.py``); past each, a model error naming it. The text of
+an ``error`` event and of ``assistant_text`` loses ``server_url``'s credentials before it goes
+anywhere (a proxy that echoes its password back).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import numpy as np
 
 from ..data.audio import resample
@@ -53,18 +59,13 @@ from .http_server import (
     deadline,
     json_body,
     reach_route,
+    request,
     request_error,
+    scrubbed,
     shut_down,
     wav_bytes,
 )
-from .model_options import (
-    ModelConfigError,
-    build,
-    check_server_url,
-    require_positive,
-    scrub_url,
-    shown_url,
-)
+from .model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents, started
 from .streaming import (
@@ -87,6 +88,9 @@ API = "/api/realtime/session"
 RATE_RANGE = (8_000, 192_000)  # Hz: a server-chosen sample rate outside it is refused
 MAX_EVENT_S = 30.0             # seconds of audio one event may carry (the server's are < 1 s)
 MAX_CHANNELS = 8               # audio_chunk WAV channels
+WAV_FORMATS = ("WAV", "WAVEX")  # audio_chunk containers (app.py sends WAV)
+WINDOW_RANGE_MS = (160, 10_000)  # the server's infer_window_ms (app.py: at least 160)
+MAX_SSE_EVENT_BYTES = 1 << 20  # one server-sent event (its audio: MAX_EVENT_S of 24 kHz fits)
 
 
 class _BadAudio(ValueError):
@@ -166,6 +170,18 @@ def _check_b64(kind: str, data: Any, max_bytes: float) -> bytes:
         raise _BadAudio(f"{kind} carries invalid base64") from None
 
 
+def _window_ms(body: dict[str, Any], ours: int) -> float:
+    """The server's ``infer_window_ms`` (ours when it sends none) within ``WINDOW_RANGE_MS``:
+    a window of 0 samples would never fill, a huge one never be sent."""
+    window = body.get("infer_window_ms") or ours
+    lo, hi = WINDOW_RANGE_MS
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not lo <= window <= hi:
+        raise ModelError(f"{LABEL}: session/start answered infer_window_ms "
+                         f"{str(window)[:40]!r}, outside {lo}-{hi} ms (the bound on the "
+                         "server's window, WINDOW_RANGE_MS in models/lychee_fd.py)")
+    return float(window)
+
+
 def _decode_pcm(msg: dict[str, Any]) -> tuple[np.ndarray, int]:
     rate = _check_rate("audio_chunk_pcm", msg.get("sample_rate") or OUTPUT_RATE)
     raw = _check_b64("audio_chunk_pcm", msg.get("pcm_b64") or "", MAX_EVENT_S * rate * 2)
@@ -181,6 +197,9 @@ def _decode_wav(data: Any) -> tuple[np.ndarray, int]:
         info = sf.info(io.BytesIO(raw))
     except Exception as e:
         raise _BadAudio(f"audio_chunk is not a readable WAV ({type(e).__name__})") from None
+    if info.format not in WAV_FORMATS:  # 77 KB of FLAC silence decode to 180 MB
+        raise _BadAudio(f"audio_chunk is {str(info.format)[:20]}, not a WAV (a compressed "
+                        "container decodes to far more than it carries)")
     rate = _check_rate("audio_chunk", info.samplerate)
     if not 1 <= info.channels <= MAX_CHANNELS or info.frames > MAX_EVENT_S * rate:
         raise _BadAudio(f"audio_chunk declares {info.frames} frames x {info.channels} "
@@ -217,17 +236,20 @@ class LycheeSession(QueuedEvents):
     async def start(self) -> None:
         m = self._model
         try:
-            r = await self._http.post(self._url(f"{API}/start"), json=m.start_payload())
+            r = await request(self._http, "POST", self._url(f"{API}/start"), LABEL,
+                              "session/start", json=m.start_payload())
             r.raise_for_status()
+        except ModelError:
+            raise
         except Exception as e:
             raise request_error(e, LABEL, "session/start", m.server_url) from None
         body = json_body(r, LABEL, "session/start")
-        if not body.get("session_id"):
+        sid = body.get("session_id")
+        if not isinstance(sid, (str, int)) or isinstance(sid, bool) or not str(sid):
             raise ModelError(f"{LABEL}: session/start answered without a session_id")
-        self.session_id = str(body["session_id"])
-        window_ms = int(body.get("infer_window_ms") or m.infer_window_ms)
+        self.session_id = str(sid)
         # the server's window, which may clamp ours
-        self._chunks = Chunker(int(INPUT_RATE * window_ms / 1000))
+        self._chunks = Chunker(int(INPUT_RATE * _window_ms(body, m.infer_window_ms) / 1000))
         self._tasks = [asyncio.create_task(self._read_events()),
                        asyncio.create_task(self._upload())]
         try:  # the stream is open before the first chunk goes out
@@ -247,8 +269,8 @@ class LycheeSession(QueuedEvents):
         m = self._model
         try:
             async with self._http.sse(self._url(f"{API}/{self.session_id}/events"),
-                                      timeout=deadline(m.connect_timeout, m.event_timeout)
-                                      ) as src:
+                                      timeout=deadline(m.connect_timeout, m.event_timeout),
+                                      max_event_size=MAX_SSE_EVENT_BYTES) as src:
                 src.response.raise_for_status()
                 self._opened.set()
                 async for sse in src:
@@ -259,6 +281,10 @@ class LycheeSession(QueuedEvents):
                 self._end()
         except asyncio.CancelledError:
             raise
+        except httpx2.SSEError as e:  # past the event bound, or not an event stream at all
+            if not self._closed:
+                self._fail(ModelError(f"{LABEL}: the event stream: {self._scrubbed(e)} (the "
+                                      "bound is MAX_SSE_EVENT_BYTES in models/lychee_fd.py)"))
         except Exception as e:
             if not self._closed:
                 self._fail(request_error(e, LABEL, "the event stream", m.server_url))
@@ -318,11 +344,10 @@ class LycheeSession(QueuedEvents):
         else:
             return []
         self._texts[turn] = have + new
-        return [TranscriptDelta(turn, new)]
+        return [TranscriptDelta(turn, self._scrubbed(new))]  # a password echoed back
 
     def _scrubbed(self, text: Any) -> str:
-        """Text from the server minus ``server_url``'s credentials (and any URL's)."""
-        return scrub_url(shown_url(str(text)), self._model.server_url)
+        return scrubbed(text, self._model.server_url)
 
     def _audio(self, kind: str, msg: dict[str, Any]) -> list[Event]:
         try:
@@ -346,13 +371,17 @@ class LycheeSession(QueuedEvents):
         while True:
             x = await self._uploads.get()
             try:
-                r = await self._http.post(
-                    self._url(f"{API}/{self.session_id}/chunk"), content=wav_bytes(x),
+                r = await request(
+                    self._http, "POST", self._url(f"{API}/{self.session_id}/chunk"), LABEL,
+                    "a chunk upload", content=wav_bytes(x),
                     headers={"Content-Type": "audio/wav",
                              "X-Client-Chunk-Sent-Epoch-Ms": str(int(time.time() * 1000))})
                 r.raise_for_status()
             except asyncio.CancelledError:
                 raise
+            except ModelError as e:
+                self._fail(e)
+                return
             except Exception as e:
                 self._fail(request_error(e, LABEL, "a chunk upload", m.server_url))
                 return
@@ -373,8 +402,9 @@ class LycheeSession(QueuedEvents):
         self._closed = True
         if self.session_id is not None:
             try:
-                await asyncio.wait_for(self._http.post(self._url(f"{API}/{self.session_id}/stop")),
-                                       CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(request(self._http, "POST",
+                                               self._url(f"{API}/{self.session_id}/stop"),
+                                               LABEL, "session/stop"), CLOSE_TIMEOUT_S)
             except Exception as e:  # a dead server must not hold the instance
                 log.debug("%s: stop failed: %s", LABEL, type(e).__name__)
         await shut_down(self._http, self._tasks, LABEL)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .base import ModelError, SessionInfo
-from .http_server import client, reach_route, request_error, shut_down, wav_bytes
+from .http_server import bounded, client, reach_route, request_error, scrubbed, shut_down, wav_bytes
 from .model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from .pcm import from_pcm16
 from .server_session import QueuedEvents
@@ -236,9 +236,8 @@ class MiniOmni2Session(QueuedEvents):
             async with self._http.stream("POST", m.server_url.rstrip("/") + "/chat",
                                          content=json.dumps(body),
                                          headers={"Content-Type": "application/json"}) as r:
-                if r.status_code >= 400:
-                    await r.aread()
-                    r.raise_for_status()
+                if r.status_code >= 400:  # its error page's start (one that never ends)
+                    (await bounded(r, LABEL, "POST /chat", cut=True)).raise_for_status()
                 async for data in r.aiter_bytes():
                     self._parts(item, reader.feed(data))
             self._parts(item, reader.flush())
@@ -261,7 +260,7 @@ class MiniOmni2Session(QueuedEvents):
                     self.usage["audio_out_s"] += len(audio) / OUTPUT_RATE
                     self._put(AudioDelta(item, audio))
             elif kind.startswith("text/"):
-                text = body.decode("utf-8", errors="replace")
+                text = scrubbed(body.decode("utf-8", errors="replace"), self._model.server_url)
                 if text:
                     self._put(TranscriptDelta(item, text))
 

@@ -57,6 +57,12 @@ log = logging.getLogger(__name__)
 
 # --- playback ----------------------------------------------------------------------------
 
+# A session may queue its audio ahead of the clock (a turn-based server sends a whole answer
+# at once), but not without end: a server that floods would grow the track by gigabytes.
+# Past these the instance is a model error naming the bound (far beyond any real answer).
+MAX_QUEUED_S = 600.0      # seconds of audio queued ahead of its arrival
+MAX_ITEM_TEXT = 64 * 1024  # characters of one item's transcript
+
 _TOKEN = re.compile(r"\S+")
 
 
@@ -116,6 +122,10 @@ class PlaybackBuffer:
             return  # generated before the barge-in, arrived after it: never heard
         start = max(self._index(at), self._end)
         stop = start + n
+        if stop - self._index(at) > MAX_QUEUED_S * self.sample_rate:
+            raise ModelError(f"the session queued more than {MAX_QUEUED_S:g} s of audio ahead "
+                             f"of the clock at t={at:.2f}s (the bound is MAX_QUEUED_S in "
+                             "pipelines/streaming.py): a server flooding audio?")
         if stop > len(self._track):
             grown = np.zeros(max(stop, 2 * len(self._track)), dtype=np.float32)
             grown[: len(self._track)] = self._track
@@ -125,7 +135,12 @@ class PlaybackBuffer:
         item.placements.append((offset, start, n))
 
     def add_text(self, item_id: str, text: str) -> None:
-        self._item(item_id).text += text
+        item = self._item(item_id)
+        if len(item.text) + len(text) > MAX_ITEM_TEXT:
+            raise ModelError(f"the session sent more than {MAX_ITEM_TEXT} characters of text "
+                             f"for one item ({item_id[:40]!r}; the bound is MAX_ITEM_TEXT in "
+                             "pipelines/streaming.py)")
+        item.text += text
 
     def finish(self, item_id: str | None = None) -> None:
         """Mark one item (or, with None, every item so far) complete."""

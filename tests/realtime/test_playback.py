@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact.pipelines.streaming import PlaybackBuffer
+from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.pipelines.streaming import MAX_ITEM_TEXT, MAX_QUEUED_S, PlaybackBuffer
 
 SR = 1000  # a small rate keeps the arithmetic readable: 1 sample = 1 ms
 
@@ -29,6 +30,24 @@ def test_audio_arriving_early_queues_behind_what_is_playing():
     buf.add_audio(1.1, "a", ones(0.5))  # arrives while the first half still plays
     assert heard_spans(buf, 3.0) == [(1.0, 2.0)]
     assert heard_spans(buf, 1.4) == [(1.0, 1.4)]  # only what has played by then
+
+
+def test_a_flood_of_audio_ahead_of_the_clock_is_a_model_error():
+    """A server that sends audio without end (issue 32 fuzzing): queued up to MAX_QUEUED_S
+    ahead of its arrival, then a model error naming the bound instead of a growing track."""
+    buf = PlaybackBuffer(SR)
+    buf.add_audio(1.0, "a", ones(MAX_QUEUED_S - 1))
+    with pytest.raises(ModelError, match="MAX_QUEUED_S"):
+        buf.add_audio(1.5, "a", ones(2))
+    buf.add_audio(MAX_QUEUED_S, "a", ones(2))  # once it has played down, more is fine
+
+
+def test_a_flood_of_text_for_one_item_is_a_model_error():
+    buf = PlaybackBuffer(SR)
+    buf.add_text("a", "x" * MAX_ITEM_TEXT)
+    with pytest.raises(ModelError, match="MAX_ITEM_TEXT"):
+        buf.add_text("a", "y")
+    buf.add_text("b", "y")  # another item has its own
 
 
 def test_audio_arriving_after_a_gap_starts_at_its_arrival():
