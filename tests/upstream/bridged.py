@@ -1,7 +1,8 @@
-"""Our model bridges in front of the authors' own model code (tests/upstream/test_moshi.py,
-test_flm_audio.py): the bridge started with the command docs/models.md prints (its
-placeholders filled in, CPU flags added), in the authors' environment, and driven by the
-plugin's own bridge client and pipelines, as a benchmark run drives it."""
+"""Our model bridges in front of the authors' own model code. For every bridge module (moshi,
+FLM-Audio, Voila, BayLing-Duplex): the start command docs/models.md prints, checked against the
+one ``duplexact models`` prints. For tests/upstream/test_moshi.py and test_flm_audio.py: that
+command run (its placeholders filled in, CPU flags added) in the authors' environment and
+driven by the plugin's own bridge client and pipelines, as a benchmark run drives it."""
 
 from __future__ import annotations
 
@@ -18,27 +19,15 @@ from typing import Sequence
 import numpy as np
 
 from tests.bridges.model_support import ROOT, Served, serve_command
-
-DOCS = ROOT / "docs" / "models.md"
+from tests.upstream.support import docs_command
 
 
 def printed_command(module: str) -> list[str]:
-    """The first command line in docs/models.md that starts ``python -m
-    pytest_duplexact.bridges.<module>`` with arguments (continuation lines joined, a trailing
-    comment dropped), as argv."""
-    lines = DOCS.read_text(encoding="utf-8").splitlines()
-    start = f"python -m pytest_duplexact.bridges.{module} "
-    for k, line in enumerate(lines):
-        if not line.strip().startswith(start):
-            continue
-        text = line.strip()
-        while text.endswith("\\") and k + 1 < len(lines):
-            k += 1
-            text = text[:-1] + " " + lines[k].strip()
-        argv = shlex.split(text, comments=True)
-        check_listed(argv)
-        return argv
-    raise AssertionError(f"docs/models.md prints no command starting {start!r}")
+    """The start command of ``pytest_duplexact.bridges.<module>`` docs/models.md prints
+    (``support.docs_command``), checked to have the flags ``duplexact models`` prints."""
+    argv = docs_command(f"python -m pytest_duplexact.bridges.{module}")
+    check_listed(argv)
+    return argv
 
 
 def check_listed(argv: Sequence[str]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -27,21 +26,6 @@ from tests.upstream.support import STUBS
 
 SENTENCE = "this is the stub answering you"  # stubs/duplexact_turns.py
 ANSWER_S = 1.0
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def documented_command(start: str) -> list[str]:
-    """The start command docs/models.md prints in backticks, beginning with ``start``."""
-    text = " ".join(DOCS.read_text().split())
-    found = re.search(f"`({re.escape(start)} [^`]+)`", text)
-    assert found, f"docs/models.md no longer prints a command starting {start!r}"
-    return found.group(1).split()
 
 
 def require_packages(ck, modules: str, module_file: str) -> None:

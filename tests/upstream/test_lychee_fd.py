@@ -33,8 +33,6 @@ from tests.upstream.duplex_checks import (
     SENTENCE,
     against_stub,
     assert_cut_then_whole,
-    documented_command,
-    free_port,
     most_open_at_once,
     require_packages,
     start_server,
@@ -43,7 +41,7 @@ from tests.upstream.duplex_checks import (
     user_clip,
 )
 from tests.upstream.lychee_sidecar import Sidecar
-from tests.upstream.support import STUBS, checkout, record_row
+from tests.upstream.support import STUBS, checkout, docs_command, free_port, record_row
 
 REPO = "HITsz-TMG/Lychee-FD"
 PACKAGES = "gradio, librosa, soundfile, torch, numpy"
@@ -61,7 +59,7 @@ def server(tmp_path_factory):
     require_packages(ck, PACKAGES, "tests/upstream/test_lychee_fd.py")
     tmp = tmp_path_factory.mktemp("lychee")
     port = free_port()
-    args = documented_command("python -m lychee_fd.app")[1:]  # after "python"
+    args = docs_command("python -m lychee_fd.app")[1:]  # after "python"
     args[args.index("--server_port") + 1] = str(port)
     with Sidecar() as sidecar:
         env = {**BACKEND_ENV, "LYCHEEFD_T2W_REMOTE_URL": sidecar.url,

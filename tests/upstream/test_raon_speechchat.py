@@ -41,8 +41,6 @@ from tests.upstream.duplex_checks import (
     SENTENCE,
     against_stub,
     assert_cut_then_whole,
-    documented_command,
-    free_port,
     most_open_at_once,
     require_packages,
     start_server,
@@ -50,7 +48,7 @@ from tests.upstream.duplex_checks import (
     trial,
     user_clip,
 )
-from tests.upstream.support import STUBS, checkout, record_row
+from tests.upstream.support import STUBS, checkout, docs_command, free_port, record_row
 
 REPO = "krafton-ai/Raon-SpeechChat-Demo"
 PACKAGES = "fastapi, uvicorn, wsproto, websockets, numpy, torch"
@@ -83,7 +81,7 @@ def gateway(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("raon")
     farm = link_farm(ck.path, tmp / "farm")
     port = free_port()
-    args = documented_command("python3 launch_gateway.py")[2:]  # the arguments
+    args = docs_command("python3 launch_gateway.py")[2:]  # the arguments
     args[args.index("--port") + 1] = str(port)
     run = ("import runpy, sys; sys.argv = [sys.argv[0]] + sys.argv[1:]; "
            f"runpy.run_path({str(ck.path / 'launch_gateway.py')!r}, run_name='__main__')")
