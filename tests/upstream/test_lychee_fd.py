@@ -65,7 +65,7 @@ def server(tmp_path_factory):
         env = {**BACKEND_ENV, "LYCHEEFD_T2W_REMOTE_URL": sidecar.url,
                "LYCHEEFD_REALTIME_ALIGNED_SAVE_DIR": str(tmp / "aligned")}
         # from a folder of ours: Gradio writes its cache beside it, not into the checkout
-        srv = start_server([ck.python, *args, "--server_name", "127.0.0.1"], cwd=tmp,
+        srv = start_server(ck, [ck.python, *args, "--server_name", "127.0.0.1"], cwd=tmp,
                            stub_path=stub_path(STUBS / "lychee", ck.path), port=port, tmp=tmp,
                            env=env, deadline_s=240.0)
         srv.url = f"http://127.0.0.1:{port}"
