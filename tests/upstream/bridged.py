@@ -128,11 +128,22 @@ def at_once(make_model, instances) -> list:
     return out
 
 
+TRIAL_LINE = r" trial \S+ from .*, [1-9][0-9]* steps, "
+
+
 def trial_lines(served: Served) -> list[str]:
     """The kit's one log line per trial (the client's probes, which read READY and close
     without a step, left out)."""
-    return [line for line in served.log().splitlines()
-            if re.search(r" trial \S+ from .*, [1-9][0-9]* steps, ", line)]
+    return re.findall(f".*{TRIAL_LINE}.*", served.log())
+
+
+def log_when(served: Served, pattern: str, count: int, deadline_s: float = 30.0) -> str:
+    """The bridge's log once ``pattern`` is in it ``count`` times, or when ``deadline_s`` has
+    passed: the kit logs a trial after its socket closed, so after the client returned."""
+    end = time.monotonic() + deadline_s
+    while len(re.findall(pattern, log := served.log())) < count and time.monotonic() < end:
+        time.sleep(0.1)
+    return log
 
 
 def instances(tmp: Path) -> list:
@@ -155,9 +166,8 @@ def drive(served: Served, client, talk: list, first_audio_s: float) -> Measured:
     each trial ended by CLOSE both ways. Returns what was measured."""
     recs = run_trials(client(), talk)
     both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
-    deadline = time.monotonic() + 30  # the server logs a trial after its socket closed
-    while len(log := trial_lines(served)) < len(talk) + 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    log_when(served, TRIAL_LINE, len(talk) + 2)
+    log = trial_lines(served)
     m = Measured()
     for rec in recs:
         onset = first_audio_s_of(rec.output)
