@@ -94,10 +94,10 @@ def printed_command(model: str) -> str:
     return start
 
 
-def docs_command(start: str) -> list[str]:
-    """The first command docs/models.md prints that begins ``start`` and has arguments, as
-    argv: a code block's line (continuation lines joined, a trailing comment dropped) or an
-    inline code span (which may wrap across lines), whichever comes first in the page."""
+def docs_commands(start: str) -> list[list[str]]:
+    """Every command docs/models.md prints that begins ``start`` and has arguments, as argv,
+    in page order: a code block's line (continuation lines joined, a trailing comment dropped)
+    or an inline code span (which may wrap across lines)."""
     import re
     import shlex
 
@@ -114,7 +114,12 @@ def docs_command(start: str) -> list[str]:
             found.append((at, cmd))
         at += len(line)
     assert found, f"docs/models.md prints no command starting {start!r}"
-    return shlex.split(min(found)[1], comments=True)
+    return [shlex.split(cmd, comments=True) for _, cmd in sorted(found)]
+
+
+def docs_command(start: str) -> list[str]:
+    """The first of ``docs_commands(start)``: the one the harness runs."""
+    return docs_commands(start)[0]
 
 
 def free_port() -> int:

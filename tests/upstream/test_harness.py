@@ -43,6 +43,11 @@ def test_docs_command_reads_a_code_block_line_and_its_continuations(page):
         ["python", "-m", "x.bridge", "--host", "0.0.0.0", "--weights", "/w"]
 
 
+def test_docs_commands_lists_every_printed_one_in_page_order(page):
+    page("| `m` | `python -m x.bridge --port 1` |\n```sh\npython -m x.bridge --port 2\n```\n")
+    assert [argv[-1] for argv in support.docs_commands("python -m x.bridge")] == ["1", "2"]
+
+
 def test_docs_command_needs_arguments_and_says_when_the_page_has_none(page):
     page("the bridge (`python -m x.bridge`) runs beside the model\n")
     with pytest.raises(AssertionError, match="prints no command starting"):
