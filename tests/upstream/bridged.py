@@ -1,7 +1,8 @@
-"""Our model bridges in front of the authors' own model code (tests/upstream/test_moshi.py,
-test_flm_audio.py): the bridge started with the command docs/models.md prints (its
-placeholders filled in, CPU flags added), in the authors' environment, and driven by the
-plugin's own bridge client and pipelines, as a benchmark run drives it."""
+"""Our model bridges in front of the authors' own model code. For every bridge module (moshi,
+FLM-Audio, Voila, BayLing-Duplex): the start command docs/models.md prints, checked against the
+one ``duplexact models`` prints. For tests/upstream/test_moshi.py and test_flm_audio.py: that
+command run (its placeholders filled in, CPU flags added) in the authors' environment and
+driven by the plugin's own bridge client and pipelines, as a benchmark run drives it."""
 
 from __future__ import annotations
 
@@ -18,27 +19,17 @@ from typing import Sequence
 import numpy as np
 
 from tests.bridges.model_support import ROOT, Served, serve_command
-
-DOCS = ROOT / "docs" / "models.md"
+from tests.upstream.support import docs_commands
 
 
 def printed_command(module: str) -> list[str]:
-    """The first command line in docs/models.md that starts ``python -m
-    pytest_duplexact.bridges.<module>`` with arguments (continuation lines joined, a trailing
-    comment dropped), as argv."""
-    lines = DOCS.read_text(encoding="utf-8").splitlines()
-    start = f"python -m pytest_duplexact.bridges.{module} "
-    for k, line in enumerate(lines):
-        if not line.strip().startswith(start):
-            continue
-        text = line.strip()
-        while text.endswith("\\") and k + 1 < len(lines):
-            k += 1
-            text = text[:-1] + " " + lines[k].strip()
-        argv = shlex.split(text, comments=True)
+    """The start command of ``pytest_duplexact.bridges.<module>`` docs/models.md prints first
+    (``support.docs_command``); every one it prints for that module is checked to have the
+    flags ``duplexact models`` prints, so the one the harness runs stands for them all."""
+    printed = docs_commands(f"python -m pytest_duplexact.bridges.{module}")
+    for argv in printed:
         check_listed(argv)
-        return argv
-    raise AssertionError(f"docs/models.md prints no command starting {start!r}")
+    return printed[0]
 
 
 def check_listed(argv: Sequence[str]) -> None:
@@ -139,11 +130,22 @@ def at_once(make_model, instances) -> list:
     return out
 
 
+TRIAL_LINE = r" trial \S+ from .*, [1-9][0-9]* steps, "
+
+
 def trial_lines(served: Served) -> list[str]:
     """The kit's one log line per trial (the client's probes, which read READY and close
     without a step, left out)."""
-    return [line for line in served.log().splitlines()
-            if re.search(r" trial \S+ from .*, [1-9][0-9]* steps, ", line)]
+    return re.findall(f".*{TRIAL_LINE}.*", served.log())
+
+
+def log_when(served: Served, pattern: str, count: int, deadline_s: float = 30.0) -> str:
+    """The bridge's log once ``pattern`` is in it ``count`` times, or when ``deadline_s`` has
+    passed: the kit logs a trial after its socket closed, so after the client returned."""
+    end = time.monotonic() + deadline_s
+    while len(re.findall(pattern, log := served.log())) < count and time.monotonic() < end:
+        time.sleep(0.1)
+    return log
 
 
 def instances(tmp: Path) -> list:
@@ -166,9 +168,8 @@ def drive(served: Served, client, talk: list, first_audio_s: float) -> Measured:
     each trial ended by CLOSE both ways. Returns what was measured."""
     recs = run_trials(client(), talk)
     both = at_once(client, talk[:1] * 2)  # max_sessions 1: the second waits its turn
-    deadline = time.monotonic() + 30  # the server logs a trial after its socket closed
-    while len(log := trial_lines(served)) < len(talk) + 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    log_when(served, TRIAL_LINE, len(talk) + 2)
+    log = trial_lines(served)
     m = Measured()
     for rec in recs:
         onset = first_audio_s_of(rec.output)

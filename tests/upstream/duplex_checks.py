@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import socket
+import shlex
 import statistics
 import subprocess
 import time
@@ -23,25 +22,11 @@ from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from tests.pipelines.helpers import cat, gap, spans, tone
 from tests.support.builders import make_instance
+from tests.upstream import support
 from tests.upstream.support import STUBS
 
 SENTENCE = "this is the stub answering you"  # stubs/duplexact_turns.py
 ANSWER_S = 1.0
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def documented_command(start: str) -> list[str]:
-    """The start command docs/models.md prints in backticks, beginning with ``start``."""
-    text = " ".join(DOCS.read_text().split())
-    found = re.search(f"`({re.escape(start)} [^`]+)`", text)
-    assert found, f"docs/models.md no longer prints a command starting {start!r}"
-    return found.group(1).split()
 
 
 def require_packages(ck, modules: str, module_file: str) -> None:
@@ -54,23 +39,19 @@ def require_packages(ck, modules: str, module_file: str) -> None:
                     f"{ck.path.name}.venv as {module_file} says")
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen
-    log: Path
-    stub_log: Path
+class Server(support.Server):
+    """``support.Server`` (started, its process family stopped, its log kept) that also reads
+    the stub's decisions (stubs/duplexact_turns.py's JSON lines in ``stub_log``)."""
 
-    def tail(self, n: int = 30) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+    def __init__(self, ck: support.Checkout, cmd: list[str], *, cwd: Path, stub_path: str,
+                 tmp: Path, env: dict[str, str] | None = None):
+        self.stub_log = tmp / "stub.jsonl"
+        super().__init__(ck, shlex.join(cmd), cwd, [Path(p) for p in stub_path.split(os.pathsep)],
+                         tmp / "server.log", env={"DUPLEXACT_STUB_LOG": str(self.stub_log),
+                                                  **(env or {})})
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        self.__exit__()
 
     def events(self) -> list[dict]:
         if not self.stub_log.exists():
@@ -89,29 +70,18 @@ class Server:
             time.sleep(0.1)
 
 
-def start_server(cmd: list[str], *, cwd: Path, stub_path: str, port: int, tmp: Path,
-                 env: dict[str, str] | None = None, deadline_s: float = 120.0) -> Server:
+def start_server(ck: support.Checkout, cmd: list[str], *, cwd: Path, stub_path: str, port: int,
+                 tmp: Path, env: dict[str, str] | None = None,
+                 deadline_s: float = 120.0) -> Server:
     """The author's server, our stubs first on its path; returns once ``port`` accepts a
     connection (fails with the server's log when it exits or the deadline passes)."""
-    log, stub_log = tmp / "server.log", tmp / "stub.jsonl"
-    full_env = {**os.environ, "PYTHONPATH": stub_path, "DUPLEXACT_STUB_LOG": str(stub_log),
-                "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-    server = Server(proc, log, stub_log)
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            pytest.fail(f"the author's server exited ({proc.returncode}):\n{server.tail()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return server
-        except OSError:
-            time.sleep(0.3)
-    server.stop()
-    pytest.fail(f"the author's server did not listen on {port} within {deadline_s:g} s:\n"
-                f"{server.tail()}")
+    server = Server(ck, cmd, cwd=cwd, stub_path=stub_path, tmp=tmp, env=env).__enter__()
+    try:
+        server.wait_port(port, deadline_s)
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 def user_clip(*turns: tuple[float, float], total: float):

@@ -94,6 +94,34 @@ def printed_command(model: str) -> str:
     return start
 
 
+def docs_commands(start: str) -> list[list[str]]:
+    """Every command docs/models.md prints that begins ``start`` and has arguments, as argv,
+    in page order: a code block's line (continuation lines joined, a trailing comment dropped)
+    or an inline code span (which may wrap across lines)."""
+    import re
+    import shlex
+
+    text = DOCS.read_text(encoding="utf-8")
+    found = [(m.start(), " ".join(m[1].split()))
+             for m in re.finditer(f"`({re.escape(start)}\\s[^`]+)`", text)]
+    lines, at = text.splitlines(keepends=True), 0
+    for k, line in enumerate(lines):
+        cmd = line.strip()
+        if cmd.startswith(start + " "):
+            while cmd.endswith("\\") and k + 1 < len(lines):
+                k += 1
+                cmd = cmd[:-1] + " " + lines[k].strip()
+            found.append((at, cmd))
+        at += len(line)
+    assert found, f"docs/models.md prints no command starting {start!r}"
+    return [shlex.split(cmd, comments=True) for _, cmd in sorted(found)]
+
+
+def docs_command(start: str) -> list[str]:
+    """The first of ``docs_commands(start)``: the one the harness runs."""
+    return docs_commands(start)[0]
+
+
 def free_port() -> int:
     import socket
 

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 from tests.bridges.model_support import bridge_process, client_trial
+from tests.upstream.bridged import log_when
 from tests.upstream.support import STUBS, checkout, record_row
 from tests.upstream.tone_bridged import docs_command, run_author_python, tone_instance
 
@@ -82,7 +83,8 @@ def test_bayling_behind_our_bridge(bayling, monkeypatch):
         recs = [client_trial(proc.url, inst, model="bayling-duplex") for _ in range(2)]
         # BayLing's own default: decoding ends at the first [EPAD]
         once = client_trial(proc.url, inst, model="bayling-duplex", max_epad_count="1")
-        log = proc.log()
+        # each trial's line, written after its socket closed
+        log = log_when(proc, r"trial take_turn-immediate: \d+ blocks", 3)
     errors = []
     starts = expected_starts(tmp)
     for rec in recs + [once]:

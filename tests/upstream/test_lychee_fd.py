@@ -33,8 +33,6 @@ from tests.upstream.duplex_checks import (
     SENTENCE,
     against_stub,
     assert_cut_then_whole,
-    documented_command,
-    free_port,
     most_open_at_once,
     require_packages,
     start_server,
@@ -43,7 +41,7 @@ from tests.upstream.duplex_checks import (
     user_clip,
 )
 from tests.upstream.lychee_sidecar import Sidecar
-from tests.upstream.support import STUBS, checkout, record_row
+from tests.upstream.support import STUBS, checkout, docs_command, free_port, record_row
 
 REPO = "HITsz-TMG/Lychee-FD"
 PACKAGES = "gradio, librosa, soundfile, torch, numpy"
@@ -61,13 +59,13 @@ def server(tmp_path_factory):
     require_packages(ck, PACKAGES, "tests/upstream/test_lychee_fd.py")
     tmp = tmp_path_factory.mktemp("lychee")
     port = free_port()
-    args = documented_command("python -m lychee_fd.app")[1:]  # after "python"
+    args = docs_command("python -m lychee_fd.app")[1:]  # after "python"
     args[args.index("--server_port") + 1] = str(port)
     with Sidecar() as sidecar:
         env = {**BACKEND_ENV, "LYCHEEFD_T2W_REMOTE_URL": sidecar.url,
                "LYCHEEFD_REALTIME_ALIGNED_SAVE_DIR": str(tmp / "aligned")}
         # from a folder of ours: Gradio writes its cache beside it, not into the checkout
-        srv = start_server([ck.python, *args, "--server_name", "127.0.0.1"], cwd=tmp,
+        srv = start_server(ck, [ck.python, *args, "--server_name", "127.0.0.1"], cwd=tmp,
                            stub_path=stub_path(STUBS / "lychee", ck.path), port=port, tmp=tmp,
                            env=env, deadline_s=240.0)
         srv.url = f"http://127.0.0.1:{port}"

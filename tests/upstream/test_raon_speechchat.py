@@ -41,8 +41,6 @@ from tests.upstream.duplex_checks import (
     SENTENCE,
     against_stub,
     assert_cut_then_whole,
-    documented_command,
-    free_port,
     most_open_at_once,
     require_packages,
     start_server,
@@ -50,7 +48,14 @@ from tests.upstream.duplex_checks import (
     trial,
     user_clip,
 )
-from tests.upstream.support import STUBS, checkout, record_row
+from tests.upstream.support import (
+    STUBS,
+    checkout,
+    docs_command,
+    free_port,
+    record_row,
+    run_tree,
+)
 
 REPO = "krafton-ai/Raon-SpeechChat-Demo"
 PACKAGES = "fastapi, uvicorn, wsproto, websockets, numpy, torch"
@@ -59,14 +64,11 @@ PER_GPU = 2  # docker-compose.yml's FD_MAX_SESSIONS_PER_GPU
 MEASURED: dict = {}
 
 
-def link_farm(ck_path: Path, folder: Path) -> Path:
-    """The checkout's packages, linked, beside our placeholder web build and certificate."""
-    folder.mkdir()
-    for name in ("gateway", "proto", "router", "worker", "raon_runtime", "data", "scripts"):
-        (folder / name).symlink_to(ck_path / name)
-    (folder / "frontend-next" / "out").mkdir(parents=True)
+def link_farm(ck, folder: Path) -> Path:
+    """The checkout as links (``support.run_tree``), with our placeholder web build and the
+    demo's certificate in real folders of its own."""
+    run_tree(ck, folder, writable=("frontend-next/out", "certs"))
     (folder / "frontend-next" / "out" / "index.html").write_text("<html>harness</html>\n")
-    (folder / "certs").mkdir()
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-keyout",
                     "certs/key.pem", "-out", "certs/cert.pem", "-days", "365", "-nodes",
                     "-subj", f"/CN={CERT_NAME}"], cwd=folder, check=True, capture_output=True,
@@ -81,13 +83,13 @@ def gateway(tmp_path_factory):
     if shutil.which("openssl") is None:
         pytest.skip("openssl makes the demo's certificate (scripts/entrypoint_gateway.sh)")
     tmp = tmp_path_factory.mktemp("raon")
-    farm = link_farm(ck.path, tmp / "farm")
+    farm = link_farm(ck, tmp / "farm")
     port = free_port()
-    args = documented_command("python3 launch_gateway.py")[2:]  # the arguments
+    args = docs_command("python3 launch_gateway.py")[2:]  # the arguments
     args[args.index("--port") + 1] = str(port)
     run = ("import runpy, sys; sys.argv = [sys.argv[0]] + sys.argv[1:]; "
            f"runpy.run_path({str(ck.path / 'launch_gateway.py')!r}, run_name='__main__')")
-    server = start_server([ck.python, "-c", run, *args, "--host", "127.0.0.1"], cwd=farm,
+    server = start_server(ck, [ck.python, "-c", run, *args, "--host", "127.0.0.1"], cwd=farm,
                           stub_path=stub_path(STUBS / "raon", farm), port=port, tmp=tmp,
                           env={"FD_MAX_SESSIONS_PER_GPU": str(PER_GPU)})
     server.url = f"wss://127.0.0.1:{port}"

@@ -102,8 +102,9 @@ def test_the_adapter_against_the_authors_server(server, tmp_path):
         onset_err_ms_median=round(1000 * statistics.median(onsets)),
         onset_err_ms_max=round(1000 * max(onsets)), sessions=1,
         notes=("two sessions at once: the silent one heard "
-               f"{shared:.2f} s of the other's answer (one shared output queue); this tree "
-               "sends no response_text"))
+               f"{shared:.2f} s of the other's answer (one shared output queue: whichever "
+               "session pulls first gets it, so this moves run to run); this tree sends no "
+               "response_text"))
 
 
 async def together(port: int) -> float:

@@ -144,8 +144,7 @@ def test_their_client_holds_a_session_with_our_fake(ck):
     assert seen["transcript"].strip() == vf.Script().text
     assert rec.closed == "client_close" and rec.acks
     record_row("vllm-omni", ck, connects=True, audio=True, text=True,
-               notes="their DuplexClient against our fake; handler not run (needs vLLM's "
-                     "engine)")
+               notes="their DuplexClient against our fake")
 
 
 
@@ -237,7 +236,8 @@ def test_our_adapter_through_their_handler(ck, tmp_path):
     record_row("vllm-omni", ck, connects=True, audio=True, text=True, barge_in_stop=True,
                onset_err_ms_median=round(float(np.median(ms)), 1),
                onset_err_ms_max=round(float(ms.max()), 1), sessions=2,
-               notes="their OmniDuplexSessionHandler; our stub runtime and model")
+               notes="their OmniDuplexSessionHandler; our stub runtime and model (their "
+                     "engine-side runner needs vLLM's engine)")
 
 
 def test_their_handlers_admission_refusal_reaches_our_adapter(ck, tmp_path):

@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 from tests.bridges.model_support import bridge_process, client_trial
+from tests.upstream.bridged import log_when
 from tests.upstream.support import STUBS, checkout, record_row
 from tests.upstream.tone_bridged import docs_command, fill, run_author_python, tone_instance
 
@@ -62,7 +63,7 @@ def test_voila_behind_our_bridge(voila):
     with bridge_process(module, *args, "--device", "cpu", "--transcript", timeout=600,
                         python=ck.python, path=[STUBS / "voila_site"]) as proc:
         recs = [client_trial(proc.url, inst, model="voila") for _ in range(2)]
-        log = proc.log()
+        log = log_when(proc, "ok, 88 steps", 2)  # each trial's line, after its socket closed
     assert "attention: sdpa" in log  # no flash-attn here: the fallback, where infer.py fails
     # the network decides after pulling frame k (its first loud one); run_generate puts the
     # text rows after that frame's audio row, so the words come with step k + 1

@@ -5,34 +5,26 @@ and the author's code run in its environment."""
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from tests.bridges.model_support import ROOT
+from tests.upstream.bridged import printed_command
 from tests.upstream.support import Checkout
 
-DOCS = ROOT / "docs" / "models.md"
 TONE_HZ, TONE_LEVEL, RATE = 440.0, 0.3, 16_000
 
 
 def docs_command(model: str) -> tuple[str, list[str]]:
-    """The bridge module and arguments of ``model``'s start command in docs/models.md's table
-    of the open models behind our bridges, placeholders (``DIR``, ...) as printed; its
-    ``--port 8765`` dropped (the harness takes a free port)."""
-    row = next((line for line in DOCS.read_text(encoding="utf-8").splitlines()
-                if line.startswith(f"| `{model}` |") and "python -m pytest_duplexact" in line),
-               None)
-    assert row is not None, f"docs/models.md prints no start command for {model}"
-    cmd = shlex.split(re.search(r"`(python -m pytest_duplexact\.bridges\.[^`]+)`", row)[1])
-    module = cmd[2].rsplit(".", 1)[1]
-    args = cmd[3:]
+    """The bridge module and arguments of ``model``'s start command as docs/models.md prints
+    it (``bridged.printed_command``), placeholders (``DIR``, ...) as printed; its ``--port
+    8765`` dropped (the harness takes a free port)."""
+    argv = printed_command(model.replace("-", "_"))
+    args = argv[3:]
     i = args.index("--port")
     del args[i:i + 2]
-    return module, args
+    return argv[2].rsplit(".", 1)[1], args
 
 
 def fill(args: list[str], values: dict[str, str]) -> list[str]:
