@@ -229,7 +229,7 @@ def test_the_listed_command_runs_and_the_report_names_the_served_model(pytester,
                cwd=pytester.path)
     assert f"B: {report}: {shown}" in out.stdout, out.stdout + out.stderr
     page = (pytester.path / "compare.html").read_text()
-    assert f"DuplexAct comparison: {shown} vs {shown}" in page
+    assert f"DuplexAct comparison: A {shown} vs B {shown}" in page
 
 
 class OtherCheckpoint(Quiet):
