@@ -28,8 +28,9 @@ RECIPES = ROOT / "docs" / "recipes"
 ARRAY, MERGE = RECIPES / "slurm-array.sbatch", RECIPES / "slurm-merge.sbatch"
 MODEL = "tests.cluster.gated_oracle:GatedOracle"  # the oracle, with a gate a test can close
 TASKS = 4
-# Two instances per condition (48): every shard gets several, and each task stays short.
-SELECTION = "--duplexact-limit=2"
+# One instance per condition (24: shards of 6, 3, 7 and 8): each task stays short, and every
+# task a test holds at its 2nd trial has more than one.
+SELECTION = "--duplexact-limit=1"
 JOB_DEADLINE_S = 420.0  # for any one wait on the scheduler (a loaded 2-core CI machine)
 
 
