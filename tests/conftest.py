@@ -17,3 +17,9 @@ pytest.register_assert_rewrite(
     "tests.support", "tests.realtime.realtime_support", "tests.pipelines.helpers",
     "tests.rules.helpers", "tests.report.helpers", "tests.judges.judgekit",
     "tests.bridges.support", "tests.bridges.model_support", "tests.released.snapshot_builder")
+
+
+def pytest_collection_modifyitems(items):
+    """The Slurm tests first: they wait minutes on the scheduler while using little of this
+    process, so under ``--dist worksteal`` they run beside everything else, never as the tail."""
+    items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/cluster/") else 1)
