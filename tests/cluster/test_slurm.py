@@ -165,7 +165,7 @@ def test_two_arrays_one_stopped_every_way_resume_merge_to_the_serial_run_and_kee
     - task 3 by ``kill -9`` of its pytest (the OOM killer, a crash: no clean-up at all).
 
     Each resumes its folder and re-runs only what had no outcome. Both merges equal the
-    serial run (started alongside, in this process's own subprocess), and the store holds
+    serial run (a subprocess of this test, run while the arrays are), and the store holds
     every save any task announced, each numbered once and whole."""
     store, gate = tmp_path / "store", tmp_path / "gate"
     gate.mkdir()
@@ -199,8 +199,8 @@ def test_two_arrays_one_stopped_every_way_resume_merge_to_the_serial_run_and_kee
                 cwd=serial_dir, env=_env(serial_dir), stdout=serial_log,
                 stderr=subprocess.STDOUT)
         done_before = _stop_each_way(array_a, runs["a"], gate, tmp_path)
-        # A's tasks failed before their re-queue, and Slurm never re-evaluates afterok on the
-        # array after a failure: its up-front merge stays pending, and a merge that depends
+        # Three of A's tasks ended failed (CANCELLED, FAILED, TIMEOUT) before their re-queue,
+        # and Slurm never re-evaluates afterok on the array after a failure: its up-front merge stays pending, and a merge that depends
         # on the tasks by name runs instead (docs/sharding.md says both). Submitted now,
         # while they run again: Slurm judges each task by its state when it ends.
         merge_a = submit(env_a, "--dependency=afterok:" + ":".join(_task_ids(array_a)),
