@@ -27,9 +27,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 from .cache import RequestCache, request_key
 from .netsafety import Secret, insecure_url_problem
@@ -138,9 +139,17 @@ def resolve_api_key(api_key: str | Secret | None) -> Secret:
     return Secret(key)
 
 
+def _sdk():
+    """The openai package, imported on first use: it brings httpx and aiohttp (0.6 s of every
+    pytest start), which a run with no judge, transcriber or simulator over HTTP never uses."""
+    import openai
+
+    return openai
+
+
 def make_openai(base_url: str | None, api_key: Secret, timeout: float) -> openai.OpenAI:
     """The real SDK client, with its own retries off so that retries are counted here."""
-    return openai.OpenAI(api_key=api_key.reveal(), base_url=base_url or None,
+    return _sdk().OpenAI(api_key=api_key.reveal(), base_url=base_url or None,
                          timeout=timeout, max_retries=0)
 
 
@@ -251,6 +260,7 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 
 
 def describe(exc: BaseException, secret: Secret | None = None) -> str:
+    openai = _sdk()
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIConnectionError):
@@ -262,6 +272,7 @@ def describe(exc: BaseException, secret: Secret | None = None) -> str:
 
 
 def _retryable(exc: BaseException) -> bool:
+    openai = _sdk()
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -322,6 +333,7 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
     notes: list[str] = []
     made = 0  # HTTP attempts sent for this request
     end = None if policy.deadline is None else clock() + policy.deadline
+    openai = _sdk()  # a request is about to go out through it
     for attempt in range(1, policy.max_attempts + 1):
         left = policy.timeout if end is None else min(policy.timeout, end - clock())
         if left <= 0:

@@ -2,6 +2,11 @@
 slots): the array script and the merge job exactly as the docs print them, submitted with
 sbatch, against the unsharded serial run of the same model.
 
+One scenario carries every check, so the scheduler's waits (a time limit is checked every
+30 s) overlap instead of adding up: two arrays at once into one shared store, one of them
+with each of its tasks stopped a different way (kill -9, scancel, requeue, time limit),
+resumed and merged; the other clean, with its merge submitted up front.
+
 Skipped where sbatch is absent or no controller answers (the reason says how to bring one
 up); .ci/run starts Slurm first and sets DUPLEXACT_REQUIRE_SLURM=1, so in CI a missing
 cluster fails instead of skipping. Every wait on the scheduler has a deadline."""
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,10 +34,15 @@ RECIPES = ROOT / "docs" / "recipes"
 ARRAY, MERGE = RECIPES / "slurm-array.sbatch", RECIPES / "slurm-merge.sbatch"
 MODEL = "tests.cluster.gated_oracle:GatedOracle"  # the oracle, with a gate a test can close
 TASKS = 4
-# One instance per condition (24: shards of 6, 3, 7 and 8): each task stays short, and every
-# task a test holds at its 2nd trial has more than one.
+# One instance per condition (24: shards of 6, 3, 7 and 8): a task's cost is its interpreter
+# and imports (~4 s of CPU), not its instances, and every held task has more than one.
 SELECTION = "--duplexact-limit=1"
 JOB_DEADLINE_S = 420.0  # for any one wait on the scheduler (a loaded 2-core CI machine)
+# The troubled array's tasks, each stopped its own way while held at its gate. The time
+# limit goes to task 0, the first to start: Slurm's one-minute limit (checked every 30 s)
+# is the scenario's longest wait, and everything else runs while it passes.
+TIME_LIMIT, SCANCEL, REQUEUE, KILL9 = range(TASKS)
+STORED = re.compile(r"^duplexact: stored this run as (.+)$", re.M)  # store.save, announced
 
 
 def _cluster_reason() -> str | None:
@@ -125,24 +136,12 @@ def _comparable(path: Path) -> str:
                       indent=1, sort_keys=True)
 
 
-@pytest.fixture(scope="module")
-def serial(slurm, tmp_path_factory) -> Path:
-    """The unsharded run of the same model in one process: what every merge must equal."""
-    where = tmp_path_factory.mktemp("serial")
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", f"--duplexact-model={MODEL}",
-         f"--duplexact-run-dir={where / 'run'}", SELECTION, "-p", "no:cacheprovider", "-q"],
-        cwd=where, env=_env(where), capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    return where / "run" / "report.json"
-
-
 def _task_ids(array: str) -> list[str]:
     return [f"{array}_{t}" for t in range(TASKS)]
 
 
-def _shards(runs: Path) -> list[Path]:
-    return sorted(runs.glob("shard-*/report.json"))
+def _outcomes(run_dir: Path) -> int:
+    return len(list((run_dir / "instances").glob("*/outcome.json")))
 
 
 def test_the_recipe_is_the_one_the_docs_print():
@@ -152,117 +151,153 @@ def test_the_recipe_is_the_one_the_docs_print():
     assert f"--array=0-{TASKS - 1}" in ARRAY.read_text()
 
 
-def test_two_arrays_at_once_merge_to_the_serial_run_and_store_every_report(slurm, serial,
-                                                                          tmp_path):
-    """Two arrays submitted together, each with its merge as a dependent job, every task
-    saving its report into one shared store (--duplexact-autosave) as they finish."""
-    store = tmp_path / "store"
-    jobs = {}
-    for name in ("a", "b"):
-        env = _env(tmp_path / name, DUPLEXACT_ARGS=f"--duplexact-autosave "
-                   f"--duplexact-storage={store}")
-        array = _sbatch(tmp_path, env, str(ARRAY))
-        jobs[name] = (array, _sbatch(tmp_path, env, f"--dependency=afterok:{array}",
-                                     str(MERGE)))
-    states = _ended([j for array, merge in jobs.values() for j in _task_ids(array) + [merge]],
-                    tmp_path)
-    assert set(states.values()) == {"COMPLETED"}, states
-    for name in jobs:
-        runs = tmp_path / name
-        assert len(_shards(runs)) == TASKS
-        assert _comparable(runs / "report.json") == _comparable(serial)
-        shards = json.loads((runs / "report.json").read_text())["shards"]
+def test_two_arrays_one_stopped_every_way_resume_merge_to_the_serial_run_and_keep_every_save(
+        slurm, tmp_path):
+    """Two arrays at once, every task saving its report into one shared store
+    (--duplexact-autosave). Array B runs the recipe untouched, its merge submitted up front
+    with ``afterok:$array``. Array A has each task stopped mid-run (held at its gate, its
+    ``HOLD_AT``-th trial) a way a cluster ends a task, then re-queued:
+
+    - task 0 runs past its time limit (TIMEOUT: SIGTERM, report written, the log names the
+      resume command);
+    - task 1 by ``scancel --signal=KILL`` (Slurm cancels: SIGTERM, SIGKILL after KillWait);
+    - task 2 by ``scontrol requeue`` while it runs (what preemption does);
+    - task 3 by ``kill -9`` of its pytest (the OOM killer, a crash: no clean-up at all).
+
+    Each resumes its folder and re-runs only what had no outcome. Both merges equal the
+    serial run (a subprocess of this test, run while the arrays are), and the store holds
+    every save any task announced, each numbered once and whole."""
+    store, gate = tmp_path / "store", tmp_path / "gate"
+    gate.mkdir()
+    for t in range(TASKS):
+        (gate / f"hold-{t}").touch()
+    autosave = f"--duplexact-autosave --duplexact-storage={store}"
+    runs = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    # A: the held trial waits for this test, not for the model watchdog's 60 s default; one
+    # CPU per task, so that its held (idle) tasks leave the node's 4 slots to B's tasks
+    env_a = _env(runs["a"], DUPLEXACT_GATE=str(gate),
+                 DUPLEXACT_ARGS=f"--duplexact-timeout=900 {autosave}")
+    env_b = _env(runs["b"], DUPLEXACT_ARGS=autosave)
+    jobs, serial_dir = [], tmp_path / "serial"
+
+    def submit(env: dict, *args: str) -> str:
+        jobs.append(_sbatch(tmp_path, env, *args))
+        return jobs[-1]
+
+    serial_dir.mkdir()
+    serial = None
+    try:
+        array_a = submit(env_a, "--cpus-per-task=1", str(ARRAY))
+        up_front_a = submit(env_a, f"--dependency=afterok:{array_a}", str(MERGE))
+        array_b = submit(env_b, str(ARRAY))
+        merge_b = submit(env_b, f"--dependency=afterok:{array_b}", str(MERGE))
+        with open(serial_dir / "pytest.log", "w") as serial_log:
+            serial = subprocess.Popen(  # the unsharded run, what every merge must equal
+                [sys.executable, "-m", "pytest", f"--duplexact-model={MODEL}",
+                 f"--duplexact-run-dir={serial_dir / 'run'}", SELECTION,
+                 "-p", "no:cacheprovider", "-q"],
+                cwd=serial_dir, env=_env(serial_dir), stdout=serial_log,
+                stderr=subprocess.STDOUT)
+        done_before = _stop_each_way(array_a, runs["a"], gate, tmp_path)
+        # Three of A's tasks ended failed (CANCELLED, FAILED, TIMEOUT) before their re-queue,
+        # and Slurm never re-evaluates afterok on the array after a failure: its up-front merge stays pending, and a merge that depends
+        # on the tasks by name runs instead (docs/sharding.md says both). Submitted now,
+        # while they run again: Slurm judges each task by its state when it ends.
+        merge_a = submit(env_a, "--dependency=afterok:" + ":".join(_task_ids(array_a)),
+                         str(MERGE))
+        states = _ended(_task_ids(array_a) + [merge_a] + _task_ids(array_b) + [merge_b],
+                        tmp_path)
+        assert set(states.values()) == {"COMPLETED"}, states
+        # by now the scheduler has long judged it: a deadline, not a delay
+        _wait(lambda: "DependencyNeverSatisfied" in _scontrol("show", "job", up_front_a),
+              "A's up-front merge to be refused", tmp_path, deadline_s=120)
+        rc = serial.wait(timeout=JOB_DEADLINE_S)
+    finally:  # nothing of this test stays queued or running, whatever failed
+        if serial is not None and serial.poll() is None:
+            serial.kill()
+        if jobs:
+            subprocess.run(["scancel", *jobs], capture_output=True, timeout=60)
+    assert rc == 0, (serial_dir / "pytest.log").read_text()[-3000:]
+
+    for t, n in done_before.items():  # each stopped mid-run, then resumed its own folder
+        assert n == HOLD_AT - 1, done_before
+        log = (tmp_path / f"duplexact-{array_a}_{t}.log").read_text()
+        shard = runs["a"] / f"shard-{t}"
+        assert f"attempt 2, --duplexact-resume={shard}" in log, log[-2000:]
+        assert f"resuming {shard}: {n} of " in log and "finished and reused" in log, log[-2000:]
+    assert "stopped by SIGTERM" in (tmp_path / f"duplexact-{array_a}_{TIME_LIMIT}.log"
+                                    ).read_text()
+
+    serial_report = _comparable(serial_dir / "run" / "report.json")
+    for name, where in runs.items():
+        assert len(list(where.glob("shard-*/report.json"))) == TASKS, name
+        assert _comparable(where / "report.json") == serial_report, name
+        shards = json.loads((where / "report.json").read_text())["shards"]
         assert all(s["instances"] for s in shards)  # really split, none empty
-        assert (runs / "report.html").stat().st_size > 0
+        assert (where / "report.html").stat().st_size > 0
+
+    # The shared store lost no save: every one a task announced is there, numbered once and
+    # whole, and nothing else is. Each attempt that wrote its report saved it (a kill -9
+    # saves nothing): every task's last attempt at least.
+    announced = {t: STORED.findall(p.read_text())
+                 for t in _task_ids(array_a) + _task_ids(array_b)
+                 for p in [tmp_path / f"duplexact-{t}.log"]}
+    assert all(announced.values()), announced
+    assert len(announced[f"{array_a}_{KILL9}"]) == 1, announced
     saved = sorted(store.glob("*.json"))
-    assert len(saved) == 2 * TASKS, [p.name for p in saved]
+    assert sorted(p for paths in announced.values() for p in paths) == \
+        [str(p) for p in saved], [p.name for p in saved]
     numbers = [p.name.split("_", 1)[0] for p in saved]
     assert len(set(numbers)) == len(numbers)  # every save numbered once
     for p in saved:
         assert json.loads(p.read_text())["summary"]  # each a whole report
 
 
-def test_killed_and_requeued_tasks_resume_and_the_merge_is_unchanged(slurm, serial, tmp_path):
-    """Three tasks stopped mid-run, each a way a cluster ends a task, then re-queued: task 1
-    by ``scancel --signal=KILL`` (Slurm cancels: SIGTERM, SIGKILL after KillWait), task 2 by
-    ``scontrol requeue`` while it runs (what preemption does), task 3 by ``kill -9`` of its
-    pytest (the OOM killer, a crash: no clean-up at all). Each resumes its folder and re-runs
-    only what had no outcome; the merge equals the serial run."""
-    gate, runs = tmp_path / "gate", tmp_path / "runs"
-    gate.mkdir()
-    stopped = (1, 2, 3)
-    for t in stopped:
-        (gate / f"hold-{t}").touch()
-    # the held trial waits for the test, not for the model watchdog's 60 s default
-    env = _env(runs, DUPLEXACT_GATE=str(gate), DUPLEXACT_ARGS="--duplexact-timeout=900")
-    array = _sbatch(tmp_path, env, str(ARRAY))
-    merge = _sbatch(tmp_path, env, f"--dependency=afterok:{array}", str(MERGE))
-    stop = {1: lambda pid: subprocess.run(["scancel", "--signal=KILL", f"{array}_1"],
-                                          check=True, timeout=60),
-            2: lambda pid: _scontrol("requeue", f"{array}_2"),
-            3: lambda pid: os.kill(pid, signal.SIGKILL)}
-    done_before = {}
-    for t in stopped:  # each as soon as it is held: the tasks get their slots in turn
-        held = _wait(lambda t=t: list(gate.glob(f"held-{t}-*")), f"task {t} to reach its gate",
-                     tmp_path)[0]
-        done_before[t] = _outcomes(runs / f"shard-{t}")
-        stop[t](int(held.name.rsplit("-", 1)[1]))
-        _wait(lambda t=t: _state(f"{array}_{t}") in ("CANCELLED", "FAILED", "PENDING"),
-              f"task {t} to stop", tmp_path)
-    assert all(n == HOLD_AT - 1 for n in done_before.values()), done_before  # mid-run
-    for t in stopped:
+def _stop_each_way(array: str, runs: Path, gate: Path, logs: Path) -> dict[int, int]:
+    """Stops each task of ``array`` its own way as soon as it is held at its gate, then
+    opens its gate and sends it back to the queue; returns each task's outcomes when it was
+    stopped. The time limit is the last to end: its SIGTERM comes 60-90 s after the task
+    started, and the others are stopped and resumed meanwhile."""
+    task = {t: f"{array}_{t}" for t in range(TASKS)}
+    stop = {SCANCEL: lambda pid: subprocess.run(["scancel", "--signal=KILL", task[SCANCEL]],
+                                                check=True, timeout=60),
+            REQUEUE: lambda pid: _scontrol("requeue", task[REQUEUE]),
+            KILL9: lambda pid: os.kill(pid, signal.SIGKILL),
+            # a limit on the running task: held, it cannot end before the limit does
+            TIME_LIMIT: lambda pid: _scontrol("update", f"jobid={task[TIME_LIMIT]}",
+                                              "TimeLimit=1")}
+    stopped = {SCANCEL: ("CANCELLED",), REQUEUE: ("PENDING", "REQUEUED"), KILL9: ("FAILED",),
+               TIME_LIMIT: ("TIMEOUT",)}
+
+    def resume(t: int) -> None:
+        _wait(lambda: _state(task[t]) in stopped[t], f"task {t} to stop", logs)
+        if t != KILL9:  # a TERM first: the gate stays closed until pytest has said how to
+            # resume (its report written), so the abandoned trial cannot go on meanwhile
+            said = f"resume with pytest --duplexact-resume={runs / f'shard-{t}'}"
+            _wait(lambda: said in (logs / f"duplexact-{task[t]}.log").read_text(),
+                  f"task {t} to say how to resume", logs)
         (gate / f"hold-{t}").unlink()
-    for t in (1, 3):
-        _scontrol("requeue", f"{array}_{t}")
-    for t in stopped:  # a re-queued job waits ~2 min before it is eligible again: not here
-        _scontrol("update", f"jobid={array}_{t}", "StartTime=now")
-    states = _ended(_task_ids(array), tmp_path)
-    assert set(states.values()) == {"COMPLETED"}, states
+        if t != REQUEUE:  # Slurm re-queued that one itself
+            _scontrol("requeue", task[t])
+        # a re-queued job waits ~2 min before it is eligible again: not here; the timed-out
+        # one gets a limit it can finish in (docs/sharding.md)
+        _scontrol("update", f"jobid={task[t]}", "StartTime=now",
+                  *(["TimeLimit=30"] if t == TIME_LIMIT else []))
 
-    for t in stopped:
-        log = (tmp_path / f"duplexact-{array}_{t}.log").read_text()
-        assert "attempt 2, --duplexact-resume=" in log, log[-2000:]
-        assert f"{done_before[t]} of " in log and "finished and reused" in log, log[-2000:]
-    for t in (1, 2):  # a TERM first: the run stopped cleanly and said how to resume
-        log = (tmp_path / f"duplexact-{array}_{t}.log").read_text()
-        assert f"resume with pytest --duplexact-resume={runs / f'shard-{t}'}" in log
-    # Tasks 1 and 3 ended failed before their re-queue, and Slurm never re-evaluates afterok
-    # on the array after a failure, not even for a merge submitted anew: the one submitted up
-    # front stays pending, and the merge depends on the tasks by name instead
-    # (docs/sharding.md says both).
-    _wait(lambda: "DependencyNeverSatisfied" in _scontrol("show", "job", merge),
-          "the up-front merge to be refused", tmp_path, deadline_s=120)
-    subprocess.run(["scancel", merge], check=True, timeout=60)
-    merge = _sbatch(tmp_path, env, "--dependency=afterok:" + ":".join(_task_ids(array)),
-                    str(MERGE))
-    assert _ended([merge], tmp_path) == {merge: "COMPLETED"}
-    assert _comparable(runs / "report.json") == _comparable(serial)
-
-
-def _outcomes(run_dir: Path) -> int:
-    return len(list((run_dir / "instances").glob("*/outcome.json")))
-
-
-def test_a_task_at_its_time_limit_ends_resumable_and_names_the_resume(slurm, serial,
-                                                                        tmp_path):
-    gate, runs = tmp_path / "gate", tmp_path / "runs"
-    gate.mkdir()
-    (gate / "hold-3").touch()  # task 3 waits at its gate past its 1-minute limit
-    env = _env(runs, DUPLEXACT_GATE=str(gate), DUPLEXACT_ARGS="--duplexact-timeout=900")
-    array = _sbatch(tmp_path, env, "--time=1", str(ARRAY))
-    states = _ended(_task_ids(array), tmp_path)
-    assert states.pop(f"{array}_3") == "TIMEOUT"
-    assert set(states.values()) == {"COMPLETED"}, states
-    shard = runs / "shard-3"
-    log = (tmp_path / f"duplexact-{array}_3.log").read_text()
-    assert "stopped by SIGTERM" in log and f"resume with pytest --duplexact-resume={shard}" \
-        in log, log[-2000:]
-    assert (shard / "report.json").exists()  # what it measured is reported
-    (gate / "hold-3").unlink()
-    _scontrol("requeue", f"{array}_3")
-    _scontrol("update", f"jobid={array}_3", "StartTime=now")
-    assert _ended([f"{array}_3"], tmp_path) == {f"{array}_3": "COMPLETED"}
-    merge = _sbatch(tmp_path, env, "--dependency=afterok:" + ":".join(_task_ids(array)),
-                    str(MERGE))
-    assert _ended([merge], tmp_path) == {merge: "COMPLETED"}
-    assert _comparable(runs / "report.json") == _comparable(serial)
+    done_before, pending = {}, set(range(TASKS))
+    while pending:  # the tasks reach their gates in any order
+        held = _wait(lambda: [p for t in pending for p in gate.glob(f"held-{t}-*")],
+                     f"tasks {sorted(pending)} to reach their gates", logs)
+        for p in held:
+            t, pid = (int(x) for x in p.name.split("-")[1:])
+            done_before[t] = _outcomes(runs / f"shard-{t}")
+            stop[t](pid)
+            pending.discard(t)
+            if t != TIME_LIMIT:
+                resume(t)
+    # the TIMEOUT's log and report are whole once squeue no longer lists the task
+    _wait(lambda: _state(task[TIME_LIMIT]) == "TIMEOUT", "the time limit", logs)
+    _ended([task[TIME_LIMIT]], logs)
+    assert (runs / f"shard-{TIME_LIMIT}" / "report.json").exists()  # what it measured
+    resume(TIME_LIMIT)
+    return done_before
