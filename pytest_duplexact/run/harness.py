@@ -153,9 +153,8 @@ class Harness:
                                                  "model" if is_streaming(model) else ""))
             harness.prefetcher = BatchRunner(model, harness.record_async, batch, timeout)
         elif concurrency > 1 and is_streaming(model):
-            from .prefetch import Prefetcher
-
             from .offload import ScoringWorker
+            from .prefetch import Prefetcher
 
             harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout,
                                             tolerance=knobs.timing_tolerance)
