@@ -7,9 +7,10 @@ tracks (PCM-16 conversion, FLAC encoding) and the VAD (resampling, the network, 
 tone passes) are the CPU-heavy part of that: run there, they hold the GIL against the loop
 that paces input and stamps output. ``ScoringWorker`` runs them in one worker process instead:
 
-* started lazily (``spawn``: the parent has threads, so no ``fork``), at a lower priority
-  (``NICE``) so that on a busy machine the live sessions win the cores, and reused for the
-  whole run; the VAD network is loaded once, by the worker's first trial;
+* a fresh interpreter (``python -c``: no ``fork`` of a parent with threads, and not
+  multiprocessing's ``spawn``, which runs the parent's main script again), started with the
+  first trial scored, at a lower priority (``NICE``) so that on a busy machine the live
+  sessions win the cores, reused for the whole run; the VAD network is loaded once in it;
 * one worker: pytest scores one test at a time, so at most one job is ever waiting;
 * each job sends plain data (the Recording's float32 tracks, its small fields, a folder) and
   gets back the speech spans as float pairs, the same floats the VAD gives in-process, so the
