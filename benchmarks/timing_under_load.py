@@ -19,7 +19,7 @@ state (N CPU-bound processes beside it) and concurrency:
   on, its promise is zero; ``--tolerance-ms 0`` turns the guard off to compare);
 * wall time, the CPU the streaming loop's thread spent per second of streamed audio per
   session (what ``--duplexact-estimate``'s sessions per core is computed from), and the CPU
-  the main thread spent scoring, per trial.
+  and the wall time the main thread spent scoring (``Harness.analyse``), per trial.
 
     python benchmarks/timing_under_load.py [--hogs 0 2] [--concurrency 8 16 32]
                                            [--instances 32] [--tolerance-ms 100]
@@ -124,7 +124,7 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
     trials = [Trial(f"c{concurrency}-{i}", []) for i in range(n)]
     start = time.perf_counter()
     pre.submit(trials)
-    outcomes, score_cpu = {}, 0.0
+    outcomes, score_cpu, score_wall = {}, 0.0, 0.0
     for t in trials:  # in order, as pytest takes them, scoring each in this thread
         try:
             rec = pre.result(t)
@@ -135,9 +135,10 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
             outcomes[t.id] = ("error", repr(e))
             continue
         if scoring != "none":  # files + VAD: in the worker, or here (--scoring in-process)
-            c0 = time.thread_time()
+            c0, w0 = time.thread_time(), time.perf_counter()
             harness.analyse(rec, run_dir / t.id, t.id)
             score_cpu += time.thread_time() - c0
+            score_wall += time.perf_counter() - w0
         outcomes[t.id] = ("scored", rec.clock)
     wall = time.perf_counter() - start
     cpu1 = asyncio.run_coroutine_threadsafe(_thread_cpu(), pre._loop).result()
@@ -146,7 +147,8 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
     return {"concurrency": concurrency, "instances": n, "stream_s": len(x) / SAMPLE_RATE,
             "wall_s": round(wall, 2), "trials": trials, "outcomes": outcomes, "seen": seen,
             "loop_cpu_ms_per_stream_s": round((cpu1 - cpu0) * 1000 / max(streamed, 1e-9), 2),
-            "main_score_cpu_ms_per_trial": round(score_cpu * 1000 / n, 2)}
+            "main_score_cpu_ms_per_trial": round(score_cpu * 1000 / n, 2),
+            "score_wall_ms_per_trial": round(score_wall * 1000 / n, 2)}
 
 
 async def _thread_cpu() -> float:
@@ -221,7 +223,7 @@ def main(args) -> dict:
     x = rc.clip(speech_end, speech_end + args.answer_ms / 1000 + args.speak_s + 0.3)
     states = []
     work = Path(tempfile.mkdtemp(prefix="duplexact-timing-"))
-    worker = ScoringWorker() if args.scoring == "worker" else None
+    worker = ScoringWorker(nice=args.worker_nice) if args.scoring == "worker" else None
     try:
         for hogs in args.hogs:
             states.append(one_state(hogs, args, script, x, tolerance, work, worker))
@@ -231,14 +233,15 @@ def main(args) -> dict:
     return {"benchmark": "timing_under_load", "machine": machine(),
             "tolerance_ms": args.tolerance_ms if tolerance else None,
             "mistimed_ms": args.mistimed_ms,
-            "scoring": args.scoring, "answer_after_ms": args.answer_ms,
+            "scoring": args.scoring, "worker_nice": args.worker_nice if args.scoring == "worker"
+            else None, "answer_after_ms": args.answer_ms,
             "speak_s": args.speak_s, "states": states}
 
 
 def table(report: dict) -> str:
     rows = ["hogs  load 1m   conc  inst  wall_s  |onset err| ms p50/p95/max  scored  re-run  "
             "unreliable  mis-timed  worst lag ms  loop CPU ms/stream s  "
-            "scoring CPU ms/trial"]
+            "scoring CPU / wall ms/trial"]
     for st in report["states"]:
         for lv in st["levels"]:
             e = lv["onset_error_ms"]
@@ -248,7 +251,8 @@ def table(report: dict) -> str:
                         f"{lv['scored']:>6}  {lv['rerun']:>6}  {lv['unreliable']:>10}  "
                         f"{lv['mistimed']:>9}  {lv['worst_lag_ms']!s:>12}  "
                         f"{lv['loop_cpu_ms_per_stream_s']:>8}  "
-                        f"{lv['main_score_cpu_ms_per_trial']:>8}")
+                        f"{lv['main_score_cpu_ms_per_trial']:>8} / "
+                        f"{lv['score_wall_ms_per_trial']:>8}")
     return "\n".join(rows)
 
 
@@ -267,6 +271,8 @@ if __name__ == "__main__":
                         default="worker",
                         help="where finished trials are written and segmented: the plugin's "
                              "scoring worker (default), this process's main thread, or not")
+    parser.add_argument("--worker-nice", type=int, default=ScoringWorker().nice,
+                        help="the scoring worker's added niceness (the plugin's by default)")
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "timing_under_load.json")
     args = parser.parse_args()

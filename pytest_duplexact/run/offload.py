@@ -60,19 +60,20 @@ def deadline_for(seconds_of_audio: float) -> float:
 # the parent's main script again in the child (a script without a __main__ guard: all again).
 _BOOT = ("import sys; from multiprocessing.connection import Connection as C; "
          "jobs = C({r}, writable=False); sys.path[:] = jobs.recv(); "
-         "from pytest_duplexact.run.offload import serve; serve(jobs, C({w}, readable=False))")
+         "from pytest_duplexact.run.offload import serve; "
+         "serve(jobs, C({w}, readable=False), {nice})")
 
 
-def serve(jobs: Connection, results: Connection) -> None:
+def serve(jobs: Connection, results: Connection, nice: int = NICE) -> None:
     """The worker's loop: (fn, args) in, ("ok", value) or ("error", exception, traceback)
     out, until the parent closes its end."""
     import signal
 
     # Ctrl-C reaches the whole process group: the run stops the worker, not the signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(os, "nice"):
+    if nice and hasattr(os, "nice"):
         try:
-            os.nice(NICE)
+            os.nice(nice)
         except OSError:  # not allowed here: same priority, still off the loop's process
             pass
     while True:
@@ -115,7 +116,8 @@ def _float32(x: np.ndarray) -> np.ndarray:
 class ScoringWorker:
     """One worker process for the CPU-heavy part of scoring (the module doc)."""
 
-    def __init__(self):
+    def __init__(self, nice: int = NICE):
+        self.nice = int(nice)  # added to the worker's niceness (benchmarks compare 0)
         self._proc: subprocess.Popen | None = None
         self._jobs: Connection | None = None
         self._results: Connection | None = None
@@ -130,7 +132,7 @@ class ScoringWorker:
         results, from_child = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _BOOT.format(r=to_child, w=from_child)],
+                [sys.executable, "-c", _BOOT.format(r=to_child, w=from_child, nice=self.nice)],
                 pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL)
         except BaseException:
             os.close(jobs)

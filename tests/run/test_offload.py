@@ -17,7 +17,7 @@ from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.report import build_report
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.harness import Harness, RunKnobs
-from pytest_duplexact.run.offload import ScoringWorker, ScoringWorkerError
+from pytest_duplexact.run.offload import NICE, ScoringWorker, ScoringWorkerError
 from pytest_duplexact.run.selection import Selection, select
 from pytest_duplexact.run.settings import RunSettings
 from tests.run.test_batch_reports import instance_files
@@ -129,6 +129,10 @@ def test_a_stuck_worker_is_stopped_at_its_deadline(worker):
         worker.call(time.sleep, 60, deadline=0.2, what="instance z")
     assert worker.pids() == [] and proc.returncode is not None  # killed, and reaped
     assert worker.call(abs, -5, deadline=60, what="the next trial") == 5
+
+
+def test_the_worker_yields_the_cores_to_the_live_sessions(worker):
+    assert worker.call(os.nice, 0, deadline=60, what="its niceness") == min(19, os.nice(0) + NICE)
 
 
 def test_the_job_error_is_raised_as_it_was_raised_there(worker):
