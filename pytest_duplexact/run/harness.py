@@ -248,16 +248,21 @@ class Harness:
         here. The same bytes and the same timeline either way."""
         from ..data.recording_io import save_recording
         from ..listen import vad
+        from .offload import runs_in_worker
 
         if self.scoring_worker is None:
             save_recording(recording, folder, instance_id=instance_id,
                            audio_format=self.audio_format)
             return self.timeline(recording)
-        cache = getattr(self.vad_cache, "root", None)
-        speech = self.scoring_worker.write_and_detect(
-            recording, folder, instance_id=instance_id, audio_format=self.audio_format,
-            params=vad.DEFAULT_PARAMS, cache_root=cache)
-        return self.timeline(recording, speech=speech)
+        job = dict(instance_id=instance_id, audio_format=self.audio_format,
+                   params=vad.DEFAULT_PARAMS, cache_root=getattr(self.vad_cache, "root", None))
+        # native words need no transcriber (build_timeline then never calls it)
+        transcriber = None if recording.transcript else self.transcriber
+        if runs_in_worker(transcriber):
+            return self.scoring_worker.write_and_segment(recording, folder,
+                                                         transcriber=transcriber, **job)
+        speech = self.scoring_worker.write_and_detect(recording, folder, **job)
+        return self.timeline(recording, speech=speech)  # the transcriber runs here
 
     def run(self, instance: Instance) -> InstanceOutcome:
         """Record, segment and score; raises on harness/model errors (the caller decides how

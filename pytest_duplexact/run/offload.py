@@ -12,19 +12,21 @@ that paces input and stamps output. ``ScoringWorker`` runs them in one worker pr
   first trial scored, at a lower priority (``NICE``) so that on a busy machine the live
   sessions win the cores, reused for the whole run; the VAD network is loaded once in it;
 * one worker: pytest scores one test at a time, so at most one job is ever waiting;
-* each job sends plain data (the Recording's float32 tracks, its small fields, a folder) and
-  gets back the speech spans as float pairs, the same floats the VAD gives in-process, so the
-  timeline and every file are byte-identical to in-process scoring
-  (tests/run/test_offload.py);
+* each job sends plain data (the Recording's float32 tracks, its small fields, a folder, a
+  copy of an offloadable transcriber) and gets back the Timeline (or the speech spans as
+  float pairs), made by the same functions, so the timeline and every file are
+  byte-identical to in-process scoring (tests/run/test_offload.py);
 * every wait has a deadline (``deadline_for``); a worker that misses it is killed, and one that
   dies is replaced for the next trial: either way the trial is a ``ScoringWorkerError``, an
   error, never a miss.
 
 Stepped runs (and a streaming run with one trial in flight) have no live session while they
 score, so they score in-process, as before (harness.py ``Harness.analyse``). The rest of the
-scoring stays in the pytest thread: merging spans, assigning native words, the rules, the
-judges (network waits) and the small JSON files. A transcriber, when the model gives no words,
-also still runs there (left for later: it owns caches and counters the report reads).
+scoring stays in the pytest thread: the rules, the judges (network waits) and the small JSON
+files. When the model gave no words, a transcriber that says it may run elsewhere
+(``offloadable``: the offline faster-whisper one, its model then loaded once in the worker)
+runs in the worker with the rest of the timeline; another (a remote one: network waits,
+counters the report reads) runs in the pytest thread on the spans the worker sent back.
 """
 
 from __future__ import annotations
@@ -92,18 +94,44 @@ def serve(jobs: Connection, results: Connection, nice: int = NICE) -> None:
                                                 f"answer back: {exc!r}"), repr(reply[1])))
 
 
-def _write_and_detect(recording, folder: str, instance_id: str | None, audio_format: str,
-                      params, cache_root: str | None) -> list[tuple[float, float]]:
-    """In the worker: the recording's files (recording_io.save_recording), then the VAD's
-    speech spans of its output (vad.speech_spans), through the run's VAD cache if any."""
+def _write(recording, folder: str, instance_id: str | None, audio_format: str,
+           cache_root: str | None):
+    """The recording's files (recording_io.save_recording); the run's VAD cache, if any."""
     from ..data.recording_io import save_recording
-    from ..listen import vad
     from ..remote.cache import RequestCache
 
     save_recording(recording, folder, instance_id=instance_id, audio_format=audio_format)
-    cached = {} if cache_root is None else {"cache": RequestCache(cache_root)}
+    return None if cache_root is None else RequestCache(cache_root)
+
+
+def _write_and_detect(recording, folder: str, instance_id: str | None, audio_format: str,
+                      params, cache_root: str | None) -> list[tuple[float, float]]:
+    """In the worker: the files, then the VAD's speech spans of the output (the parent
+    builds the timeline: its transcriber must run there)."""
+    from ..listen import vad
+
+    cache = _write(recording, folder, instance_id, audio_format, cache_root)
+    cached = {} if cache is None else {"cache": cache}
     spans = vad.speech_spans(recording.output, recording.sample_rate, params, **cached)
     return [(sp.start, sp.end) for sp in spans]
+
+
+def _write_and_segment(recording, folder: str, instance_id: str | None, audio_format: str,
+                       params, cache_root: str | None, transcriber):
+    """In the worker: the files, then the whole timeline (segmentation.build_timeline, with
+    ``transcriber``, a copy of the parent's, when the model gave no words)."""
+    from ..listen.segmentation import build_timeline
+
+    cache = _write(recording, folder, instance_id, audio_format, cache_root)
+    return build_timeline(recording, transcriber=transcriber, vad_params=params,
+                          vad_cache=cache)
+
+
+def runs_in_worker(transcriber) -> bool:
+    """Whether the worker may run a copy of ``transcriber``: it says so (``offloadable``:
+    plain data, local, no counters the report reads; the offline one does), or there is
+    none."""
+    return transcriber is None or getattr(transcriber, "offloadable", False) is True
 
 
 def _float32(x: np.ndarray) -> np.ndarray:
@@ -211,19 +239,29 @@ class ScoringWorker:
         if failed:
             raise OSError(f"the scoring worker's pipe: {failed[0]!r}")
 
+    def _job(self, fn, recording, folder: Path, instance_id: str | None, *args):
+        sent = dataclasses.replace(recording, input=_float32(recording.input),
+                                   output=_float32(recording.output))
+        return self.call(fn, sent, str(folder), instance_id, *args,
+                         deadline=deadline_for(recording.duration),
+                         what=f"instance {instance_id}")
+
     def write_and_detect(self, recording, folder: Path, *, instance_id: str | None,
                          audio_format: str, params, cache_root: Path | None) -> list:
         """``save_recording`` and ``vad.speech_spans`` of the recording's output, in the
         worker; the spans as ``data.timeline.Span``."""
         from ..data.timeline import Span
 
-        sent = dataclasses.replace(recording, input=_float32(recording.input),
-                                   output=_float32(recording.output))
-        pairs = self.call(_write_and_detect, sent, str(folder), instance_id, audio_format,
-                          params, None if cache_root is None else str(cache_root),
-                          deadline=deadline_for(recording.duration),
-                          what=f"instance {instance_id}")
+        pairs = self._job(_write_and_detect, recording, folder, instance_id, audio_format,
+                          params, None if cache_root is None else str(cache_root))
         return [Span(a, b) for a, b in pairs]
+
+    def write_and_segment(self, recording, folder: Path, *, instance_id: str | None,
+                          audio_format: str, params, cache_root: Path | None, transcriber):
+        """``save_recording`` and ``build_timeline`` in the worker (``runs_in_worker`` of
+        ``transcriber``): the Timeline."""
+        return self._job(_write_and_segment, recording, folder, instance_id, audio_format,
+                         params, None if cache_root is None else str(cache_root), transcriber)
 
     def close(self, grace: float = 5.0) -> None:
         """At the end of the run: the idle worker exits when its pipe closes; one still busy

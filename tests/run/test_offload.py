@@ -9,14 +9,21 @@ by hand, as ``Harness.from_settings`` sets one for streaming trials in flight.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 
+import numpy as np
 import pytest
 
+from pytest_duplexact.data import audio
 from pytest_duplexact.data.instance import bundled_root, load_dataset
+from pytest_duplexact.data.recording import Recording
+from pytest_duplexact.data.timeline import Word
+from pytest_duplexact.listen.transcribe_offline import OfflineTranscriber
+from pytest_duplexact.remote.cache import RequestCache
 from pytest_duplexact.report import build_report
 from pytest_duplexact.rules import requires
-from pytest_duplexact.run.harness import Harness, RunKnobs
+from pytest_duplexact.run.harness import Harness, RunKnobs, timeline_to_dict
 from pytest_duplexact.run.offload import NICE, ScoringWorker, ScoringWorkerError
 from pytest_duplexact.run.selection import Selection, select
 from pytest_duplexact.run.settings import RunSettings
@@ -68,6 +75,58 @@ def test_offloaded_scoring_gives_the_same_files_and_report(selected, worker, tmp
     assert any((tmp_path / "worker" / "cache").rglob("*.json"))
 
 
+class WordsPerSecond:
+    """A local transcriber as the offline one: plain data, so it may run in the worker."""
+
+    name = "words-per-second"
+    offloadable = True
+
+    def transcribe(self, samples, sample_rate):
+        n = max(1, int(len(samples) / sample_rate))
+        return tuple(Word(k, k + 0.5, f"w{k}") for k in range(n))
+
+
+class RemoteWords(WordsPerSecond):
+    offloadable = False  # a remote one (counters the report reads): stays in this process
+
+
+def speech_without_words() -> Recording:
+    reply = audio.read(next(bundled_root().glob("audio/*.reference.flac")))
+    out = np.concatenate([np.zeros(8000, np.float32), reply, np.zeros(8000, np.float32)])
+    return Recording(input=np.zeros(len(out), np.float32), output=out)
+
+
+@pytest.mark.parametrize("kind", [WordsPerSecond, RemoteWords])
+def test_a_transcriber_runs_where_it_may_with_the_same_timeline(worker, tmp_path, monkeypatch,
+                                                                kind):
+    rec = speech_without_words()
+    here = Harness(model=None, run_dir=tmp_path, transcriber=kind())
+    expected = timeline_to_dict(here.analyse(rec, tmp_path / "here", "x"))
+    assert expected["segments"] and all(s["text"] for s in expected["segments"])
+    ran = []
+    real = kind.transcribe
+
+    def in_this_process(self, samples, sample_rate):
+        ran.append(len(samples))
+        return real(self, samples, sample_rate)
+
+    monkeypatch.setattr(kind, "transcribe", in_this_process)  # this process's copy only
+    there = Harness(model=None, run_dir=tmp_path, transcriber=kind(), scoring_worker=worker)
+    assert timeline_to_dict(there.analyse(rec, tmp_path / "there", "x")) == expected
+    assert bool(ran) is (kind is RemoteWords)  # the offloadable one ran in the worker
+    assert instance_files_of(tmp_path / "there") == instance_files_of(tmp_path / "here")
+
+
+def instance_files_of(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_the_offline_transcriber_crosses_to_the_worker_as_plain_data(tmp_path):
+    t = OfflineTranscriber(lazy=True, cache=RequestCache(tmp_path), beam_size=2)
+    copy = pickle.loads(pickle.dumps(t))
+    assert (copy.name, copy.beam_size, copy.cache.root) == (t.name, 2, tmp_path)
+
+
 def die_in_worker(*args):  # stands in for the worker's job, by reference (pickled by name)
     os._exit(7)
 
@@ -76,7 +135,8 @@ def test_a_worker_dying_on_a_trial_makes_that_trial_an_error(selected, worker, t
                                                              monkeypatch):
     h = Harness.from_settings(RunSettings(model="oracle"), tmp_path, RunKnobs())
     h.scoring_worker = worker
-    monkeypatch.setattr("pytest_duplexact.run.offload._write_and_detect", die_in_worker)
+    for job in ("_write_and_detect", "_write_and_segment"):
+        monkeypatch.setattr(f"pytest_duplexact.run.offload.{job}", die_in_worker)
     inst = selected[0]
     with pytest.raises(ScoringWorkerError) as info:
         h.run(inst)
