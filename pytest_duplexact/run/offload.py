@@ -46,7 +46,9 @@ import numpy as np
 
 NICE = 10  # the worker's niceness above the run's (POSIX): the live sessions come first
 DEADLINE_S = 120.0  # the least any job may take; plus DEADLINE_PER_AUDIO_S per audio second
-DEADLINE_PER_AUDIO_S = 2.0  # in-process the VAD and FLAC take ~0.01 s per audio second
+# idle, the VAD and FLAC take ~0.01 s per audio second, the offline transcriber ~0.1 s (and
+# at least 0.45 s a segment: docs/timeline.md); the margin is for a busy machine and the nice
+DEADLINE_PER_AUDIO_S = 5.0
 
 
 class ScoringWorkerError(RuntimeError):
@@ -135,8 +137,8 @@ def runs_in_worker(transcriber) -> bool:
 
 
 def _float32(x: np.ndarray) -> np.ndarray:
-    """Float tracks cross as float32 (half of float64's pickle): both the PCM-16 writer and
-    the VAD convert to float32 first, so the result is the same."""
+    """Float tracks cross as float32 (half of float64's pickle): the PCM-16 writer, the VAD
+    and the offline transcriber all convert to float32 first, so the result is the same."""
     x = np.asarray(x)
     return x.astype(np.float32, copy=False) if x.dtype.kind == "f" else x
 
