@@ -5,9 +5,11 @@ server (tests/fakes/realtime_server.py, its own process on 127.0.0.1) the way th
 on the prefetcher's background loop (run/prefetch.py, admission control and the lowered
 limit of a re-run included), each through the harness's timing guard (``Harness._on_time``:
 a trial over the tolerance stops, is re-run, then is timing unreliable), while this process's
-main thread segments every finished recording with the real VAD, as a pytest process scores
-the trials that finished while others stream. For each machine state (N CPU-bound processes
-beside it) and concurrency:
+main thread scores every finished recording as a pytest process does while others stream:
+``Harness.analyse`` writes its FLAC tracks and segments it with the real VAD, by default in
+the scoring worker process as the plugin does (run/offload.py; ``--scoring in-process``: in
+this thread, as before that worker existed; ``--scoring none``: not at all). For each machine
+state (N CPU-bound processes beside it) and concurrency:
 
 * onset error of the *scored* trials: the recorded response onset (energy threshold on the
   output track) against the instant the server actually sent its first audio delta (both
@@ -15,11 +17,13 @@ beside it) and concurrency:
 * trials re-run, trials reported unreliable, and **mis-timed**: scored trials whose true
   onset error exceeds ``--mistimed-ms`` (default 100, the default tolerance: with the guard
   on, its promise is zero; ``--tolerance-ms 0`` turns the guard off to compare);
-* wall time, and the CPU the streaming loop's thread spent per second of streamed audio per
-  session (what ``--duplexact-estimate``'s sessions per core is computed from).
+* wall time, the CPU the streaming loop's thread spent per second of streamed audio per
+  session (what ``--duplexact-estimate``'s sessions per core is computed from), and the CPU
+  and the wall time the main thread spent scoring (``Harness.analyse``), per trial.
 
     python benchmarks/timing_under_load.py [--hogs 0 2] [--concurrency 8 16 32]
                                            [--instances 32] [--tolerance-ms 100]
+                                           [--scoring worker|in-process|none]
 
 Prints a table and writes JSON (``--out``). Sends nothing beyond 127.0.0.1; a dummy key.
 """
@@ -31,6 +35,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -51,6 +56,7 @@ from pytest_duplexact.models.openai_realtime import factory  # noqa: E402
 from pytest_duplexact.pipelines.clock import TimingUnreliable  # noqa: E402
 from pytest_duplexact.pipelines.streaming import StreamingDuplex  # noqa: E402
 from pytest_duplexact.run.harness import Harness  # noqa: E402
+from pytest_duplexact.run.offload import ScoringWorker  # noqa: E402
 from pytest_duplexact.run.prefetch import Prefetcher  # noqa: E402
 
 rc = load_module("benchmarks/realtime_concurrency.py", "duplexact_bench_realtime_concurrency")
@@ -80,7 +86,8 @@ def _stats(values_ms: list[float]) -> dict:
 
 
 def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: dict,
-              tolerance: float | None, score: bool, run_dir: Path) -> dict:
+              tolerance: float | None, scoring: str, run_dir: Path,
+              worker: ScoringWorker | None) -> dict:
     seen: dict[str, dict] = {}  # attempt tag -> t0, onset
 
     def trial_of(trial: Trial):
@@ -107,7 +114,9 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
             return rec
         return attempt
 
-    harness = Harness(model=None, run_dir=run_dir, timing_tolerance=tolerance)
+    # the plugin's harness as Harness.from_settings makes it for streaming trials in flight
+    harness = Harness(model=None, run_dir=run_dir, timing_tolerance=tolerance,
+                      scoring_worker=worker if scoring == "worker" else None)
     pre = Prefetcher(lambda t: harness._on_time(trial_of(t)), concurrency, timeout=60.0,
                      tolerance=tolerance)
     harness.prefetcher = pre
@@ -116,7 +125,7 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
     trials = [Trial(f"c{concurrency}-{i}", []) for i in range(n)]
     start = time.perf_counter()
     pre.submit(trials)
-    outcomes = {}
+    outcomes, score_cpu, score_wall = {}, 0.0, 0.0
     for t in trials:  # in order, as pytest takes them, scoring each in this thread
         try:
             rec = pre.result(t)
@@ -126,10 +135,11 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
         except Exception as e:  # counted, not raised
             outcomes[t.id] = ("error", repr(e))
             continue
-        if score:
-            from pytest_duplexact.listen.segmentation import build_timeline
-
-            build_timeline(rec)
+        if scoring != "none":  # files + VAD: in the worker, or here (--scoring in-process)
+            c0, w0 = time.thread_time(), time.perf_counter()
+            harness.analyse(rec, run_dir / t.id, t.id)
+            score_cpu += time.thread_time() - c0
+            score_wall += time.perf_counter() - w0
         outcomes[t.id] = ("scored", rec.clock)
     wall = time.perf_counter() - start
     cpu1 = asyncio.run_coroutine_threadsafe(_thread_cpu(), pre._loop).result()
@@ -137,7 +147,9 @@ def one_level(base_url: str, n: int, concurrency: int, x: np.ndarray, script: di
     streamed = sum(len(t.attempts) for t in trials) * len(x) / SAMPLE_RATE
     return {"concurrency": concurrency, "instances": n, "stream_s": len(x) / SAMPLE_RATE,
             "wall_s": round(wall, 2), "trials": trials, "outcomes": outcomes, "seen": seen,
-            "loop_cpu_ms_per_stream_s": round((cpu1 - cpu0) * 1000 / max(streamed, 1e-9), 2)}
+            "loop_cpu_ms_per_stream_s": round((cpu1 - cpu0) * 1000 / max(streamed, 1e-9), 2),
+            "main_score_cpu_ms_per_trial": round(score_cpu * 1000 / n, 2),
+            "score_wall_ms_per_trial": round(score_wall * 1000 / n, 2)}
 
 
 async def _thread_cpu() -> float:
@@ -171,6 +183,38 @@ def score_level(lv: dict, sent: dict[str, float], bound: float) -> None:
                               for k, c in outcomes.values() if k != "error"], default=None)
 
 
+def one_state(hogs: int, args, script: dict, x: np.ndarray, tolerance: float | None,
+              work: Path, worker: ScoringWorker | None) -> dict:
+    """Every concurrency, with ``hogs`` CPU-bound processes beside this one."""
+    procs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(hogs)]
+    for p in procs:
+        p.start()
+    server = rc.ServerProcess(script, args.out.with_suffix(f".server{hogs}.json"))
+    levels = []
+    try:
+        time.sleep(1.0 if hogs else 0.0)  # let the hogs take their cores
+        load_before = round(os.getloadavg()[0], 2)
+        # warm-up: imports, the SDK client, the scoring worker and its VAD; not measured
+        one_level(server.base_url, 1, 1, x, script, None, args.scoring, work, worker)
+        for c in args.concurrency:
+            levels.append(one_level(server.base_url, args.instances, c, x, script,
+                                    tolerance, args.scoring, work, worker))
+        load_after = round(os.getloadavg()[0], 2)
+    finally:
+        sessions = server.stop()
+        for p in procs:
+            p.terminate()
+            p.join(5)
+    sent = {s["tag"]: s["t0_monotonic"] + s["responses"][0]["audio_start"]
+            for s in sessions if s.get("tag") and s.get("responses")
+            and s["responses"][0].get("audio_start") is not None
+            and s.get("t0_monotonic") is not None}
+    for lv in levels:
+        score_level(lv, sent, args.mistimed_ms / 1000)
+    return {"hogs": hogs, "load_1m_before": load_before, "load_1m_after": load_after,
+            "levels": levels}
+
+
 def main(args) -> dict:
     os.environ["OPENAI_API_KEY"] = "sk-fake-benchmark"  # never a real key against a fake
     script = {"answer_after_ms": args.answer_ms, "speak_s": args.speak_s, "pace": 4.0}
@@ -180,44 +224,26 @@ def main(args) -> dict:
     x = rc.clip(speech_end, speech_end + args.answer_ms / 1000 + args.speak_s + 0.3)
     states = []
     work = Path(tempfile.mkdtemp(prefix="duplexact-timing-"))
-    for hogs in args.hogs:
-        procs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(hogs)]
-        for p in procs:
-            p.start()
-        server = rc.ServerProcess(script, args.out.with_suffix(f".server{hogs}.json"))
-        levels = []
-        try:
-            time.sleep(1.0 if hogs else 0.0)  # let the hogs take their cores
-            load_before = round(os.getloadavg()[0], 2)
-            # warm-up: imports, the SDK client, the VAD; not measured
-            one_level(server.base_url, 1, 1, x, script, None, args.score, work)
-            for c in args.concurrency:
-                levels.append(one_level(server.base_url, args.instances, c, x, script,
-                                        tolerance, args.score, work))
-            load_after = round(os.getloadavg()[0], 2)
-        finally:
-            sessions = server.stop()
-            for p in procs:
-                p.terminate()
-                p.join(5)
-        sent = {s["tag"]: s["t0_monotonic"] + s["responses"][0]["audio_start"]
-                for s in sessions if s.get("tag") and s.get("responses")
-                and s["responses"][0].get("audio_start") is not None
-                and s.get("t0_monotonic") is not None}
-        for lv in levels:
-            score_level(lv, sent, args.mistimed_ms / 1000)
-        states.append({"hogs": hogs, "load_1m_before": load_before,
-                       "load_1m_after": load_after, "levels": levels})
+    worker = ScoringWorker(nice=args.worker_nice) if args.scoring == "worker" else None
+    try:
+        for hogs in args.hogs:
+            states.append(one_state(hogs, args, script, x, tolerance, work, worker))
+    finally:
+        if worker is not None:
+            worker.close()
+        shutil.rmtree(work, ignore_errors=True)  # the trials' files: not what is measured
     return {"benchmark": "timing_under_load", "machine": machine(),
             "tolerance_ms": args.tolerance_ms if tolerance else None,
             "mistimed_ms": args.mistimed_ms,
-            "scored_in_process": args.score, "answer_after_ms": args.answer_ms,
+            "scoring": args.scoring, "worker_nice": args.worker_nice if args.scoring == "worker"
+            else None, "answer_after_ms": args.answer_ms,
             "speak_s": args.speak_s, "states": states}
 
 
 def table(report: dict) -> str:
     rows = ["hogs  load 1m   conc  inst  wall_s  |onset err| ms p50/p95/max  scored  re-run  "
-            "unreliable  mis-timed  worst lag ms  loop CPU ms/stream s"]
+            "unreliable  mis-timed  worst lag ms  loop CPU ms/stream s  "
+            "scoring CPU / wall ms/trial"]
     for st in report["states"]:
         for lv in st["levels"]:
             e = lv["onset_error_ms"]
@@ -226,7 +252,9 @@ def table(report: dict) -> str:
                         f"{e['p50']!s:>6} / {e['p95']!s:>6} / {e['max']!s:>6}     "
                         f"{lv['scored']:>6}  {lv['rerun']:>6}  {lv['unreliable']:>10}  "
                         f"{lv['mistimed']:>9}  {lv['worst_lag_ms']!s:>12}  "
-                        f"{lv['loop_cpu_ms_per_stream_s']:>8}")
+                        f"{lv['loop_cpu_ms_per_stream_s']:>8}  "
+                        f"{lv['main_score_cpu_ms_per_trial']:>8} / "
+                        f"{lv['score_wall_ms_per_trial']:>8}")
     return "\n".join(rows)
 
 
@@ -241,8 +269,12 @@ if __name__ == "__main__":
                         help="a scored trial whose true onset error exceeds this is mis-timed")
     parser.add_argument("--answer-ms", type=float, default=400.0)
     parser.add_argument("--speak-s", type=float, default=0.8)
-    parser.add_argument("--no-score", dest="score", action="store_false",
-                        help="do not run the VAD on finished trials in this process")
+    parser.add_argument("--scoring", choices=("worker", "in-process", "none"),
+                        default="worker",
+                        help="where finished trials are written and segmented: the plugin's "
+                             "scoring worker (default), this process's main thread, or not")
+    parser.add_argument("--worker-nice", type=int, default=ScoringWorker().nice,
+                        help="the scoring worker's added niceness (the plugin's by default)")
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "timing_under_load.json")
     args = parser.parse_args()

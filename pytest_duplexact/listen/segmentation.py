@@ -114,11 +114,15 @@ def transcribe_segments(output: np.ndarray, sample_rate: int, segments: Sequence
 
 def build_timeline(recording, transcriber=None, merge_gap: float = MERGE_GAP_S, *,
                    vad_params: vad.VadParams = vad.DEFAULT_PARAMS,
-                   word_tolerance: float = WORD_TOLERANCE_S, vad_cache=None) -> Timeline:
+                   word_tolerance: float = WORD_TOLERANCE_S, vad_cache=None,
+                   speech: Sequence[Span] | None = None) -> Timeline:
     """The Timeline the rules score, from a Recording (pipelines/duplex.py). ``vad_cache``: a
-    RequestCache for the VAD's result (vad.speech_spans)."""
-    cached = {} if vad_cache is None else {"cache": vad_cache}
-    speech = vad.speech_spans(recording.output, recording.sample_rate, vad_params, **cached)
+    RequestCache for the VAD's result (vad.speech_spans). ``speech``: that result for this
+    recording's output with ``vad_params``, already computed elsewhere (the scoring worker:
+    run/offload.py); the VAD is then not run here."""
+    if speech is None:
+        cached = {} if vad_cache is None else {"cache": vad_cache}
+        speech = vad.speech_spans(recording.output, recording.sample_rate, vad_params, **cached)
     merged = merge_spans(speech, merge_gap)
     unaligned: tuple[Word, ...] = ()
     words: list[tuple[Word, ...]] = [()] * len(merged)

@@ -102,6 +102,10 @@ class OfflineTranscriber:
     instead of here (the harness's "auto" mode only needs it for models without a native
     transcript)."""
 
+    # plain data (its model is a per-process cache), local, no counters: the scoring worker
+    # may run a copy of it (run/offload.py), and load the model once there
+    offloadable = True
+
     def __init__(self, model_path: str | os.PathLike | None = None, *,
                  beam_size: int = DEFAULT_BEAM_SIZE, compute_type: str = "int8",
                  cpu_threads: int = 0, cache=None, lazy: bool = False):

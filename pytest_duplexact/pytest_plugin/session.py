@@ -480,8 +480,8 @@ class DuplexactSession:
         self._termination.uninstall()
         if self.lock is not None:
             self.lock.release()
-        if self._harness is not None and self._harness.prefetcher is not None:
-            self._harness.prefetcher.close()
+        if self._harness is not None:
+            self._harness.close()
 
     # --- the end of the run (controller) -----------------------------------------------------
 

@@ -101,6 +101,9 @@ class Harness:
     timeout: float = DEFAULT_TIMEOUT  # seconds the model may go without answering (watchdog)
     audio_format: str = "flac"  # recordings' files: flac (lossless, ~1/8 of wav) or wav
     timing_tolerance: float | None = TIMING_TOLERANCE_S  # RunKnobs.timing_tolerance
+    # offload.ScoringWorker while streaming trials are in flight (a Prefetcher): a finished
+    # trial's files and VAD run there, off the process that holds the live sessions
+    scoring_worker: Any = None
 
     @classmethod
     def from_settings(cls, settings, run_dir: Path, knobs: RunKnobs = RunKnobs(), *,
@@ -150,11 +153,21 @@ class Harness:
                                                  "model" if is_streaming(model) else ""))
             harness.prefetcher = BatchRunner(model, harness.record_async, batch, timeout)
         elif concurrency > 1 and is_streaming(model):
+            from .offload import ScoringWorker
             from .prefetch import Prefetcher
 
             harness.prefetcher = Prefetcher(harness.record_async, concurrency, timeout,
                                             tolerance=knobs.timing_tolerance)
+            if ScoringWorker.available():  # its process starts with the first trial scored
+                harness.scoring_worker = ScoringWorker()
         return harness
+
+    def close(self) -> None:
+        """At the end of the run: the trials still in flight and the scoring worker."""
+        if self.prefetcher is not None:
+            self.prefetcher.close()
+        if self.scoring_worker is not None:
+            self.scoring_worker.close()
 
     @property
     def dir(self) -> RunDir:
@@ -221,25 +234,47 @@ class Harness:
                 await quieter(attempt + 1)
         raise TimingUnreliable(dict(clock, unreliable=True), TIMING_RERUNS + 1)
 
-    def timeline(self, recording) -> Timeline:
+    def timeline(self, recording, speech=None) -> Timeline:
         from ..listen.segmentation import build_timeline
 
-        return build_timeline(recording, transcriber=self.transcriber, vad_cache=self.vad_cache)
+        return build_timeline(recording, transcriber=self.transcriber, vad_cache=self.vad_cache,
+                              speech=speech)
+
+    def analyse(self, recording, folder: Path, instance_id: str | None) -> Timeline:
+        """Write the recording's files to ``folder`` and build its timeline. With a scoring
+        worker (streaming trials in flight) the files and the VAD are the worker's
+        (offload.py), so this process keeps its cores and the GIL for the live sessions;
+        otherwise (stepped, or one trial at a time: no live session to protect) both run
+        here. The same bytes and the same timeline either way."""
+        from ..data.recording_io import save_recording
+        from ..listen import vad
+        from .offload import runs_in_worker
+
+        if self.scoring_worker is None:
+            save_recording(recording, folder, instance_id=instance_id,
+                           audio_format=self.audio_format)
+            return self.timeline(recording)
+        job = dict(instance_id=instance_id, audio_format=self.audio_format,
+                   params=vad.DEFAULT_PARAMS, cache_root=getattr(self.vad_cache, "root", None))
+        # native words need no transcriber (build_timeline then never calls it)
+        transcriber = None if recording.transcript else self.transcriber
+        if runs_in_worker(transcriber):
+            return self.scoring_worker.write_and_segment(recording, folder,
+                                                         transcriber=transcriber, **job)
+        speech = self.scoring_worker.write_and_detect(recording, folder, **job)
+        return self.timeline(recording, speech=speech)  # the transcriber runs here
 
     def run(self, instance: Instance) -> InstanceOutcome:
         """Record, segment and score; raises on harness/model errors (the caller decides how
         an error is reported), after writing what was measured so far."""
         from ..data import usage
-        from ..data.recording_io import save_recording
 
         before = usage.snapshot(self)
         folder = self.dir.reopen(instance.id)
         rel = self.dir.relative(folder)
         recording = self.record(instance)
         usage.charge_model(self, recording)  # between the snapshots: this instance's cost
-        save_recording(recording, folder, instance_id=instance.id,
-                       audio_format=self.audio_format)
-        tl = self.timeline(recording)
+        tl = self.analyse(recording, folder, instance.id)
         self.dir.write_timeline(instance.id, timeline_to_dict(tl, instance))
 
         def audio_of(seg: Segment) -> np.ndarray:

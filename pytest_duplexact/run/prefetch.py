@@ -3,7 +3,8 @@
 pytest runs one test at a time, but a hosted model is bounded by the provider's rate limit,
 not by one session: the tests about to run have their trials started ahead of time on a
 background event loop, at most ``concurrency`` at once; each test then waits for its own
-Recording. Only recording is prefetched; segmentation, judging and scoring stay in the test.
+Recording. Only recording is prefetched; segmentation, judging and scoring stay in the test,
+the CPU-heavy part of them (files, VAD) in the scoring worker's process (offload.py).
 """
 
 from __future__ import annotations
