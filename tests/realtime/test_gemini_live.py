@@ -150,7 +150,7 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
           f"the arrival of interrupted, {(offset - sent) * 1000:+.1f} ms from its sending")
     # the heard audio ends within one input chunk of the interruption (+ a 5 ms frame), and
     # the interruption was heard when the server sent it (up to any stall of this loop)
-    assert -CHUNK - 0.005 <= offset - cut <= CHUNK + 0.005
+    assert -CHUNK - 0.005 <= offset - cut <= CHUNK + 0.005 + late
     assert abs(cut - sent) <= TOLERANCE + late
     assert not np.any(np.abs(rec.output[int((cut + CHUNK) * SAMPLE_RATE):]) > 1e-4)
     # only the client's messages the protocol has: setup and audio (truncate is a no-op)
@@ -174,7 +174,8 @@ async def test_speech_after_generation_completed_is_not_an_interruption(api_key,
     assert turn.status == "completed" and turn.interrupted_at is None
     assert not any("interrupted" in m for m in session.sent)
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert offset - onset == pytest.approx(1.2, abs=0.02)
+    # all 1.2 s heard: never less; more only by a gap a stall of this loop opened in playback
+    assert 1.2 - 0.02 <= offset - onset <= 1.2 + 0.02 + load_allowance(rec)
     assert not any(what == "speech_started" for _, what in rec.events)
 
 
