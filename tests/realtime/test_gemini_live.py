@@ -35,6 +35,7 @@ from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
 from tests.realtime.realtime_support import (
+    answered,
     assert_dropped_mid_instance,
     assert_transcript_cut_at,
     assert_transcript_never_ahead,
@@ -168,7 +169,7 @@ async def test_speech_after_generation_completed_is_not_an_interruption(api_key,
     script = {"answer_after_ms": 300, "speak_s": 1.2, "pace": 0, "max_turns": 1}
     async with server(tls) as srv:
         clip = user_clip([(0.2, 0.6), (1.4, 1.6)], total=2.6)
-        rec, _, t0, _ = await run_trial(model_for(srv, script), clip)
+        rec, _, t0, _ = await run_trial(model_for(srv, script), clip, until=answered(srv, 0.2))
         session = srv.sessions[0]
     [turn] = session.turns
     assert turn.status == "completed" and turn.interrupted_at is None
@@ -188,7 +189,7 @@ async def test_no_interruption_keeps_the_reply_playing(api_key, tls):
         # the user speaks again at 1.6 s, while the reply (from ~1.1 s) is still generated
         clip = user_clip([(0.2, 0.6), (1.6, 2.0)], total=3.2)
         rec, _, t0, _ = await run_trial(model_for(srv, script, interrupt_response="false"),
-                                        clip)
+                                        clip, until=answered(srv, 0.2))
         session = srv.sessions[0]
     [turn] = session.turns
     assert turn.status == "completed" and turn.interrupted_at is None
