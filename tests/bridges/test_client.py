@@ -21,6 +21,7 @@ from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from tests.bridges.support import scripted_server
 from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
+from tests.realtime.realtime_support import load_allowance
 from tests.support.builders import make_instance
 
 
@@ -142,7 +143,8 @@ def test_streaming_direct_words_and_onset(tmp_path):
         rec = streamed(model, instance, DirectReplay(observation_s=0.3))
     onset = spans(rec.output)[0][0]
     # each frame is answered once it has all arrived: one 80 ms frame late, plus the loop
-    assert 0.5 <= onset < 0.5 + 0.08 + 0.5, onset
+    # (and the stalls it measured on a loaded machine)
+    assert 0.5 <= onset < 0.5 + 0.08 + 0.5 + load_allowance(rec), (onset, rec.clock)
     texts = [w.text for w in rec.transcript]
     assert texts[:4] == ["Okay", "thanks", "for", "telling"]
     first = rec.transcript[0]
@@ -214,5 +216,6 @@ def test_streaming_simulator_injects_the_cue_while_the_model_speaks(tmp_path):
         rec = streamed(bridge(url), instance, SimulatorReplay(observation_s=0.3))
     # the rule policy injects after 1.5 s of heard model speech: not forced, mid-reply
     assert rec.cue is not None and not rec.cue.forced
-    assert 0.6 + 1.5 <= rec.cue.start < 0.6 + 1.5 + 0.6, rec.cue
+    assert 0.6 + 1.5 <= rec.cue.start < 0.6 + 1.5 + 0.6 + load_allowance(rec), (rec.cue,
+                                                                                rec.clock)
     assert [w.text for w in rec.transcript][:2] == ["Okay", "thanks"]

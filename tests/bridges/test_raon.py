@@ -19,6 +19,7 @@ from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.fakes.raon_gateway import DEMO_NAME, FakeRaonGateway, Script, demo_tls
 from tests.pipelines.helpers import cat, gap, spans, tone
+from tests.realtime.realtime_support import load_allowance
 from tests.support.builders import make_instance
 
 QUICK = RetryPolicy(max_attempts=2, backoff_base=0.0)
@@ -58,11 +59,15 @@ async def test_a_session_with_its_query_text_and_keepalive(instance):
     assert s.pongs == 1 and s.closed_by_client
     assert [w.text for w in rec.transcript] == ["sure", "I", "can", "help", "with", "that"]
     onset = spans(rec.output)[0][0]
-    # frame 5 (0.4 s) is answered once it has all arrived: 0.48 s, plus the loop
-    assert 0.4 <= onset < 0.48 + 0.4, onset
+    # frame 5 (0.4 s) is answered once it has all arrived: 0.48 s, plus the loop (and the
+    # stalls it measured: the fake runs in this loop, so a loaded machine only adds those)
+    late = load_allowance(rec)
+    assert 0.4 <= onset < 0.48 + 0.4 + late, (onset, late)
     assert abs(rec.transcript[0].start - onset) < 0.1
-    # each word lasts its 2 frames (0.16 s) on the playback clock
-    assert rec.transcript[1].start - rec.transcript[0].start == pytest.approx(0.16, abs=0.05)
+    # each word lasts its 2 frames (0.16 s) on the playback clock: never less; more only by a
+    # gap a stall opened between the frames' arrivals
+    gap_s = rec.transcript[1].start - rec.transcript[0].start
+    assert 0.16 - 0.05 <= gap_s <= 0.16 + 0.05 + late, (gap_s, late)
 
 
 @pytest.mark.asyncio

@@ -90,8 +90,10 @@ class Turn:
     queued_at: float | None = None
     sends: list[tuple[float, int]] = field(default_factory=list)  # (monotonic, samples)
     cut_at: float | None = None            # monotonic of the stop_tts that ended it
+    cut_msg: int | None = None             # which incoming audio message carried that stop_tts
     ended: str = "queued"                  # queued | sent | interrupted
     pulled_by: list[int] = field(default_factory=list)  # session index of each send (VITA)
+    send_msgs: list[int] = field(default_factory=list)  # incoming audio message each rode on
 
 
 @dataclass
@@ -338,6 +340,7 @@ class FakeOmniServer(FakeHTTPServer):
                 user.stop_pending = False
                 if user.cut_turn is not None:
                     user.cut_turn.cut_at = time.monotonic()
+                    user.cut_turn.cut_msg = rec.audio_messages
                     user.cut_turn = None
                 await sio.emit("stop_tts", to=sid)
             body = json.loads(data)  # the real server parses a JSON string, then bytes()
@@ -374,6 +377,7 @@ class FakeOmniServer(FakeHTTPServer):
         await self.sio.emit("audio", pcm, to=sid)
         turn.sends.append((sent, len(seg)))
         turn.pulled_by.append(user.rec.index)
+        turn.send_msgs.append(user.rec.audio_messages)  # as cut_msg: before this one is counted
         user.playing_until = max(user.playing_until, sent) + len(seg) / OUT_RATE
         if not any(e[3] is turn for e in user.tts):
             turn.ended = "sent"

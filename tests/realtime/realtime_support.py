@@ -121,6 +121,21 @@ def load_allowance(rec) -> float:
     return 2 * stall(rec)
 
 
+def answered(server, tail_s: float = 0.0,
+             session: Callable[[], Any] | None = None) -> Callable[[StreamingDuplex], bool]:
+    """``run_trial``'s ``until``: the fake has finished its answers (the session's
+    ``responses`` or ``turns``; its first session unless ``session`` picks one) and a listener
+    has heard all of them, ``tail_s`` ago. On a loaded machine the fake answers late, so the
+    trial runs on until then rather than for a fixed time (which once ended it mid-answer)."""
+    def done(d: StreamingDuplex) -> bool:
+        s = session() if session else (server.sessions[0] if server.sessions else None)
+        answers = (getattr(s, "responses", None) or getattr(s, "turns", None)) if s else None
+        if not answers or any(a.status == "in_progress" for a in answers):
+            return False
+        return on_client_clock(s, played_until(s), d.started_at) + tail_s <= d.now
+    return done
+
+
 TIMED_TEXT = "one two three four five six"
 TIMING_TRIALS = [  # (user speech end s, answer after ms, speak s): the same for each adapter
     (0.60, 300, 0.50), (0.60, 450, 0.80), (0.80, 350, 1.00), (0.70, 600, 0.40),
@@ -136,17 +151,10 @@ async def run_timed_trials(server, trials: list[tuple[float, float, float]],
     of :data:`TIMED_TEXT`, and the clip runs ``tail_s`` past that. Each trial with the
     fake's record of its session, in trial order."""
     def played_out(tag: str) -> Callable[[StreamingDuplex], bool]:
-        """The fake has finished its answer and a listener has heard all of it, ``tail_s``
-        ago: on a loaded machine the fake answers late, so the trial runs on until then
-        rather than for a fixed time (which once ended it mid-answer)."""
-        def done(d: StreamingDuplex) -> bool:
-            # the last session of this trial, as below (a retried connect opens another)
-            s = next((s for s in reversed(server.sessions) if s.script.tag == tag), None)
-            answers = (getattr(s, "responses", None) or getattr(s, "turns", None)) if s else None
-            if not answers or any(a.status == "in_progress" for a in answers):
-                return False
-            return on_client_clock(s, played_until(s), d.started_at) + tail_s <= d.now
-        return done
+        # the last session of this trial, as below (a retried connect opens another)
+        return answered(server, tail_s,
+                        lambda: next((s for s in reversed(server.sessions)
+                                      if s.script.tag == tag), None))
 
     async def trial(i, end, answer_ms, speak):
         script = {"answer_after_ms": answer_ms, "speak_s": speak, "tag": str(i),

@@ -20,6 +20,7 @@ from pytest_duplexact.models.model_options import ModelConfigError, check_transp
 from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from tests.realtime.realtime_support import (
+    answered,
     assert_dropped_mid_instance,
     assert_transcript_cut_at,
     assert_transcript_never_ahead,
@@ -168,7 +169,8 @@ async def test_grok_voice_sample_rate_is_data(monkeypatch):
     async with fake.FakeRealtimeServer(dialect="xai") as server:
         model = model_for(("grok-voice", "xai", grok_voice, "XAI_API_KEY"), server, script,
                           sample_rate="16000")
-        rec, _, _, _ = await run_trial(model, user_clip([(0.2, 0.6)], total=1.6))
+        rec, _, _, _ = await run_trial(model, user_clip([(0.2, 0.6)], total=1.6),
+                                       until=answered(server))
         session = server.sessions[0]
     assert session.config["audio"]["input"]["format"]["rate"] == 16000
     assert session.config["audio"]["output"]["format"]["rate"] == 16000

@@ -35,6 +35,7 @@ from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
 from tests.realtime.realtime_support import (
+    answered,
     assert_dropped_mid_instance,
     assert_transcript_cut_at,
     assert_transcript_never_ahead,
@@ -150,7 +151,7 @@ async def test_interrupted_cuts_playback_within_one_chunk(api_key, tls):
           f"the arrival of interrupted, {(offset - sent) * 1000:+.1f} ms from its sending")
     # the heard audio ends within one input chunk of the interruption (+ a 5 ms frame), and
     # the interruption was heard when the server sent it (up to any stall of this loop)
-    assert -CHUNK - 0.005 <= offset - cut <= CHUNK + 0.005
+    assert -CHUNK - 0.005 <= offset - cut <= CHUNK + 0.005 + late
     assert abs(cut - sent) <= TOLERANCE + late
     assert not np.any(np.abs(rec.output[int((cut + CHUNK) * SAMPLE_RATE):]) > 1e-4)
     # only the client's messages the protocol has: setup and audio (truncate is a no-op)
@@ -168,13 +169,14 @@ async def test_speech_after_generation_completed_is_not_an_interruption(api_key,
     script = {"answer_after_ms": 300, "speak_s": 1.2, "pace": 0, "max_turns": 1}
     async with server(tls) as srv:
         clip = user_clip([(0.2, 0.6), (1.4, 1.6)], total=2.6)
-        rec, _, t0, _ = await run_trial(model_for(srv, script), clip)
+        rec, _, t0, _ = await run_trial(model_for(srv, script), clip, until=answered(srv, 0.2))
         session = srv.sessions[0]
     [turn] = session.turns
     assert turn.status == "completed" and turn.interrupted_at is None
     assert not any("interrupted" in m for m in session.sent)
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    assert offset - onset == pytest.approx(1.2, abs=0.02)
+    # all 1.2 s heard: never less; more only by a gap a stall of this loop opened in playback
+    assert 1.2 - 0.02 <= offset - onset <= 1.2 + 0.02 + load_allowance(rec)
     assert not any(what == "speech_started" for _, what in rec.events)
 
 
@@ -187,7 +189,7 @@ async def test_no_interruption_keeps_the_reply_playing(api_key, tls):
         # the user speaks again at 1.6 s, while the reply (from ~1.1 s) is still generated
         clip = user_clip([(0.2, 0.6), (1.6, 2.0)], total=3.2)
         rec, _, t0, _ = await run_trial(model_for(srv, script, interrupt_response="false"),
-                                        clip)
+                                        clip, until=answered(srv, 0.2))
         session = srv.sessions[0]
     [turn] = session.turns
     assert turn.status == "completed" and turn.interrupted_at is None

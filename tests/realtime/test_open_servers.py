@@ -30,6 +30,7 @@ from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,
     event_kinds,
     fake,
+    load_allowance,
     load_fake_server,
     run_trial,
     user_clip,
@@ -95,8 +96,9 @@ async def socketio_replies():
         [turn] = truth.turns
         assert turn.ended == "sent" and len(turn.sends) == 3
         check_timing(rec, t0, turn.sends)
-        # the pull: each segment rode on one incoming audio message, 16 ms apart
-        assert all(b[0] - a[0] < 0.2 for a, b in zip(turn.sends, turn.sends[1:]))
+        # the pull: each segment rode on its own incoming audio message, one after another
+        # (counted, not timed: a loaded machine spaces the messages out, never merges them)
+        assert turn.send_msgs == list(range(turn.send_msgs[0], turn.send_msgs[0] + 3))
         events = [e["event"] for e in truth.received]
         assert events[-1] == "recording-stopped" and "recording-started" in events
         if name == "vita-1.5":
@@ -152,7 +154,9 @@ async def socketio_cut():
     assert first.ended == "interrupted" and first.cut_at is not None
     cut = first.cut_at - t0
     assert played_end(first.sends, t0) > cut + 0.3  # there was audio left to cut
-    assert abs(second.sends[0][0] - first.cut_at) < 0.005  # one message carried both
+    # one message carried both (counted, not timed: an await between them yields to a
+    # loaded loop)
+    assert second.send_msgs[0] == first.cut_msg is not None
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     late = MARGIN + stall(rec)
     assert -MARGIN <= onset - (first.sends[0][0] - t0) <= late
@@ -217,7 +221,10 @@ async def socketio_stopped_mid_session():
         await d.push(user_clip([], total=0.3))
         os.kill(proc.pid, signal.SIGSTOP)
         with pytest.raises(TransientModelError, match="ended mid-instance"):
-            await d.push(user_clip([], total=6.0))
+            # the heartbeat ends it within ~1 s; pushed 1 s at a time for up to 30 s, so that
+            # only a session that never ends fails (6 s in one push once ran out under load)
+            for _ in range(30):
+                await d.push(user_clip([], total=1.0))
         with pytest.raises(ModelError):
             await d.close()
     finally:
@@ -326,9 +333,13 @@ async def mini_omni2_reply():
         clip = speech_clip(0.2, 1.6, total=4.0)
         rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
         [req] = server.sessions
-    # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it
-    assert req.arrived - t0 == pytest.approx(2.4, abs=0.2)
+    # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it:
+    # the request holds exactly the audio up to that chunk's end (which chunk ended the turn),
+    # and it cannot leave before the client has streamed that chunk. Lateness is the only
+    # load effect and the VAD runs in a thread (its delay is no loop stall, seen 0.33 s in
+    # CI), so the upper bound only catches a turn sent past the clip's end (4.0 s).
     assert req.audio_s == pytest.approx(2.4, abs=0.01) and req.rate == 16000
+    assert 2.4 - 0.2 <= req.arrived - t0 < 4.0 + load_allowance(rec)
     assert (req.stream_stride, req.max_tokens) == (4, 2048)
     check_timing(rec, t0, req.sends)
     assert [w.text for w in rec.transcript] == "one two three four five six".split()

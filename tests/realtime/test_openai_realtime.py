@@ -119,8 +119,10 @@ async def test_barge_in_stops_playback_and_truncates_what_was_played(api_key, pa
     truncate = truncates[0]
     assert truncate["item_id"] == session.responses[0].item_id
     assert truncate["content_index"] == 0
-    # the truncate carries the audio actually played
-    assert truncate["audio_end_ms"] / 1000 == pytest.approx(offset - onset, abs=0.015)
+    # the truncate carries the audio actually played: the heard span is that long, or longer
+    # only by a gap a stall of this loop opened between deltas (played_ms skips the gap)
+    heard_s = offset - onset
+    assert -0.015 <= heard_s - truncate["audio_end_ms"] / 1000 <= 0.015 + load_allowance(rec)
     assert session.of_type("conversation.item.truncated", sent=True)
     assert not session.of_type("error", sent=True)
     assert_transcript_cut_at(rec, offset, script["text"])

@@ -54,18 +54,24 @@ async def test_a_stalled_loop_shows_as_input_lag_and_loop_stall():
     assert any(what.startswith("input_lag max") for _, what in rec.events)
 
 
+class EventThenStall(BlockingSession):
+    """An event arrives, then the loop is blocked before it can be stamped: in the
+    ``block_at``-th send, so it lands mid-push however late the machine runs (a timer at
+    50 ms once fired after push had caught up and close dropped the unread event)."""
+
+    async def send(self, pcm):
+        if len(self.sends) + 1 == self.block_at:
+            self.queue.put_nowait(AudioDelta("a", np.zeros(240, np.float32)))
+        await super().send(pcm)
+
+
 @pytest.mark.asyncio
 async def test_an_event_that_waited_out_a_stall_is_stamped_late():
-    session = MemorySession()
-    d = duplex(session)
-    loop = asyncio.get_running_loop()
-
-    def stall():  # the event arrives, then the loop is blocked before it can be stamped
-        session.queue.put_nowait(AudioDelta("a", np.zeros(240, np.float32)))
-        time.sleep(BLOCK_S)
-
-    loop.call_later(0.05, stall)
+    d = duplex(EventThenStall(block_at=3))
     await d.push(np.zeros(int(0.2 * SAMPLE_RATE), np.float32))
+    # the push caught up after the stall without sleeping: the reader reads the event now,
+    # before close cancels it
+    await asyncio.sleep(0)
     rec = await d.close()
     # whichever of the event and the ticker's late wake-up the loop handles first (both
     # orders: test_the_monitor_reads_stalls_from_tick_times), the stamp is counted late
