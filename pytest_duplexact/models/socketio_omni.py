@@ -16,8 +16,13 @@ the VITA-1.5 web demo ``web_demo/server.py`` in VITA-MLLM/VITA and its forks):
   becomes a ``stop_tts`` on the next ``audio`` message, in the same handler that may already
   carry the new answer's first segment (a fast model). So ``stop_tts`` is a barge-in
   (``SpeechStarted``, playback stops at its arrival) only while an *earlier* answer is still
-  playing on the client; a segment that arrived with it (within ``SAME_MESSAGE_S``) is the
-  new answer's and plays after the cut (``_on_stop_tts``). VITA-1.5's server sends it when
+  playing on the client; a segment that the same handler sent before it is the new answer's
+  and plays after the cut (``_on_stop_tts``). Which handler sent what is read from the
+  protocol, not from arrival gaps: each ``audio`` is emitted with a socket.io ack request, and
+  the server acks after its handler returns, so the ack follows everything that handler
+  emitted; a segment with no ack between it and the ``stop_tts`` rode on the same message
+  (our reading of python-socketio's server: the ACK packet is sent when the handler returns,
+  on the same ordered socket). VITA-1.5's server sends it when
   the output of its other LLM process arrives (that segment is dropped: the server's own
   behaviour) and on the page's buttons;
 * ``too_many_users`` (``--max_users`` reached) and ``out_time`` (``--timeout`` per user):
@@ -90,10 +95,6 @@ CLOSE_TIMEOUT_S = 5.0
 # the last of them came, and a moment after
 RESET_SETTLE_S = 0.05
 FULL = "the server is full (too_many_users: its --max_users reached)"
-# A segment and a stop_tts emitted by one server handler (Freeze-Omni's handle_audio: the
-# segment first) arrive back to back; a segment of the earlier answer came one incoming
-# message (16 ms) or more before.
-SAME_MESSAGE_S = 0.008
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,12 @@ class SocketIOSession(QueuedEvents):
         self._segments = 0
         self._open: str | None = None   # the segment still waiting for its text (VITA)
         # the client's playback as the streaming duplex places it (monotonic): where what
-        # arrived runs dry, and the last segment (item, audio, text, arrival, where the audio
-        # before it ran dry) in case a stop_tts right behind it shows it opens a new answer
+        # arrived runs dry, and the last segment (item, audio, text, the acks received before
+        # it, where the audio before it ran dry) in case a stop_tts from the same server
+        # handler (no ack between them) shows it opens a new answer
         self._played_until = 0.0
         self._last: list | None = None
+        self._acks = 0  # server handlers of our audio messages that have returned
         self._prompted = asyncio.Event()
         # recording-started's stop_tts arrived, or the server refused or dropped the user
         self._stopped = asyncio.Event()
@@ -255,7 +258,7 @@ class SocketIOSession(QueuedEvents):
         await asyncio.sleep(RESET_SETTLE_S)
         if self._dialect.prime_samples:
             await self._emit("audio", _message(np.zeros(self._dialect.prime_samples,
-                                                        np.float32)))
+                                                        np.float32)), ack=True)
 
     def _connect_error(self, e: BaseException) -> ModelError:
         why = scrub_url(f"{type(e).__name__}: {e}", self._model.server_url)
@@ -269,12 +272,12 @@ class SocketIOSession(QueuedEvents):
                      "option verify=false to accept it (only for a server you trust)")
         return TransientModelError(text)
 
-    async def _emit(self, event: str, data: Any = None) -> None:
+    async def _emit(self, event: str, data: Any = None, ack: bool = False) -> None:
         try:
             if data is None:
                 await self._sio.emit(event)
             else:
-                await self._sio.emit(event, data)
+                await self._sio.emit(event, data, callback=self._on_ack if ack else None)
         except socketio.exceptions.SocketIOError as e:
             raise TransientModelError(f"{self.label}: the connection closed mid-instance "
                                       f"({type(e).__name__})") from None
@@ -298,7 +301,12 @@ class SocketIOSession(QueuedEvents):
         now = time.monotonic()
         before = self._played_until
         self._played_until = max(now, before) + len(audio) / OUTPUT_RATE
-        self._last = [self._segment(audio), audio, "", now, before]
+        self._last = [self._segment(audio), audio, "", self._acks, before]
+
+    def _on_ack(self, *_: Any) -> None:
+        """The server's handler of one of our ``audio`` messages returned: whatever it emitted
+        came before this, whatever arrives next is another handler's."""
+        self._acks += 1
 
     def _segment(self, audio: np.ndarray) -> str:
         self._segments += 1
@@ -327,7 +335,7 @@ class SocketIOSession(QueuedEvents):
         self._finish_open()
         now = time.monotonic()
         last = self._last
-        fresh = last is not None and now - last[3] <= SAME_MESSAGE_S
+        fresh = last is not None and last[3] == self._acks  # sent by this stop_tts's handler
         earlier_until = last[4] if fresh else self._played_until
         if earlier_until <= now:
             return  # nothing earlier is playing: the marker before an answer, not a cut
@@ -368,7 +376,7 @@ class SocketIOSession(QueuedEvents):
         """One ``audio`` message per chunk, as the page's audio callback sends them."""
         if not self._sio.connected:
             raise TransientModelError(f"{self.label}: the connection closed mid-instance")
-        await self._emit("audio", _message(pcm))
+        await self._emit("audio", _message(pcm), ack=True)
         self.usage["audio_in_s"] += len(pcm) / INPUT_RATE
 
     async def close(self) -> None:
