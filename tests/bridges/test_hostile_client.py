@@ -314,3 +314,29 @@ def test_a_streaming_run_against_an_echoing_server_writes_and_prints_no_key(pyte
     for path in Path(pytester.path).rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_run_against_a_server_that_splits_the_key_writes_and_prints_no_key(pytester):
+    """The echoed key split across three TEXT messages in three steps: each piece passes the
+    scrub of received text, so only the word assembled from them is masked (issue 32)."""
+    split = [f" my key is {KEY[:5]}", KEY[5:17], KEY[17:], " ok "]
+
+    def handler(ws):
+        lockstep(ws, lambda k: [wire.text(split[k]), silence()] if k < len(split)
+                 else [silence()])
+
+    with hostile_server(handler) as url:
+        res = pytester.runpytest_subprocess(
+            "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
+            "--duplexact-condition=take_turn.immediate", "--duplexact-limit=1",
+            "--duplexact-transcriber=native", "--duplexact-run-dir=run",
+            "--junitxml=junit.xml", "-p", "no:cacheprovider", "-l", timeout=240)
+    out = res.stdout.str() + res.stderr.str()
+    assert KEY not in out
+    written = [p for p in Path(pytester.path).rglob("*") if p.is_file()]
+    assert any(p.name == "report.json" for p in written), out
+    for path in written:
+        assert KEY.encode() not in path.read_bytes(), path
+    words = Path(pytester.path, "run", "instances", "take_turn-immediate-casual-01",
+                 "recording.json").read_text()
+    assert f"<{KEY_ENV}>" in words and '"ok"' in words  # masked, the words around it kept
