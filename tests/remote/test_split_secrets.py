@@ -86,3 +86,19 @@ def test_a_key_split_across_transcript_deltas_never_reaches_the_words():
     buf.finish("a")
     words = [w.text for w in buf.words(2.0)]
     assert words == ["my", "key", "is", f"<{KEY_ENV}>", "ok"]
+
+
+def test_a_configured_key_and_password_are_masked_under_any_name(monkeypatch):
+    """A bridge key under a name no pattern knows, and a server_url password: every scrub
+    masks them once the model is configured (the playback buffer knows neither name)."""
+    from pytest_duplexact.models.model_options import check_server_url, check_transport
+
+    monkeypatch.setattr(netsafety, "_CONFIGURED", {})
+    monkeypatch.setenv("MY_BRIDGE_PASS", "opaque-value-42")
+    check_transport("bridge", "ws://127.0.0.1:9/", key_env="MY_BRIDGE_PASS", carries_key=True,
+                    allow_insecure=False)
+    check_server_url("lychee-fd", "http://bob:s3cr%40t-pw@127.0.0.1:7860", "http://HOST:7860")
+    text = ReceivedText()
+    for part in ["opaque-", "value-42 and s3cr", "@t-pw ok"]:
+        text.add(part)
+    assert text.text == "<MY_BRIDGE_PASS> and <server_url password> ok"
