@@ -81,8 +81,9 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
     """Refuse a URL that would send the key unencrypted to another machine: the package's
     one rule (netsafety.py), opted out of by ``allow_insecure=true`` or its environment
     switch."""
-    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem, remember_secret
 
+    remember_secret(os.environ.get(key_env), key_env)  # masked in all a server sends back
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "ws", "wss"):
         raise ModelConfigError(f"{label}: URL {url!r} must start with http://, https://, "
@@ -186,8 +187,11 @@ def check_server_url(label: str, url: str, example: str) -> None:
     if urlsplit(url).scheme.lower() not in ("http", "https"):
         raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
                                "http:// or https://")
-    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem, remember_secret
 
+    password = urlsplit(url).password
+    for form in {password, unquote(password or "")}:  # as written, and as a server echoes it
+        remember_secret(form, "server_url password")
     if urlsplit(url).password and insecure_url_problem(url, label) is not None:
         raise ModelConfigError(
             f"{label}: refusing to send the password in server_url {shown_url(url)!r} over "

@@ -64,7 +64,7 @@ import numpy as np
 import socketio
 
 from .base import ModelError, SessionInfo
-from .http_server import probe
+from .http_server import probe, scrubbed
 from .model_options import (
     ModelConfigError,
     build,
@@ -321,6 +321,7 @@ class SocketIOSession(QueuedEvents):
     async def _on_text(self, data: Any) -> None:
         text = data.get("text") if isinstance(data, dict) else data
         if isinstance(text, str) and text and self._open is not None:
+            text = scrubbed(text, self._model.server_url)  # a password echoed back
             self._put(TranscriptDelta(self._open, text))
             if self._last is not None and self._last[0] == self._open:
                 self._last[2] += text

@@ -7,6 +7,11 @@ and ends at the end of the frame of its last. It is reported in the frame in whi
 to be complete (the next word or a frame without text), with its start in an earlier frame:
 the transcript is never ahead of what the model has emitted, so a word still open when the
 trial ends is not reported.
+
+A word is put together from pieces each scrubbed where it was received, so a key split across
+pieces is whole only in the word: each word is scrubbed again as it completes (with the word
+before it, which may be a ``Bearer`` naming it). The mask replaces the word's text; its times
+stay.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from ..data.timeline import Word
+from ..remote.netsafety import scrub_received
 
 _SPLIT = re.compile(r"(\s*)(\S*)")
 
@@ -33,6 +39,7 @@ class TextStream:
     def __init__(self, frame_s: float):
         self.frame_s = frame_s
         self._open: _OpenWord | None = None
+        self._before = ""  # the last word as assembled: context for the next one's scrub
 
     def feed(self, k: int, piece: str | None) -> list[Word]:
         done: list[Word] = []
@@ -62,4 +69,7 @@ class TextStream:
         w, self._open = self._open, None
         if w is None or not w.text:
             return []
-        return [Word((w.first - k) * self.frame_s, (w.last + 1 - k) * self.frame_s, w.text)]
+        # neither word holds whitespace, nor does any mask: the last space parts them again
+        text = scrub_received(f"{self._before} {w.text}").rsplit(" ", 1)[-1]
+        self._before = w.text
+        return [Word((w.first - k) * self.frame_s, (w.last + 1 - k) * self.frame_s, text)]

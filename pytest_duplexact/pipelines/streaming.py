@@ -46,6 +46,7 @@ from ..models.streaming import (
     TranscriptDelta,
     TransientModelError,
 )
+from ..remote.netsafety import ReceivedText
 from ..remote.retry import STREAMING, RetryPolicy
 from . import clock, watchdog
 from .clock import Lateness, LoopMonitor
@@ -74,8 +75,13 @@ class _Item:
     placements: list[tuple[int, int, int]] = field(default_factory=list)  # (item_off, pos, n)
     received: int = 0      # samples received, including any dropped after a barge-in
     played: int | None = None  # samples actually played when cut short; None = not cut
-    text: str = ""
+    received_text: ReceivedText = field(default_factory=ReceivedText)
     done: bool = False
+
+    @property
+    def text(self) -> str:
+        """Its transcript so far, scrubbed as a whole (``ReceivedText``)."""
+        return self.received_text.text
 
     @property
     def placed(self) -> int:
@@ -136,11 +142,11 @@ class PlaybackBuffer:
 
     def add_text(self, item_id: str, text: str) -> None:
         item = self._item(item_id)
-        if len(item.text) + len(text) > MAX_ITEM_TEXT:
+        if len(item.received_text) + len(text) > MAX_ITEM_TEXT:
             raise ModelError(f"the session sent more than {MAX_ITEM_TEXT} characters of text "
                              f"for one item ({item_id[:40]!r}; the bound is MAX_ITEM_TEXT in "
                              "pipelines/streaming.py)")
-        item.text += text
+        item.received_text.add(text)  # joined, then scrubbed: a key split across deltas
 
     def finish(self, item_id: str | None = None) -> None:
         """Mark one item (or, with None, every item so far) complete."""
@@ -208,11 +214,12 @@ class PlaybackBuffer:
         limit = self._index(until)
         words: list[Word] = []
         for item in self._items.values():
-            if not (item.done or final) or not item.text or item.received == 0:
+            if not (item.done or final) or not len(item.received_text) or item.received == 0:
                 continue
-            total_chars = len(item.text)
+            text = item.text
+            total_chars = len(text)
             heard = item.played if item.played is not None else item.placed
-            for m in _TOKEN.finditer(item.text):
+            for m in _TOKEN.finditer(text):
                 s = m.start() / total_chars * item.received
                 e = m.end() / total_chars * item.received
                 if e > heard + 1e-6:

@@ -9,7 +9,9 @@ answers from its hosts file, ``localhost``; any other name (``*.localhost`` incl
 resolver may send to DNS) counts as another machine. The decision is made on the URL alone,
 before any connection. ``Secret`` holds a key masked, so no traceback, log line or report that
 mentions the holder can show it; ``scrub_received`` is the one scrub of every text a server
-sent (an error, a close reason, a model's words) before it is kept anywhere.
+sent (an error, a close reason, a model's words) before it is kept anywhere, and
+``ReceivedText`` applies it to text streamed in pieces, so a key split across them is masked
+too. ``remember_secret`` adds a configured key or password to what every scrub masks.
 """
 
 from __future__ import annotations
@@ -118,13 +120,32 @@ _SECRET_HEADER = re.compile(r"(?i)(\bbearer\s+|\b(?:x-goog-api-key|api-key)\s*[:
                             r"[^\s<\"',;]+")
 
 
+# Keys and passwords the user configured under any name (a model's key variable, the password
+# of a server_url): masked by ``mask_secrets`` like the environment's keys. In memory only.
+_CONFIGURED: dict[str, str] = {}
+MIN_SECRET = 6  # a shorter "secret" would mask ordinary words wherever they occur
+
+
+def remember_secret(value: str | None, name: str) -> None:
+    """``value`` (a configured key or password) is masked as ``<name>`` from now on by every
+    scrub of this process, whatever variable or URL it came from."""
+    if value and len(value) >= MIN_SECRET:
+        _CONFIGURED[value] = name
+
+
+def _secret_values(env: collections.abc.Mapping) -> list[tuple[str, str]]:
+    """(value, name) of every key known, the longest first (a key inside a longer one)."""
+    values = [(v, k) for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8]
+    return sorted(values + list(_CONFIGURED.items()), key=lambda p: -len(p[0]))
+
+
 def mask_secrets(text: str, env: dict | None = None) -> str:
     """``text`` minus every key this process holds: the value of each environment variable
-    named like a key (``*_API_KEY``, ``*TOKEN``, ``*SECRET``, ``*_KEY``), and whatever
-    follows ``Bearer`` or an ``x-goog-api-key`` / ``api-key`` header name."""
+    named like a key (``*_API_KEY``, ``*TOKEN``, ``*SECRET``, ``*_KEY``), each secret given
+    to ``remember_secret``, and whatever follows ``Bearer`` or an ``x-goog-api-key`` /
+    ``api-key`` header name."""
     env = os.environ if env is None else env
-    values = sorted(((v, k) for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8),
-                    key=lambda p: -len(p[0]))
+    values = _secret_values(env)
     for value, name in values:
         if value in text:
             text = text.replace(value, f"<{name}>")
@@ -147,6 +168,58 @@ def scrub_received(text: str | bytes, key_vars: tuple[str, ...] = (),
         if key and key in text:
             text = text.replace(key, f"<{var}>")
     return mask_credentials(mask_secrets(text, env))
+
+
+class ReceivedText:
+    """Text a server streams in pieces (a transcript's deltas), scrubbed as a whole.
+
+    Each piece is scrubbed where it is received, but a key split across pieces ("sk-ab",
+    "cdef...") is whole in none of them: only the joined text shows it. ``text`` is the join
+    through ``scrub_received``, so a secret is masked as soon as its last piece arrives,
+    however it was split. To keep that linear, only a tail at least ``hold`` characters long
+    (longer than any known secret) is rescanned; text before it is settled once scrubbing it
+    apart gives what scrubbing it together does (no match crosses the cut). Text without a
+    secret comes out exactly as received."""
+
+    HOLD = 512
+
+    def __init__(self, key_vars: tuple[str, ...] = (), hold: int = HOLD):
+        self._key_vars = key_vars
+        self._hold = hold
+        self._done = ""  # settled and scrubbed
+        self._tail = ""  # as received; may hold the start of a secret
+        self._next_cut = 0
+        self._text: str | None = ""
+
+    def add(self, piece: str) -> None:
+        self._tail += piece
+        self._text = None
+        if len(self._tail) >= self._next_cut:
+            self._settle()
+
+    def _scrub(self, text: str) -> str:
+        return scrub_received(text, self._key_vars)
+
+    def _settle(self) -> None:
+        longest = max((len(v) for v, _ in _secret_values(os.environ)), default=0)
+        hold = max(self._hold, longest + 1)
+        cut = len(self._tail) - hold
+        if cut > 0:
+            head, rest = self._tail[:cut], self._tail[cut:]
+            scrubbed = self._scrub(head)
+            if scrubbed + self._scrub(rest) == self._scrub(self._tail):
+                self._done, self._tail = self._done + scrubbed, rest
+        self._next_cut = len(self._tail) + hold  # a failed cut (a long bearer token) waits
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self._done + self._scrub(self._tail)
+        return self._text
+
+    def __len__(self) -> int:
+        """About the characters received (settled text counts as scrubbed): for bounds."""
+        return len(self._done) + len(self._tail)
 
 
 class MaskingFilter(logging.Filter):

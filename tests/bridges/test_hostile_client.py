@@ -217,6 +217,23 @@ async def test_a_streaming_flood_is_refused_at_its_bound(flood):
 
 # --- through pytest: nothing the run writes or prints holds the key ---------------------------
 
+def keyless_run(pytester, handler, limit: int):
+    """A stepped run of ``limit`` trials against ``handler`` with ``-l`` and junit.xml:
+    (result, output, files written), once no line of output and no file holds the key."""
+    with hostile_server(handler) as url:
+        res = pytester.runpytest_subprocess(
+            "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
+            "--duplexact-condition=take_turn.immediate", f"--duplexact-limit={limit}",
+            "--duplexact-transcriber=native", "--duplexact-run-dir=run",
+            "--junitxml=junit.xml", "-p", "no:cacheprovider", "-l", timeout=240)
+    out = res.stdout.str() + res.stderr.str()
+    assert KEY not in out
+    written = [p for p in Path(pytester.path).rglob("*") if p.is_file()]
+    for path in written:
+        assert KEY.encode() not in path.read_bytes(), path
+    return res, out, written
+
+
 def test_a_run_against_an_echoing_server_writes_and_prints_no_key(pytester):
     """Three trials: one whose TEXT echoes the key (its words reach timeline.json and
     recording.json), one ended by an ERROR quoting it, one closed with a reason quoting it;
@@ -243,19 +260,9 @@ def test_a_run_against_an_echoing_server_writes_and_prints_no_key(pytester):
             return []
         lockstep(ws, answer)
 
-    with hostile_server(handler) as url:
-        res = pytester.runpytest_subprocess(
-            "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
-            "--duplexact-condition=take_turn.immediate", "--duplexact-limit=3",
-            "--duplexact-transcriber=native", "--duplexact-run-dir=run",
-            "--junitxml=junit.xml", "-p", "no:cacheprovider", "-l", timeout=240)
-    out = res.stdout.str() + res.stderr.str()
-    assert KEY not in out
-    written = [p for p in Path(pytester.path).rglob("*") if p.is_file()]
+    res, out, written = keyless_run(pytester, handler, 3)
     assert any(p.name == "error.txt" for p in written) and any(
         p.name == "junit.xml" for p in written)
-    for path in written:
-        assert KEY.encode() not in path.read_bytes(), path
     assert res.parseoutcomes().get("errors") == 2, out
     assert f"close code 1011: bad header Bearer <{KEY_ENV}>" in out  # the echo, scrubbed
     words = Path(pytester.path, "run", "instances", "take_turn-immediate-casual-01",
@@ -314,3 +321,19 @@ def test_a_streaming_run_against_an_echoing_server_writes_and_prints_no_key(pyte
     for path in Path(pytester.path).rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_run_against_a_server_that_splits_the_key_writes_and_prints_no_key(pytester):
+    """The echoed key split across three TEXT messages in three steps: each piece passes the
+    scrub of received text, so only the word assembled from them is masked (issue 32)."""
+    split = [f" my key is {KEY[:5]}", KEY[5:17], KEY[17:], " ok "]
+
+    def handler(ws):
+        lockstep(ws, lambda k: [wire.text(split[k]), silence()] if k < len(split)
+                 else [silence()])
+
+    _, out, written = keyless_run(pytester, handler, 1)
+    assert any(p.name == "report.json" for p in written), out
+    words = Path(pytester.path, "run", "instances", "take_turn-immediate-casual-01",
+                 "recording.json").read_text()
+    assert f"<{KEY_ENV}>" in words and '"ok"' in words  # masked, the words around it kept
