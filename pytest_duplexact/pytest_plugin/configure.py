@@ -92,9 +92,10 @@ def settings_of(run: RunConfig, dataset, *, released: dict | None = None) -> Run
     )
 
 
-def resolve_run_dir(run: RunConfig) -> Path:
+def resolve_run_dir(run: RunConfig, claim: bool = True) -> Path:
     """The run directory: the controller's (an xdist worker), the resumed one, the given one
-    (refused when it holds files), else a new default one, claimed."""
+    (refused when it holds files), else a new default one, claimed (created) unless ``claim``
+    is false (--collect-only measures nothing: it gets a path, never a folder)."""
     if run.assigned_run_dir is not None:
         return run.assigned_run_dir
     if run.resume:  # resumed.load refused another --duplexact-run-dir already
@@ -111,6 +112,8 @@ def resolve_run_dir(run: RunConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     part = "" if shard is None else "-shard%dof%d" % shard  # shards of one run never collide
     base = run.invocation_dir / "duplexact-runs" / f"{slug(run.model)}-{stamp}{part}"
+    if not claim:
+        return base.resolve()
     return claim_new(base)  # runs started in the same second: base-2, base-3, ...
 
 

@@ -112,7 +112,9 @@ class DuplexactSession:
         except SelectionError as e:
             raise pytest.UsageError(f"duplexact selection: {e}") from None
         self.settings: RunSettings = configure.settings_of(run, dataset, released=released)
-        self.run_dir = configure.resolve_run_dir(run)
+        # --collect-only measures nothing: no run folder, no report, no resume line
+        self.measuring = not config.option.collectonly
+        self.run_dir = configure.resolve_run_dir(run, claim=self.measuring)
         self.notes: list[str] = []  # into the report
         if released is not None and released["unmappable"]:
             self.notes.append(f"{released['unmappable']} row(s) of the released data skipped "
@@ -129,6 +131,8 @@ class DuplexactSession:
         self.gate_results: list = []
         self._harness: Harness | None = None
         self._build_error: str | None = None
+        self._build_exc: Exception | None = None  # _build_model's, for a named folder
+        self._model = None  # built before the run folder is opened (serial runs: _build_model)
         self._next_item = None  # the item pytest runs after the current one (look-ahead)
         self._unreached = 0  # instances in a row whose server could not be reached
         self.expected: set[str] | None = None  # instance ids pytest collected to run
@@ -153,11 +157,14 @@ class DuplexactSession:
                 self._plan(config)  # --duplexact-estimate ends the run here
                 self.baseline = preflight.check(run, self.settings, self.instances)
                 self.settings = preflight.check_server(run, self.settings)
+                if self.measuring:
+                    self._model = self._build_model(config)
             except BaseException:  # the run never starts: no empty default run dir left behind
-                if not (run.resume or run.run_dir):
+                if not (run.resume or run.run_dir) and self.measuring:
                     configure.remove_if_empty(self.run_dir)
                 raise
-            self.lock = configure.open_run_dir(self.run_dir, self.settings)
+            if self.measuring:
+                self.lock = configure.open_run_dir(self.run_dir, self.settings)
             # A resumed folder keeps its earlier report until this session's replaces it (on
             # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
 
@@ -174,18 +181,49 @@ class DuplexactSession:
         except OSError:  # none; or a run directory we cannot write, refused just below
             pass
 
+    def _build_model(self, config):
+        """The model, built before the run folder is opened (serial runs with something left
+        to run), so a factory that raises refuses the run in one line, exit 4, with no run
+        folder and no resume hint for a run that never started. Kept for the harness (built
+        once). xdist workers build their own (the controller would load the weights twice)
+        and report a failure as before: one error in the report."""
+        from ..models import resolve_model
+
+        distributed = getattr(config.option, "numprocesses", None) and \
+            getattr(config.option, "dist", "no") != "no"  # -n 1 too: its worker builds
+        if distributed or all(i.id in self.resumed for i in self.instances):
+            return None
+        try:
+            return resolve_model(self.settings.model, **self.settings.options)
+        except Exception as e:  # the factory, its option checks or its weights
+            if self.run_config.run_dir and not _users_input(e):
+                # the folder the user named is the run's record (CI keeps it): the failure
+                # is reported there as one error, as before (session.harness)
+                self._build_exc = e
+                return None
+            fix = ("fix its options (--duplexact-model-option) or its factory"
+                   if _users_input(e) else "fix the factory or what it loads")
+            raise pytest.UsageError(
+                f"--duplexact-model={self.run_config.model}: the model could not be built: "
+                f"{type(e).__name__}: {' '.join(str(e).split())}; {fix}; nothing was "
+                "run") from None
+
     # --- the harness and one instance -------------------------------------------------------
 
     @property
     def harness(self) -> Harness:
         """Built on first use (in the first test's setup), so a usage error in the model's
-        wiring is reported by pytest, and collection-only runs build nothing."""
+        wiring is reported by pytest, and collection-only runs build nothing; with the model
+        _build_model built (serial runs), else the model built here (xdist workers)."""
         if self._harness is None:
             knobs = self.run_config.knobs()  # checked at configure (config.LIMITS)
             if self._build_error is not None:  # said once, with its traceback, already
                 raise ModelBuildError(self._build_error) from None
             try:
-                self._harness = Harness.from_settings(self.settings, self.run_dir, knobs)
+                if self._build_exc is not None:  # _build_model's failure, kept for this run
+                    raise self._build_exc
+                self._harness = Harness.from_settings(self.settings, self.run_dir, knobs,
+                                                      model=self._model)
             except SettingsError as e:
                 raise pytest.UsageError(str(e)) from None
             except Exception as e:  # the model's factory (or its weights) failed
@@ -490,6 +528,8 @@ class DuplexactSession:
         decide it."""
         from ..report import builder, model
 
+        if not self.measuring:  # --collect-only: nothing measured, nothing to report
+            return None
         config, run = self.config, self.run_config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
         from ..report.cost import PriceError, load_prices
@@ -618,6 +658,12 @@ class DuplexactSession:
         else:
             if written:
                 self.messages.append(f"duplexact: summary appended to {written}")
+
+
+def _users_input(exc: Exception) -> bool:
+    """A factory's refusal of what the user passed (a bad option value or type, an unknown
+    name) rather than a failure of what it loads (weights, memory, a device)."""
+    return isinstance(exc, (TypeError, ValueError, LookupError, ImportError))
 
 
 def _unreachable(exc: BaseException | None) -> bool:
