@@ -120,6 +120,10 @@ def _ended(jobs: list[str], logs: Path) -> dict[str, str]:
 
     def done():
         states = {j: _state(j) for j in jobs}
+        never = [j for j in jobs if states[j] == "PENDING"
+                 and "DependencyNeverSatisfied" in _scontrol("show", "job", j)]
+        if never:  # Slurm's last word on them: fail now, not at the deadline
+            pytest.fail(f"jobs {never} will never run (DependencyNeverSatisfied)")
         if not all(s in final for s in states.values()):
             return None
         # a job's final state is set before its processes have exited (COMPLETING): its
@@ -199,15 +203,16 @@ def test_two_arrays_one_stopped_every_way_resume_merge_to_the_serial_run_and_kee
                 cwd=serial_dir, env=_env(serial_dir), stdout=serial_log,
                 stderr=subprocess.STDOUT)
         done_before = _stop_each_way(array_a, runs["a"], gate, tmp_path)
+        states = _ended(_task_ids(array_a) + _task_ids(array_b) + [merge_b], tmp_path)
+        assert set(states.values()) == {"COMPLETED"}, states
         # Three of A's tasks ended failed (CANCELLED, FAILED, TIMEOUT) before their re-queue,
-        # and Slurm never re-evaluates afterok on the array after a failure: its up-front merge stays pending, and a merge that depends
-        # on the tasks by name runs instead (docs/sharding.md says both). Submitted now,
-        # while they run again: Slurm judges each task by its state when it ends.
+        # and Slurm never re-evaluates afterok on the array after a failure: its up-front
+        # merge stays pending, and a merge that depends on the tasks by name runs instead
+        # (docs/sharding.md says both). Submitted once they have completed: submitted right
+        # after the re-queues, it was once refused too (a task still read as failed).
         merge_a = submit(env_a, "--dependency=afterok:" + ":".join(_task_ids(array_a)),
                          str(MERGE))
-        states = _ended(_task_ids(array_a) + [merge_a] + _task_ids(array_b) + [merge_b],
-                        tmp_path)
-        assert set(states.values()) == {"COMPLETED"}, states
+        assert _ended([merge_a], tmp_path) == {merge_a: "COMPLETED"}
         # by now the scheduler has long judged it: a deadline, not a delay
         _wait(lambda: "DependencyNeverSatisfied" in _scontrol("show", "job", up_front_a),
               "A's up-front merge to be refused", tmp_path, deadline_s=120)
@@ -277,8 +282,18 @@ def _stop_each_way(array: str, runs: Path, gate: Path, logs: Path) -> dict[int, 
             _wait(lambda: said in (logs / f"duplexact-{task[t]}.log").read_text(),
                   f"task {t} to say how to resume", logs)
         (gate / f"hold-{t}").unlink()
+
+        def requeued() -> bool:
+            """Back in the queue. A requeue sent while the task is still completing can be
+            accepted and not take (seen: a kill -9'd task stayed FAILED), so it is sent
+            again until the task has left its failed state."""
+            if _state(task[t]) not in ("CANCELLED", "FAILED", "TIMEOUT"):
+                return True
+            subprocess.run(["scontrol", "requeue", task[t]], capture_output=True, timeout=60)
+            return False
+
         if t != REQUEUE:  # Slurm re-queued that one itself
-            _scontrol("requeue", task[t])
+            _wait(requeued, f"task {t} to be re-queued", logs)
         # a re-queued job waits ~2 min before it is eligible again: not here; the timed-out
         # one gets a limit it can finish in (docs/sharding.md)
         _scontrol("update", f"jobid={task[t]}", "StartTime=now",
