@@ -64,7 +64,8 @@ def request_error(e: BaseException, label: str, what: str, url: str) -> ModelErr
     if isinstance(e, httpx2.TimeoutException):
         return TransientModelError(f"{label}: {what} to {where} hit its deadline ({why})")
     if isinstance(e, (httpx2.ConnectError, ConnectionRefusedError)):  # nothing listens
-        return ServerUnreachable(f"{label}: {what} to {where} failed: {why}")
+        return ServerUnreachable(f"{label}: {what} to {where} failed: {why}; is the model's "
+                                 "server running there? docs/models.md shows how to start it")
     if isinstance(e, (httpx2.TransportError, OSError)):
         return TransientModelError(f"{label}: {what} to {where} failed: {why}")
     return ModelError(f"{label}: {what} to {where} failed: {why}")
