@@ -195,6 +195,27 @@ BRIDGE_MS = 60
 # offset may move this many times refine_offset_ms: silero's offsets in -35 dBFS white noise
 # were 150-250 ms late, beyond the 200 ms reach, and stayed there (offset p95 215 -> 53 ms).
 NOISY_REACH = 2
+# Local speech level: a span's LEVEL_PERCENTILE-th percentile 8 ms envelope level (its loud
+# syllables; a click does not move it). Audio SPEECH_BELOW_LEVEL_DB or more under the adjacent
+# span's level is not speech on its own: breath, murmur, hum and decaying tails sit 20-30 dB
+# down on real model output. Quieter audio (a fricative, a release burst, a decay) still
+# extends an edge when it hangs on speech-level audio for at most WEAK_MAX_MS; a longer quiet
+# stretch is something else, and the edge stays on the speech.
+LEVEL_PERCENTILE = 90
+SPEECH_BELOW_LEVEL_DB = 20.0
+WEAK_MAX_MS = 160
+# A pause silero kept (at least KEEP_PAUSE_MS) stays at least that long unless the audio in it
+# is at speech level (``keep_pauses``); so do quiet stretches inside a silero span
+# (``split_quiet``).
+KEEP_PAUSE_MS = 300
+# A silero span whose speech level is SPEECH_BELOW_LEVEL_DB or more under that of a span
+# within NEIGHBOUR_S of it is not speech either (murmur or breath silero scored on its own).
+NEIGHBOUR_S = 5.0
+
+
+def speech_level(env: np.ndarray, a: int, b: int) -> float:
+    """The local speech level (dBFS) of envelope indices [a, b): its loud syllables."""
+    return float(np.percentile(env[a: max(b, a + 1)], LEVEL_PERCENTILE))
 
 
 def noise_floor(env: np.ndarray, spans: list[tuple[int, int]]) -> float:
@@ -211,17 +232,29 @@ def noise_floor(env: np.ndarray, spans: list[tuple[int, int]]) -> float:
     return float(np.percentile(env, 10))
 
 
+def _noise_limited(peak: float, noise: float) -> bool:
+    return noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB
+
+
+def _env_range(s: int, e: int) -> tuple[int, int]:
+    return s // _ENV_HOP, max(s // _ENV_HOP + 1, -(-e // _ENV_HOP))  # env indices [a, b)
+
+
 def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
-                 offset_ms: int | None = None) -> list[tuple[int, int]]:
+                 offset_ms: int | None = None, strict: bool = False) -> list[tuple[int, int]]:
     """Move each span edge to where the speech around it really starts or stops, searching at
     most ``onset_ms`` / ``offset_ms`` either side of silero's edge. Spans keep their order and
     never overlap.
 
     Silero reacts late to unvoiced onsets ("s", "f", "h") and holds on ~0.1 s after speech
-    stops; the energy envelope does not. From the first (last) loud envelope frame at the
-    edge, the edge walks outward over loud frames, bridging quiet runs shorter than
-    ``BRIDGE_MS``. "Loud" is relative both to the span's peak and to the channel's noise floor
-    (``noise_floor``), so quiet speech and a noisy channel behave alike. An edge with no loud
+    stops; the energy envelope does not. The search starts from the speech-level frame
+    (``SPEECH_BELOW_LEVEL_DB`` under the span's ``speech_level``) nearest silero's edge on its
+    inner side, so a click before the speech is no onset, then walks outward over loud frames,
+    bridging quiet runs shorter than ``BRIDGE_MS``. "Loud" is relative both to the span's
+    peak and to the channel's noise floor (``noise_floor``), so quiet speech and a noisy
+    channel behave alike; a stretch of loud frames under speech level longer than
+    ``WEAK_MAX_MS`` or running on past the reach (breath, murmur, hum, a decaying tail) is not
+    walked over. ``strict``: only speech-level frames are walked over. An edge with no loud
     frame in reach stays where silero put it."""
     if offset_ms is None:
         offset_ms = onset_ms
@@ -232,24 +265,134 @@ def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
     per_hop = VAD_SAMPLE_RATE / 1000 / _ENV_HOP
     r_on, r_off = int(round(onset_ms * per_hop)), int(round(offset_ms * per_hop))
     bridge = int(round(BRIDGE_MS * per_hop))
+    weak_max = int(round(WEAK_MAX_MS * per_hop))
     out: list[tuple[int, int]] = []
     for k, (s, e) in enumerate(spans):
-        a, b = s // _ENV_HOP, max(s // _ENV_HOP + 1, -(-e // _ENV_HOP))  # env indices [a, b)
+        a, b = _env_range(s, e)
         peak = float(env[a:b].max())
-        loud = env >= max(peak - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB)
+        speech = env >= max(speech_level(env, a, b) - SPEECH_BELOW_LEVEL_DB,
+                            noise + ABOVE_NOISE_DB)
+        loud = speech if strict else env >= max(peak - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB)
         # in noise silero holds on longer (150-250 ms at -35 dBFS white noise): reach further
-        reach_off = r_off * NOISY_REACH if noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB \
-            else r_off
+        reach_off = r_off * NOISY_REACH if _noise_limited(peak, noise) else r_off
         prev_end = out[-1][1] // _ENV_HOP + 1 if out else 0
         next_start = spans[k + 1][0] // _ENV_HOP - 1 if k + 1 < len(spans) else len(env) - 1
-        a2 = _outermost(loud, a, max(prev_end, a - r_on), min(b - 1, a + r_on), -1, bridge) \
-            if r_on > 0 else a
-        b2 = _outermost(loud, b - 1, max(a2, b - 1 - reach_off),
-                        min(next_start, b - 1 + reach_off), 1, bridge) if r_off > 0 else b - 1
+        a2 = _edge(loud, speech, a, max(prev_end, a - r_on), min(b - 1, a + r_on), b - 1, -1,
+                   bridge, weak_max) if r_on > 0 else a
+        b2 = _edge(loud, speech, b - 1, max(a2, b - 1 - reach_off),
+                   min(next_start, b - 1 + reach_off), a2, 1, bridge, weak_max) \
+            if r_off > 0 else b - 1
         start = min(max(0, a2 * _ENV_HOP), len(x))
         end = min(max(start + _ENV_HOP, (b2 + 1) * _ENV_HOP), len(x))
         out.append((start, end))
     return out
+
+
+def _edge(loud: np.ndarray, speech: np.ndarray, i: int, lo: int, hi: int, inner: int,
+          outward: int, bridge: int, weak_max: int) -> int:
+    """An edge near envelope index ``i`` within [lo, hi]: seeded on the speech-level frame
+    nearest ``i`` on the inner side, as far in as ``inner`` (the span's other end: silero may
+    have run on over quiet audio past the reach), then walked outward over ``loud`` frames.
+    The walk keeps only ``weak_max`` frames beyond the same walk over ``speech`` frames, and
+    none when the loud frames run on past the range's end (``lo``/``hi`` is then a reach
+    limit, not a quiet frame). With no speech-level frame, the old edge search on ``loud``."""
+    seed = _outermost(speech, i, lo, inner, outward, bridge, inner_only=True) if outward < 0 \
+        else _outermost(speech, i, inner, hi, outward, bridge, inner_only=True)
+    if seed is None:
+        return _outermost(loud, i, lo, hi, outward, bridge)
+    lo, hi = (lo, seed) if outward < 0 else (seed, hi)
+    if hi < lo:
+        return seed
+    walk = _outermost(loud, seed, lo, hi, outward, bridge)
+    firm = _outermost(speech, seed, lo, hi, outward, bridge)
+    end = lo if outward < 0 else hi
+    beyond = loud[max(0, end - bridge - 1): end] if outward < 0 else loud[end + 1: end + bridge + 2]
+    if abs(walk - firm) > weak_max or (walk == end and beyond.any()):
+        return firm
+    return walk
+
+
+def _outermost(loud: np.ndarray, i: int, lo: int, hi: int, outward: int, bridge: int,
+               inner_only: bool = False):
+    """The speech edge near envelope index ``i`` within [lo, hi]: start from the loud frame
+    nearest ``i`` on the inner side (onset: at or after ``i``; offset: at or before), then walk
+    ``outward`` (-1 = earlier, +1 = later) over loud frames, bridging quiet runs of at most
+    ``bridge`` frames. ``i`` itself when the range has no loud frame on the inner side.
+    ``inner_only``: that inner frame itself, or None."""
+    if hi < lo:
+        return None if inner_only else i
+    idx = lo + np.flatnonzero(loud[lo: hi + 1])
+    i = min(max(i, lo), hi)
+    inner = idx[idx >= i] if outward < 0 else idx[idx <= i]
+    if len(inner) == 0:
+        return None if inner_only else i
+    if inner_only:
+        return int(inner[0] if outward < 0 else inner[-1])
+    if outward < 0:
+        seq = idx[idx <= inner[0]][::-1]  # from the inner start, going earlier
+    else:
+        seq = idx[idx >= inner[-1]]  # from the inner end, going later
+    steps = np.abs(np.diff(seq))
+    broken = np.flatnonzero(steps > bridge + 1)
+    return int(seq[broken[0]] if len(broken) else seq[-1])
+
+
+def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Cut out of each silero span every stretch of at least ``KEEP_PAUSE_MS`` where a 64 ms
+    envelope stays ``SPEECH_BELOW_LEVEL_DB`` or more under the span's ``speech_level``, and
+    drop a span (or what is left of one) that is that far under the loudest span within
+    ``NEIGHBOUR_S`` (a distractor 15 dB down stays speech): silero is level-blind and runs on over breath,
+    murmur and hum between phrases, or scores them as speech on their own. Refinement then
+    places the edges of what is kept."""
+    if not spans:
+        return list(spans)
+    env = energy_envelope(x)
+    smooth = energy_envelope(x, NOISY_WINDOW)
+    min_run = int(round(KEEP_PAUSE_MS * VAD_SAMPLE_RATE / 1000 / _ENV_HOP))
+    near = int(NEIGHBOUR_S * VAD_SAMPLE_RATE)
+    levels = [speech_level(env, *_env_range(s, e)) for s, e in spans]
+    out: list[tuple[int, int]] = []
+    for k, (s, e) in enumerate(spans):
+        a, b = _env_range(s, e)
+        local = max(lv for (s2, e2), lv in zip(spans, levels) if s2 - near <= e and s <= e2 + near)
+        if levels[k] < local - SPEECH_BELOW_LEVEL_DB:
+            continue  # no speech-level audio at all
+        floor = levels[k] - SPEECH_BELOW_LEVEL_DB
+        quiet = smooth[a:b] < floor
+        if quiet.sum() < min_run:
+            out.append((s, e))
+            continue
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]])))
+        pieces, pos = [], a
+        for q0, q1 in zip(edges[::2] + a, edges[1::2] + a):  # quiet runs [q0, q1)
+            if q1 - q0 >= min_run:
+                pieces.append((pos, q0))
+                pos = q1
+        pieces.append((pos, b))
+        for p0, p1 in pieces:
+            if p1 > p0 and speech_level(env, p0, p1) >= floor:
+                out.append((s if p0 == a else p0 * _ENV_HOP,
+                            e if p1 == b else min(len(x), p1 * _ENV_HOP)))
+    return out
+
+
+def keep_pauses(x: np.ndarray, kept: list[tuple[int, int]], refined: list[tuple[int, int]],
+                onset_ms: int, offset_ms: int) -> list[tuple[int, int]]:
+    """Where refinement shrank a pause that silero kept (at least ``KEEP_PAUSE_MS`` between
+    ``kept`` spans) below that length, place the two edges of that pause again walking over
+    speech-level audio only (``refine_edges`` with ``strict``): a pause closes only over audio
+    at speech level. ``kept`` and ``refined`` pair one to one."""
+    keep = int(round(KEEP_PAUSE_MS * VAD_SAMPLE_RATE / 1000))
+    closed = [k for k in range(len(kept) - 1) if kept[k + 1][0] - kept[k][1] >= keep
+              and refined[k + 1][0] - refined[k][1] < keep]
+    if not closed:
+        return list(refined)
+    strict = refine_edges(x, kept, onset_ms, offset_ms, strict=True)
+    out = list(refined)
+    for k in closed:
+        out[k] = (out[k][0], strict[k][1])
+        out[k + 1] = (strict[k + 1][0], out[k + 1][1])
+    return [(s, max(e, s + _ENV_HOP)) for s, e in out]
 
 
 # In noise, the 8 ms envelope cannot tell a speech tail from the noise until the tail is about
@@ -295,32 +438,12 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[i
     return out
 
 
-def _outermost(loud: np.ndarray, i: int, lo: int, hi: int, outward: int, bridge: int) -> int:
-    """The speech edge near envelope index ``i`` within [lo, hi]: start from the loud frame
-    nearest ``i`` on the inner side (onset: at or after ``i``; offset: at or before), then walk
-    ``outward`` (-1 = earlier, +1 = later) over loud frames, bridging quiet runs of at most
-    ``bridge`` frames. ``i`` itself when the range has no loud frame on the inner side."""
-    if hi < lo:
-        return i
-    idx = lo + np.flatnonzero(loud[lo: hi + 1])
-    i = min(max(i, lo), hi)
-    inner = idx[idx >= i] if outward < 0 else idx[idx <= i]
-    if len(inner) == 0:
-        return i
-    if outward < 0:
-        seq = idx[idx <= inner[0]][::-1]  # from the inner start, going earlier
-    else:
-        seq = idx[idx >= inner[-1]]  # from the inner end, going later
-    steps = np.abs(np.diff(seq))
-    broken = np.flatnonzero(steps > bridge + 1)
-    return int(seq[broken[0]] if len(broken) else seq[-1])
-
-
 # A word silero missed: a loud island (bridged like an edge) of at least ISLAND_MIN_MS, whose
-# peak is within ISLAND_BELOW_PEAK_DB of its neighbour's (a word, not a breath or a click), and
-# where silero gave some frame at least ISLAND_MIN_PROB (it heard something voice-like).
+# mean level is within ISLAND_BELOW_LEVEL_DB of its neighbour's speech level (a word, not a
+# breath, murmur or a click), and where silero gave some frame at least ISLAND_MIN_PROB (it
+# heard something voice-like).
 ISLAND_MIN_MS = 60
-ISLAND_BELOW_PEAK_DB = 30.0
+ISLAND_BELOW_LEVEL_DB = 15.0
 ISLAND_MIN_PROB = 0.15
 
 
@@ -345,7 +468,7 @@ def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarra
         added = []
         for k, (s, e) in enumerate(out):
             a, b = s // _ENV_HOP, -(-e // _ENV_HOP)
-            peak = float(env[a:b].max())
+            peak, level = float(env[a:b].max()), speech_level(env, a, b)
             loud = env >= max(peak - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB)
             prev_end = -(-out[k - 1][1] // _ENV_HOP) if k else 0
             next_start = out[k + 1][0] // _ENV_HOP if k + 1 < len(out) else len(env)
@@ -360,13 +483,19 @@ def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarra
                         (side > 0 and k + 1 < len(out) and i1 >= next_start - 1):
                     continue  # it runs into the other neighbour: that span's edge, not a word
                 f0, f1 = (i0 * _ENV_HOP) // FRAME, -(-((i1 + 1) * _ENV_HOP) // FRAME)
-                if i1 - i0 + 1 >= min_len and env[i0: i1 + 1].max() >= peak - ISLAND_BELOW_PEAK_DB \
+                if i1 - i0 + 1 >= min_len and _mean_db(env[i0: i1 + 1]) >= \
+                        level - ISLAND_BELOW_LEVEL_DB \
                         and probs[f0:f1].max(initial=0.0) >= ISLAND_MIN_PROB:
                     added.append((i0 * _ENV_HOP, min(len(x), (i1 + 1) * _ENV_HOP)))
         if not added:
             break
         out = _disjoint(sorted(out + added))
     return out
+
+
+def _mean_db(env: np.ndarray) -> float:
+    """The mean power of envelope frames, in dB."""
+    return float(10.0 * np.log10(np.mean(10.0 ** (env / 10.0))))
 
 
 def _nearest_run(loud: np.ndarray, side: int, bridge: int) -> tuple[int, int] | None:
@@ -419,10 +548,11 @@ def postprocess(x: np.ndarray, probs: np.ndarray,
                 params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
     """Silero's frame probabilities -> refined speech spans in samples (steps 2-5 of the module
     doc); pure, so a benchmark can try parameters on one network pass."""
-    spans = spans_from_probabilities(probs, len(x), params)
-    spans = refine_edges(x, spans, params.refine_onset_ms, params.refine_offset_ms)
+    kept = split_quiet(x, spans_from_probabilities(probs, len(x), params))
+    spans = refine_edges(x, kept, params.refine_onset_ms, params.refine_offset_ms)
     if params.refine_onset_ms > 0 or params.refine_offset_ms > 0:
-        spans = extend_in_noise(x, spans)
+        spans = keep_pauses(x, kept, extend_in_noise(x, spans), params.refine_onset_ms,
+                            params.refine_offset_ms)
     spans = attach_islands(x, spans, probs, params.attach_ms)
     return [(s, e) for s, e in spans if not is_tone(x[s:e])]
 
