@@ -196,7 +196,7 @@ BRIDGE_MS = 60
 # were 150-250 ms late, beyond the 200 ms reach, and stayed there (offset p95 215 -> 53 ms).
 NOISY_REACH = 2
 # Local speech level: a span's LEVEL_PERCENTILE-th percentile 8 ms envelope level (its loud
-# syllables; a click does not move it). Audio SPEECH_BELOW_LEVEL_DB or more under the adjacent
+# syllables; a click does not move it); for cutting silero's spans, of its loudest second. Audio SPEECH_BELOW_LEVEL_DB or more under the adjacent
 # span's level is not speech on its own: breath, murmur, hum and decaying tails sit 20-30 dB
 # down on real model output. Quieter audio (a fricative, a release burst, a decay) still
 # extends an edge when it hangs on speech-level audio for at most WEAK_MAX_MS; a longer quiet
@@ -204,6 +204,7 @@ NOISY_REACH = 2
 LEVEL_PERCENTILE = 90
 SPEECH_BELOW_LEVEL_DB = 20.0
 WEAK_MAX_MS = 160
+BEYOND_LOUD_SHARE = 0.25
 # A pause silero kept (at least KEEP_PAUSE_MS) stays at least that long unless the audio in it
 # is at speech level (``keep_pauses``); so do quiet stretches inside a silero span
 # (``split_quiet``).
@@ -213,14 +214,21 @@ KEEP_PAUSE_MS = 300
 NEIGHBOUR_S = 5.0
 
 
-def speech_level(env: np.ndarray, a: int, b: int) -> float:
-    """The local speech level (dBFS) of envelope indices [a, b): its loud syllables."""
-    return float(np.percentile(env[a: max(b, a + 1)], LEVEL_PERCENTILE))
+def speech_level(env: np.ndarray, a: int, b: int, loudest_second: bool = False) -> float:
+    """The local speech level (dBFS) of envelope indices [a, b): the ``LEVEL_PERCENTILE``-th
+    percentile. ``loudest_second``: the highest such percentile over its 1 s windows (a span
+    silero ran on over long murmur is mostly murmur; its speech is not)."""
+    seg = env[a: max(b, a + 1)]
+    block = int(VAD_SAMPLE_RATE / _ENV_HOP)
+    if len(seg) <= block or not loudest_second:
+        return float(np.percentile(seg, LEVEL_PERCENTILE))
+    starts = range(0, len(seg) - block // 2, block // 2)
+    return max(float(np.percentile(seg[i: i + block], LEVEL_PERCENTILE)) for i in starts)
 
 
-def noise_floor(env: np.ndarray, spans: list[tuple[int, int]]) -> float:
-    """The channel's background level (dBFS): the 10th percentile of the envelope outside
-    silero's spans (kept 0.1 s clear of them), or of all of it when under 0.2 s of the
+def noise_floor(env: np.ndarray, spans: list[tuple[int, int]], q: float = 10) -> float:
+    """The channel's background level (dBFS): the 10th (``q``-th) percentile of the envelope
+    outside silero's spans (kept 0.1 s clear of them), or of all of it when under 0.2 s of the
     recording is outside. A low percentile, not the median: what silero left out may still
     hold a word it missed."""
     outside = np.ones(len(env), dtype=bool)
@@ -228,8 +236,8 @@ def noise_floor(env: np.ndarray, spans: list[tuple[int, int]]) -> float:
     for s, e in spans:
         outside[max(0, (s - guard) // _ENV_HOP): (e + guard) // _ENV_HOP + 1] = False
     if outside.sum() * _ENV_HOP >= 0.2 * VAD_SAMPLE_RATE:
-        return float(np.percentile(env[outside], 10))
-    return float(np.percentile(env, 10))
+        return float(np.percentile(env[outside], q))
+    return float(np.percentile(env, q))
 
 
 def _noise_limited(peak: float, noise: float) -> bool:
@@ -294,8 +302,8 @@ def _edge(loud: np.ndarray, speech: np.ndarray, i: int, lo: int, hi: int, inner:
     nearest ``i`` on the inner side, as far in as ``inner`` (the span's other end: silero may
     have run on over quiet audio past the reach), then walked outward over ``loud`` frames.
     The walk keeps only ``weak_max`` frames beyond the same walk over ``speech`` frames, and
-    none when the loud frames run on past the range's end (``lo``/``hi`` is then a reach
-    limit, not a quiet frame). With no speech-level frame, the old edge search on ``loud``."""
+    none when ``BEYOND_LOUD_SHARE`` of the ``2 * bridge`` frames past its end are loud too
+    (it stopped in a dip of continuous audio, or at the reach, not at a quiet edge). With no speech-level frame, the old edge search on ``loud``."""
     seed = _outermost(speech, i, lo, inner, outward, bridge, inner_only=True) if outward < 0 \
         else _outermost(speech, i, inner, hi, outward, bridge, inner_only=True)
     if seed is None:
@@ -305,9 +313,10 @@ def _edge(loud: np.ndarray, speech: np.ndarray, i: int, lo: int, hi: int, inner:
         return seed
     walk = _outermost(loud, seed, lo, hi, outward, bridge)
     firm = _outermost(speech, seed, lo, hi, outward, bridge)
-    end = lo if outward < 0 else hi
-    beyond = loud[max(0, end - bridge - 1): end] if outward < 0 else loud[end + 1: end + bridge + 2]
-    if abs(walk - firm) > weak_max or (walk == end and beyond.any()):
+    # beyond a real edge is quiet; beyond a dip in murmur or hum, or the reach limit, is more
+    beyond = loud[max(0, walk - 2 * bridge): walk] if outward < 0 \
+        else loud[walk + 1: walk + 2 * bridge + 1]
+    if abs(walk - firm) > weak_max or (len(beyond) and beyond.mean() >= BEYOND_LOUD_SHARE):
         return firm
     return walk
 
@@ -350,7 +359,7 @@ def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, 
     smooth = energy_envelope(x, NOISY_WINDOW)
     min_run = int(round(KEEP_PAUSE_MS * VAD_SAMPLE_RATE / 1000 / _ENV_HOP))
     near = int(NEIGHBOUR_S * VAD_SAMPLE_RATE)
-    levels = [speech_level(env, *_env_range(s, e)) for s, e in spans]
+    levels = [speech_level(env, *_env_range(s, e), loudest_second=True) for s, e in spans]
     out: list[tuple[int, int]] = []
     for k, (s, e) in enumerate(spans):
         a, b = _env_range(s, e)
@@ -370,7 +379,7 @@ def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, 
                 pos = q1
         pieces.append((pos, b))
         for p0, p1 in pieces:
-            if p1 > p0 and speech_level(env, p0, p1) >= floor:
+            if p1 > p0 and speech_level(env, p0, p1, loudest_second=True) >= floor:
                 out.append((s if p0 == a else p0 * _ENV_HOP,
                             e if p1 == b else min(len(x), p1 * _ENV_HOP)))
     return out
@@ -403,6 +412,9 @@ def keep_pauses(x: np.ndarray, kept: list[tuple[int, int]], refined: list[tuple[
 NOISY_WINDOW = 1024
 NOISY_ABOVE_NOISE_DB = 0.7
 NOISY_BACK_MS = 24
+# A steady background: its 64 ms envelope's 10th to 90th percentile within this (white noise
+# or hum: under 1 dB; another voice: 10 dB and more).
+STEADY_NOISE_DB = 3.0
 
 
 def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -410,7 +422,8 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[i
     ``refine_edges`` (``noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB``: never on clean
     audio), carry each edge outward over the contiguous stretch where a 64 ms envelope stays
     ``NOISY_ABOVE_NOISE_DB`` over its own noise floor, less ``NOISY_BACK_MS``; never into a
-    neighbouring span. Other spans are returned as they are."""
+    neighbouring span. Other spans, and every span when the background is not steady
+    (``STEADY_NOISE_DB``), are returned as they are."""
     if not spans:
         return list(spans)
     env = energy_envelope(x)
@@ -425,7 +438,10 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[i
             continue
         if smooth is None:
             smooth = energy_envelope(x, NOISY_WINDOW)
-            above = smooth >= noise_floor(smooth, spans) + NOISY_ABOVE_NOISE_DB
+            floor = noise_floor(smooth, spans)
+            if noise_floor(smooth, spans, 90) - floor > STEADY_NOISE_DB:
+                return list(spans)  # murmur or babble: no steady floor to measure tails against
+            above = smooth >= floor + NOISY_ABOVE_NOISE_DB
         lo = out[-1][1] // _ENV_HOP + 1 if out else 0
         hi = spans[k + 1][0] // _ENV_HOP - 1 if k + 1 < len(spans) else len(env) - 1
         a2, b2 = a, b - 1
@@ -439,8 +455,9 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[i
 
 
 # A word silero missed: a loud island (bridged like an edge) of at least ISLAND_MIN_MS, whose
-# mean level is within ISLAND_BELOW_LEVEL_DB of its neighbour's speech level (a word, not a
-# breath, murmur or a click), and where silero gave some frame at least ISLAND_MIN_PROB (it
+# 75th-percentile level is within ISLAND_BELOW_LEVEL_DB of its neighbour's speech level (a
+# word, not a breath, murmur or a click; a percentile, so the neighbour's own onset bleeding
+# into the island's first 8 ms windows does not lift it), and where silero gave some frame at least ISLAND_MIN_PROB (it
 # heard something voice-like).
 ISLAND_MIN_MS = 60
 ISLAND_BELOW_LEVEL_DB = 15.0
@@ -483,7 +500,7 @@ def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarra
                         (side > 0 and k + 1 < len(out) and i1 >= next_start - 1):
                     continue  # it runs into the other neighbour: that span's edge, not a word
                 f0, f1 = (i0 * _ENV_HOP) // FRAME, -(-((i1 + 1) * _ENV_HOP) // FRAME)
-                if i1 - i0 + 1 >= min_len and _mean_db(env[i0: i1 + 1]) >= \
+                if i1 - i0 + 1 >= min_len and np.percentile(env[i0: i1 + 1], 75) >= \
                         level - ISLAND_BELOW_LEVEL_DB \
                         and probs[f0:f1].max(initial=0.0) >= ISLAND_MIN_PROB:
                     added.append((i0 * _ENV_HOP, min(len(x), (i1 + 1) * _ENV_HOP)))
@@ -491,11 +508,6 @@ def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarra
             break
         out = _disjoint(sorted(out + added))
     return out
-
-
-def _mean_db(env: np.ndarray) -> float:
-    """The mean power of envelope frames, in dB."""
-    return float(10.0 * np.log10(np.mean(10.0 ** (env / 10.0))))
 
 
 def _nearest_run(loud: np.ndarray, side: int, bridge: int) -> tuple[int, int] | None:
