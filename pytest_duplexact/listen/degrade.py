@@ -40,7 +40,7 @@ import numpy as np
 SAMPLE_RATE = 16_000
 LEVELS_DBFS = (-45, -35, -25)
 GRID = ("clean", *(f"{kind}{level}" for kind in ("white", "babble") for level in LEVELS_DBFS),
-        "codec", "breath-50", "murmur-46", "murmur-56", "hum-50", "reverb", "click", "opus")
+        "codec", "breath-50", "murmur-48", "murmur-56", "hum-50", "reverb", "click", "opus")
 BABBLE_TALKERS = 6
 CODEC_BAND_HZ = (300.0, 3400.0)
 CODEC_TRANSITION_HZ = 200.0

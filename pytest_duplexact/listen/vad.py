@@ -348,9 +348,10 @@ def _outermost(loud: np.ndarray, i: int, lo: int, hi: int, outward: int, bridge:
 
 def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Cut out of each silero span every stretch of at least ``KEEP_PAUSE_MS`` where a 64 ms
-    envelope stays ``SPEECH_BELOW_LEVEL_DB`` or more under the span's ``speech_level``, and
-    drop a span (or what is left of one) that is that far under the loudest span within
-    ``NEIGHBOUR_S`` (a distractor 15 dB down stays speech): silero is level-blind and runs on over breath,
+    envelope stays ``SPEECH_BELOW_LEVEL_DB`` or more under the span's ``speech_level``, keep
+    a piece so cut out only when it comes within ``ISLAND_BELOW_LEVEL_DB`` of that level (as
+    a word silero missed must), and drop a span that is ``SPEECH_BELOW_LEVEL_DB`` under the
+    loudest span within ``NEIGHBOUR_S`` (a distractor 15 dB down stays speech): silero is level-blind and runs on over breath,
     murmur and hum between phrases, or scores them as speech on their own. Refinement then
     places the edges of what is kept."""
     if not spans:
@@ -379,7 +380,8 @@ def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, 
                 pos = q1
         pieces.append((pos, b))
         for p0, p1 in pieces:
-            if p1 > p0 and speech_level(env, p0, p1, loudest_second=True) >= floor:
+            if p1 > p0 and speech_level(env, p0, p1, loudest_second=True) >= \
+                    levels[k] - ISLAND_BELOW_LEVEL_DB:
                 out.append((s if p0 == a else p0 * _ENV_HOP,
                             e if p1 == b else min(len(x), p1 * _ENV_HOP)))
     return out
