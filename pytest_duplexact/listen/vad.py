@@ -184,6 +184,16 @@ def energy_envelope(x: np.ndarray, window: int = _ENV_WIN) -> np.ndarray:
     return 10.0 * np.log10(np.maximum(power, 1e-20))
 
 
+def _envelope(x: np.ndarray, envs: dict | None, window: int = _ENV_WIN) -> np.ndarray:
+    """``energy_envelope(x, window)``, kept in ``envs`` (one per ``postprocess`` call: the
+    steps share it; the envelope is most of their cost)."""
+    if envs is None:
+        return energy_envelope(x, window)
+    if window not in envs:
+        envs[window] = energy_envelope(x, window)
+    return envs[window]
+
+
 # An edge sits where the envelope crosses max(span peak - BELOW_PEAK_DB, noise + ABOVE_NOISE_DB);
 # quieter stretches shorter than BRIDGE_MS (stop closures) do not end the search. 55 dB is where
 # the fixture generator trims a phrase; 3 dB over the median noise is ~5 standard deviations of
@@ -249,7 +259,8 @@ def _env_range(s: int, e: int) -> tuple[int, int]:
 
 
 def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
-                 offset_ms: int | None = None, strict: bool = False) -> list[tuple[int, int]]:
+                 offset_ms: int | None = None, strict: bool = False,
+                 envs: dict | None = None) -> list[tuple[int, int]]:
     """Move each span edge to where the speech around it really starts or stops, searching at
     most ``onset_ms`` / ``offset_ms`` either side of silero's edge. Spans keep their order and
     never overlap.
@@ -268,7 +279,7 @@ def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
         offset_ms = onset_ms
     if (onset_ms <= 0 and offset_ms <= 0) or not spans:
         return list(spans)
-    env = energy_envelope(x)
+    env = _envelope(x, envs)
     noise = noise_floor(env, spans)
     per_hop = VAD_SAMPLE_RATE / 1000 / _ENV_HOP
     r_on, r_off = int(round(onset_ms * per_hop)), int(round(offset_ms * per_hop))
@@ -346,7 +357,8 @@ def _outermost(loud: np.ndarray, i: int, lo: int, hi: int, outward: int, bridge:
     return int(seq[broken[0]] if len(broken) else seq[-1])
 
 
-def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def split_quiet(x: np.ndarray, spans: list[tuple[int, int]],
+                envs: dict | None = None) -> list[tuple[int, int]]:
     """Cut out of each silero span every stretch of at least ``KEEP_PAUSE_MS`` where a 64 ms
     envelope stays ``SPEECH_BELOW_LEVEL_DB`` or more under the span's ``speech_level``, keep
     a piece so cut out only when it comes within ``ISLAND_BELOW_LEVEL_DB`` of that level (as
@@ -356,8 +368,8 @@ def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, 
     places the edges of what is kept."""
     if not spans:
         return list(spans)
-    env = energy_envelope(x)
-    smooth = energy_envelope(x, NOISY_WINDOW)
+    env = _envelope(x, envs)
+    smooth = _envelope(x, envs, NOISY_WINDOW)
     min_run = int(round(KEEP_PAUSE_MS * VAD_SAMPLE_RATE / 1000 / _ENV_HOP))
     near = int(NEIGHBOUR_S * VAD_SAMPLE_RATE)
     levels = [speech_level(env, *_env_range(s, e), loudest_second=True) for s, e in spans]
@@ -388,7 +400,7 @@ def split_quiet(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, 
 
 
 def keep_pauses(x: np.ndarray, kept: list[tuple[int, int]], refined: list[tuple[int, int]],
-                onset_ms: int, offset_ms: int) -> list[tuple[int, int]]:
+                onset_ms: int, offset_ms: int, envs: dict | None = None) -> list[tuple[int, int]]:
     """Where refinement shrank a pause that silero kept (at least ``KEEP_PAUSE_MS`` between
     ``kept`` spans) below that length, place the two edges of that pause again walking over
     speech-level audio only (``refine_edges`` with ``strict``): a pause closes only over audio
@@ -398,7 +410,7 @@ def keep_pauses(x: np.ndarray, kept: list[tuple[int, int]], refined: list[tuple[
               and refined[k + 1][0] - refined[k][1] < keep]
     if not closed:
         return list(refined)
-    strict = refine_edges(x, kept, onset_ms, offset_ms, strict=True)
+    strict = refine_edges(x, kept, onset_ms, offset_ms, strict=True, envs=envs)
     out = list(refined)
     for k in closed:
         out[k] = (out[k][0], strict[k][1])
@@ -419,7 +431,8 @@ NOISY_BACK_MS = 24
 STEADY_NOISE_DB = 3.0
 
 
-def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]],
+                    envs: dict | None = None) -> list[tuple[int, int]]:
     """Where the noise floor, not the span's own peak, sets the edge threshold of
     ``refine_edges`` (``noise + ABOVE_NOISE_DB > peak - BELOW_PEAK_DB``: never on clean
     audio), carry each edge outward over the contiguous stretch where a 64 ms envelope stays
@@ -428,7 +441,7 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[i
     (``STEADY_NOISE_DB``), are returned as they are."""
     if not spans:
         return list(spans)
-    env = energy_envelope(x)
+    env = _envelope(x, envs)
     noise = noise_floor(env, spans)
     smooth = None
     back = int(round(NOISY_BACK_MS * VAD_SAMPLE_RATE / 1000 / _ENV_HOP))
@@ -439,7 +452,7 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[i
             out.append((s, e))
             continue
         if smooth is None:
-            smooth = energy_envelope(x, NOISY_WINDOW)
+            smooth = _envelope(x, envs, NOISY_WINDOW)
             floor = noise_floor(smooth, spans)
             if noise_floor(smooth, spans, 90) - floor > STEADY_NOISE_DB:
                 return list(spans)  # murmur or babble: no steady floor to measure tails against
@@ -467,7 +480,7 @@ ISLAND_MIN_PROB = 0.15
 
 
 def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarray,
-                   attach_ms: int) -> list[tuple[int, int]]:
+                   attach_ms: int, envs: dict | None = None) -> list[tuple[int, int]]:
     """Add, as spans of their own, the words silero missed next to its spans.
 
     Silero can score a short interjection before a pause ("Oh, she has ...", "Which two, ...")
@@ -477,7 +490,7 @@ def attach_islands(x: np.ndarray, spans: list[tuple[int, int]], probs: np.ndarra
     gaps on these spans). Repeats, so a chain of missed words is recovered word by word."""
     if attach_ms <= 0 or not spans:
         return list(spans)
-    env = energy_envelope(x)
+    env = _envelope(x, envs)
     noise = noise_floor(env, spans)
     per_hop = VAD_SAMPLE_RATE / 1000 / _ENV_HOP
     reach, bridge = int(round(attach_ms * per_hop)), int(round(BRIDGE_MS * per_hop))
@@ -562,12 +575,13 @@ def postprocess(x: np.ndarray, probs: np.ndarray,
                 params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
     """Silero's frame probabilities -> refined speech spans in samples (steps 2-5 of the module
     doc); pure, so a benchmark can try parameters on one network pass."""
-    kept = split_quiet(x, spans_from_probabilities(probs, len(x), params))
-    spans = refine_edges(x, kept, params.refine_onset_ms, params.refine_offset_ms)
+    envs: dict = {}
+    kept = split_quiet(x, spans_from_probabilities(probs, len(x), params), envs)
+    spans = refine_edges(x, kept, params.refine_onset_ms, params.refine_offset_ms, envs=envs)
     if params.refine_onset_ms > 0 or params.refine_offset_ms > 0:
-        spans = keep_pauses(x, kept, extend_in_noise(x, spans), params.refine_onset_ms,
-                            params.refine_offset_ms)
-    spans = attach_islands(x, spans, probs, params.attach_ms)
+        spans = keep_pauses(x, kept, extend_in_noise(x, spans, envs), params.refine_onset_ms,
+                            params.refine_offset_ms, envs)
+    spans = attach_islands(x, spans, probs, params.attach_ms, envs)
     return [(s, e) for s, e in spans if not is_tone(x[s:e])]
 
 
