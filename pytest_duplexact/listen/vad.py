@@ -297,9 +297,9 @@ def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
         prev_end = out[-1][1] // _ENV_HOP + 1 if out else 0
         next_start = spans[k + 1][0] // _ENV_HOP - 1 if k + 1 < len(spans) else len(env) - 1
         a2 = _edge(loud, speech, a, max(prev_end, a - r_on), min(b - 1, a + r_on), b - 1, -1,
-                   bridge, weak_max) if r_on > 0 else a
+                   bridge, weak_max, prev_end) if r_on > 0 else a
         b2 = _edge(loud, speech, b - 1, max(a2, b - 1 - reach_off),
-                   min(next_start, b - 1 + reach_off), a2, 1, bridge, weak_max) \
+                   min(next_start, b - 1 + reach_off), a2, 1, bridge, weak_max, next_start) \
             if r_off > 0 else b - 1
         start = min(max(0, a2 * _ENV_HOP), len(x))
         end = min(max(start + _ENV_HOP, (b2 + 1) * _ENV_HOP), len(x))
@@ -308,13 +308,15 @@ def refine_edges(x: np.ndarray, spans: list[tuple[int, int]], onset_ms: int,
 
 
 def _edge(loud: np.ndarray, speech: np.ndarray, i: int, lo: int, hi: int, inner: int,
-          outward: int, bridge: int, weak_max: int) -> int:
+          outward: int, bridge: int, weak_max: int, stop: int) -> int:
     """An edge near envelope index ``i`` within [lo, hi]: seeded on the speech-level frame
     nearest ``i`` on the inner side, as far in as ``inner`` (the span's other end: silero may
     have run on over quiet audio past the reach), then walked outward over ``loud`` frames.
     The walk keeps only ``weak_max`` frames beyond the same walk over ``speech`` frames, and
     none when ``BEYOND_LOUD_SHARE`` of the ``2 * bridge`` frames past its end are loud too
-    (it stopped in a dip of continuous audio, or at the reach, not at a quiet edge). With no speech-level frame, the old edge search on ``loud``."""
+    (it stopped in a dip of continuous audio, or at the reach, not at a quiet edge); ``stop``,
+    the neighbouring span's edge, bounds that look (a walk that reached the neighbour is
+    ``keep_pauses``'s to judge). With no speech-level frame, the old edge search on ``loud``."""
     seed = _outermost(speech, i, lo, inner, outward, bridge, inner_only=True) if outward < 0 \
         else _outermost(speech, i, inner, hi, outward, bridge, inner_only=True)
     if seed is None:
@@ -325,8 +327,8 @@ def _edge(loud: np.ndarray, speech: np.ndarray, i: int, lo: int, hi: int, inner:
     walk = _outermost(loud, seed, lo, hi, outward, bridge)
     firm = _outermost(speech, seed, lo, hi, outward, bridge)
     # beyond a real edge is quiet; beyond a dip in murmur or hum, or the reach limit, is more
-    beyond = loud[max(0, walk - 2 * bridge): walk] if outward < 0 \
-        else loud[walk + 1: walk + 2 * bridge + 1]
+    beyond = loud[max(stop, walk - 2 * bridge): walk] if outward < 0 \
+        else loud[walk + 1: min(stop, walk + 2 * bridge) + 1]
     if abs(walk - firm) > weak_max or (len(beyond) and beyond.mean() >= BEYOND_LOUD_SHARE):
         return firm
     return walk
