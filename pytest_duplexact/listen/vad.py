@@ -6,12 +6,17 @@ seconds from its first sample. Four steps, split so each can be measured and tes
 1. ``speech_probabilities``: silero-vad 6.2.3 (weights ship inside its wheel, loaded once per
    process, lazily; run through ONNX Runtime or TorchScript, ``vad_network``) gives one speech
    probability per 32 ms frame of 16 kHz audio.
-2. ``spans_from_probabilities``: silero's own hysteresis turns them into spans (pure).
+2. ``spans_from_probabilities``: silero's own hysteresis turns them into spans (pure);
+   ``split_quiet`` cuts out of them the stretches of 0.3 s or more 20 dB under the span's
+   speech level (silero is level-blind: it runs on over breath, murmur and hum).
 3. ``refine_edges``: each edge is moved to where the energy envelope says speech starts or
-   stops, at most ``refine_onset_ms`` / ``refine_offset_ms`` away (pure). Silero quantises
+   stops, at most ``refine_onset_ms`` / ``refine_offset_ms`` outward (pure). Silero quantises
    edges to 32 ms frames, misses unvoiced onsets and holds on ~50-150 ms after speech.
+   Every level is relative to the speech around the span (``speech_level``), not the track:
+   breath, murmur, hum, decaying tails and a click before the speech are not speech, and a
+   pause silero kept closes only over speech-level audio (``keep_pauses``).
 4. ``attach_islands``: a word silero scored below threshold right next to a span (a short
-   interjection before a pause) is added as a span of its own (pure).
+   interjection before a pause), at speech level, is added as a span of its own (pure).
 5. ``is_tone``: a span that is a tone (a sine, a beep, a siren: in most of its frames nearly
    all the energy within +-62 Hz of one frequency) is dropped: tones are not speech. Silero
    alone scores some as speech (the first 0.35 s of a 220 Hz sine, a tone amplitude-modulated
