@@ -42,7 +42,7 @@ def _max_envelope_db(x: np.ndarray) -> float:
     return float(vad.energy_envelope(x).max())
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(level=st.floats(-35, -15), below=st.floats(20, 40),
        kinds=st.lists(st.sampled_from(["breath", "murmur", "tail", "hum"]), min_size=1,
                       max_size=3),
@@ -60,7 +60,7 @@ def test_a_kept_pause_is_never_closed_across_audio_20_db_below_the_speech(
     amp = 10 ** (level / 20)
     parts, high, pauses, pos = [np.zeros(int(0.4 * SR))], [], [], int(0.4 * SR)
     for k in range(len(gaps) + 1):
-        n = int(rng.uniform(0.4, 1.2) * SR)
+        n = int(rng.uniform(0.4, 0.8) * SR)
         parts.append(rng.standard_normal(n) * amp)
         high.append((pos, pos + n))
         pos += n
