@@ -370,9 +370,9 @@ def split_quiet(x: np.ndarray, spans: list[tuple[int, int]],
     envelope stays ``SPEECH_BELOW_LEVEL_DB`` or more under the span's ``speech_level``, keep
     a piece so cut out only when it comes within ``ISLAND_BELOW_LEVEL_DB`` of that level (as
     a word silero missed must), and drop a span that is ``SPEECH_BELOW_LEVEL_DB`` under the
-    loudest span within ``NEIGHBOUR_S`` (a distractor 15 dB down stays speech): silero is level-blind and runs on over breath,
-    murmur and hum between phrases, or scores them as speech on their own. Refinement then
-    places the edges of what is kept."""
+    loudest span within ``NEIGHBOUR_S`` (a distractor 15 dB down stays speech): silero is
+    level-blind and runs on over breath, murmur and hum between phrases, or scores them as
+    speech on their own. Refinement then places the edges of what is kept."""
     if not spans:
         return list(spans)
     env = _envelope(x, envs)
@@ -479,8 +479,8 @@ def extend_in_noise(x: np.ndarray, spans: list[tuple[int, int]],
 # A word silero missed: a loud island (bridged like an edge) of at least ISLAND_MIN_MS, whose
 # 75th-percentile level is within ISLAND_BELOW_LEVEL_DB of its neighbour's speech level (a
 # word, not a breath, murmur or a click; a percentile, so the neighbour's own onset bleeding
-# into the island's first 8 ms windows does not lift it), and where silero gave some frame at least ISLAND_MIN_PROB (it
-# heard something voice-like).
+# into the island's first 8 ms windows does not lift it), and where silero gave some frame
+# at least ISLAND_MIN_PROB (it heard something voice-like).
 ISLAND_MIN_MS = 60
 ISLAND_BELOW_LEVEL_DB = 15.0
 ISLAND_MIN_PROB = 0.15
