@@ -211,11 +211,12 @@ BRIDGE_MS = 60
 # were 150-250 ms late, beyond the 200 ms reach, and stayed there (offset p95 215 -> 53 ms).
 NOISY_REACH = 2
 # Local speech level: a span's LEVEL_PERCENTILE-th percentile 8 ms envelope level (its loud
-# syllables; a click does not move it); for cutting silero's spans, of its loudest second. Audio SPEECH_BELOW_LEVEL_DB or more under the adjacent
-# span's level is not speech on its own: breath, murmur, hum and decaying tails sit 20-30 dB
-# down on real model output. Quieter audio (a fricative, a release burst, a decay) still
-# extends an edge when it hangs on speech-level audio for at most WEAK_MAX_MS; a longer quiet
-# stretch is something else, and the edge stays on the speech.
+# syllables; a click does not move it); for cutting silero's spans, of its loudest second.
+# Audio SPEECH_BELOW_LEVEL_DB or more under the adjacent span's level is not speech on its
+# own: breath, murmur, hum and decaying tails sit 20-30 dB down on real model output. Quieter
+# audio (a fricative, a release burst, a decay) still extends an edge when it hangs on
+# speech-level audio for at most WEAK_MAX_MS; a longer quiet stretch is something else, and
+# the edge stays on the speech.
 LEVEL_PERCENTILE = 90
 SPEECH_BELOW_LEVEL_DB = 20.0
 WEAK_MAX_MS = 160

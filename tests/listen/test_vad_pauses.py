@@ -32,7 +32,8 @@ def _quiet(kind: str, n: int, rng) -> np.ndarray:
     if kind == "breath":
         return rng.standard_normal(n) * np.hanning(n)
     if kind == "murmur":  # noise at a syllable rate
-        return rng.standard_normal(n) * (0.3 + np.abs(np.sin(2 * np.pi * 4 * t + rng.uniform(0, 6))))
+        phase = rng.uniform(0, 6)
+        return rng.standard_normal(n) * (0.3 + np.abs(np.sin(2 * np.pi * 4 * t + phase)))
     if kind == "tail":  # a decaying tail from the speech before it, RT60 0.2-0.6 s
         return rng.standard_normal(n) * np.exp(-6.9 * t / rng.uniform(0.2, 0.6))
     return sum(np.sin(2 * np.pi * 50 * k * t) / k for k in range(1, 6))  # hum
