@@ -1,0 +1,150 @@
+"""Borderline verdicts in the report: counted per action, kept by outcome.json's round trip
+and its checks, shown by every view, marked on the flips, and set aside by the baseline gate
+when asked (--duplexact-baseline-ignore-borderline)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+from pytest_duplexact.data.results import InstanceOutcome, outcome_problem
+from pytest_duplexact.report import baseline
+from pytest_duplexact.report.aggregate import Counts, aggregate
+from pytest_duplexact.report.compare import main as compare_main
+from pytest_duplexact.report.html import render as render_html
+from pytest_duplexact.report.markdown import render as render_markdown
+from pytest_duplexact.report.terminal import render as render_terminal
+from tests.report.helpers import outcomes_for, report
+
+FLIP = {"edge": "onset", "at": 5.45, "shift": 0.1, "segment": 0, "verdict": "failure"}
+
+
+def borderline(o: InstanceOutcome, flips=(FLIP,)) -> InstanceOutcome:
+    return dataclasses.replace(o, immediate=dataclasses.replace(o.immediate,
+                                                                borderline=tuple(flips)))
+
+
+def take_turn(n: int, successes: int, marked: int) -> list[InstanceOutcome]:
+    """``n`` take_turn.delayed outcomes, the first ``marked`` borderline, the rest not."""
+    outs = outcomes_for("take_turn.delayed", n, successes)
+    return [borderline(o) if k < marked else borderline(o, ()) for k, o in enumerate(outs)]
+
+
+def test_counts_count_borderline_verdicts_and_an_older_report_reads_0():
+    agg = aggregate(take_turn(24, 20, 7) + outcomes_for("wait.inter_sentential_pause", 3, 3))
+    assert agg.actions["take_turn"].counts.borderline_I == 7
+    assert agg.actions["wait"].counts.borderline_I == 0
+    old = {k: v for k, v in agg.total.to_dict().items() if k != "borderline_I"}
+    assert Counts.from_dict(old).borderline_I == 0
+
+
+def test_outcome_round_trip_keeps_borderline_and_older_outcomes_load():
+    o = take_turn(1, 1, 1)[0]
+    d = json.loads(json.dumps(o.to_dict()))
+    assert d["immediate"]["borderline"] == [FLIP] and outcome_problem(d) is None
+    assert InstanceOutcome.from_dict(d) == o
+    old = outcomes_for("take_turn.delayed", 1, 1)[0].to_dict()
+    assert "borderline" not in old["immediate"]  # never computed: keeps the old bytes
+    assert InstanceOutcome.from_dict(old).immediate.borderline is None
+
+
+def test_a_malformed_borderline_entry_is_refused_by_field():
+    d = take_turn(1, 1, 1)[0].to_dict()
+    for bad in ("yes", [{"edge": "onset"}], [{**FLIP, "at": float("nan")}],
+                [{**FLIP, "verdict": "maybe"}], [{**FLIP, "segment": True}]):
+        d["immediate"]["borderline"] = bad
+        assert "immediate.borderline" in outcome_problem(d)
+
+
+def test_every_view_gives_the_count_per_action_and_marks_failed_borderline_instances():
+    rep = report(take_turn(24, 20, 7) + outcomes_for("wait.inter_sentential_pause", 3, 3))
+    line = next(x for x in render_terminal(rep) if x.startswith("Borderline I verdicts"))
+    assert line.endswith("wait 0 of 3, take_turn 7 of 24")
+    md = render_markdown(rep)
+    assert "take_turn 7 of 24" in md
+    assert "onset at 5.45 s moved" not in md  # no borderline failure
+    page = render_html(rep, audio="none")
+    assert 'id="borderline"' in page and "take_turn 7 of 24" in page
+    assert page.count("onset at 5.45 s moved +0.10 s") == 7
+
+
+def test_a_failed_borderline_instance_shows_what_would_flip_it():
+    rep = report(take_turn(3, 0, 1))
+    assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(rep)
+    page = render_html(rep, audio="none")
+    assert 'class="warn borderline"' in page
+
+
+def test_a_report_from_before_borderline_verdicts_shows_no_count():
+    rep = report(outcomes_for("take_turn.delayed", 3, 3))
+    for counts in [rep["summary"]["total"]] + [a["counts"]
+                                               for a in rep["summary"]["actions"].values()]:
+        counts.pop("borderline_I")
+    assert not any(x.startswith("Borderline") for x in render_terminal(rep))
+    assert "before borderline verdicts" in render_html(rep, audio="none")
+
+
+def runs(marked: int):
+    """12 take_turn.delayed instances: all succeed in the baseline, all fail now; the first
+    ``marked`` of them borderline in this run."""
+    base = report(take_turn(12, 12, 0))
+    now = report(take_turn(12, 0, marked))
+    return base, now
+
+
+def test_the_gate_fails_on_borderline_flips_unless_told_to_ignore_them():
+    base, now = runs(12)
+    section = baseline.compare(now, base)
+    assert not section["passed"] and "take_turn.I" in section["drops"]
+    assert all(f["borderline"] == ["current"] and "ignored" not in f
+               for f in section["flips"])
+    assert "[borderline in this run]" in baseline.flip_line(section["flips"][0])
+    assert "12 borderline" in "\n".join(baseline.render_lines(section))
+
+    ignoring = baseline.compare(now, base, ignore_borderline=True)
+    assert ignoring["passed"] and ignoring["ignore_borderline"] is True
+    assert all(f["ignored"] for f in ignoring["flips"])
+    assert {s["target"] for s in ignoring["not_compared"]} >= {"take_turn.I",
+                                                              "take_turn.delayed.I"}
+    assert "set aside by the gate" in "\n".join(baseline.render_lines(ignoring))
+
+
+def test_ignoring_borderline_flips_still_fails_on_the_others():
+    base, now = runs(0)
+    section = baseline.compare(now, base, ignore_borderline=True)
+    assert not section["passed"]
+    row = next(r for r in section["comparisons"] if r["target"] == "take_turn.I")
+    assert row["borderline_ignored"] == 0 and row["pairs"] == 12
+
+
+def test_duplexact_compare_ignores_borderline_flips_when_told(tmp_path, capsys):
+    base, now = runs(12)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(base))
+    b.write_text(json.dumps(now))
+    assert compare_main(SimpleNamespace(a=str(a), b=str(b))) == 1
+    assert "Flips (12; 12 borderline)" in capsys.readouterr().out
+    assert compare_main(SimpleNamespace(a=str(a), b=str(b), ignore_borderline=True)) == 0
+    assert "set aside by the gate" in capsys.readouterr().out
+
+
+def test_merge_carries_borderline_flips_and_counts(tmp_path):
+    from pytest_duplexact.report.merge import merge
+    from pytest_duplexact.run.selection import shard_of
+    from tests.report.helpers import settings
+
+    outs = take_turn(12, 6, 5)
+    full = report(outs)
+    paths = []
+    for k in (1, 2):
+        part = [o for o in outs if shard_of(o.id, 2) == k]
+        rep = report(part, selection=dict(settings()["selection"], shard=f"{k}/2"))
+        p = tmp_path / f"shard{k}" / "report.json"
+        p.parent.mkdir()
+        p.write_text(json.dumps(rep))
+        paths.append(p)
+    merged = merge(paths)
+    assert merged["summary"]["actions"]["take_turn"]["counts"]["borderline_I"] == 5
+    by_id = {i["id"]: i["immediate"].get("borderline") for i in merged["instances"]}
+    assert by_id == {i["id"]: i["immediate"]["borderline"] for i in full["instances"]}
