@@ -24,13 +24,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import ROOT  # noqa: F401 (puts the checkout on sys.path: tests.realaudio)
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from pytest_duplexact.listen.transcribe import get_transcriber  # noqa: E402
-from tests.realaudio.support import (  # noqa: E402
+from pytest_duplexact.data.results import flip_text
+from pytest_duplexact.listen.transcribe import get_transcriber
+from tests.realaudio.support import (
     REALAUDIO_ENV,
     SOURCES,
     measure,
@@ -88,7 +86,9 @@ def main(argv=None) -> int:
                 compared += 1
                 agree += ours == pub
             mark = ("agree" if ours == pub else "DIFFER") if ok else "not compared"
-            cells.append(f"{c.key} {ours}/{pub} ({mark})")
+            flips = m.borderline.get(c.key) or ()
+            border = f", borderline: {flip_text(flips[0])}" if flips else ""
+            cells.append(f"{c.key} {ours}/{pub} ({mark}{border})")
         table.append((m.name, m.onset.lead_in(), _s(m.onset.first_loud), _s(m.our_onset),
                       "-" if err is None else f"{err:+.0f}", _s(m.published_onset),
                       ", ".join(f"{w.text!r}@{w.start:.2f}" for w in m.over_silence) or "none",
@@ -101,7 +101,9 @@ def main(argv=None) -> int:
                                                 for w in m.over_silence],
                      "closed_pauses": [[p.start, p.end] for p in m.closed],
                      "verdicts": [{"check": c.key, "ours": o, "published": p,
-                                   "compared": m.comparable(c)} for c, o, p in m.verdicts],
+                                   "compared": m.comparable(c),
+                                   "borderline": list(m.borderline.get(c.key) or ())}
+                                  for c, o, p in m.verdicts],
                      "segments": m.segments, "cpu_s": round(cpu, 2)})
     for r in table:
         print(" | ".join(r))

@@ -26,6 +26,7 @@ class ActionRow:
     timed: bool  # the action has a timing diagnostic (taxonomy.TIMING_DIAGNOSTIC)
     n: int
     notes: str  # what kept instances out of the rates (why_no_rate)
+    borderline: int | None = None  # borderline I verdicts; None: the report predates them
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def action_rows(report: Report | dict) -> list[ActionRow]:
         timed = action in taxonomy.TIMING_DIAGNOSTIC
         rows.append(ActionRow(action, taxonomy.ACTION_LABELS[action], rate_of(c, "I"),
                               rate_of(c, "S"), summary.timing(action) if timed else None, timed,
-                              c["n"], why_no_rate(c)))
+                              c["n"], why_no_rate(c), c.get("borderline_I")))
     return rows
 
 
@@ -117,16 +118,10 @@ BORDERLINE_WHAT = (f"an edge moved \u00b1{taxonomy.BORDERLINE_EDGE_S:.2f} s or o
 def borderline_counts(report: Report | dict) -> list[tuple[str, int, int]] | None:
     """(action, borderline I verdicts, counted I verdicts) per action that ran; None for a
     report from before borderline verdicts (its counts have no ``borderline_I``)."""
-    summary = as_report(report).summary
-    out = []
-    for action in taxonomy.ACTIONS:
-        c = summary.counts(action)
-        if c is None:
-            continue
-        if "borderline_I" not in c:
-            return None
-        out.append((action, c["borderline_I"], c["n_I"]))
-    return out
+    rows = action_rows(report)
+    if any(r.borderline is None for r in rows):
+        return None
+    return [(r.action, r.borderline, r.I.n) for r in rows]
 
 
 def borderline_line(report: Report | dict) -> str | None:

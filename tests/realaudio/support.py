@@ -23,7 +23,7 @@ Per output it measures:
   (the published timings' own errors);
 - **verdicts**: the task read as DuplexAct instances (take_turn after the user's turn or the
   interruption, wait through the pause), scored by the same rules on our timeline and on a
-  timeline made of the published words.
+  timeline made of the published words, ours with its borderline flips (rules/borderline.py).
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_duplexact.data.annotations import Annotations
+from pytest_duplexact.data.annotations import Annotations, Instance
 from pytest_duplexact.data.recording_io import load_recording
+from pytest_duplexact.data.results import ImmediateResult
 from pytest_duplexact.data.timeline import Segment, Span, Timeline, Word
 from pytest_duplexact.listen.segmentation import MERGE_GAP_S, build_timeline, join_words
-from pytest_duplexact.rules import take_turn, wait
+from pytest_duplexact.rules import scoring, take_turn, wait
 
 REALAUDIO_ENV = "DUPLEXACT_REALAUDIO_DIR"
 # the repositories whose published outputs the harness reads, and where they lie in each
@@ -220,9 +221,15 @@ class Check:
         action, condition = self.key.split(".")
         return {"take_turn": take_turn, "wait": wait}[action], condition
 
+    def result(self, tl: Timeline) -> ImmediateResult:
+        """The immediate result as a run scores it (its borderline flips included)."""
+        action, condition = self.key.split(".")
+        inst = Instance(f"realaudio-{self.key}", action, condition, "unspecified", "real",
+                        self.ann, {}, {})
+        return scoring.score(inst, tl).immediate
+
     def verdict(self, tl: Timeline) -> str:
-        rule, condition = self._rule()
-        return rule.immediate(self.ann, tl, condition).verdict.value
+        return self.result(tl).verdict.value
 
     def window(self) -> tuple[float, float]:
         rule, condition = self._rule()
@@ -268,6 +275,7 @@ class Measured:
     closed: list[Span]
     # (check, ours, published) per verdict
     verdicts: list[tuple["Check", str, str]] = field(default_factory=list)
+    borderline: dict[str, tuple[dict, ...]] = field(default_factory=dict)  # ours, by check
     segments: int = 0
 
     @property
@@ -294,5 +302,7 @@ def measure(folder: Path, transcriber) -> Measured:
                  words[0].start if words else None, words_over_silence(words, x, sr),
                  closed_pauses(x, sr, tl.speech_spans), segments=len(tl.segments))
     for c in checks(folder, rec.duration):
-        m.verdicts.append((c, c.verdict(tl), c.verdict(pub)))
+        ours = c.result(tl)
+        m.verdicts.append((c, ours.verdict.value, c.verdict(pub)))
+        m.borderline[c.key] = ours.borderline or ()
     return m

@@ -148,3 +148,25 @@ def test_merge_carries_borderline_flips_and_counts(tmp_path):
     assert merged["summary"]["actions"]["take_turn"]["counts"]["borderline_I"] == 5
     by_id = {i["id"]: i["immediate"].get("borderline") for i in merged["instances"]}
     assert by_id == {i["id"]: i["immediate"]["borderline"] for i in full["instances"]}
+
+
+def test_the_plugin_option_reaches_the_gate(tmp_path):
+    """--duplexact-baseline-ignore-borderline is read into the RunConfig, and the report's
+    builder (the plugin's and merge's) hands it to the gate."""
+    from pytest_duplexact.pytest_plugin.config import RunConfig
+    from pytest_duplexact.report.builder import build
+    from pytest_duplexact.run.settings import RunSettings
+    from tests.plugin.test_run_config import _Config
+    from tests.report.helpers import settings
+
+    assert RunConfig.from_pytest(_Config(
+        tmp_path, baseline_ignore_borderline=True)).baseline_ignore_borderline is True
+    assert RunConfig().baseline_ignore_borderline is False
+    base, _ = runs(12)
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(base))
+    stored = RunSettings.from_dict(settings())
+    for ignore, passed in ((False, False), (True, True)):
+        rep = build(take_turn(12, 0, 12), stored, "toy", baseline=str(path),
+                    baseline_ignore_borderline=ignore)
+        assert rep.baseline["passed"] is passed
