@@ -170,3 +170,18 @@ def test_the_plugin_option_reaches_the_gate(tmp_path):
         rep = build(take_turn(12, 0, 12), stored, "toy", baseline=str(path),
                     baseline_ignore_borderline=ignore)
         assert rep.baseline["passed"] is passed
+
+
+def test_a_failed_instances_message_says_what_would_flip_it(tmp_path):
+    from pytest_duplexact.report.explain import explain
+
+    o = borderline(take_turn(1, 0, 0)[0], ({**FLIP, "at": 5.55, "shift": -0.1,
+                                            "verdict": "success"},))
+    folder = tmp_path / o.recording
+    folder.mkdir(parents=True)
+    (folder / "timeline.json").write_text(json.dumps(
+        {"duration": 10.0, "segments": [{"start": 5.55, "end": 7.0, "text": "a b c d e"}],
+         "speech": [[5.55, 7.0]], "cue": None, "user": [[0.0, 5.0]]}))
+    text = explain(o, tmp_path)
+    assert "borderline I: onset at 5.55 s moved -0.10 s -> success" in text
+    assert "borderline" not in explain(borderline(o, ()), tmp_path)
