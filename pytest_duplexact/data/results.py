@@ -33,7 +33,9 @@ class ImmediateResult:
     onset: float | None = None  # the qualifying onset, or the one a failure's reason names
     evidence: dict[str, Any] = field(default_factory=dict)
     # the perturbations that flip a counted verdict (rules/borderline.py; ``flip_text``):
-    # () when none does, None when not computed (an uncounted verdict, an older outcome)
+    # () when none does, None when not computed (an uncounted verdict, an older outcome).
+    # Stored beside the stages, as the outcome's own "borderline" (InstanceOutcome.to_dict),
+    # so a release that predates it still reads the outcome.
     borderline: tuple[dict, ...] | None = None
 
     @property
@@ -47,10 +49,7 @@ class ImmediateResult:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["verdict"] = self.verdict.value
-        if self.borderline is None:  # outcomes without it keep their bytes
-            del d["borderline"]
-        else:
-            d["borderline"] = [dict(f) for f in self.borderline]
+        del d["borderline"]  # the outcome's own key (InstanceOutcome.to_dict)
         return d
 
 
@@ -145,6 +144,10 @@ class InstanceOutcome:
             **({"corpus": self.corpus} if self.corpus is not None else {}),
             # only for wall-clock trials, so stepped runs keep their bytes
             **({"clock": dict(self.clock)} if self.clock is not None else {}),
+            # only where computed (a counted immediate verdict)
+            **({"borderline": [dict(f) for f in self.immediate.borderline]}
+               if self.immediate is not None and self.immediate.borderline is not None
+               else {}),
         }
 
     @classmethod
@@ -156,8 +159,8 @@ class InstanceOutcome:
             x["verdict"] = Verdict(x["verdict"])
             if x.get("window") is not None:
                 x["window"] = tuple(x["window"])
-            if x.get("borderline") is not None:
-                x["borderline"] = tuple(dict(f) for f in x["borderline"])
+            if d.get("borderline") is not None:
+                x["borderline"] = tuple(dict(f) for f in d["borderline"])
             return ImmediateResult(**x)
 
         def sub(x):
@@ -245,11 +248,12 @@ def outcome_problem(d: Any) -> str | None:
         return f"'timing' is {d['timing']!r}, not a finite number"
     if d.get("clock") is not None and (problem := _clock_problem(d["clock"])):
         return problem
+    if d.get("borderline") is not None and not _flips_ok(d["borderline"]):
+        return f"'borderline' is {d['borderline']!r}, not a list of flips"
     def window_ok(w) -> bool:
         return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))
 
     return (_stage_problem(d.get("immediate"), "immediate",
-                           {"window": window_ok, "onset": finite_number,
-                            "borderline": _flips_ok})
+                           {"window": window_ok, "onset": finite_number})
             or _stage_problem(d.get("subsequent"), "subsequent",
                               {"judge": lambda j: isinstance(j, str)}))

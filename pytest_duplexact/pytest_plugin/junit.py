@@ -31,8 +31,8 @@ def flat_properties(outcome: dict) -> list[tuple[str, str]]:
     if imm.get("window") is not None:
         lo, hi = imm["window"]
         out.append((FLAT_PREFIX + "window", f"{_num(lo)}..{_num(hi)}"))
-    if imm.get("borderline") is not None:  # rules/borderline.py: what would flip I
-        out.append((FLAT_PREFIX + "borderline", str(bool(imm["borderline"])).lower()))
+    if outcome.get("borderline") is not None:  # rules/borderline.py: what would flip I
+        out.append((FLAT_PREFIX + "borderline", str(bool(outcome["borderline"])).lower()))
     if outcome.get("timing") is not None:
         out.append((FLAT_PREFIX + "timing", _num(outcome["timing"])))
     clock = outcome.get("clock")

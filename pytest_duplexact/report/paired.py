@@ -69,7 +69,7 @@ def borderline_in(cur: dict, base: dict, metric: str) -> list[str]:
     if metric != "I":
         return []
     return [which for which, d in (("baseline", base), ("current", cur))
-            if ((d.get("immediate") or {}).get("borderline"))]
+            if d.get("borderline")]
 
 
 def targets():

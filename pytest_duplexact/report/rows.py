@@ -138,8 +138,7 @@ def borderline_line(report: Report | dict) -> str | None:
 
 def borderline_flips(inst: dict) -> list[dict]:
     """An instance record's borderline flips (none for a verdict that is not borderline)."""
-    imm = inst.get("immediate") or {}
-    return list(imm.get("borderline") or [])
+    return list(inst.get("borderline") or [])
 
 
 def borderline_text(inst: dict, limit: int = 3) -> str:

@@ -42,10 +42,11 @@ def test_counts_count_borderline_verdicts_and_an_older_report_reads_0():
 def test_outcome_round_trip_keeps_borderline_and_older_outcomes_load():
     o = take_turn(1, 1, 1)[0]
     d = json.loads(json.dumps(o.to_dict()))
-    assert d["immediate"]["borderline"] == [FLIP] and outcome_problem(d) is None
+    assert d["borderline"] == [FLIP] and outcome_problem(d) is None
+    assert "borderline" not in d["immediate"]  # beside the stages: older readers read it
     assert InstanceOutcome.from_dict(d) == o
     old = outcomes_for("take_turn.delayed", 1, 1)[0].to_dict()
-    assert "borderline" not in old["immediate"]  # never computed: keeps the old bytes
+    assert "borderline" not in old  # never computed: keeps the old bytes
     assert InstanceOutcome.from_dict(old).immediate.borderline is None
 
 
@@ -53,8 +54,8 @@ def test_a_malformed_borderline_entry_is_refused_by_field():
     d = take_turn(1, 1, 1)[0].to_dict()
     for bad in ("yes", [{"edge": "onset"}], [{**FLIP, "at": float("nan")}],
                 [{**FLIP, "verdict": "maybe"}], [{**FLIP, "segment": True}]):
-        d["immediate"]["borderline"] = bad
-        assert "immediate.borderline" in outcome_problem(d)
+        d["borderline"] = bad
+        assert outcome_problem(d).startswith("'borderline' is")
 
 
 def test_every_view_gives_the_count_per_action_and_marks_failed_borderline_instances():
@@ -146,8 +147,8 @@ def test_merge_carries_borderline_flips_and_counts(tmp_path):
         paths.append(p)
     merged = merge(paths)
     assert merged["summary"]["actions"]["take_turn"]["counts"]["borderline_I"] == 5
-    by_id = {i["id"]: i["immediate"].get("borderline") for i in merged["instances"]}
-    assert by_id == {i["id"]: i["immediate"]["borderline"] for i in full["instances"]}
+    by_id = {i["id"]: i.get("borderline") for i in merged["instances"]}
+    assert by_id == {i["id"]: i["borderline"] for i in full["instances"]}
 
 
 def test_the_plugin_option_reaches_the_gate(tmp_path):

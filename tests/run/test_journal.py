@@ -325,10 +325,10 @@ def test_a_resumed_outcome_keeps_its_borderline_flips(tmp_path, instances):
     folder = h.instance_dir(inst)
     path = folder / journal.OUTCOME_FILE
     d = json.loads(path.read_text())
-    assert d["immediate"]["borderline"] == []
+    assert d["borderline"] == []
     flip = {"edge": "onset", "at": 1.0, "shift": 0.1, "segment": 0, "verdict": "success"}
-    d["immediate"]["borderline"] = [flip]
+    d["borderline"] = [flip]
     path.write_text(json.dumps(d))
     entry = journal.read_entry(folder, inst.id, FP)
     assert entry.status is Status.FINISHED
-    assert entry.outcome["immediate"]["borderline"] == [flip]
+    assert entry.outcome["borderline"] == [flip]
