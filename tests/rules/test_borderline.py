@@ -181,6 +181,24 @@ def test_hold_floor_is_borderline_exactly_when_delta_crosses_the_gap_limit(gap_m
     assert imm.is_borderline == expect, (gap_ms, imm.borderline)
 
 
+@settings(max_examples=150, deadline=None)
+@given(end_ms=instants((3000, 3000 - DELTA_MS, 3000 + DELTA_MS), 1500, 3900))
+def test_wait_is_borderline_exactly_when_delta_crosses_into_the_pause(end_ms):
+    """Speech ending at end_ms against the pause [3.0, 4.0]: touching its start is no
+    overlap, so the verdict flips exactly when a 100 ms move crosses that instant."""
+    inst = instance("wait", "inter_sentential_pause", user_start=0.0, user_end=6.0,
+                    pause_start=3.0, pause_end=4.0)
+    imm = score(inst, timeline(sub(1.0, end_ms / MS, 6), duration=20.0)).immediate
+
+    def overlaps(ms):
+        return ms > 3000
+
+    expect = overlaps(end_ms - DELTA_MS) != overlaps(end_ms) or \
+        overlaps(end_ms + DELTA_MS) != overlaps(end_ms)
+    assert imm.verdict.value == ("failure" if overlaps(end_ms) else "success")
+    assert imm.is_borderline == expect, (end_ms, imm.borderline)
+
+
 @settings(max_examples=100, deadline=None)
 @given(segs=segment_lists((3000, 4000, 2900, 4100), 0, 9000, max_words=6),
        action=st.sampled_from([("wait", "inter_sentential_pause"), ("take_turn", "delayed"),
