@@ -70,11 +70,14 @@ def test_every_view_gives_the_count_per_action_and_marks_failed_borderline_insta
     assert page.count("onset at 5.45 s moved +0.10 s") == 7
 
 
-def test_a_failed_borderline_instance_shows_what_would_flip_it():
+def test_a_failed_borderline_instance_shows_what_would_flip_it(tmp_path):
+    from pytest_duplexact.report.html import _failures_section
+    from pytest_duplexact.report.model import as_report
+
     rep = report(take_turn(3, 0, 1))
     assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(rep)
-    page = render_html(rep, audio="none")
-    assert 'class="warn borderline"' in page
+    section = _failures_section(as_report(rep), [], "none", tmp_path, 0)
+    assert section.count('class="warn borderline"') == 1
 
 
 def test_a_report_from_before_borderline_verdicts_shows_no_count():
@@ -83,7 +86,10 @@ def test_a_report_from_before_borderline_verdicts_shows_no_count():
                                                for a in rep["summary"]["actions"].values()]:
         counts.pop("borderline_I")
     assert not any(x.startswith("Borderline") for x in render_terminal(rep))
-    assert "before borderline verdicts" in render_html(rep, audio="none")
+    from pytest_duplexact.report.html import _borderline_section
+    from pytest_duplexact.report.model import as_report
+
+    assert "before borderline verdicts" in _borderline_section(as_report(rep))
 
 
 def runs(marked: int):
