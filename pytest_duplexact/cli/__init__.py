@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", metavar="PATH", help="compare with a stored report")
     p.add_argument("--baseline-alpha", type=float, default=0.05,
                    help="significance level of the regression comparison")
+    p.add_argument("--ignore-borderline", action="store_true",
+                   help="set aside flips whose immediate verdict was borderline in either run")
     _page_audio(p, "failed instances", "failures")
     p.add_argument("--recordings", action="append", metavar="RUN_DIR",
                    help="run directory holding the recordings (repeatable, for merged shards)")
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--html", metavar="PATH", help="write the comparison page")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance level (Holm) of a drop")
+    p.add_argument("--ignore-borderline", action="store_true",
+                   help="set aside flips whose immediate verdict was borderline in either run")
     _page_audio(p, "the flips", "flips")
 
     p = sub.add_parser("merge", help="combine shard reports into one")

@@ -32,15 +32,43 @@ class ImmediateResult:
     window: tuple[float, float] | None = None
     onset: float | None = None  # the qualifying onset, or the one a failure's reason names
     evidence: dict[str, Any] = field(default_factory=dict)
+    # the perturbations that flip a counted verdict (rules/borderline.py; ``flip_text``):
+    # () when none does, None when not computed (an uncounted verdict, an older outcome).
+    # Stored beside the stages, as the outcome's own "borderline" (InstanceOutcome.to_dict),
+    # so a release that predates it still reads the outcome.
+    borderline: tuple[dict, ...] | None = None
 
     @property
     def success(self) -> bool:
         return self.verdict is Verdict.SUCCESS
 
+    @property
+    def is_borderline(self) -> bool:
+        return bool(self.borderline)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["verdict"] = self.verdict.value
+        del d["borderline"]  # the outcome's own key (InstanceOutcome.to_dict)
         return d
+
+
+# A borderline flip's keys (rules/borderline.py): which edge ("onset", "offset", "edge" for
+# a raw VAD edge that is both, "words"), where (its time, s), the shift (s, or +-1 word), the
+# model segment's index in the timeline (None: a raw speech edge only), and the verdict the
+# perturbed timeline gets.
+FLIP_KEYS = ("edge", "at", "shift", "segment", "verdict")
+
+
+def flip_text(f: dict) -> str:
+    """``onset at 3.41 s moved -0.10 s -> failure``; ``segment 2 (3.41 s) read as 4 words
+    -> success``."""
+    if f.get("edge") == "words":
+        n = f.get("words")
+        said = f"{n + f['shift']} words instead of {n}" if isinstance(n, int) else \
+            f"{f['shift']:+d} word"
+        return f"segment {f.get('segment')} ({f['at']:.2f} s) read as {said} -> {f['verdict']}"
+    return f"{f['edge']} at {f['at']:.2f} s moved {f['shift']:+.2f} s -> {f['verdict']}"
 
 
 @dataclass(frozen=True)
@@ -116,6 +144,10 @@ class InstanceOutcome:
             **({"corpus": self.corpus} if self.corpus is not None else {}),
             # only for wall-clock trials, so stepped runs keep their bytes
             **({"clock": dict(self.clock)} if self.clock is not None else {}),
+            # only where computed (a counted immediate verdict)
+            **({"borderline": [dict(f) for f in self.immediate.borderline]}
+               if self.immediate is not None and self.immediate.borderline is not None
+               else {}),
         }
 
     @classmethod
@@ -127,6 +159,8 @@ class InstanceOutcome:
             x["verdict"] = Verdict(x["verdict"])
             if x.get("window") is not None:
                 x["window"] = tuple(x["window"])
+            if d.get("borderline") is not None:
+                x["borderline"] = tuple(dict(f) for f in d["borderline"])
             return ImmediateResult(**x)
 
         def sub(x):
@@ -181,6 +215,20 @@ def _clock_problem(c: Any) -> str | None:
     return None
 
 
+def _flips_ok(flips: Any) -> bool:
+    """A stored ``borderline`` list: objects with FLIP_KEYS of the right types."""
+    def ok(f) -> bool:
+        return (isinstance(f, dict) and isinstance(f.get("edge"), str)
+                and finite_number(f.get("at")) and finite_number(f.get("shift"))
+                and isinstance(f.get("verdict"), str) and f["verdict"] in _VERDICTS
+                and (f.get("segment") is None or (isinstance(f["segment"], int)
+                                                  and not isinstance(f["segment"], bool)))
+                and (f.get("words") is None or (isinstance(f["words"], int)
+                                                and not isinstance(f["words"], bool))))
+
+    return isinstance(flips, (list, tuple)) and all(map(ok, flips))
+
+
 def outcome_problem(d: Any) -> str | None:
     """Why a stored outcome (outcome.json, a report's instance) cannot be trusted, or None:
     every field of the right type, finite numbers, a known action and condition."""
@@ -200,6 +248,8 @@ def outcome_problem(d: Any) -> str | None:
         return f"'timing' is {d['timing']!r}, not a finite number"
     if d.get("clock") is not None and (problem := _clock_problem(d["clock"])):
         return problem
+    if d.get("borderline") is not None and not _flips_ok(d["borderline"]):
+        return f"'borderline' is {d['borderline']!r}, not a list of flips"
     def window_ok(w) -> bool:
         return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))
 

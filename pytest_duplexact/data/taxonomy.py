@@ -98,6 +98,14 @@ TIGHTEST_WINDOW_S = min(min(hi - lo for lo, hi in TAKE_TURN_WINDOWS.values()),
                         HOLD_FLOOR_MAX_GAP_S)
 TIMING_TOLERANCE_S = round(TIGHTEST_WINDOW_S / 5, 3)
 
+# Borderline verdicts (rules/borderline.py): an immediate verdict is borderline when moving
+# one timeline edge (an onset, an offset, a pause edge) by this much flips it. The figure is
+# the timeline's measured edge error where it holds its noise targets, rounded up: white noise
+# at -35 dBFS, onset / offset |error| max 62 / 118 ms, p95 31 / 36 ms, and -25 dBFS onset p95
+# 98 ms (docs/benchmarks.md, part 2b); on clean speech every edge is within 4 ms.
+# docs/timeline.md ("Borderline verdicts") states it and what lies past it.
+BORDERLINE_EDGE_S = 0.10
+
 # --- The actions: one record each, in the paper's Table 4 order ----------------------------
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class RunConfig:
     max_wall: str | None = None  # parsed by the budget, which an estimate-only run never builds
     storage: str | None = None
     baseline_alpha: float | None = 0.05
+    baseline_ignore_borderline: bool = False
     judge: str | None = None
     judge_base_url: str | None = None
     audio_judge: str | None = None
@@ -120,6 +121,7 @@ class RunConfig:
             autosave=get("autosave"), compare=get("compare"), prices=get("prices"),
             estimate=get("estimate"), max_cost=later["max-cost"], max_wall=get("max-wall"),
             storage=get("storage"), baseline_alpha=later["baseline-alpha"],
+            baseline_ignore_borderline=get("baseline-ignore-borderline"),
             judge=get("judge"), judge_base_url=get("judge-base-url"),
             audio_judge=get("audio-judge"), simulator=get("simulator"),
             simulator_model=get("simulator-model"), transcriber=get("transcriber"),

@@ -31,6 +31,8 @@ def flat_properties(outcome: dict) -> list[tuple[str, str]]:
     if imm.get("window") is not None:
         lo, hi = imm["window"]
         out.append((FLAT_PREFIX + "window", f"{_num(lo)}..{_num(hi)}"))
+    if outcome.get("borderline") is not None:  # rules/borderline.py: what would flip I
+        out.append((FLAT_PREFIX + "borderline", str(bool(outcome["borderline"])).lower()))
     if outcome.get("timing") is not None:
         out.append((FLAT_PREFIX + "timing", _num(outcome["timing"])))
     clock = outcome.get("clock")
@@ -69,6 +71,8 @@ def suite_properties(report) -> list[tuple[str, str]]:
                 r = rate_of(counts, metric)
                 if r.value is not None:
                     out.append((f"{FLAT_PREFIX}{name}.{metric}", _num(r.value)))
+            if counts.get("borderline_I") is not None and counts.get("n_I"):
+                out.append((f"{FLAT_PREFIX}{name}.borderline_I", str(counts["borderline_I"])))
         timing = summary.timing(action)
         if timing and timing.get("median") is not None:
             out.append((f"{FLAT_PREFIX}{action}.T", _num(timing["median"])))

@@ -106,6 +106,10 @@ OPTIONS: tuple[Opt, ...] = (
         ".duplexact under the invocation directory.", metavar="DIR"),
     Opt("baseline-alpha", "Significance level of the baseline gate (family-wise, "
         "Holm-adjusted one-sided tests).", default=0.05, kind="float", metavar="ALPHA"),
+    Opt("baseline-ignore-borderline", "The baseline gate (--duplexact-baseline, "
+        "--duplexact-compare) sets aside flips whose immediate verdict was borderline in "
+        "either run (an edge error or one word at the 3-word line would flip it; "
+        "docs/reports.md), so they alone never fail it.", kind="flag"),
     Opt("judge", "Text judge model for subsequent follow-through (e.g. gpt-5.4); default: "
         "none, S is reported as not judged.", metavar="MODEL"),
     Opt("judge-base-url", "OpenAI-compatible base URL for the judges (vLLM, a local server).",

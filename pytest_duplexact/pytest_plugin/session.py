@@ -577,7 +577,8 @@ class DuplexactSession:
                                     len(self._billed_ids)),
             budget=self.budget.to_dict() if self.budget is not None else None,
             baseline=baseline,
-            baseline_alpha=run.baseline_alpha if baseline else None)
+            baseline_alpha=run.baseline_alpha if baseline else None,
+            baseline_ignore_borderline=run.baseline_ignore_borderline)
         report, hook_failed = self._run_report_hook(report)
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties

@@ -39,6 +39,9 @@ def _tally(c: dict, stage: str, v: Verdict) -> None:
             c[_UNCOUNTED[v] + "_S"] = 1
 
 
+_LATER = ("_S", "borderline_I")  # counters a stored report may predate
+
+
 @dataclass(frozen=True)
 class Counts:
     """Instance counts of one group; the rates are derived, never stored."""
@@ -57,6 +60,9 @@ class Counts:
     not_judged_S: int = 0
     judge_errors_S: int = 0
     not_applicable_S: int = 0
+    # counted immediate verdicts an edge error or one word at the 3-word line would flip
+    # (rules/borderline.py); a report before it has no key, and its views show none
+    borderline_I: int = 0
 
     @property
     def I(self) -> float | None:  # noqa: E743 - the paper's name
@@ -80,6 +86,8 @@ class Counts:
                              "an error")
         c = dict(n=1)
         _tally(c, "I", imm.verdict)
+        if imm.verdict in _COUNTED and imm.is_borderline:
+            c["borderline_I"] = 1
         if imm.verdict is Verdict.SUCCESS:
             # an immediate success with no subsequent result was never judged
             _tally(c, "S", sub.verdict if sub is not None else Verdict.NOT_JUDGED)
@@ -90,8 +98,9 @@ class Counts:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Counts":
-        # a report written before the stage split has no *_S keys
-        return cls(**{f.name: int(d[f.name] if f.name in d or not f.name.endswith("_S")
+        # a report written before the stage split has no *_S keys, one before borderline
+        # verdicts no borderline_I
+        return cls(**{f.name: int(d[f.name] if f.name in d or not f.name.endswith(_LATER)
                                   else 0) for f in fields(cls)})
 
 

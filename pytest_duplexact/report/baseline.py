@@ -120,9 +120,11 @@ def _unpaired(current: Report, baseline: Report) -> tuple[list[dict], list[dict]
 
 
 def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFAULT_ALPHA,
-            path: str | None = None) -> dict:
+            path: str | None = None, ignore_borderline: bool = False) -> dict:
     """The report's ``baseline`` section: every comparison with its p-values, which dropped,
-    whether the run passes (no significant drop), and, paired, the flips."""
+    whether the run passes (no significant drop), and, paired, the flips.
+    ``ignore_borderline``: paired, flips whose I verdict was borderline in either run are set
+    aside (paired.compare), so they alone never fail the gate."""
     if not 0.0 < alpha < 1.0:
         raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
     current, baseline = as_report(current), as_report(baseline)  # parsed once
@@ -130,7 +132,7 @@ def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFA
     flips: list[dict] = []
     if why is None:
         try:
-            rows, skipped, flips = paired.compare(current, baseline)
+            rows, skipped, flips = paired.compare(current, baseline, ignore_borderline)
         except paired.PairingError as e:  # name the file, as every baseline error does
             raise BaselineError(f"{path}: {e}" if path else str(e)) from None
         pairing, method = "paired", paired.METHOD
@@ -155,6 +157,12 @@ def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFA
         "newly_measured": _newly_measured(current, baseline),
         "warnings": _warnings(current, baseline), "passed": not drops,
     }
+    if ignore_borderline:  # only when asked, so other sections keep their bytes
+        section["ignore_borderline"] = True
+        if pairing != "paired":
+            section["warnings"].append(
+                "borderline flips can be set aside only when both runs hold the same "
+                "instances (paired); this comparison counts them")
     section["message"] = summary_line(section)
     return section
 
@@ -272,10 +280,20 @@ def summary_line(section: dict) -> str:
             f"{against(section)} ({how})")
 
 
+def borderline_note(f: dict) -> str:
+    """`` [borderline in the baseline and this run; set aside]``, or nothing."""
+    runs = f.get("borderline") or []
+    if not runs:
+        return ""
+    where = " and ".join("the baseline" if r == "baseline" else "this run" for r in runs)
+    return f" [borderline in {where}{'; set aside' if f.get('ignored') else ''}]"
+
+
 def flip_line(f: dict) -> str:
-    """``take_turn.delayed-casual-01 I success->failure: <baseline reason> -> <this run's>``."""
+    """``take_turn.delayed-casual-01 I success->failure: <baseline reason> -> <this run's>``,
+    marked when the verdict was borderline in either run."""
     return (f"{f['id']} {f['metric']} {f['direction']}: was \"{f['baseline_reason']}\"; now "
-            f"\"{f['current_reason']}\"")
+            f"\"{f['current_reason']}\"{borderline_note(f)}")
 
 
 MAX_FLIP_LINES = 20  # the terminal lists this many flips; report.json and the HTML page all
@@ -290,7 +308,7 @@ def render_lines(section: dict) -> list[str]:
     if fl:
         worse = sum(f["direction"] == paired.WORSE for f in fl)
         out.append(f"  {len(fl)} flip(s): {worse} success->failure, {len(fl) - worse} "
-                   "failure->success")
+                   f"failure->success{borderline_count(section)}")
         out += [f"    {flip_line(f)}" for f in fl[:MAX_FLIP_LINES]]
         if len(fl) > MAX_FLIP_LINES:
             out.append(f"    ... and {len(fl) - MAX_FLIP_LINES} more (report.json, "
@@ -302,6 +320,15 @@ def render_lines(section: dict) -> list[str]:
     return out
 
 
+def borderline_count(section: dict) -> str:
+    """``; 3 borderline (set aside by the gate)`` for the flips line, or nothing."""
+    marked = sum(bool(f.get("borderline")) for f in section.get("flips") or [])
+    if not marked:
+        return ""
+    return f"; {marked} borderline" + (" (set aside by the gate)"
+                                       if section.get("ignore_borderline") else "")
+
+
 def check_option(path: str | None, alpha) -> None:
     """Fail before the run starts when the baseline cannot be used."""
     if path:
@@ -310,11 +337,12 @@ def check_option(path: str | None, alpha) -> None:
         raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
 
 
-def gate(report: Report | dict, path: str, alpha: float = DEFAULT_ALPHA) -> dict:
+def gate(report: Report | dict, path: str, alpha: float = DEFAULT_ALPHA,
+         ignore_borderline: bool = False) -> dict:
     """``compare`` against the report stored at ``path``; a baseline that cannot be read at
     the end of the run fails the gate and says why (never passes silently)."""
     try:
-        return compare(report, load(path), alpha, str(path))
+        return compare(report, load(path), alpha, str(path), ignore_borderline)
     except (BaselineError, KeyError, TypeError, ValueError, AttributeError) as e:
         # the file changed since the start, or a shape load does not know: the gate fails and
         # says why, and the run's own report is still written

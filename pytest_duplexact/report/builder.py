@@ -25,6 +25,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
           incomplete: Iterable[str] | None = None, estimate: Mapping | None = None,
           measured: Measured | None = None, budget: Mapping | None = None,
           baseline: str | None = None, baseline_alpha: float | None = None,
+          baseline_ignore_borderline: bool = False,
           shards: Sequence[Mapping] | None = None) -> Report:
     """The whole final report of a run (or of a merge of its shards).
 
@@ -34,7 +35,8 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
     the usage names judges; ``gates``: the parsed gates (report/gates.py), evaluated here;
     ``notes``: what makes the report incomplete; ``estimate`` with ``measured``: the plan
     before the run and what this invocation measured; ``budget``: the budget's state;
-    ``baseline``: the path of a stored report to gate against (report/baseline.py)."""
+    ``baseline``: the path of a stored report to gate against (report/baseline.py),
+    ``baseline_ignore_borderline``: its flips of borderline verdicts set aside."""
     from . import gates as gates_mod
 
     report = base(outcomes, settings, model, selected)
@@ -73,7 +75,8 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
         from .baseline import DEFAULT_ALPHA, gate
 
         alpha = DEFAULT_ALPHA if baseline_alpha is None else baseline_alpha
-        report = report.replace(baseline=gate(report, baseline, alpha))
+        report = report.replace(baseline=gate(report, baseline, alpha,
+                                              baseline_ignore_borderline))
     if shards is not None:
         report = report.replace(shards=tuple(shards))
     return report

@@ -36,8 +36,9 @@ def _render(args, stored: dict) -> int:
     if getattr(args, "baseline", None):
         alpha = getattr(args, "baseline_alpha", None) or baseline_mod.DEFAULT_ALPHA
         base = baseline_mod.load(args.baseline)  # a BaselineError: main says it, exit 2
-        report = report.replace(baseline=baseline_mod.compare(report, base, alpha,
-                                                              str(args.baseline)))
+        report = report.replace(baseline=baseline_mod.compare(
+            report, base, alpha, str(args.baseline),
+            bool(getattr(args, "ignore_borderline", False))))
         status = 0 if report.baseline["passed"] else 1
 
     from .terminal import render as render_terminal

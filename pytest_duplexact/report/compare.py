@@ -50,7 +50,7 @@ def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
             if s["target"] not in new]
     flips = section["flips"]
     if section["pairing"] == "paired":
-        out += ["", f"Flips ({len(flips)}):"]
+        out += ["", f"Flips ({len(flips)}{baseline_mod.borderline_count(section)}):"]
         out += [f"  {baseline_mod.flip_line(f)}" for f in flips] or ["  none"]
     return out
 
@@ -63,7 +63,8 @@ def main(args) -> int:
         # each parsed once; the comparison and both views read the typed reports
         a = as_report(read_report(args.a, REQUIRED, label="A: "))
         b = as_report(read_report(args.b, REQUIRED, label="B: "))
-        section = baseline_mod.compare(b, a, alpha, str(args.a))
+        section = baseline_mod.compare(b, a, alpha, str(args.a),
+                                       bool(getattr(args, "ignore_borderline", False)))
     except MALFORMED as e:  # a ReportFileError (BaselineError is one) or a hand-edited report
         return refuse("compare", e)
     for line in render_lines(section, a, b, str(args.a), str(args.b)):

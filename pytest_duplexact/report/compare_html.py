@@ -29,6 +29,7 @@ from .html import (
     instance_media,
 )
 from .model import Report, as_report
+from .rows import borderline_flips, borderline_text
 
 SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
             ".pair>div{min-width:0}.pair h4{margin:4px 0;font-size:13px}"
@@ -67,6 +68,9 @@ def _flip(f: dict, sides: dict, roots: dict, audio: str, embedded: bool,
         inst = by_id[f["id"]]
         parts.append(f'<div><h4>{side}: {_esc(model)}</h4>'
                      f'<p class="reason">{_esc(reason)}</p>')
+        if borderline_flips(inst):
+            parts.append(f'<p class="warn">borderline I: '
+                         f'{_esc(borderline_text(inst, limit=8))}</p>')
         folder = _instance_folder(inst, roots[side])
         if folder is None:
             parts.append('<p class="muted">recordings not found (looked next to the report '

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data.results import InstanceOutcome
+from ..data.results import InstanceOutcome, flip_text
 from ..run.rundir import TIMELINE_FILE, RunDir
 
 WIDTH = 72
@@ -52,5 +52,8 @@ def explain(outcome: InstanceOutcome, run_dir) -> str:
         return f"(no timeline at {folder / TIMELINE_FILE})"
     window = outcome.immediate.window if outcome.immediate else None
     rows = lanes(tl, window, [tuple(u) for u in tl.get("user", [])])
+    if outcome.immediate is not None and outcome.immediate.is_borderline:
+        rows.append("  borderline I: " + "; ".join(
+            flip_text(f) for f in outcome.immediate.borderline[:3]))
     rows.append(f"  recording: {Path(run_dir) / outcome.recording}")
     return "\n".join(rows)

@@ -25,6 +25,7 @@ from ..data import paper as paper_data
 from ..data import taxonomy
 from ..run.rundir import RunDir
 from . import markdown as md
+from . import rows as view_rows
 from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     actions_chart,
     conditions_chart,
@@ -45,7 +46,7 @@ DEFAULT_EMBED_LIMIT = 60
 # speech, and 5-10x faster to encode than Opus here.
 VORBIS_LEVEL = 0.8
 SECTIONS = ("summary", "actions", "conditions", "heatmap", "scenarios", "timings", "paper",
-            "baseline", "failures")
+            "baseline", "borderline", "failures")
 
 
 class HtmlError(ValueError):
@@ -386,6 +387,33 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
     return parts
 
 
+def _borderline_mark(inst: dict) -> str:
+    return (f'<p class="warn borderline"><b>borderline I</b>: '
+            f'{_esc(view_rows.borderline_text(inst, limit=8))}</p>')
+
+
+def _borderline_section(report: Report) -> str:
+    """The count per action, then every borderline instance with what would flip it (a
+    failed one links to its lanes and audio below)."""
+    line = view_rows.borderline_line(report)
+    if line is None:
+        return ('<p class="muted">This report was written before borderline verdicts were '
+                "computed.</p>")
+    marked = [i for i in report.instances if view_rows.borderline_flips(i)]
+    out = [f"<p>{_esc(line)}.</p>"]
+    table = []
+    for inst in marked:
+        iid = _esc(inst["id"])
+        name = f'<a href="#i-{iid}">{iid}</a>' if md.failed(inst) else iid
+        table.append([name, _esc(inst["immediate"]["verdict"]),
+                      _esc(view_rows.borderline_text(inst, limit=8))])
+    if table:
+        out.append("<table><tr><th>Instance</th><th>I</th><th>would flip with</th></tr>"
+                   + "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td></tr>"
+                             for a, b, c in table) + "</table>")
+    return "".join(out)
+
+
 def _failures_section(report: Report, roots: list[Path], audio: str, out_dir: Path,
                       embed_limit: int) -> str:
     bad = [i for i in report.instances if md.failed(i)]
@@ -415,6 +443,8 @@ def _failures_section(report: Report, roots: list[Path], audio: str, out_dir: Pa
             if r and not stage.startswith(label) and r.get("reason"):
                 parts.append(f'<p class="reason muted">{label} ({_esc(r["verdict"])}): '
                              f'{_esc(r["reason"])}</p>')
+        if view_rows.borderline_flips(inst):
+            parts.append(_borderline_mark(inst))
         if folder is None:
             missing += 1
             parts.append('<p class="muted">recordings not found (looked next to the report '
@@ -487,6 +517,8 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
     if report.baseline:
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'
                     f'{_baseline_section(report.baseline)}</section>')
+    body.append('<section id="borderline"><h2>Borderline verdicts</h2>'
+                + _borderline_section(report) + "</section>")
     body.append('<section id="failures"><h2>Failed instances</h2>'
                 + _failures_section(report, roots, audio, out_dir, embed_limit)
                 + "</section>")

@@ -11,6 +11,8 @@ from .judging import s_note
 from .model import Report, as_report
 from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_rate_value)
     action_rows,
+    borderline_line,
+    borderline_text,
     condition_rows,
     failed,
     failure_reason,
@@ -110,6 +112,8 @@ def render(report: Report | dict, failures: bool = True) -> str:
     note = s_note(report)
     mark = ["", f"> **S: {_esc(note)}**"] if note else []
     out += mark
+    if (line := borderline_line(report)) is not None:
+        out += ["", _esc(line) + "."]
 
     out += ["", "### Conditions (paper Table 16 cells)", ""]
     rows = [[r.action_label, r.label, fmt_rate(r.I), str(r.I.n), fmt_rate(r.S),
@@ -221,8 +225,8 @@ def _failures(report: Report) -> list[str]:
     rows = []
     for inst in bad[:MAX_LISTED_FAILURES]:
         stage, reason = failure_reason(inst)
-        rows.append([inst["id"], stage, reason])
-    out += _table(["Instance", "stage", "reason"], rows, "lll")
+        rows.append([inst["id"], stage, reason, borderline_text(inst)])
+    out += _table(["Instance", "stage", "reason", "borderline (would flip I)"], rows, "llll")
     if len(bad) > MAX_LISTED_FAILURES:
         out.append(f"\n... and {len(bad) - MAX_LISTED_FAILURES} more (the HTML view lists "
                    "every one).")

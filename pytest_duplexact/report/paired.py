@@ -63,6 +63,15 @@ def _verdicts(report: Report, which: str) -> dict[str, tuple[dict, dict[str, boo
     return out
 
 
+def borderline_in(cur: dict, base: dict, metric: str) -> list[str]:
+    """The runs ("baseline", "current") in which the instance's ``metric`` verdict was
+    borderline (rules/borderline.py; only I verdicts can be)."""
+    if metric != "I":
+        return []
+    return [which for which, d in (("baseline", base), ("current", cur))
+            if d.get("borderline")]
+
+
 def targets():
     """(action, condition or None) in taxonomy order, each action before its conditions."""
     for action in taxonomy.ACTIONS:
@@ -76,11 +85,14 @@ def _reason(d: dict, metric: str) -> str:
     return str(stage.get("reason") or d.get("error") or "")
 
 
-def compare(current: Report | dict,
-            baseline: Report | dict) -> tuple[list[dict], list[dict], list[dict]]:
+def compare(current: Report | dict, baseline: Report | dict, ignore_borderline: bool = False
+            ) -> tuple[list[dict], list[dict], list[dict]]:
     """(rows, not_compared, flips). A row per (action | action.condition, metric) with a
     pair: the paired rates, their difference with its interval, the discordant counts and
-    McNemar's exact p (unadjusted). Call only when ``unpairable`` is None."""
+    McNemar's exact p (unadjusted). ``ignore_borderline``: a flip whose I verdict was
+    borderline in either run is set aside (in no pair; the row's ``borderline_ignored``), so
+    flips the timeline's edge error could make alone fail nothing. Call only when
+    ``unpairable`` is None."""
     cur = _verdicts(as_report(current), "current")
     base = _verdicts(as_report(baseline), "baseline")
     rows, skipped = [], []
@@ -90,19 +102,26 @@ def compare(current: Report | dict,
         where = action if cond is None else f"{action}.{cond}"
         for metric in taxonomy.RATE_KINDS:
             table = {"both": 0, "worse": 0, "better": 0, "neither": 0}
-            only_cur = only_base = 0
+            only_cur = only_base = set_aside = 0
             for i in ids:
                 c, b = cur[i][1][metric], base[i][1][metric]
                 if c is None or b is None:
                     only_cur += c is not None
                     only_base += b is not None
                     continue
+                if ignore_borderline and c != b and borderline_in(cur[i][0], base[i][0],
+                                                                   metric):
+                    set_aside += 1
+                    continue
                 table["both" if b and c else "worse" if b else "better" if c
                       else "neither"] += 1
             n = sum(table.values())
             target = f"{where}.{metric}"
             if not n:
-                if only_base or only_cur:
+                if set_aside:
+                    skipped.append({"target": target, "why": (
+                        f"every pair is a borderline flip, set aside ({set_aside})")})
+                elif only_base or only_cur:
                     skipped.append({"target": target, "why": (
                         f"no instance measured in both runs (this run {only_cur}, the "
                         f"baseline {only_base})")})
@@ -116,13 +135,15 @@ def compare(current: Report | dict,
                 "delta": (table["better"] - table["worse"]) / n, "ci": [lo, hi],
                 "discordant": {"worse": table["worse"], "better": table["better"]},
                 "unpaired": only_cur + only_base, "test": TEST,
-                "p_value": mcnemar_exact(table["worse"], table["better"])})
-    return rows, skipped, flips(cur, base)
+                "p_value": mcnemar_exact(table["worse"], table["better"]),
+                **({"borderline_ignored": set_aside} if ignore_borderline else {})})
+    return rows, skipped, flips(cur, base, ignore_borderline)
 
 
-def flips(cur: dict, base: dict) -> list[dict]:
+def flips(cur: dict, base: dict, ignore_borderline: bool = False) -> list[dict]:
     """Every instance whose I or S verdict changed between the runs, in taxonomy order, with
-    both runs' reasons and recordings."""
+    both runs' reasons and recordings, the runs in which its verdict was borderline and
+    whether the gate set it aside for that."""
     order = {c.key: k for k, c in enumerate(taxonomy.CONDITIONS)}
     out = []
     for i, (d, now) in cur.items():
@@ -130,13 +151,16 @@ def flips(cur: dict, base: dict) -> list[dict]:
         for metric in taxonomy.RATE_KINDS:
             if now[metric] is None or was[metric] is None or now[metric] == was[metric]:
                 continue
+            marked = borderline_in(d, b, metric)
             out.append({"id": i, "action": d["action"], "condition": d["condition"],
                         "scenario": d.get("scenario"), "metric": metric,
                         "direction": WORSE if was[metric] else BETTER,
                         "baseline_reason": _reason(b, metric),
                         "current_reason": _reason(d, metric),
                         "recording": {"baseline": b.get("recording"),
-                                      "current": d.get("recording")}})
+                                      "current": d.get("recording")},
+                        "borderline": marked,
+                        **({"ignored": bool(marked)} if ignore_borderline else {})})
     out.sort(key=lambda f: (order.get(f"{f['action']}.{f['condition']}", len(order)),
                             f["metric"], f["id"]))
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..data import taxonomy
+from ..data.results import flip_text
 from . import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
 from . import why_no_rate
 from .aggregate import NA
@@ -25,6 +26,7 @@ class ActionRow:
     timed: bool  # the action has a timing diagnostic (taxonomy.TIMING_DIAGNOSTIC)
     n: int
     notes: str  # what kept instances out of the rates (why_no_rate)
+    borderline: int | None = None  # borderline I verdicts; None: the report predates them
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def action_rows(report: Report | dict) -> list[ActionRow]:
         timed = action in taxonomy.TIMING_DIAGNOSTIC
         rows.append(ActionRow(action, taxonomy.ACTION_LABELS[action], rate_of(c, "I"),
                               rate_of(c, "S"), summary.timing(action) if timed else None, timed,
-                              c["n"], why_no_rate(c)))
+                              c["n"], why_no_rate(c), c.get("borderline_I")))
     return rows
 
 
@@ -105,3 +107,42 @@ def failure_reason(inst: dict) -> tuple[str, str]:
             tag = label if r["verdict"] == "failure" else f"{label} (judge error)"
             return tag, r["reason"]
     return "", ""
+
+
+# --- borderline verdicts (rules/borderline.py) ------------------------------------------------
+
+BORDERLINE_WHAT = (f"an edge moved \u00b1{taxonomy.BORDERLINE_EDGE_S:.2f} s or one word more "
+                   "or fewer at the 3-word line flips them")
+
+
+def borderline_counts(report: Report | dict) -> list[tuple[str, int, int]] | None:
+    """(action, borderline I verdicts, counted I verdicts) per action that ran; None for a
+    report from before borderline verdicts (its counts have no ``borderline_I``)."""
+    rows = action_rows(report)
+    if any(r.borderline is None for r in rows):
+        return None
+    return [(r.action, r.borderline, r.I.n) for r in rows]
+
+
+def borderline_line(report: Report | dict) -> str | None:
+    """``Borderline I verdicts (...): take_turn 7 of 24, wait 0 of 12``; None when the report
+    does not know them."""
+    counts = borderline_counts(report)
+    if not counts:
+        return None
+    per = ", ".join(f"{a} {k} of {n}" for a, k, n in counts if n)
+    if not per:
+        return None
+    return f"Borderline I verdicts ({BORDERLINE_WHAT}): {per}"
+
+
+def borderline_flips(inst: dict) -> list[dict]:
+    """An instance record's borderline flips (none for a verdict that is not borderline)."""
+    return list(inst.get("borderline") or [])
+
+
+def borderline_text(inst: dict, limit: int = 3) -> str:
+    """What would flip the instance's I verdict, the first ``limit`` perturbations."""
+    flips = borderline_flips(inst)
+    more = f" (+{len(flips) - limit} more)" if len(flips) > limit else ""
+    return "; ".join(flip_text(f) for f in flips[:limit]) + more

@@ -6,7 +6,14 @@ from __future__ import annotations
 from ..data import taxonomy
 from .aggregate import NA
 from .model import Report, as_report
-from .rows import ConditionRow, action_rows, condition_rows, fmt_rate, fmt_timing
+from .rows import (
+    ConditionRow,
+    action_rows,
+    borderline_line,
+    condition_rows,
+    fmt_rate,
+    fmt_timing,
+)
 from .stats import Rate, rate_of
 
 WIDE_MARK = "~"
@@ -82,6 +89,8 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     mark = [f"S: {note}"] if note else []
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
     out += action_table(report) + mark
+    if (line := borderline_line(report)) is not None:
+        out.append(line)
     out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
     out += condition_table(report) + mark
     if report.summary.corpora:

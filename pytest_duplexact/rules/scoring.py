@@ -8,13 +8,13 @@ from the caller as a ``Judges`` object (judges.JudgePanel is one), so the rules 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol
 
 from ..data.annotations import Instance
 from ..data.results import ImmediateResult, SubsequentResult, Verdict
 from ..data.timeline import Segment, Timeline
-from . import RULES, Trial, base
+from . import RULES, Trial, base, borderline
 from .backchannel import Judgement
 
 
@@ -75,10 +75,14 @@ def subsequent(instance: Instance, tl: Timeline, immediate: ImmediateResult | No
 def score(instance: Instance, tl: Timeline, judges: Judges | None = None,
           audio_of: Callable[[Segment], Any] | None = None) -> Score:
     """``judges``: a ``Judges`` (judges.JudgePanel; default ``NoJudges()``, so judged stages
-    are NOT_JUDGED); ``audio_of``: a segment's samples, for the backchannel audio judge."""
+    are NOT_JUDGED); ``audio_of``: a segment's samples, for the backchannel audio judge. The
+    immediate result carries its borderline flips (borderline.py), the judges not asked
+    again."""
     judges = judges if judges is not None else NoJudges()
     rule, trial = RULES[instance.action], Trial(instance, tl, audio_of)
-    imm = rule.immediate(trial, judges)
+    recorder = borderline.Recorder(judges, tl)
+    imm = rule.immediate(trial, recorder)
+    imm = replace(imm, borderline=borderline.flips(rule, trial, imm, recorder.answers))
     if not imm.success:
         return Score(imm, None, None)
     return Score(imm, subsequent(instance, tl, imm, judges), rule.timing(trial, imm))

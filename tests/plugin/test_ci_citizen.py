@@ -161,6 +161,7 @@ def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
     assert rates["duplexact.model"] == "endpoint" and rates["duplexact.instances"] == "3"
     assert abs(float(rates["duplexact.take_turn.I"]) - 1 / 3) < 1e-3  # endpoint: delayed only
     assert "duplexact.take_turn.delayed.I" in rates
+    assert rates["duplexact.take_turn.borderline_I"] == "0"
     cases = suite.findall("testcase")
     assert len(cases) == 3
     for case in cases:
@@ -168,6 +169,7 @@ def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
         assert props["duplexact.action"] == "take_turn"
         assert props["duplexact.verdict_I"] in ("success", "failure")
         assert ".." in props["duplexact.window"]
+        assert props["duplexact.borderline"] == "false"
         assert props["duplexact.recording"].startswith("instances/")
         assert not any(v.startswith("{") for v in props.values())  # no Python reprs
 

@@ -242,7 +242,7 @@ def test_json_shape_is_plain_and_documented():
     assert set(stop["counts"]) == {"n", "n_I", "I_success", "I", "n_S", "S_success", "S",
                                    "excluded", "errors", "not_judged", "judge_errors",
                                    "not_applicable", "not_judged_S", "judge_errors_S",
-                                   "not_applicable_S"}
+                                   "not_applicable_S", "borderline_I"}
     assert set(stop["timing"]) == {"n", "median", "p25", "p75", "iqr"}
     assert d["total"]["n"] == 6 * len(taxonomy.CONDITIONS)
 

@@ -313,3 +313,22 @@ def test_an_error_that_cannot_be_journaled_still_reaches_the_report(tmp_path, in
     assert not list((tmp_path / "run").rglob("*.part"))
     assert journal.read_entry(h.instance_dir(instances[0]), instances[0].id,
                               FP).status is Status.NOT_FINISHED  # resume re-runs it
+
+
+def test_a_resumed_outcome_keeps_its_borderline_flips(tmp_path, instances):
+    """outcome.json carries the immediate verdict's borderline flips ([] when none), and the
+    journal gives them back as stored, so a resumed run reports them as the first did."""
+    inst = instances[0]
+    h = make_harness(tmp_path / "run")
+    out = h.run(inst)
+    assert out.immediate.verdict.counted and out.immediate.borderline == ()
+    folder = h.instance_dir(inst)
+    path = folder / journal.OUTCOME_FILE
+    d = json.loads(path.read_text())
+    assert d["borderline"] == []
+    flip = {"edge": "onset", "at": 1.0, "shift": 0.1, "segment": 0, "verdict": "success"}
+    d["borderline"] = [flip]
+    path.write_text(json.dumps(d))
+    entry = journal.read_entry(folder, inst.id, FP)
+    assert entry.status is Status.FINISHED
+    assert entry.outcome["borderline"] == [flip]
