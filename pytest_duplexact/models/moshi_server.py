@@ -52,6 +52,8 @@ from .model_options import (
     shown_url,
     tls_context,
 )
+from .paper_models import MOSHI_START as START_MOSHI
+from .paper_models import PERSONAPLEX_START as START_PERSONAPLEX
 from .streaming import (
     AudioDelta,
     Chunker,
@@ -71,8 +73,6 @@ FRAME = 480                 # the web client's Opus frame (encoderFrameSize 20 m
 MIMI_FRAME_S = 0.08         # one model step: the server's output comes one page per step
 HANDSHAKE, AUDIO, TEXT = 0, 1, 2
 SPHN_INSTALL = "pip install 'sphn>=0.2,<0.3'"
-START_MOSHI = "python -m moshi.server --host 0.0.0.0"
-START_PERSONAPLEX = 'SSL_DIR=$(mktemp -d); python -m moshi.server --ssl "$SSL_DIR"'
 MAX_MESSAGE = 1 << 20       # one Opus page or text piece is a few hundred bytes
 
 
