@@ -205,15 +205,15 @@ class MoshiServer:
 
     def refused(self) -> ModelError:
         """The server closed the connection before its handshake: what PersonaPlex does for
-        a voice prompt that is not in its folder (and for any seed, at 3428dfd), or for a
-        session without one."""
+        a voice prompt that is not in its folder, for a session without one, for any seed
+        (at 3428dfd), and for a failure of its own while it runs the prompts."""
         if self.voice_prompt is None:
             why = ("a PersonaPlex server needs voice_prompt=<a file in its --voice-prompt-dir, "
                    "e.g. NATF0.pt> (and text_prompt=...)")
         else:
-            why = (f"PersonaPlex refuses a voice_prompt it does not find: is "
-                   f"{self.voice_prompt!r} a file in the folder the server was started with "
-                   "(--voice-prompt-dir; the server's log names it)?")
+            why = (f"PersonaPlex does so when voice_prompt {self.voice_prompt!r} is not a file "
+                   "in the folder it was started with (--voice-prompt-dir; its log names the "
+                   "folder), or when running the prompts failed (its log says why)")
         if self.seed is not None:
             why += ("; PersonaPlex (NVIDIA/personaplex@3428dfd) fails every session given a "
                     "seed: drop the seed option")
