@@ -32,6 +32,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 RATE, FRAME = 24_000, 1_920
+MIMI_S = FRAME / RATE  # one Mimi frame: 80 ms
 HANDSHAKE, AUDIO, TEXT = b"\x00", b"\x01", b"\x02"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.moshi_server import (
     LABEL,
@@ -140,8 +141,10 @@ async def test_preflight_not_running_and_a_good_probe():
     assert "not running: nothing answers at ws://127.0.0.1:" in line
     async with FakeMoshiServer(handshake_delay_s=0.05) as srv:
         p = await asyncio.to_thread(probed, url=srv.url)
+        text, ready = await asyncio.to_thread(render, ["moshi-server"], {"url": srv.url})
     assert p.description.startswith("a moshi server: handshake after")
     assert p.max_sessions == 1
+    assert ready and "reachable: a moshi server: handshake after" in text  # duplexact models
 
 
 @pytest.fixture(scope="module")
