@@ -71,8 +71,8 @@ def codec(seconds: float = 10.0) -> dict:
 async def onsets(trials: int, tmp: Path) -> dict:
     from tests.fakes.moshi_server import MIMI_S, FakeMoshiServer, Script
     from tests.pipelines.helpers import cat, gap, tone
-    from tests.realtime.test_moshi_server import trial
     from tests.upstream.bridged import first_audio_s_of
+    from tests.upstream.duplex_checks import trial
 
     errs = []
     async with FakeMoshiServer(Script(text="sure I can help")) as srv:
@@ -104,7 +104,7 @@ asyncio.run(main())
 def cpu_per_session(n: int, seconds: float, tmp: Path) -> dict:
     """This process's CPU over ``n`` sessions streaming ``seconds`` of input at once."""
     from tests.pipelines.helpers import cat, gap, tone
-    from tests.realtime.test_moshi_server import trial
+    from tests.upstream.duplex_checks import trial
 
     fakes = subprocess.Popen([sys.executable, "-c", FAKES.format(root=str(ROOT), n=n)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

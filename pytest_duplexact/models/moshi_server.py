@@ -208,8 +208,9 @@ class MoshiServer:
         a voice prompt that is not in its folder, for a session without one, for any seed
         (at 3428dfd), and for a failure of its own while it runs the prompts."""
         if self.voice_prompt is None:
-            why = ("a PersonaPlex server needs voice_prompt=<a file in its --voice-prompt-dir, "
-                   "e.g. NATF0.pt> (and text_prompt=...)")
+            why = ("a PersonaPlex server does so without voice_prompt=<a file in its "
+                   "--voice-prompt-dir, e.g. NATF0.pt> (and text_prompt=...); Moshi's only "
+                   "when it stops")
         else:
             why = (f"PersonaPlex does so when voice_prompt {self.voice_prompt!r} is not a file "
                    "in the folder it was started with (--voice-prompt-dir; its log names the "
@@ -330,7 +331,15 @@ class MoshiServerSession:
             kind, payload = message[0], message[1:]
             now = time.monotonic()
             if kind == AUDIO:
-                pcm = self._reader.append_bytes(payload)
+                try:
+                    pcm = self._reader.append_bytes(payload)
+                except Exception as e:  # sphn's own error type varies between versions
+                    broken = f"{type(e).__name__}: {e}"
+                else:
+                    broken = None
+                if broken is not None:
+                    raise ModelError(f"{LABEL}: the server's Ogg/Opus stream does not decode "
+                                     f"({broken[:200]})")
                 if pcm.size:
                     self.usage["audio_out_s"] += pcm.size / SAMPLE_RATE
                     for ev in self._text.audio(np.asarray(pcm, dtype=np.float32), now):

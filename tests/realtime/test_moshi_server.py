@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.moshi_server import (
@@ -30,12 +30,10 @@ from pytest_duplexact.models.streaming import (
     TranscriptDelta,
     TransientModelError,
 )
-from pytest_duplexact.pipelines.direct import DirectReplay
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from tests.fakes.moshi_server import FakeMoshiServer, Script
 from tests.pipelines.helpers import cat, gap, spans, tone
 from tests.realtime.realtime_support import load_allowance
-from tests.support.builders import make_instance
+from tests.upstream.duplex_checks import trial
 
 pytest.importorskip("sphn")
 
@@ -202,7 +200,7 @@ async def test_personaplex_refusals_name_the_voice_prompt_dir_and_the_seed():
         line = await probe_line(url=srv.url, voice_prompt="NOPE.pt", text_prompt="be brief")
         assert "'NOPE.pt'" in line and "--voice-prompt-dir" in line
         line = await probe_line(url=srv.url)
-        assert "needs voice_prompt=" in line
+        assert "does so without voice_prompt=" in line
         line = await probe_line(url=srv.url, voice_prompt="NATF0.pt", seed="3")
         assert "drop the seed option" in line
         p = await asyncio.to_thread(probed, url=srv.url, voice_prompt="NATF0.pt")
@@ -239,6 +237,24 @@ async def test_a_second_session_waits_for_the_lock_and_is_bounded():
 
 
 @pytest.mark.asyncio
+async def test_an_undecodable_opus_stream_is_a_model_error():
+    from websockets.asyncio.server import serve
+
+    async def broken(ws):  # the handshake, then a page that is no Ogg page
+        await ws.send(b"\x00")
+        await ws.send(b"\x01OggS" + bytes(60))
+        await ws.wait_closed()
+
+    async with serve(broken, "127.0.0.1", 0) as s:
+        port = s.sockets[0].getsockname()[1]
+        session = await _instance_free_connect(resolve_model(LABEL, url=f"ws://127.0.0.1:{port}"))
+        with pytest.raises(ModelError, match="Ogg/Opus stream does not decode"):
+            async for _ in session.events():
+                pass
+        await session.close()
+
+
+@pytest.mark.asyncio
 async def test_a_server_gone_mid_run_is_unreachable():
     model = resolve_model(LABEL, url=f"ws://127.0.0.1:{free_port()}")
     with pytest.raises(ServerUnreachable, match="not running"):
@@ -246,18 +262,6 @@ async def test_a_server_gone_mid_run_is_unreachable():
 
 
 # --- at 1x: the framing, a take-turn, a barge-in -----------------------------------------------
-
-async def trial(model, tmp_path, clip, observation_s: float = 0.6):
-    instance = make_instance(tmp_path, "take_turn", "immediate", {"user": clip},
-                             {"user_start": 0.2})
-    duplex = await StreamingDuplex.open(model, SessionInfo(instance, seed=1))
-    try:
-        return await DirectReplay(observation_s=observation_s).run(duplex, instance)
-    except BaseException:
-        duplex._reader.cancel()
-        await duplex.session.close()
-        raise
-
 
 @pytest.mark.asyncio
 async def test_take_turn_end_to_end(tmp_path):
@@ -285,7 +289,7 @@ async def test_barge_in_the_fake_stops_on_overlap(tmp_path):
     script = Script(text="one two three four five six", word_frames=2)
     user = cat(gap(0.2), tone(0.3), gap(0.75), tone(0.3))  # speaks again over the reply
     async with FakeMoshiServer(script) as srv:
-        rec = await trial(resolve_model(LABEL, url=srv.url), tmp_path, user)
+        rec = await trial(resolve_model(LABEL, url=srv.url), tmp_path, user, observation_s=0.6)
     (s,) = srv.sessions
     assert s.stops, "the fake never heard the overlap"
     again = s.answers[1] * 0.08 if len(s.answers) > 1 else float("inf")  # its next turn

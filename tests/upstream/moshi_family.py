@@ -159,35 +159,29 @@ class Measured:
                 "onset_err_ms_max": round(errors[-1], 1) if errors else None}
 
 
+def record(model: str, ck: Checkout, measured: dict, notes: str) -> None:
+    """The harness table's row (support.record_row) from what the module's tests measured."""
+    support.record_row(model, ck, connects=True, audio=measured.get("audio"),
+                       text=measured.get("text"), barge_in_stop=None,
+                       onset_err_ms_median=measured.get("onset_err_ms_median"),
+                       onset_err_ms_max=measured.get("onset_err_ms_max"),
+                       sessions=measured.get("sessions"), notes=notes)
+
+
 def user_clip(seconds: float = 1.6):
     from tests.pipelines.helpers import cat, gap, tone
 
     return cat(gap(0.2), tone(0.5), gap(seconds - 0.7))
 
 
-async def one_trial(model, tmp: Path, k: int):
-    """One Direct Replay take-turn trial of the real adapter at 1x (connect, stream, close)."""
-    from pytest_duplexact.pipelines.direct import DirectReplay
-    from pytest_duplexact.pipelines.streaming import StreamingDuplex
-    from tests.support.builders import make_instance
-
-    instance = make_instance(tmp / f"t{k}", "take_turn", "immediate", {"user": user_clip()},
-                             {"user_start": 0.2})
-    duplex = await StreamingDuplex.open(model, SessionInfo(instance, seed=1))
-    try:
-        return await DirectReplay(observation_s=0.4).run(duplex, instance)
-    except BaseException:
-        duplex._reader.cancel()
-        await duplex.session.close()
-        raise
-
-
 def trials(model, tmp: Path, n: int = 3) -> Measured:
     """``n`` trials one after the other: audio, text, and each first audio's onset against
     where the stepped route puts it (``FIRST_AUDIO_S``)."""
+    from tests.upstream.duplex_checks import trial
+
     m = Measured()
     for k in range(n):
-        rec = asyncio.run(one_trial(model, tmp, k))
+        rec = asyncio.run(trial(model, tmp / f"t{k}", user_clip(), observation_s=0.4))
         onset = first_audio_s_of(rec.output, 16_000)
         assert onset is not None, "no audio from the server reached the recording"
         m.audio = True
@@ -236,4 +230,4 @@ def http_to_tls_line(url: str) -> str:
 
 
 __all__ = ["FIRST_AUDIO_S", "Measured", "MoshiServerProcess", "free_port", "http_to_tls_line",
-           "no_outbound", "tiny_files", "tls_folder", "trials", "two_at_once"]
+           "no_outbound", "record", "tiny_files", "tls_folder", "trials", "two_at_once"]

@@ -49,11 +49,12 @@ from tests.upstream.moshi_family import (
     http_to_tls_line,
     no_outbound,
     personaplex_files,
+    record,
     tls_folder,
     trials,
     two_at_once,
 )
-from tests.upstream.support import DOCS, checkout, record_row
+from tests.upstream.support import DOCS, checkout
 
 REPO = "NVIDIA/personaplex"
 VOICE = "TINY.wav"
@@ -130,7 +131,7 @@ def test_handshake_after_its_prompts_audio_and_text(personaplex, tmp_path):
 def test_refusals_one_line_each(personaplex):
     ck, srv, ca = personaplex
     cases = [(dict(voice_prompt="NOPE.pt"), "'NOPE.pt' is not a file in the folder"),
-             (dict(voice_prompt=None), "needs voice_prompt="),
+             (dict(voice_prompt=None), "does so without voice_prompt="),
              (dict(seed="3"), "drop the seed option")]
     for change, expected in cases:
         o = {k: v for k, v in {**options(srv, ca), **change}.items() if v is not None}
@@ -157,12 +158,8 @@ def test_no_connection_beyond_loopback(personaplex):
     no_outbound(srv)
     assert srv.events("bound_loopback"), "run_app was not held to 127.0.0.1"
     assert srv.events("hub_local"), "its config.json download was not served locally"
-    record_row("personaplex", ck, connects=True, audio=MEASURED.get("audio"),
-               text=MEASURED.get("text"), barge_in_stop=None,
-               onset_err_ms_median=MEASURED.get("onset_err_ms_median"),
-               onset_err_ms_max=MEASURED.get("onset_err_ms_max"),
-               sessions=MEASURED.get("sessions"),
-               notes=f"tiny random weights, CPU torch 2.13 (it pins <2.5), TLS (--ssl); its "
-                     f"prompts before each handshake took {MEASURED.get('handshake_s', 0):.0f} "
-                     f"s; listened {MEASURED.get('warmup', 0):.0f} s after start; onset: first "
-                     "audio vs the stepped route's frame 2")
+    record("personaplex", ck, MEASURED,
+           f"tiny random weights, CPU torch 2.13 (it pins <2.5), TLS (--ssl); its prompts "
+           f"before each handshake took {MEASURED.get('handshake_s', 0):.0f} s; listened "
+           f"{MEASURED.get('warmup', 0):.0f} s after start; onset: first audio vs the stepped "
+           "route's frame 2")
