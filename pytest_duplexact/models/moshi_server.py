@@ -248,6 +248,7 @@ class MoshiServerModel:
         self.cfg = cfg
         self.input_sample_rate = self.output_sample_rate = SAMPLE_RATE
         self.max_concurrency = cfg.max_sessions  # read by run/harness.py
+        self.queues_sessions = True  # connect waits for the lock (pipelines/streaming.py)
         self.name = LABEL
         self._sphn = sphn_module()
 

@@ -237,6 +237,28 @@ async def test_a_second_session_waits_for_the_lock_and_is_bounded():
 
 
 @pytest.mark.asyncio
+async def test_waiting_for_the_lock_is_not_charged_to_the_watchdog(tmp_path, monkeypatch):
+    from pytest_duplexact.pipelines import streaming, watchdog
+
+    monkeypatch.setattr(streaming, "WAIT_BEAT_S", 0.05)
+    async with FakeMoshiServer() as srv:
+        model = resolve_model(LABEL, url=srv.url)
+        holder = await _instance_free_connect(model)  # someone else's session, 1 s more
+
+        def watched():  # a 0.3 s --duplexact-timeout: the wait for the lock is longer
+            return watchdog.run_watched(
+                lambda: trial(model, tmp_path, cat(gap(0.2), tone(0.2)), observation_s=0.2),
+                timeout=0.3, what="waiting", poll=0.05)
+
+        pending = asyncio.create_task(asyncio.to_thread(watched))
+        await asyncio.sleep(1.0)
+        assert not pending.done()
+        await holder.close()
+        rec = await asyncio.wait_for(pending, 20)
+    assert rec.output.size and len(srv.sessions) == 2 and srv.most_at_once == 1
+
+
+@pytest.mark.asyncio
 async def test_an_undecodable_opus_stream_is_a_model_error():
     from websockets.asyncio.server import serve
 
