@@ -152,7 +152,8 @@ def _routes(name: str) -> tuple:
 
 
 def paper_lines(name: str) -> list[str]:
-    """One of the paper's models: its checkpoint, pipelines and every route with its state."""
+    """One of the paper's models (or another a built-in reaches, ``OTHERS``): its checkpoint,
+    pipelines and every route with its state."""
     _, paper, checkpoint = next(r for r in (*ROSTER, *OTHERS) if r[0] == name)
     pipelines = "direct + simulator" if name in SIMULATOR else "direct"
     text = "; native transcript" if name in NATIVE_TRANSCRIPT else ""

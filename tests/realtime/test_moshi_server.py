@@ -14,7 +14,7 @@ import pytest
 
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import ModelError, SessionInfo
-from pytest_duplexact.models.listing import render
+from pytest_duplexact.models.listing import paper_lines, render
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.moshi_server import (
     LABEL,
@@ -111,6 +111,18 @@ def test_sphn_missing_is_the_install_line(monkeypatch):
     with pytest.raises(ModelConfigError, match=r"sphn is not installed \(pip install "
                                                 r"'sphn>=0.2,<0.3'\)"):
         sphn_module()
+
+
+def test_listed_under_moshi_and_personaplex_with_their_start_commands():
+    text, ready = render(["personaplex"])
+    assert ready and "personaplex  (NVIDIA PersonaPlex" in text and "not in the paper" in text
+    assert "native server: pytest --duplexact-model=moshi-server --duplexact-model-option " \
+           "url=wss://HOST:8998/api/chat" in text
+    assert 'start: personaplex: SSL_DIR=$(mktemp -d); python -m moshi.server --ssl "$SSL_DIR"' \
+        in text
+    moshi = "\n".join(paper_lines("moshi"))
+    assert "native server: pytest --duplexact-model=moshi-server" in moshi
+    assert "start: moshi: python -m moshi.server --hf-repo kyutai/moshiko-pytorch-bf16" in moshi
 
 
 # --- the preflight's lines ------------------------------------------------------------------
