@@ -410,6 +410,12 @@ class TextFrames:
             if self._word is not None and self._word != item:
                 out.append(ItemDone(self._word))
             self._word = item
+            # a word's item holds only it: its leading space would take a share of the
+            # frame (the playback spreads an item's text over its audio) and move it off
+            # the frame's start
+            text = text.lstrip()
+            if not text:
+                return out
         out.append(TranscriptDelta(self._word, text))
         self._quiet = 0
         return out

@@ -57,11 +57,29 @@ def test_kyutai_order_a_piece_after_its_audio_is_that_frames():
     evs += t.piece("lo", 0.161)      # continues the word: same item
     evs += t.audio(pcm, 0.24)
     evs += t.piece(" you", 0.241)    # a new word in moshi_4; hello is done
-    assert words_of(evs) == {"moshi_2": " hello", "moshi_4": " you"}
+    assert words_of(evs) == {"moshi_2": "hello", "moshi_4": "you"}  # from the frame's start
     done = [e.item_id for e in evs if isinstance(e, ItemDone)]
     assert done == ["moshi_1", "moshi_3", "moshi_2"]  # the word's item closes at the next word
     assert [e.item_id for e in evs if isinstance(e, AudioDelta)] == \
         ["moshi_1", "moshi_2", "moshi_3", "moshi_4"]
+
+
+def test_words_start_on_their_frame_on_the_playback_clock():
+    from pytest_duplexact.pipelines.streaming import PlaybackBuffer
+
+    t, pcm, play = TextFrames(), np.full(1920, 0.1, np.float32), PlaybackBuffer(24_000)
+    script = [("a", 0.00), ("a", 0.08), ("p", " hel", 0.081), ("a", 0.16), ("p", "lo", 0.161),
+              ("a", 0.24), ("p", " you", 0.241), ("a", 0.32)]
+    for step in script:
+        evs = t.audio(pcm, step[-1]) if step[0] == "a" else t.piece(step[1], step[-1])
+        for ev in evs:
+            if isinstance(ev, AudioDelta):
+                play.add_audio(step[-1], ev.item_id, ev.audio)
+            elif isinstance(ev, TranscriptDelta):
+                play.add_text(ev.item_id, ev.text)
+    words = play.words(1.0, final=True)
+    assert [(w.text, w.start, w.end) for w in words] == [("hello", 0.08, 0.16),
+                                                          ("you", 0.24, 0.32)]
 
 
 def test_personaplex_order_a_piece_before_its_audio_waits_for_it():
@@ -70,7 +88,7 @@ def test_personaplex_order_a_piece_before_its_audio_waits_for_it():
     evs += t.piece(" hi", 0.079)     # 79 ms after moshi_1: moshi_2's, which follows
     assert not words_of(evs)
     evs += t.audio(pcm, 0.08)
-    assert words_of(evs) == {"moshi_2": " hi"}
+    assert words_of(evs) == {"moshi_2": "hi"}
 
 
 def test_a_pause_ends_the_word_and_no_text_without_native_transcript():
