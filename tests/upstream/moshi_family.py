@@ -150,7 +150,6 @@ class Measured:
     onsets_ms: list[float] = field(default_factory=list)
     audio: bool = False
     text: bool = False
-    handshake_s: list[float] = field(default_factory=list)
 
     def row(self) -> dict:
         errors = sorted(abs(x) for x in self.onsets_ms)
