@@ -79,6 +79,13 @@ BUILTINS: dict[str, Builtin] = {
     "raon-speechchat": Builtin(_M + "raon_speechchat:factory",
                                "Raon-SpeechChat behind its demo gateway, natively (url option)",
                                "streaming", packages=_WEBSOCKETS),
+    # Moshi's own server (python -m moshi.server) and NVIDIA PersonaPlex's fork of it: url
+    # option, checked (and the server probed) by the adapter itself
+    "moshi-server": Builtin(_M + "moshi_server:factory",
+                            "Moshi or PersonaPlex behind its own python -m moshi.server, "
+                            "/api/chat with Opus (url option)", "streaming",
+                            packages=(*_WEBSOCKETS,
+                                      Package("sphn", "pip install 'sphn>=0.2,<0.3'"))),
     # the bridge route by model name (models/bridged.py): the bridge runs on the model's
     # machine; url option, as for bridge
     **{name: Builtin(_M + "bridged:" + name.replace("-", "_"),

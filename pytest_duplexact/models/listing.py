@@ -21,7 +21,16 @@ from importlib.metadata import entry_points
 from ..data.suggest import did_you_mean
 from . import ENTRY_POINT_GROUP, factory_for, preflight
 from .builtins import BUILTINS, RECORDED
-from .paper_models import NATIVE_TRANSCRIPT, ROSTER, ROUTES, SIMULATOR, paper_names
+from .paper_models import (
+    NATIVE_TRANSCRIPT,
+    OTHER_ROUTES,
+    OTHERS,
+    ROSTER,
+    ROUTES,
+    SIMULATOR,
+    other_names,
+    paper_names,
+)
 from .requirements import Builtin, file_problem
 
 DOTS = 30
@@ -81,13 +90,14 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
     wanted = names or list(BUILTINS)
     for name in wanted:
         req = BUILTINS.get(name)
-        if req is None and name in paper_names():
+        if req is None and name in (*paper_names(), *other_names()):
             out += paper_lines(name)
-            all_ready &= any(r.missing() is None for r in ROUTES.get(name, ()))
+            all_ready &= any(r.missing() is None for r in _routes(name))
             continue
         if req is None:
             raise SystemExit(f"duplexact models: {name!r} is not a built-in model"
-                             f"{did_you_mean(name, [*BUILTINS, *paper_names()])}; built-ins: "
+                             f"{did_you_mean(name, [*BUILTINS, *paper_names(), *other_names()])}"
+                             "; built-ins: "
                              f"{', '.join(BUILTINS)}; the paper's: {', '.join(paper_names())}")
         lines, state = checked(name, req, options)
         if state == "ready":
@@ -105,6 +115,10 @@ def render(names: list[str] | None = None, options: dict[str, str] | None = None
         out += [f"recorded:DIR  ({RECORDED.kind}) {RECORDED.summary}  [ready]"]
         for ep_name, value in _entry_point_names():
             out.append(f"{ep_name}  (entry point {value}) needs: see its package")
+        out.append("Other models a built-in reaches (route: what to start on the model's "
+                   "machine, then the plugin's model and options):")
+        for name in other_names():
+            out += ["  " + line for line in paper_lines(name)]
         out.append(f"The paper's {len(ROSTER)} models (route: what to start on the model's "
                    "machine, then the plugin's model and options):")
         for name in paper_names():
@@ -133,13 +147,19 @@ def _reached(name: str, options: dict[str, str]) -> list[str]:
     return [_line("server", f"reachable: {reach(**options)}")] if callable(reach) else []
 
 
+def _routes(name: str) -> tuple:
+    return ROUTES.get(name) or OTHER_ROUTES.get(name, ())
+
+
 def paper_lines(name: str) -> list[str]:
-    """One of the paper's models: its checkpoint, pipelines and every route with its state."""
-    _, paper, checkpoint = next(r for r in ROSTER if r[0] == name)
+    """One of the paper's models (or another a built-in reaches, ``OTHERS``): its checkpoint,
+    pipelines and every route with its state."""
+    _, paper, checkpoint = next(r for r in (*ROSTER, *OTHERS) if r[0] == name)
     pipelines = "direct + simulator" if name in SIMULATOR else "direct"
     text = "; native transcript" if name in NATIVE_TRANSCRIPT else ""
-    lines = [f"{name}  ({paper}, {checkpoint}; the paper ran {pipelines}{text})"]
-    routes = ROUTES.get(name, ())
+    ran = f"the paper ran {pipelines}{text}" if name in paper_names() else "not in the paper"
+    lines = [f"{name}  ({paper}, {checkpoint}; {ran})"]
+    routes = _routes(name)
     if not routes:
         return lines + ["    no adapter in this install  [not runnable here]"]
     for r in routes:

@@ -76,6 +76,10 @@ FREEZE_OMNI_START = (
     '--llm_path ./Qwen2-7B-Instruct --top_p 0.8 --top_k 20 --temperature 0.8" /dev/null')
 VITA_START = "python -m web_demo.server --model_path demo_VITA_ckpt --ip 0.0.0.0 --port 8081"
 MINI_OMNI2_START = "python3 server.py --ip 0.0.0.0 --port 60808"
+# Moshi's own server (its README's command, reachable from another machine) and PersonaPlex's
+# (its README's: TLS with a certificate mkcert makes in SSL_DIR, else plain HTTP)
+MOSHI_START = "python -m moshi.server --hf-repo kyutai/moshiko-pytorch-bf16 --host 0.0.0.0"
+PERSONAPLEX_START = 'SSL_DIR=$(mktemp -d); python -m moshi.server --ssl "$SSL_DIR"'
 
 ROUTES: dict[str, tuple[Route, ...]] = {
     "moshi": (
@@ -84,6 +88,8 @@ ROUTES: dict[str, tuple[Route, ...]] = {
               start="python -m pytest_duplexact.bridges.moshi --mimi-weights F "
                     "--lm-weights F --tokenizer F --port 8765 --host 0.0.0.0",
               bridge="pytest_duplexact.bridges.moshi"),
+        Route("native server", "moshi-server", "url=ws://HOST:8998/api/chat",
+              start="moshi: " + MOSHI_START),
     ),
     "raon-speechchat": (
         Route("native server", "raon-speechchat", "url=wss://HOST:8082 ca_file=CERT.pem "
@@ -134,3 +140,21 @@ ROUTES: dict[str, tuple[Route, ...]] = {
 
 def paper_names() -> list[str]:
     return [name for name, _, _ in ROSTER]
+
+
+# Models outside the paper's roster that a built-in reaches: (our name, name, checkpoint), in
+# the order ``duplexact models`` lists them, and their routes
+OTHERS: tuple[tuple[str, str, str], ...] = (
+    ("personaplex", "NVIDIA PersonaPlex, Moshi-based", "nvidia/personaplex-7b-v1"),
+)
+OTHER_ROUTES: dict[str, tuple[Route, ...]] = {
+    "personaplex": (
+        Route("native server", "moshi-server",
+              "url=wss://HOST:8998/api/chat verify=false voice_prompt=NATF0.pt",
+              start="personaplex: " + PERSONAPLEX_START),
+    ),
+}
+
+
+def other_names() -> list[str]:
+    return [name for name, _, _ in OTHERS]

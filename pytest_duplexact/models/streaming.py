@@ -17,6 +17,10 @@ and ``attach_playback(played_ms)``: the duplex then hands it ``played_ms(item_id
 the milliseconds of that item a listener has heard by now on the playback clock (for a
 protocol that reports playback back to its server, as vllm_omni.py does).
 
+A model whose server queues sessions (one lock, a worker pool) and whose ``connect`` waits
+its turn there, bounded by its own deadline, sets ``queues_sessions = True``: the wait is then
+not taken for a hung model (``--duplexact-timeout``; pipelines/streaming.py ``_connect``).
+
 ``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
 ``ResponseDone`` / ``Error`` / ``Note``. An adapter raises ``TransientModelError`` (retried
 from scratch) or ``ModelError`` (final) for failures; an ``events()`` that ends before ``close()`` means the
