@@ -159,6 +159,7 @@ class DuplexactSession:
                 self.settings = preflight.check_server(run, self.settings)
                 if self.measuring:
                     self._model = self._build_model(config)
+                    preflight.check_channel(self.settings, self._model)
             except BaseException:  # the run never starts: no empty default run dir left behind
                 if not (run.resume or run.run_dir) and self.measuring:
                     configure.remove_if_empty(self.run_dir)
