@@ -95,6 +95,11 @@ class InstanceOutcome:
     # a wall-clock trial's own lateness (pipelines/clock.py): input_lag_max_ms,
     # output_lag_max_ms, loop_stall_max_ms, tolerance_ms, reruns, unreliable; None stepped
     clock: dict | None = None
+    # the onset latency of an action timed by its onset rather than a diagnostic (take_turn:
+    # after the user's end; backchannel: after the backchannel point): rules/latency.py
+    latency: float | None = None
+    # whether the model produced any substantive speech in the instance (None: not measured)
+    responded: bool | None = None
 
     @property
     def unreliable(self) -> bool:
@@ -116,6 +121,8 @@ class InstanceOutcome:
             **({"corpus": self.corpus} if self.corpus is not None else {}),
             # only for wall-clock trials, so stepped runs keep their bytes
             **({"clock": dict(self.clock)} if self.clock is not None else {}),
+            **({"latency": self.latency} if self.latency is not None else {}),
+            **({"responded": self.responded} if self.responded is not None else {}),
         }
 
     @classmethod
@@ -138,7 +145,8 @@ class InstanceOutcome:
 
         return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
                    imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
-                   d.get("error"), d.get("recording"), d.get("corpus"), d.get("clock"))
+                   d.get("error"), d.get("recording"), d.get("corpus"), d.get("clock"),
+                   d.get("latency"), d.get("responded"))
 
 
 # --- reading outcomes back (resume, merge): trust nothing ---------------------------------
@@ -200,6 +208,10 @@ def outcome_problem(d: Any) -> str | None:
         return f"'timing' is {d['timing']!r}, not a finite number"
     if d.get("clock") is not None and (problem := _clock_problem(d["clock"])):
         return problem
+    if d.get("latency") is not None and not finite_number(d["latency"]):
+        return f"'latency' is {d['latency']!r}, not a finite number"
+    if d.get("responded") is not None and not isinstance(d["responded"], bool):
+        return f"'responded' is {d['responded']!r}, not true or false"
     def window_ok(w) -> bool:
         return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))
 

@@ -106,6 +106,16 @@ class Summary:
             return a.get("timing")
         return (a.get("condition_timings") or {}).get(condition)
 
+    def latency(self, action: str, condition: str | None = None) -> Mapping | None:
+        """The action's latency distribution and no-response rate (aggregate.Latency.to_dict),
+        or a condition's; None when not measured (a report from before they existed)."""
+        a = self.action(action)
+        if a is None:
+            return None
+        if condition is None:
+            return a.get("latency")
+        return (a.get("condition_latency") or {}).get(condition)
+
     def corpus_counts(self, action: str, corpus: str) -> Mapping | None:
         return self.actions[action].get("corpora", {}).get(corpus)
 

@@ -71,6 +71,18 @@ def corpus_table(report: Report | dict) -> list[str]:
     return _table(rows)
 
 
+def latency_table(report: Report | dict) -> list[str]:
+    """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/latency.py)."""
+    from . import latency
+
+    found = latency.rows(report)
+    if not found:
+        return []
+    table = _table([latency.HEADER] + [[r.label] + latency.cells(r) for r in found])
+    return ["", "Latency in s (p10 / p50 / p90, n); no response = no substantive model "
+            "speech in the trial; paper medians: its models' Table 15 range"] + table
+
+
 def render(report: Report | dict, gate_results=()) -> list[str]:
     """``gate_results``: the gates to print (each with a ``message``), live ones: a stored
     report's are printed by the caller that wants them (cli.py)."""
@@ -86,6 +98,7 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     out += condition_table(report) + mark
     if report.summary.corpora:
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
+    out += latency_table(report)
     if report.paper_comparison:
         from .paper_comparison import render_lines
 
