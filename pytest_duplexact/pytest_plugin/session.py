@@ -579,6 +579,8 @@ class DuplexactSession:
             budget=self.budget.to_dict() if self.budget is not None else None,
             baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None)
+        if run.autosave or run.compare:  # the store's runs of this model under other channels
+            report = self._with_robustness(report)
         report, hook_failed = self._run_report_hook(report)
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
@@ -638,6 +640,19 @@ class DuplexactSession:
                 f"{', '.join(sorted(changed))}")
         self.messages.append(f"duplexact: WARNING: {note}")
         return report.replace(extra=extra, notes=(*(report.notes or ()), note)), None
+
+    def _with_robustness(self, report):
+        """The robustness section (report/robustness.py) over the run store, when it holds
+        runs of this model and data under another channel; a store that cannot be read
+        leaves the report without it."""
+        from ..report import robustness
+
+        try:
+            sec = robustness.section(report, robustness.stored_reports(self.run_config.store))
+        except (OSError, ValueError) as e:
+            self.messages.append(f"duplexact: WARNING: no robustness section: {e}")
+            return report
+        return report if sec is None else report.replace(robustness=sec)
 
     def _publish(self, report) -> None:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub

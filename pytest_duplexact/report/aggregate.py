@@ -333,10 +333,11 @@ def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
 
 
 def _latencies(action: str, conds: list[str], lats: dict) -> dict:
-    """The action's latency fields, present once some trial measured them (a report of
-    outcomes stored before they existed keeps its bytes)."""
+    """The action's latency fields, present once some trial of it says whether the model
+    responded (outcomes stored before these fields existed do not: their report keeps its
+    bytes)."""
     mine = {c: lats[(action, c)] for c in conds if (action, c) in lats}
-    if not any(vals or n[0] for vals, n in mine.values()):
+    if not any(n[0] for _, n in mine.values()):
         return {}
 
     def of(groups) -> Latency:

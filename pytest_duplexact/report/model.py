@@ -41,7 +41,8 @@ VERSION = 1  # the report's schema version: its "version" key
 KEYS = ("schema", "version", "created", "generator", "model", "settings", "taxonomy", "totals",
         "summary", "instances", "selected", "gates", "incomplete", "notes", "usage", "clock",
         "judges",
-        "cost", "paper_comparison", "estimate", "measured", "budget", "baseline", "run_dir",
+        "cost", "paper_comparison", "estimate", "measured", "budget", "baseline", "robustness",
+        "run_dir",
         "shards", "extra")
 
 
@@ -196,6 +197,8 @@ class Report(Mapping):
     measured: Mapping | None = None
     budget: Mapping | None = None
     baseline: Mapping | None = None
+    # every channel the run store holds for this model and data (report/robustness.py)
+    robustness: Mapping | None = None
     run_dir: str | None = None
     shards: tuple[Mapping, ...] | None = None
     extra: dict = field(default_factory=dict)

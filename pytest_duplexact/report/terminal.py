@@ -99,6 +99,9 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if report.summary.corpora:
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
     out += latency_table(report)
+    from .robustness import terminal_lines
+
+    out += terminal_lines(report)
     if report.paper_comparison:
         from .paper_comparison import render_lines
 
