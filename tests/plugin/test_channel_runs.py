@@ -106,3 +106,14 @@ def test_an_echo_shorter_than_a_frame_is_refused_before_the_run(pytester):
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "at least 20 ms" in res.stderr.str()
     assert not (pytester.path / "r").exists()
+
+
+def test_autosaved_runs_under_two_channels_make_a_robustness_section(pytester):
+    for name, extra in (("clean", []), ("phone", ["--duplexact-channel=phone"])):
+        pytester.runpytest_subprocess("--duplexact-model=silent", f"--duplexact-run-dir={name}",
+                                      "--duplexact-autosave", "--duplexact-storage=store",
+                                      *extra, *ONE_EACH, timeout=300)
+    assert "robustness" not in _report(pytester.path / "clean")
+    sec = _report(pytester.path / "phone")["robustness"]
+    assert [r["channel"] for r in sec["channels"]] == ["clean", "phone"]
+    assert sec["channels"][1]["pairing"] == "paired"
