@@ -93,6 +93,9 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     note = s_note(report)
     mark = [f"S: {note}"] if note else []
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
+    channel = (report.settings or {}).get("channel")
+    if channel:  # what the model heard (docs/channels.md)
+        out.append(f"heard through the channel {channel}")
     out += action_table(report) + mark
     out += ["", "Per condition (paper Table 16 layout: I / S (n_S))"]
     out += condition_table(report) + mark
