@@ -93,10 +93,6 @@ class Channel:
     def clean(self) -> bool:
         return not self.stages
 
-    @property
-    def echo(self) -> Stage | None:
-        return next((s for s in self.stages if s.kind == "echo"), None)
-
     def echo_delay_samples(self) -> int | None:
         """The shortest echo delay in samples (None without an echo stage)."""
         delays = [_samples(s.b) for s in self.stages if s.kind == "echo"]
@@ -226,14 +222,25 @@ class Chain:
 class _FIR:
     """Streaming FIR: exact across chunk edges (keeps the last ``len(h) - 1`` inputs)."""
 
+    BLOCK = 1 << 13  # a long push (a whole clip) goes by FFT in blocks of this many
+
     def __init__(self, h: np.ndarray):
         self.h = np.asarray(h, dtype=np.float64)
         self.state = np.zeros(len(h) - 1)
+        self._size = 1 << (self.BLOCK + 2 * len(h) - 3).bit_length()
+        self._spectrum = np.fft.rfft(self.h, self._size)
 
     def process(self, x: np.ndarray) -> np.ndarray:
+        if len(x) > self.BLOCK:
+            return np.concatenate([self.process(x[i: i + self.BLOCK])
+                                   for i in range(0, len(x), self.BLOCK)])
         buf = np.concatenate([self.state, x])
         self.state = buf[len(buf) - len(self.state):]
-        return np.convolve(buf, self.h, mode="valid")
+        m = len(self.h)
+        if len(x) < 4 * m:  # short pushes: the direct sum is cheaper than an FFT
+            return np.convolve(buf, self.h, mode="valid")
+        full = np.fft.irfft(np.fft.rfft(buf, self._size) * self._spectrum, self._size)
+        return full[m - 1: len(buf)]
 
 
 class _FFTConvolver:
