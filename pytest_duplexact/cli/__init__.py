@@ -73,6 +73,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="set aside flips whose immediate verdict was borderline in either run")
     _page_audio(p, "the flips", "flips")
 
+    p = sub.add_parser("robustness", help="action x channel pass rates of one model's runs "
+                                          "under --duplexact-channel (a Markdown table)")
+    p.add_argument("reports", nargs="+", help="report.json files (the first one's model and "
+                                              "data; the clean run is the reference)")
+    p.add_argument("--store", metavar="DIR", help="also every run stored there "
+                                                  "(--duplexact-autosave's folder)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise significance level (Holm) of a change")
+
     p = sub.add_parser("merge", help="combine shard reports into one")
     p.add_argument("reports", nargs="+",
                    help="shard report.json files or globs (quoted: 'shards/*/report.json')")
@@ -99,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..report.cli import main as run
     elif args.command == "compare":
         from ..report.compare import main as run
+    elif args.command == "robustness":
+        from ..report.robustness import main as run
     else:
         from ..report.merge import main as run
     return run(args)

@@ -21,7 +21,8 @@ class Recording:
     """What one trial produced, on the instance clock (16 kHz, t = 0 = first input sample).
 
     ``output`` is the model's audio as a listener would hear it; ``transcript`` the model's
-    native time-aligned text (empty when the model supplies none)."""
+    native time-aligned text (empty when the model supplies none). ``input`` is the user's
+    side as the pipeline played it (clean even under a channel)."""
 
     input: np.ndarray
     output: np.ndarray
@@ -35,6 +36,9 @@ class Recording:
     # a wall-clock trial's own lateness (pipelines/clock.py: input_lag_max_ms,
     # output_lag_max_ms, loop_stall_max_ms); None for a stepped trial, which has no wall clock
     clock: dict | None = None
+    # under --duplexact-channel: what the model heard (pipelines/channel.py); ``input`` then
+    # stays the clean user track. None for a clean trial.
+    channel_input: np.ndarray | None = None
 
     @property
     def duration(self) -> float:

@@ -6,6 +6,8 @@ One folder per trial:
 - ``input.flac``  what was sent to the model (16 kHz mono, 16-bit FLAC: lossless)
 - ``output.flac`` what a listener heard from it, on the same clock
 - ``recording.json`` everything else (format below)
+- ``channel_input.flac`` under ``--duplexact-channel`` only: what the model heard through the
+  channel (``input`` stays the clean user track), so ``recorded:DIR`` re-scores exactly
 
 ``audio_format="wav"`` (``--duplexact-audio-format=wav``) writes ``input.wav`` /
 ``output.wav`` (PCM-16) instead: the same samples, ~8x the size (an output track is mostly
@@ -31,7 +33,7 @@ from .timeline import Cue, Word
 
 AUDIO_FORMATS = ("flac", "wav")  # in the order readers look for them
 DEFAULT_AUDIO_FORMAT = "flac"
-TRACKS = ("input", "output")
+TRACKS = ("input", "output", "channel_input")
 INPUT_FILE = "input.wav"  # the WAV names (Full-Duplex-Bench); track_file finds either format
 OUTPUT_FILE = "output.wav"
 RECORDING_FILE = "recording.json"
@@ -58,6 +60,8 @@ def recording_to_dict(rec: Recording, instance_id: str | None = None,
         "user_sent_until": rec.user_sent_until,
         "events": [[t, what] for t, what in rec.events],
     }
+    if rec.channel_input is not None:  # only under a channel: clean trials keep their bytes
+        d["channel_input_samples"] = int(len(rec.channel_input))
     if meta:
         d["meta"] = meta
     return d
@@ -92,7 +96,13 @@ def save_recording(rec: Recording, folder: Path | str, *, instance_id: str | Non
         for fmt in AUDIO_FORMATS:
             if fmt != audio_format:
                 (folder / f"{track}.{fmt}").unlink(missing_ok=True)
-    for track, samples in (("input", rec.input), ("output", rec.output)):
+    tracks = [("input", rec.input), ("output", rec.output)]
+    if rec.channel_input is not None:
+        tracks.append(("channel_input", rec.channel_input))
+    else:  # a stale channelled track of an earlier attempt is not this trial's
+        for fmt in AUDIO_FORMATS:
+            (folder / f"channel_input.{fmt}").unlink(missing_ok=True)
+    for track, samples in tracks:
         # one float -> PCM-16 rule for both formats: a FLAC and a WAV of a trial are equal
         audio.write(folder / f"{track}.{audio_format}", audio.to_pcm16(samples), rec.sample_rate)
     write_text(folder / RECORDING_FILE, json.dumps(recording_to_dict(rec, instance_id, meta),
@@ -182,5 +192,8 @@ def load_recording(folder: Path | str) -> Recording:
     if not isinstance(meta, dict):
         raise RecordingFormatError(f"{meta_path}: must be a JSON object")
     words, cue, until, events = _parse(meta, meta_path)
+    heard = None
+    if meta.get("channel_input_samples") is not None:
+        heard = _read_track(track_file(folder, "channel_input"))
     return Recording(input=inp, output=out, transcript=words, cue=cue, user_sent_until=until,
-                     events=events)
+                     events=events, channel_input=heard)

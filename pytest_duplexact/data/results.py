@@ -123,6 +123,11 @@ class InstanceOutcome:
     # a wall-clock trial's own lateness (pipelines/clock.py): input_lag_max_ms,
     # output_lag_max_ms, loop_stall_max_ms, tolerance_ms, reruns, unreliable; None stepped
     clock: dict | None = None
+    # the onset latency of an action timed by its onset rather than a diagnostic (take_turn:
+    # after the user's end; backchannel: after the backchannel point): rules/latency.py
+    latency: float | None = None
+    # whether the model produced any substantive speech in the instance (None: not measured)
+    responded: bool | None = None
 
     @property
     def unreliable(self) -> bool:
@@ -148,6 +153,8 @@ class InstanceOutcome:
             **({"borderline": [dict(f) for f in self.immediate.borderline]}
                if self.immediate is not None and self.immediate.borderline is not None
                else {}),
+            **({"latency": self.latency} if self.latency is not None else {}),
+            **({"responded": self.responded} if self.responded is not None else {}),
         }
 
     @classmethod
@@ -172,7 +179,8 @@ class InstanceOutcome:
 
         return cls(d["id"], d["action"], d["condition"], d["scenario"], d["source"],
                    imm(d.get("immediate")), sub(d.get("subsequent")), d.get("timing"),
-                   d.get("error"), d.get("recording"), d.get("corpus"), d.get("clock"))
+                   d.get("error"), d.get("recording"), d.get("corpus"), d.get("clock"),
+                   d.get("latency"), d.get("responded"))
 
 
 # --- reading outcomes back (resume, merge): trust nothing ---------------------------------
@@ -250,6 +258,10 @@ def outcome_problem(d: Any) -> str | None:
         return problem
     if d.get("borderline") is not None and not _flips_ok(d["borderline"]):
         return f"'borderline' is {d['borderline']!r}, not a list of flips"
+    if d.get("latency") is not None and not finite_number(d["latency"]):
+        return f"'latency' is {d['latency']!r}, not a finite number"
+    if d.get("responded") is not None and not isinstance(d["responded"], bool):
+        return f"'responded' is {d['responded']!r}, not true or false"
     def window_ok(w) -> bool:
         return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))
 

@@ -75,9 +75,13 @@ async def _discard(duplex: Duplex) -> None:
 
 async def _run_once(instance: Instance, model: Any, info: SessionInfo,
                     policy: SimulatorPolicy | None, branches: bool = True,
-                    spent: list | None = None) -> Recording:
+                    spent: list | None = None, channel: Any = None) -> Recording:
     duplex = await open_duplex(model, info)
     try:
+        if channel is not None and not channel.clean:
+            from .channelled import ChannelledDuplex
+
+            duplex = ChannelledDuplex(duplex, channel, info)
         return await pipeline_for(instance, policy, branches).run(duplex, instance)
     except BaseException:
         await _discard(duplex)
@@ -89,13 +93,14 @@ async def _run_once(instance: Instance, model: Any, info: SessionInfo,
 
 async def run_instance(instance: Instance, model: Any, info: SessionInfo | None = None, *,
                        policy: SimulatorPolicy | None = None,
-                       branches: bool = True) -> Recording:
+                       branches: bool = True, channel: Any = None) -> Recording:
     """Run one trial of ``instance`` and return its Recording.
 
     ``model``: a stepped or streaming model, a ``recorded:DIR`` model, or a Duplex factory.
     ``info``: the SessionInfo (default: the instance, seed 0, no options).
     ``policy``: the cue-timing policy for Simulator Replay (default: ``RuleBasedSimulator``).
     ``branches``: barge-in plays the instance's branch clips when it has them (bargein.py).
+    ``channel``: what the model hears through (a ``channel.Channel``; None or clean: as is).
     Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
     connection, rate limit) is retried from scratch (pipelines/streaming.py), and so is a
     stepped one of a model with ``retries_transient`` (models/bridge.py).
@@ -112,9 +117,9 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
 
         spent: list = []
         recording = await run_with_retry(lambda: _run_once(instance, model, info, policy,
-                                                           branches, spent))
+                                                           branches, spent, channel))
         return replace(recording, usage=add_counts(*spent))
-    return await _run_once(instance, model, info, policy, branches)
+    return await _run_once(instance, model, info, policy, branches, channel=channel)
 
 
 __all__ = [

@@ -48,6 +48,7 @@ class RunConfig:
     data_mapping: str | None = None
     skip_unmappable: bool = False
     bargein_branches: str = "on"  # "on" | "off"
+    channel: str | None = None  # canonical spec (pipelines/channel.py); None: clean
     selection: Selection = field(default_factory=Selection)  # action ... shard
     run_dir: str | None = None
     resume: str | None = None
@@ -110,12 +111,14 @@ class RunConfig:
         if branches not in ("on", "off"):
             raise pytest.UsageError("--duplexact-bargein-branches: use 'on' or 'off'")
         knobs = {name: _in_range(name, get(name)) for name in LIMITS}
+        channel = _channel(get("channel"))
         worker = is_worker(config)
         assigned = config.workerinput.get("duplexact_run_dir") if worker else None
         return cls(
             model=get("model"), model_options=_model_options(get("model-option")),
             data=get("data"), data_mapping=get("data-mapping"),
             skip_unmappable=get("skip-unmappable"), bargein_branches=branches,
+            channel=channel,
             selection=selection, run_dir=get("run-dir"), resume=get("resume"),
             report=get("report"), gates=gates, baseline=get("baseline"),
             autosave=get("autosave"), compare=get("compare"), prices=get("prices"),
@@ -189,6 +192,17 @@ def _gates(exprs) -> tuple:
         return tuple(gates.parse(g) for g in exprs)
     except gates.GateError as e:
         raise pytest.UsageError(str(e)) from None
+
+
+def _channel(value) -> str | None:
+    """--duplexact-channel: the canonical spec, None for clean; one line for a bad spec."""
+    from ..pipelines.channel import ChannelError, parse
+
+    try:
+        channel = parse(value)
+    except ChannelError as e:
+        raise pytest.UsageError(f"--duplexact-channel: {e}") from None
+    return None if channel.clean else channel.spec
 
 
 def _timing_tolerance(value) -> float | None:

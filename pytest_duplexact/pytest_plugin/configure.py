@@ -88,6 +88,7 @@ def settings_of(run: RunConfig, dataset, *, released: dict | None = None) -> Run
         scoring_version=__version__,
         selection=run.selection,
         bargein_branches=run.bargein_branches if has_branches else None,
+        channel=run.channel,
         released=released,
     )
 

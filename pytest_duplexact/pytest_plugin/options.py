@@ -56,6 +56,10 @@ OPTIONS: tuple[Opt, ...] = (
         "branch_acknowledged clip (the user yields), else continue the user speech; 'off' "
         "keeps the plain barge-in replay (docs/dataset-format.md).", default="on",
         metavar="on|off"),
+    Opt("channel", "What the model hears the user through: 'clean' (default), or stages "
+        "joined by '+': noise:KIND@SNR (white, pink, babble, cafe), phone, room:RT60, "
+        "echo:LEVEL_DB@DELAY_MS (its own output fed back), e.g. phone+noise:babble@10 "
+        "(docs/channels.md).", metavar="SPEC"),
     Opt("action", "Run only these actions (comma-separated).", kind="list", metavar="A,B"),
     Opt("condition", "Run only these conditions: 'delayed' or 'take_turn.delayed' "
         "(comma-separated).", kind="list", metavar="C,D"),

@@ -37,6 +37,18 @@ def check_model(spec: str, settings: RunSettings) -> None:
         raise pytest.UsageError(f"--duplexact-model={spec}: {e}") from None
 
 
+def check_channel(settings: RunSettings, model) -> None:
+    """An echo that would need the model's output before a stepped model has produced it."""
+    if model is None or not settings.channel:
+        return
+    from ..models import is_stepped
+    from ..pipelines.channel import parse
+    from ..pipelines.channelled import echo_problem
+
+    if is_stepped(model) and (problem := echo_problem(parse(settings.channel), model)):
+        raise pytest.UsageError(problem)
+
+
 def check_server(run: RunConfig, settings: RunSettings) -> RunSettings:
     """A model behind a server: connect once now (models.probe), so a server that is not
     there, refuses the options or the key, speaks another scheme or is no model server at

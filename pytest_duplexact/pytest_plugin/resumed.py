@@ -18,7 +18,8 @@ from . import options
 # option name -> settings field, for the single-valued options a resumed run keeps
 _FIELDS = {"judge": "judge", "judge-base-url": "judge_base_url", "audio-judge": "audio_judge",
            "transcriber": "transcriber", "simulator": "simulator",
-           "simulator-model": "simulator_model", "bargein-branches": "bargein_branches"}
+           "simulator-model": "simulator_model", "bargein-branches": "bargein_branches",
+           "channel": "channel"}
 
 
 def stored_values(settings: RunSettings) -> dict:

@@ -159,6 +159,7 @@ class DuplexactSession:
                 self.settings = preflight.check_server(run, self.settings)
                 if self.measuring:
                     self._model = self._build_model(config)
+                    preflight.check_channel(self.settings, self._model)
             except BaseException:  # the run never starts: no empty default run dir left behind
                 if not (run.resume or run.run_dir) and self.measuring:
                     configure.remove_if_empty(self.run_dir)
@@ -579,6 +580,8 @@ class DuplexactSession:
             baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None,
             baseline_ignore_borderline=run.baseline_ignore_borderline)
+        if run.autosave or run.compare:  # the store's runs of this model under other channels
+            report = self._with_robustness(report)
         report, hook_failed = self._run_report_hook(report)
         self.report, self.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
@@ -638,6 +641,19 @@ class DuplexactSession:
                 f"{', '.join(sorted(changed))}")
         self.messages.append(f"duplexact: WARNING: {note}")
         return report.replace(extra=extra, notes=(*(report.notes or ()), note)), None
+
+    def _with_robustness(self, report):
+        """The robustness section (report/robustness.py) over the run store, when it holds
+        runs of this model and data under another channel; a store that cannot be read
+        leaves the report without it."""
+        from ..report import robustness
+
+        try:
+            sec = robustness.section(report, robustness.stored_reports(self.run_config.store))
+        except (OSError, ValueError) as e:
+            self.messages.append(f"duplexact: WARNING: no robustness section: {e}")
+            return report
+        return report if sec is None else report.replace(robustness=sec)
 
     def _publish(self, report) -> None:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub

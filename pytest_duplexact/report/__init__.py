@@ -147,6 +147,15 @@ def lookup(report: Report | dict):
             if not t or not t.get("n"):
                 return None, f"no timing observations for {where}"
             return t["median"], ""
+        if metric in ("p10", "p50", "p90", "no_response"):
+            lat = report.summary.latency(action, condition)
+            if metric == "no_response":
+                if not lat or not lat.get("trials"):
+                    return None, f"no scored {where} trials with a timeline"
+                return lat["no_response"], ""
+            if not lat or not lat.get("n"):
+                return None, f"no latency observations for {where}"
+            return lat[metric], ""
         c = counts_of(report, action, condition)
         if c is None or not c["n"]:
             return None, f"no {where} instances were run"

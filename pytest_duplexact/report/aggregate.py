@@ -137,6 +137,47 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """A timed measure as a distribution: p10 / p50 / p90 (numpy's linear percentiles) of its
+    ``n`` values in seconds, and the no-response rate: of the ``trials`` scored (errors
+    excluded), the ``silent`` ones in which the model produced no substantive speech at all,
+    which have no latency and are counted here rather than as late."""
+
+    n: int = 0
+    p10: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    trials: int = 0
+    silent: int = 0
+
+    @property
+    def no_response(self) -> float | None:
+        return self.silent / self.trials if self.trials else None
+
+    @classmethod
+    def of(cls, values: Iterable[float], trials: int = 0, silent: int = 0) -> "Latency":
+        x = np.asarray(list(values), dtype=float)
+        if x.size == 0:
+            return cls(trials=trials, silent=silent)
+        p10, p50, p90 = (round(float(v), 6) for v in np.percentile(x, [10, 50, 90]))
+        return cls(int(x.size), p10, p50, p90, trials, silent)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "no_response": self.no_response}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Latency":
+        return cls(int(d["n"]), d["p10"], d["p50"], d["p90"], int(d["trials"]),
+                   int(d["silent"]))
+
+
+def latency_value(o: InstanceOutcome) -> float | None:
+    """The trial's latency: its action's diagnostic, else its onset latency
+    (rules/latency.py)."""
+    return o.timing if o.action in taxonomy.TIMING_DIAGNOSTIC else o.latency
+
+
+@dataclass(frozen=True)
 class ActionAggregate:
     """One action: pooled counts and its breakdowns, each keyed in taxonomy order.
 
@@ -151,6 +192,9 @@ class ActionAggregate:
     timing: Timing | None = None
     condition_timings: dict[str, Timing] = field(default_factory=dict)
     corpora: dict[str, Counts] = field(default_factory=dict)  # only data that names corpora
+    # latency as a distribution and the no-response rate, pooled and per condition
+    latency: Latency | None = None
+    condition_latency: dict[str, Latency] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -163,6 +207,9 @@ class ActionAggregate:
             "condition_timings": {k: t.to_dict() for k, t in self.condition_timings.items()},
             **({"corpora": {k: c.to_dict() for k, c in self.corpora.items()}}
                if self.corpora else {}),  # only data that names corpora: others keep bytes
+            **({"latency": self.latency.to_dict(),
+                "condition_latency": {k: v.to_dict() for k, v in self.condition_latency.items()}}
+               if self.latency is not None else {}),
         }
 
     @classmethod
@@ -174,7 +221,9 @@ class ActionAggregate:
                    counts(d["scenarios"]), counts(d["sources"]),
                    Timing.from_dict(d["timing"]) if d.get("timing") is not None else None,
                    {k: Timing.from_dict(v) for k, v in d["condition_timings"].items()},
-                   counts(d.get("corpora", {})))
+                   counts(d.get("corpora", {})),
+                   Latency.from_dict(d["latency"]) if d.get("latency") is not None else None,
+                   {k: Latency.from_dict(v) for k, v in d.get("condition_latency", {}).items()})
 
 
 @dataclass(frozen=True)
@@ -238,6 +287,7 @@ def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
     or an outcome with neither a result nor an error."""
     per: dict[tuple, list[Counts]] = {}
     times: dict[tuple[str, str], list[float]] = {}
+    lats: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
     seen: set[str] = set()
     for o in outcomes:
         _check(o)
@@ -254,6 +304,13 @@ def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
                 per.setdefault(key, []).append(c)
         if o.error is None and o.timing is not None:
             times.setdefault((o.action, o.condition), []).append(float(o.timing))
+        if o.error is None and not o.excluded:
+            lat = lats.setdefault((o.action, o.condition), ([], [0, 0]))
+            if (v := latency_value(o)) is not None:
+                lat[0].append(float(v))
+            if o.responded is not None:
+                lat[1][0] += 1
+                lat[1][1] += not o.responded
 
     actions: dict[str, ActionAggregate] = {}
     for action in taxonomy.ACTIONS:
@@ -276,11 +333,28 @@ def aggregate(outcomes: Iterable[InstanceOutcome]) -> Aggregate:
                                for cid in by_cond} if timed else {},
             corpora=_pooled({k[2]: v for k, v in per.items() if k[:2] == ("corp", action)},
                             taxonomy.CORPORA),
+            **_latencies(action, list(by_cond), lats),
         )
     sources = _pooled({k[1]: v for k, v in per.items() if k[0] == "source"}, taxonomy.SOURCES)
     total = sum((a.counts for a in actions.values()), Counts())
     corpora = _pooled({k[1]: v for k, v in per.items() if k[0] == "corpus"}, taxonomy.CORPORA)
     return Aggregate(total, actions, sources, corpora)
+
+
+def _latencies(action: str, conds: list[str], lats: dict) -> dict:
+    """The action's latency fields, present once some trial of it says whether the model
+    responded (outcomes stored before these fields existed do not: their report keeps its
+    bytes)."""
+    mine = {c: lats[(action, c)] for c in conds if (action, c) in lats}
+    if not any(n[0] for _, n in mine.values()):
+        return {}
+
+    def of(groups) -> Latency:
+        return Latency.of((v for vals, _ in groups for v in vals),
+                          sum(n[0] for _, n in groups), sum(n[1] for _, n in groups))
+
+    return {"latency": of(list(mine.values())),
+            "condition_latency": {c: of([g]) for c, g in mine.items()}}
 
 
 # --- Presentation: the paper's cells ---------------------------------------------------------

@@ -34,9 +34,14 @@ def table_lines(section: dict) -> list[str]:
 
 def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
                  b_path: str) -> list[str]:
-    b = as_report(b)
+    a, b = as_report(a), as_report(b)
     out = [f"A: {a_path}: {baseline_mod.against(section)}",
-           f"B: {b_path}: {b.model_label} ({b.created})", ""]
+           f"B: {b_path}: {b.model_label} ({b.created})"]
+    channels = [(r.settings or {}).get("channel") or "clean" for r in (a, b)]
+    if channels != ["clean", "clean"]:  # the same instances heard through other channels
+        out += [f"   A heard through channel {channels[0]}, B through channel {channels[1]} "
+                "(docs/channels.md)"]
+    out += [""]
     out += [section["message"], f"  {section['pairing_note']}",
             f"  method: {section['method']}"]
     out += [f"  warning: {w}" for w in section["warnings"]]

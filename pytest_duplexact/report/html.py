@@ -325,6 +325,36 @@ def _paper_section(report: Report) -> str:
     return "".join(out)
 
 
+def _latency_table(report: Report) -> str:
+    """Latency p10 / p50 / p90 with n and the no-response rate (report/latency.py)."""
+    from . import latency
+
+    found = latency.rows(report)
+    if not found:
+        return ""
+    return ('<p class="muted">Latency as a distribution, every trial (not only successes); '
+            'no response: no substantive model speech in the trial, counted apart from late; '
+            'paper medians: the range of its models\' Table 15 medians.</p>'
+            + _table(latency.HEADER, [[r.label] + latency.cells(r) for r in found]))
+
+
+def _robustness_section(sec: dict) -> str:
+    """Action x channel I rates (report/robustness.py): the Markdown table as HTML."""
+    from .robustness import cell
+
+    acts = sec["actions"]
+    rows = [[row["channel"]] + [cell(row["actions"][a]) for a in acts]
+            + ["" if row["pairing"] is None else
+               f"{row['flips_to_failure']} / {row['flips_to_success']}"]
+            for row in sec["channels"]]
+    ref = "the clean run" if sec["reference"] else "no clean run stored: no test"
+    return (f'<p class="muted">This model on these data under every channel the run store '
+            f'holds (docs/channels.md). I in % [95% Wilson CI] (n); * / + = significantly '
+            f'lower / higher than {_esc(ref)} (paired McNemar, Holm-adjusted).</p>'
+            + _table(["channel"] + [taxonomy.ACTION_LABELS[a] for a in acts]
+                     + ["flips (to failure / to success)"], rows))
+
+
 def _baseline_section(b: dict, in_report: bool = True) -> str:
     """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
     which shows the verdict, warnings and flips itself) leaves those out."""
@@ -500,7 +530,7 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
         '(immediate successes only): stop yield latency, interrupt timing difference '
         '(negative = before the target), recover latency from the interruption end.</p>'
         + _chart(timings_chart(report), "no timing observations in this run")
-        + "</section>",
+        + _latency_table(report) + "</section>",
         f'<section id="paper"><h2>The paper\'s 14 models</h2>{_paper_section(report)}'
         "</section>",
     ]
@@ -514,6 +544,10 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
                     f'condition</h2>{_s_mark(report)}'
                     f'{_paper_comparison_section(report.paper_comparison)}'
                     "</section>")
+    if report.robustness:
+        nav += '<a href="#robustness">robustness</a>'
+        body.append('<section id="robustness"><h2>Robustness: I by channel</h2>'
+                    f'{_robustness_section(report.robustness)}</section>')
     if report.baseline:
         body.append(f'<section id="baseline"><h2>Baseline comparison</h2>'
                     f'{_baseline_section(report.baseline)}</section>')

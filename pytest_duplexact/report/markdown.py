@@ -141,6 +141,17 @@ def render(report: Report | dict, failures: bool = True) -> str:
 
         out += ["", "### The paper side by side (released data)", ""]
         out += ["    " + line for line in render_lines(report.paper_comparison)]
+    from . import latency
+
+    if found := latency.rows(report):
+        out += ["", "### Latency (s) and no response", ""]
+        out += _table(["Action / condition"] + latency.HEADER[1:],
+                      [[r.label] + latency.cells(r) for r in found],
+                      "ll" + "r" * (len(latency.HEADER) - 2))
+    if report.robustness:
+        from .robustness import markdown as robustness_table
+
+        out += ["", "### Robustness: I by channel", ""] + robustness_table(report.robustness)
 
     out += ["", "### Gates", ""]
     gates = report.gate_list()

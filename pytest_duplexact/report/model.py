@@ -41,7 +41,8 @@ VERSION = 1  # the report's schema version: its "version" key
 KEYS = ("schema", "version", "created", "generator", "model", "settings", "taxonomy", "totals",
         "summary", "instances", "selected", "gates", "incomplete", "notes", "usage", "clock",
         "judges",
-        "cost", "paper_comparison", "estimate", "measured", "budget", "baseline", "run_dir",
+        "cost", "paper_comparison", "estimate", "measured", "budget", "baseline", "robustness",
+        "run_dir",
         "shards", "extra")
 
 
@@ -99,12 +100,21 @@ class Summary:
     def timing(self, action: str, condition: str | None = None) -> Mapping | None:
         """The action's timing (aggregate.Timing.to_dict), or a condition's; None when it has
         none (an untimed action, or one that did not run)."""
+        return self._pooled_or_per_condition(action, condition, "timing", "condition_timings")
+
+    def latency(self, action: str, condition: str | None = None) -> Mapping | None:
+        """The action's latency distribution and no-response rate (aggregate.Latency.to_dict),
+        or a condition's; None when not measured (a report from before they existed)."""
+        return self._pooled_or_per_condition(action, condition, "latency", "condition_latency")
+
+    def _pooled_or_per_condition(self, action: str, condition: str | None, pooled: str,
+                                 per_condition: str) -> Mapping | None:
         a = self.action(action)
         if a is None:
             return None
         if condition is None:
-            return a.get("timing")
-        return (a.get("condition_timings") or {}).get(condition)
+            return a.get(pooled)
+        return (a.get(per_condition) or {}).get(condition)
 
     def corpus_counts(self, action: str, corpus: str) -> Mapping | None:
         return self.actions[action].get("corpora", {}).get(corpus)
@@ -186,6 +196,8 @@ class Report(Mapping):
     measured: Mapping | None = None
     budget: Mapping | None = None
     baseline: Mapping | None = None
+    # every channel the run store holds for this model and data (report/robustness.py)
+    robustness: Mapping | None = None
     run_dir: str | None = None
     shards: tuple[Mapping, ...] | None = None
     extra: dict = field(default_factory=dict)

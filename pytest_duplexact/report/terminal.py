@@ -78,6 +78,18 @@ def corpus_table(report: Report | dict) -> list[str]:
     return _table(rows)
 
 
+def latency_table(report: Report | dict) -> list[str]:
+    """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/latency.py)."""
+    from . import latency
+
+    found = latency.rows(report)
+    if not found:
+        return []
+    table = _table([latency.HEADER] + [[r.label] + latency.cells(r) for r in found])
+    return ["", "Latency in s (p10 / p50 / p90, n); no response = no substantive model "
+            "speech in the trial; paper medians: its models' Table 15 range"] + table
+
+
 def render(report: Report | dict, gate_results=()) -> list[str]:
     """``gate_results``: the gates to print (each with a ``message``), live ones: a stored
     report's are printed by the caller that wants them (cli.py)."""
@@ -88,6 +100,9 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     note = s_note(report)
     mark = [f"S: {note}"] if note else []
     out = ["", f"DuplexAct results for {model}  (I, S in %; T in s)"]
+    channel = (report.settings or {}).get("channel")
+    if channel:  # what the model heard (docs/channels.md)
+        out.append(f"heard through the channel {channel}")
     out += action_table(report) + mark
     if (line := borderline_line(report)) is not None:
         out.append(line)
@@ -95,6 +110,10 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     out += condition_table(report) + mark
     if report.summary.corpora:
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
+    out += latency_table(report)
+    from .robustness import terminal_lines
+
+    out += terminal_lines(report)
     if report.paper_comparison:
         from .paper_comparison import render_lines
 

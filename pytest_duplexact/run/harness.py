@@ -22,7 +22,7 @@ from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis
 from ..models.base import SessionInfo
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
-from ..rules import scoring
+from ..rules import latency, scoring
 from .rundir import RunDir
 from .settings import SettingsError
 
@@ -62,6 +62,18 @@ def timeline_to_dict(tl: Timeline, instance: Instance | None = None) -> dict:
     }
 
 
+def _channel_of(settings):
+    """The run's channel (settings.channel is a spec the configure step checked)."""
+    if not getattr(settings, "channel", None):
+        return None
+    from ..pipelines.channel import ChannelError, parse
+
+    try:
+        return parse(settings.channel)
+    except ChannelError as e:  # a hand-edited run.json
+        raise SettingsError(str(e)) from None
+
+
 @dataclass(frozen=True)
 class RunKnobs:
     """How a run executes, beside what it measures (settings.RunSettings): never written to
@@ -94,6 +106,7 @@ class Harness:
     seed: int = 0
     model_options: dict = field(default_factory=dict)
     fingerprint: str | None = None  # RunSettings.fingerprint() of the run
+    channel: Any = None  # pipelines.channel.Channel the model hears through (None: clean)
     # prefetch.Prefetcher when streaming with --duplexact-concurrency; batch.BatchRunner when
     # stepping with --duplexact-batch
     prefetcher: Any = None
@@ -117,7 +130,7 @@ class Harness:
         models/base.py). ``knobs.timeout``: seconds the model may go without answering
         (watchdog.py); ``knobs.judge_timeout``: seconds per judge / transcription question,
         retries included."""
-        from ..models import is_streaming, resolve_model
+        from ..models import is_stepped, is_streaming, resolve_model
         from ..remote.cache import RequestCache
         from .wiring import make_panel, make_policy, make_transcriber
 
@@ -132,11 +145,16 @@ class Harness:
             transcriber=make_transcriber(settings, cache_dir, judge_timeout),
             policy=make_policy(settings, cache_dir),
             seed=settings.seed, model_options=settings.options,
-            fingerprint=settings.fingerprint(),
+            fingerprint=settings.fingerprint(), channel=_channel_of(settings),
             vad_cache=RequestCache(cache_dir),  # re-scoring the same audio skips the VAD
             timeout=timeout, bargein_branches=knobs.bargein_branches,
             audio_format=knobs.audio_format, timing_tolerance=knobs.timing_tolerance,
         )
+        if harness.channel is not None and is_stepped(model):
+            from ..pipelines.channelled import echo_problem
+
+            if problem := echo_problem(harness.channel, model):
+                raise SettingsError(problem)
         # a server that answers one request at a time (mini-omni2) says so: more in flight
         # would only queue behind each other and time the queue, not the model
         concurrency = min(knobs.concurrency,
@@ -197,7 +215,7 @@ class Harness:
         info = SessionInfo(instance=instance, seed=self.seed, options=self.model_options)
         return await self._on_time(lambda: run_instance(
             instance, self.model if model is None else model, info, policy=self.policy,
-            branches=self.bargein_branches))
+            branches=self.bargein_branches, channel=self.channel))
 
     async def _on_time(self, trial):
         """The timing guard (issue 33): a wall-clock trial whose own lateness exceeds the
@@ -290,7 +308,9 @@ class Harness:
         outcome = InstanceOutcome(instance.id, instance.action, instance.condition,
                                   instance.scenario, instance.source, immediate,
                                   s.subsequent, s.timing, None, rel, corpus=instance.corpus,
-                                  clock=recording.clock)
+                                  clock=recording.clock,
+                                  latency=latency.onset_latency(instance, s.immediate),
+                                  responded=latency.responded(tl))
         self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 

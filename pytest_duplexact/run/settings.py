@@ -57,6 +57,9 @@ class RunSettings:
     # whether barge-in plays the released data's branch clips ("on" / "off"); set, reported
     # and fingerprinted only for data that has them (it changes what those instances hear)
     bargein_branches: str | None = None
+    # --duplexact-channel's canonical spec (pipelines/channel.py); None for a clean run, which
+    # keeps its fingerprint and bytes. Identity: it changes what the model hears.
+    channel: str | None = None
     # the released-data provenance (pytest_plugin/released_data.py); only for hf: data
     released: Any = field(default=None, compare=False)
     # what the model's server said it is when the run's preflight connected ({"model",
@@ -87,12 +90,14 @@ class RunSettings:
         parts = {**self.identity, **self.scoring, "seed": self.seed}
         if self.bargein_branches is not None:  # only where it applies: old runs keep theirs
             parts["bargein_branches"] = self.bargein_branches
+        if self.channel is not None:  # likewise: a clean run's fingerprint is unchanged
+            parts["channel"] = self.channel
         text = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def identity_changes(self, old: "RunSettings") -> list[str]:
-        """``key: old -> new`` for every identity key that differs."""
-        return self._changes(old, IDENTITY_KEYS)
+        """``key: old -> new`` for every identity key that differs (the channel's too)."""
+        return self._changes(old, IDENTITY_KEYS + ("channel",))
 
     def scoring_changes(self, old: "RunSettings") -> list[str]:
         out = self._changes(old, SCORING_KEYS)
@@ -120,7 +125,8 @@ class RunSettings:
 
     def to_dict(self) -> dict:
         sel = self.selection
-        optional = ("bargein_branches", "released", "served")  # only when set: old bytes kept
+        # only when set: old bytes kept
+        optional = ("bargein_branches", "channel", "released", "served")
         out = {f.name: self._value(f.name) for f in fields(self)
                if f.name != "selection" and not (f.name in optional and
                                                  getattr(self, f.name) is None)}

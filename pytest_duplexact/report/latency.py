@@ -1,0 +1,73 @@
+"""Latency as a distribution (aggregate.Latency): the rows the terminal, Markdown and HTML
+views show, per action and per condition, beside the paper's medians where its Table 15 gives
+them (the range of its models' medians for that condition, or pooled over its conditions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..data import taxonomy
+from .model import Report, as_report
+
+WHAT = {"take_turn": "onset after the user's end", "backchannel": "onset after the point",
+        "stop": "yield latency", "interrupt": "timing vs target",
+        "recover": "latency after the cue"}
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    action: str
+    condition: str | None  # None: pooled over the action's conditions
+    label: str
+    latency: dict  # aggregate.Latency.to_dict
+    paper: tuple[float, float] | None  # (lowest, highest) median of the paper's models
+
+
+def paper_range(action: str, condition: str | None) -> tuple[float, float] | None:
+    from ..data.paper import load
+
+    t15 = load().table15
+    keys = ([f"{action}.{condition}"] if condition else
+            [f"{action}.{c.id}" for c in taxonomy.conditions_of(action)])
+    medians = [cell["median"] for cells in t15.values() for k in keys
+               if (cell := cells.get(k)) and cell.get("median") is not None]
+    return (min(medians), max(medians)) if medians else None
+
+
+def rows(report: Report | dict) -> list[LatencyRow]:
+    summary = as_report(report).summary
+    out = []
+    for action in taxonomy.ACTIONS:
+        pooled = summary.latency(action)
+        if not pooled:
+            continue
+        label = taxonomy.ACTION_LABELS[action]
+        out.append(LatencyRow(action, None, label, pooled, paper_range(action, None)))
+        conds = summary.action(action).get("condition_latency") or {}
+        for cond in taxonomy.conditions_of(action):
+            if (lat := conds.get(cond.id)) is None:
+                continue
+            cid = cond.id
+            out.append(LatencyRow(action, cid, f"{label} / {cond.label}", lat,
+                                  paper_range(action, cid)))
+    return out
+
+
+def _s(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def cells(row: LatencyRow) -> list[str]:
+    """measure, p10, p50, p90, n, no response, paper medians."""
+    lat = row.latency
+    nr = lat.get("no_response")
+    no_resp = "-" if nr is None else f"{100 * nr:.0f}% ({lat['silent']}/{lat['trials']})"
+    paper = "" if row.paper is None else (
+        f"{row.paper[0]:.2f}" if row.paper[0] == row.paper[1] else
+        f"{row.paper[0]:.2f} .. {row.paper[1]:.2f}")
+    what = WHAT.get(row.action, "") if row.condition is None else ""
+    return [what, _s(lat.get("p10")), _s(lat.get("p50")), _s(lat.get("p90")),
+            str(lat.get("n", 0)), no_resp, paper]
+
+
+HEADER = ["", "measure", "p10", "p50", "p90", "n", "no response", "paper medians"]
