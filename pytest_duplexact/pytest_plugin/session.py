@@ -356,9 +356,12 @@ class DuplexactSession:
         metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
 
     def pytest_collection_modifyitems(self, config, items) -> None:
-        # actions outside the selection: dropped silently, not reported as "deselected" (the
-        # user deselected nothing; -k / -m deselection stays pytest's own)
-        items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+        # an action outside the selection collects one placeholder test; it is deselected the
+        # way -k deselects, so "collected", "deselected" and the outcomes add up
+        unselected = [it for it in items if it.get_closest_marker("duplexact_unselected")]
+        if unselected:
+            items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+            config.hook.pytest_deselected(items=unselected)
         _never_rerun_misses(config, items)
 
     def pytest_collection_finish(self, session) -> None:
