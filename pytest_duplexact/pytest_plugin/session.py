@@ -152,6 +152,7 @@ class DuplexactSession:
         self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
         self._billed_ids: set[str] = set()  # ... the tests counted in it
         self._termination = TerminationGuard()  # SIGTERM stops like Ctrl-C (controller)
+        self.progress = None  # progress.Progress, the live line (controller, when shown)
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
@@ -375,10 +376,14 @@ class DuplexactSession:
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         """pytest-xdist, controller: it collects nothing itself; its workers say what they
         run (node ids ``test_<action>.py::test_<action>[<param id>]``)."""
-        by_test = {f"test_{i.action}[{param_id(i)}]": i.id for i in self.instances}
-        self.expected = (self.expected or set()) | {by_test[n.rpartition("::")[2]]
+        by_test = self.by_test()
+        self.expected = (self.expected or set()) | {by_test[n.rpartition("::")[2]].id
                                                     for n in ids
                                                     if n.rpartition("::")[2] in by_test}
+
+    def by_test(self) -> dict:
+        """Test name (``test_<action>[<param id>]``) -> its instance."""
+        return {f"test_{i.action}[{param_id(i)}]": i for i in self.instances}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem) -> None:
@@ -498,6 +503,13 @@ class DuplexactSession:
             for line in self.notices + self.messages:
                 tr.write_line(line)
             self.messages.clear()  # said once (resume); the summary adds what comes later
+        if not self.worker and self.measuring:
+            from . import progress
+
+            mode = progress.resolve(self.run_config.progress, tr)
+            if mode != "off":
+                self.progress = progress.Progress(self, mode, tr)
+                self.config.pluginmanager.register(self.progress, "duplexact-progress")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
@@ -519,6 +531,8 @@ class DuplexactSession:
 
     def pytest_unconfigure(self, config) -> None:
         self._termination.uninstall()
+        if self.progress is not None:
+            config.pluginmanager.unregister(self.progress)
         if self.lock is not None:
             self.lock.release()
         if self._harness is not None:
