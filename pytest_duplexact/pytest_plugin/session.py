@@ -313,7 +313,23 @@ class DuplexactSession:
         where = f" at {mask_credentials(url)}" if url else ""
         item.session.shouldstop = (
             f"duplexact: the model's server{where} is gone ({LOST_AFTER} instances in a row "
-            f"could not connect): restart it, then pytest --duplexact-resume={self.run_dir}")
+            f"could not connect): restart it, then {self.resume_command()}")
+
+    def resume_command(self) -> str:
+        """The command that finishes this run. The model, data, selection and scoring come
+        back from its run.json (resumed.py); how it ran (xdist workers, concurrency, batch)
+        changes no verdict and is not in run.json, so it is said here: a run at 4 in flight
+        resumed at 1 would take four times as long."""
+        from .spend import workers
+
+        words = [f"pytest --duplexact-resume={self.run_dir}"]
+        if workers(self.config) > 1:
+            words.append(f"-n {workers(self.config)}")
+        if (self.run_config.concurrency or 1) > 1:
+            words.append(f"--duplexact-concurrency={self.run_config.concurrency}")
+        if (self.run_config.batch or 1) > 1:
+            words.append(f"--duplexact-batch={self.run_config.batch}")
+        return " ".join(words)
 
     def _upcoming(self, item, n: int) -> list:
         """The next n instances this process will run (not yet finished), in order. Serial:
@@ -565,20 +581,20 @@ class DuplexactSession:
         stopped = self.budget is not None and self.budget.stopped
         if stopped:  # one line says why the report is incomplete and how to finish it
             notes.append(f"{self.budget.stopped} after {len(outcomes):,} of "
-                         f"{len(expected):,} instances; resume with pytest "
-                         f"--duplexact-resume={self.run_dir}" + (
+                         f"{len(expected):,} instances; resume with "
+                         f"{self.resume_command()}" + (
                              f" ({missing:,} selected instance(s) have no outcome)"
                              if missing else ""))
         elif missing:  # the report is incomplete: say so in it, and how to finish it
             notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
-                f"pytest --duplexact-resume={self.run_dir} runs them")
+                f"{self.resume_command()} runs them")
         if self._termination.received and missing:
             self.messages.append(
                 f"duplexact: stopped by {self._termination.received} (a scheduler's time "
                 f"limit, a preemption or a kill) after {len(outcomes):,} of {len(expected):,} "
-                f"instances; resume with pytest --duplexact-resume={self.run_dir}")
+                f"instances; resume with {self.resume_command()}")
         if self.budget is not None:
             try:
                 self._stop_file.unlink()
@@ -617,8 +633,8 @@ class DuplexactSession:
         if unwritten:
             self.messages += [line for line, _ in unwritten] + [
                 f"duplexact: the finished instances are journaled in "
-                f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, pytest "
-                f"--duplexact-resume={self.run_dir} writes the report"]
+                f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, "
+                f"{self.resume_command()} writes the report"]
             return 1 if exitstatus in (0, 1) else None
         self._publish(report)
         self.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "
