@@ -83,15 +83,9 @@ class Progress:
         s = self.session
         ids = s.expected if s.expected else {i.id for i in s.instances}
         self.tally = Tally(len(ids))
-        run = s.run_config
-        lanes = max(1, run.concurrency or 1) if s.estimate is None or \
-            s.estimate.get("model_kind") != "stepped" else max(1, run.batch or 1)
-        from .spend import workers
-
         branches = s.settings.bargein_branches != "off"
         self.pace = Pace({i.id: weight(i, branches) for i in s.instances
-                          if i.id in ids and i.id not in s.resumed},
-                         lanes=lanes * workers(s.config))
+                          if i.id in ids and i.id not in s.resumed})
 
     def _spend(self) -> Spend | None:
         from ..report.cost import estimate
@@ -125,7 +119,6 @@ class Progress:
             self.started = time.monotonic()
             if self.pace is None:
                 self._begin()
-            self.pace.start(self.started)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_teststatus(self, report, config):
@@ -149,10 +142,9 @@ class Progress:
             return
         if self.pace is None:
             self._begin()
-        self.pace.start(time.monotonic())
         self.tally.add(inst.action, self.results.pop(report.nodeid))
         if inst.id not in self.session.resumed:
-            self.pace.finish(inst.id)
+            self.pace.finish(inst.id, time.monotonic())
         self._show(final=False)
 
     @pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: before its [100%]

@@ -4,18 +4,17 @@ terminal or reads a clock, so the estimator is tested on simulated schedules).
 
 Time left comes from the measured pace, in work, not in instances: each instance weighs the
 seconds of audio its pipeline streams (``estimate.stream_bounds``, the middle of its range),
-so a run whose long instances come last is not promised an early end. Trials run ``lanes`` at
-a time (concurrency x workers for a streaming model); those in flight when a test is reported
-are, on average, half done, and are credited so: without that, a run at concurrency 4 would
-look four times slower than it is until enough of it has finished.
+so a run whose long instances come last is not promised an early end. The pace is measured
+from the first instance reported on, so what the start cost once (the model, the transcriber
+and the scoring worker loading; minutes on a busy machine) is not spread over the run, and
+a run at concurrency N, whose first report comes when N trials are already well along, is
+not taken for N times slower than it is. Until a second instance is reported there is no
+pace ("measuring").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-# the part of its work an instance in flight is credited with (uniform progress on average)
-IN_FLIGHT_CREDIT = 0.5
 
 
 @dataclass
@@ -24,37 +23,30 @@ class Pace:
     audio) for the instances this invocation runs."""
 
     work: dict[str, float]
-    lanes: int = 1
-    started: float | None = None  # the clock when the first instance started
     done: set[str] = field(default_factory=set)
     done_work: float = 0.0
+    first: tuple[float, float] | None = None  # (clock, work done) at the first report
 
-    def start(self, now: float) -> None:
-        if self.started is None:
-            self.started = now
-
-    def finish(self, instance_id: str) -> None:
+    def finish(self, instance_id: str, now: float) -> None:
         if instance_id in self.work and instance_id not in self.done:
             self.done.add(instance_id)
             self.done_work += self.work[instance_id]
+            if self.first is None:
+                self.first = (now, self.done_work)
 
     @property
     def total(self) -> float:
         return sum(self.work.values())
 
     def left(self, now: float) -> float | None:
-        """Seconds until the last instance finishes, or None before one has (no pace yet)."""
-        if self.started is None or not self.done:
-            return None
-        n_left = len(self.work) - len(self.done)
+        """Seconds until the last instance finishes, or None before a pace was measured."""
         work_left = self.total - self.done_work
-        if n_left <= 0 or work_left <= 0:
-            return 0.0
-        elapsed = max(now - self.started, 1e-9)
-        # the one started as this test's instance freed its lane has barely begun
-        credit = IN_FLIGHT_CREDIT * max(0, min(self.lanes, n_left) - 1) * work_left / n_left
-        rate = (self.done_work + credit) / elapsed  # work per second
-        return max(0.0, (work_left - credit) / rate)
+        if len(self.done) >= len(self.work) or work_left <= 0:
+            return 0.0 if self.done else None
+        if self.first is None or len(self.done) < 2 or now <= self.first[0]:
+            return None
+        t, w = self.first
+        return work_left * (now - t) / (self.done_work - w)
 
 
 @dataclass
