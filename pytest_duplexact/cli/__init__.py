@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("models", help="list the built-in models, what each needs and whether "
                                       "it is present here")
     p.add_argument("names", nargs="*", metavar="NAME", help="check only these models")
-    p.add_argument("-o", "--option", action="append", metavar="KEY=VALUE",
+    # --duplexact-model-option too: a hint printed for pytest pastes here as it is
+    p.add_argument("-o", "--option", "--duplexact-model-option", action="append",
+                   metavar="KEY=VALUE",
                    help="a model option, as --duplexact-model-option (one NAME only): checks "
                         "its files and runs the model's preflight")
 

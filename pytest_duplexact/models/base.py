@@ -111,6 +111,7 @@ class Probed:
     model: str = ""
     max_sessions: int | None = None
     where: str = ""  # the server, as it may be shown (credentials masked)
+    mode: str | None = None  # "stepped" | "streaming" when the server says (a bridge's READY)
 
 
 class ModelError(RuntimeError):

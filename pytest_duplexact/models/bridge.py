@@ -760,7 +760,8 @@ def probed(**options: Any) -> Probed:
 
 def probed_as(r: wire.Ready, client: BridgeClient, unnamed: str) -> Probed:
     _PROBED[_probe_key(client)] = r
-    return Probed(described(r, unnamed), r.model, r.max_sessions, shown_url(client.url))
+    return Probed(described(r, unnamed), r.model, r.max_sessions, shown_url(client.url),
+                  mode=r.mode)
 
 
 def described(r: wire.Ready, unnamed: str) -> str:

@@ -191,7 +191,8 @@ def parse_options(pairs: list[str] | None) -> dict[str, str]:
 def main(args) -> int:
     options = parse_options(args.option)
     if options and len(args.names) != 1:
-        raise SystemExit("duplexact models: -o/--option needs exactly one model name")
+        raise SystemExit("duplexact models: -o/--option/--duplexact-model-option needs exactly "
+                         "one model name")
     text, ready = render(args.names or None, options if args.names else None)
     print(text, end="")
     return 0 if ready else 1

@@ -144,7 +144,8 @@ class SocketIOOmni:
         if self.dialect not in DIALECTS:
             raise ModelConfigError(f"unknown socket.io dialect {self.dialect!r}; known: "
                                    f"{', '.join(DIALECTS)}")
-        check_server_url(self.name, self.server_url, "https://HOST:8081 -o verify=false")
+        check_server_url(self.name, self.server_url,
+                         "https://HOST:8081 --duplexact-model-option verify=false")
         bad = set(self.transport_list) - {"polling", "websocket"}
         if bad or not self.transport_list:
             raise ModelConfigError(f"{self.name}: transports must be polling and/or websocket, "

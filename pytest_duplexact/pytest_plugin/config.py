@@ -30,6 +30,8 @@ from . import options
 _DEFERRED = ("max-cost", "baseline-alpha")
 # the harness's numbers: the range each must fall in (a timeout's lower end excluded); the
 # upper ends keep a typo (99999999999999999999) from reaching a thread pool or a clock
+# --duplexact-progress (pytest_plugin/progress.py)
+PROGRESS_MODES = ("auto", "bar", "lines", "off")
 LIMITS = {"concurrency": (1, 1024), "batch": (1, 1024),
           "timeout": (0.0, 86_400.0), "judge-timeout": (0.0, 86_400.0)}
 
@@ -77,6 +79,7 @@ class RunConfig:
     timeout: float | None = 60.0
     judge_timeout: float | None = 150.0
     timing_tolerance: float | None = TIMING_TOLERANCE_S  # s; None: off (lateness recorded)
+    progress: str = "auto"  # auto | bar | lines | off (pytest_plugin/progress.py)
     # where pytest was invoked (default run directory, store); on an xdist worker, the run
     # directory the controller chose (session.pytest_configure_node)
     invocation_dir: Path = field(default_factory=Path.cwd)
@@ -132,6 +135,7 @@ class RunConfig:
             concurrency=knobs["concurrency"], batch=knobs["batch"],
             timeout=knobs["timeout"], judge_timeout=knobs["judge-timeout"],
             timing_tolerance=_timing_tolerance(get("timing-tolerance")),
+            progress=_progress(get("progress")),
             invocation_dir=Path(config.invocation_params.dir), worker=worker,
             assigned_run_dir=Path(assigned) if assigned else None,
             problems=tuple(problems))
@@ -220,6 +224,14 @@ def _timing_tolerance(value) -> float | None:
         raise pytest.UsageError(f"--duplexact-timing-tolerance={value!r}: give milliseconds "
                                 "(> 0), e.g. 100, or 'off'")
     return ms / 1000
+
+
+def _progress(value) -> str:
+    mode = str(value or "auto").strip().lower()
+    if mode not in PROGRESS_MODES:
+        raise pytest.UsageError(f"--duplexact-progress={value!r}: use "
+                                f"{', '.join(PROGRESS_MODES)}")
+    return mode
 
 
 def _audio_format(value) -> str:

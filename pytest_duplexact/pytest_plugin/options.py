@@ -150,6 +150,11 @@ OPTIONS: tuple[Opt, ...] = (
         "re-run at a lower concurrency, then reported as 'timing unreliable' (an error, in no "
         "rate); 'off' only records the lateness. Default 100: a fifth of the tightest window "
         "the rules use (docs/realtime.md).", metavar="MS|off"),
+    Opt("progress", "How a running run shows its progress: 'bar' (one line redrawn in place: "
+        "instances done, errors, pass rate by action, spend, elapsed, time left), 'lines' (a "
+        "plain line every tenth of the run or minute, for logs), 'off'; 'auto': bar on a "
+        "terminal, lines otherwise, off where CI is set (docs/runs.md).", default="auto",
+        metavar="auto|bar|lines|off"),
 )
 
 BY_NAME = {o.name: o for o in OPTIONS}

@@ -152,6 +152,7 @@ class DuplexactSession:
         self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
         self._billed_ids: set[str] = set()  # ... the tests counted in it
         self._termination = TerminationGuard()  # SIGTERM stops like Ctrl-C (controller)
+        self.progress = None  # progress.Progress, the live line (controller, when shown)
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
@@ -313,7 +314,23 @@ class DuplexactSession:
         where = f" at {mask_credentials(url)}" if url else ""
         item.session.shouldstop = (
             f"duplexact: the model's server{where} is gone ({LOST_AFTER} instances in a row "
-            f"could not connect): restart it, then pytest --duplexact-resume={self.run_dir}")
+            f"could not connect): restart it, then {self.resume_command()}")
+
+    def resume_command(self) -> str:
+        """The command that finishes this run. The model, data, selection and scoring come
+        back from its run.json (resumed.py); how it ran (xdist workers, concurrency, batch)
+        changes no verdict and is not in run.json, so it is said here: a run at 4 in flight
+        resumed at 1 would take four times as long."""
+        from .spend import workers
+
+        words = [f"pytest --duplexact-resume={self.run_dir}"]
+        if workers(self.config) > 1:
+            words.append(f"-n {workers(self.config)}")
+        if (self.run_config.concurrency or 1) > 1:
+            words.append(f"--duplexact-concurrency={self.run_config.concurrency}")
+        if (self.run_config.batch or 1) > 1:
+            words.append(f"--duplexact-batch={self.run_config.batch}")
+        return " ".join(words)
 
     def _upcoming(self, item, n: int) -> list:
         """The next n instances this process will run (not yet finished), in order. Serial:
@@ -357,9 +374,12 @@ class DuplexactSession:
         metafunc.parametrize("duplexact_instance", insts, ids=[param_id(i) for i in insts])
 
     def pytest_collection_modifyitems(self, config, items) -> None:
-        # actions outside the selection: dropped silently, not reported as "deselected" (the
-        # user deselected nothing; -k / -m deselection stays pytest's own)
-        items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+        # an action outside the selection collects one placeholder test; it is deselected the
+        # way -k deselects, so "collected", "deselected" and the outcomes add up
+        unselected = [it for it in items if it.get_closest_marker("duplexact_unselected")]
+        if unselected:
+            items[:] = [it for it in items if not it.get_closest_marker("duplexact_unselected")]
+            config.hook.pytest_deselected(items=unselected)
         _never_rerun_misses(config, items)
 
     def pytest_collection_finish(self, session) -> None:
@@ -373,10 +393,14 @@ class DuplexactSession:
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         """pytest-xdist, controller: it collects nothing itself; its workers say what they
         run (node ids ``test_<action>.py::test_<action>[<param id>]``)."""
-        by_test = {f"test_{i.action}[{param_id(i)}]": i.id for i in self.instances}
-        self.expected = (self.expected or set()) | {by_test[n.rpartition("::")[2]]
+        by_test = self.by_test()
+        self.expected = (self.expected or set()) | {by_test[n.rpartition("::")[2]].id
                                                     for n in ids
                                                     if n.rpartition("::")[2] in by_test}
+
+    def by_test(self) -> dict:
+        """Test name (``test_<action>[<param id>]``) -> its instance."""
+        return {f"test_{i.action}[{param_id(i)}]": i for i in self.instances}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem) -> None:
@@ -496,6 +520,13 @@ class DuplexactSession:
             for line in self.notices + self.messages:
                 tr.write_line(line)
             self.messages.clear()  # said once (resume); the summary adds what comes later
+        if not self.worker and self.measuring:
+            from . import progress
+
+            mode = progress.resolve(self.run_config.progress, tr)
+            if mode != "off":
+                self.progress = progress.Progress(self, mode, tr)
+                self.config.pluginmanager.register(self.progress, "duplexact-progress")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
@@ -517,6 +548,8 @@ class DuplexactSession:
 
     def pytest_unconfigure(self, config) -> None:
         self._termination.uninstall()
+        if self.progress is not None:
+            config.pluginmanager.unregister(self.progress)
         if self.lock is not None:
             self.lock.release()
         if self._harness is not None:
@@ -549,20 +582,20 @@ class DuplexactSession:
         stopped = self.budget is not None and self.budget.stopped
         if stopped:  # one line says why the report is incomplete and how to finish it
             notes.append(f"{self.budget.stopped} after {len(outcomes):,} of "
-                         f"{len(expected):,} instances; resume with pytest "
-                         f"--duplexact-resume={self.run_dir}" + (
+                         f"{len(expected):,} instances; resume with "
+                         f"{self.resume_command()}" + (
                              f" ({missing:,} selected instance(s) have no outcome)"
                              if missing else ""))
         elif missing:  # the report is incomplete: say so in it, and how to finish it
             notes.append(
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
-                f"pytest --duplexact-resume={self.run_dir} runs them")
+                f"{self.resume_command()} runs them")
         if self._termination.received and missing:
             self.messages.append(
                 f"duplexact: stopped by {self._termination.received} (a scheduler's time "
                 f"limit, a preemption or a kill) after {len(outcomes):,} of {len(expected):,} "
-                f"instances; resume with pytest --duplexact-resume={self.run_dir}")
+                f"instances; resume with {self.resume_command()}")
         if self.budget is not None:
             try:
                 self._stop_file.unlink()
@@ -604,8 +637,8 @@ class DuplexactSession:
         if unwritten:
             self.messages += [line for line, _ in unwritten] + [
                 f"duplexact: the finished instances are journaled in "
-                f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, pytest "
-                f"--duplexact-resume={self.run_dir} writes the report"]
+                f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, "
+                f"{self.resume_command()} writes the report"]
             return 1 if exitstatus in (0, 1) else None
         self._publish(report)
         self.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "

@@ -12,17 +12,61 @@ import pytest
 from .config import RunConfig
 
 
-def model_kind(spec: str) -> tuple[str, bool]:
-    """("stepped" | "streaming" | "replay" | "unknown", billed) for a model name, without
-    building it (an import path is only known once built: "unknown", not billed unless the
-    price table knows its name)."""
+def model_kind(spec: str, options: dict | None = None) -> tuple[str, bool, str]:
+    """("stepped" | "streaming" | "replay" | "unknown", billed, what the kind rests on) for a
+    model, without calling it: a built-in's row says; a bridge's server says in its READY
+    (one connection, as the run's preflight makes); an import path's factory says when it is
+    a class (else "unknown", not billed unless the price table knows its name)."""
     from ..models import RECORDED_PREFIX
     from ..models.builtins import BUILTINS
 
     if spec.startswith(RECORDED_PREFIX):
-        return "replay", False
+        return "replay", False, ""
     req = BUILTINS.get(spec)
-    return (req.kind, req.billed) if req is not None else ("unknown", False)
+    if req is None:
+        kind, basis = _factory_kind(spec)
+        return kind, False, basis
+    kind = req.kind.split(",")[0].strip()  # "stepped, bridge": a stepped model
+    if kind in ("stepped", "streaming"):
+        return kind, req.billed, ""
+    kind, basis = _served_kind(spec, options or {})  # "stepped or streaming, as the server says"
+    return kind, req.billed, basis
+
+
+def _served_kind(spec: str, options: dict) -> tuple[str, str]:
+    """What the server's READY says it is (models.probe), or "unknown" and why."""
+    from ..models import probe
+
+    try:
+        probed = probe(spec, **options)
+    except Exception as e:  # the client's own, user-facing message; the preflight says it
+        return "unknown", ("kind unknown: its server did not answer ("
+                           + " ".join(str(e).split())[:120] + ")")
+    mode = getattr(probed, "mode", None)
+    if mode not in ("stepped", "streaming"):
+        return "unknown", "kind unknown: its server did not say whether it streams"
+    return mode, f"{mode}, as its server's READY says"
+
+
+def _factory_kind(spec: str) -> tuple[str, str]:
+    """An import path's kind, when its factory is a model class (importing it calls no
+    model); a function's model is only known once built."""
+    import inspect
+
+    from ..models import factory_for
+
+    unknown = "unknown", "kind unknown: an import path's is known once it is built"
+    try:
+        factory = factory_for(spec)
+    except Exception:  # the run itself says what is wrong with it
+        return unknown
+    if not inspect.isclass(factory):
+        return unknown
+    if inspect.iscoroutinefunction(getattr(factory, "connect", None)):
+        return "streaming", f"streaming, as {factory.__name__} has an async connect"
+    if callable(getattr(factory, "step", None)):
+        return "stepped", f"stepped, as {factory.__name__} has step"
+    return unknown
 
 
 def workers(config) -> int:
@@ -79,14 +123,16 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
 
 
 def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:
+    from ..models.builtins import BUILTINS
     from ..report.estimate import plan
 
-    kind, billed = model_kind(settings.model)
-    if not billed and kind == "unknown":  # an import path with a price entry bills
+    kind, billed, basis = model_kind(settings.model, dict(settings.options))
+    if not billed and settings.model not in BUILTINS:  # an import path with a price bills
         from ..report.estimate import price_entry, priced_name
 
         billed = price_entry(prices, priced_name(settings)) is not None
-    return plan(instances, settings, prices=prices, kind=kind, billed_model=billed,
+    return plan(instances, settings, prices=prices, kind=kind, kind_basis=basis,
+                billed_model=billed,
                 concurrency=max(1, run.concurrency or 1),
                 workers=n_workers, previous=previous_report(run.store, settings),
                 branches=settings.bargein_branches != "off")

@@ -269,13 +269,13 @@ def summary_line(section: dict) -> str:
                 f"significantly against {against(section)} ({how}): "
                 + ", ".join(section["drops"]))
     lower = sum(r["delta"] < 0 for r in section["comparisons"])
-    few = [r["target"] for r in section["comparisons"] if blind(r, section["alpha"])]
-    if few:  # a pass these n could not have failed says so
+    few = too_few(section)
+    if few:  # a drop these n could not have shown is not a pass: it is unjudged
         shown = ", ".join(few[:3]) + (f" and {len(few) - 3} more" if len(few) > 3 else "")
-        how += (f"; {lower} lower, {len(few)} of them on too few instances to show any "
-                f"drop: {shown}")
-    else:
-        how += f"; {lower} lower but within chance"
+        return (f"too few to tell: {len(few)} of {n} comparison(s) lower on too few "
+                f"instances to show any drop ({shown}); no significant drop against "
+                f"{against(section)} ({how}; {lower} lower)")
+    how += f"; {lower} lower but within chance"
     return (f"passed baseline: no significant drop in {n} comparison(s) against "
             f"{against(section)} ({how})")
 
@@ -287,6 +287,19 @@ def borderline_note(f: dict) -> str:
         return ""
     where = " and ".join("the baseline" if r == "baseline" else "this run" for r in runs)
     return f" [borderline in {where}{'; set aside' if f.get('ignored') else ''}]"
+
+
+def too_few(section: dict) -> list[str]:
+    """The lower comparisons whose n could not have shown any drop."""
+    return [r["target"] for r in section.get("comparisons") or ()
+            if blind(r, section["alpha"])]
+
+
+def css_class(section: dict) -> str:
+    """How a view colours the verdict: green only for a pass these n could have failed."""
+    if not section["passed"]:
+        return "fail"
+    return "unsure" if too_few(section) else "pass"
 
 
 def flip_line(f: dict) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..data import taxonomy
-from .baseline import against
+from .baseline import against, css_class
 from .charts import paired_deltas_chart
 from .html import (
     AUDIO_MODES,
@@ -46,7 +46,7 @@ def _summary(section: dict, a: Report, b: Report, a_path, b_path) -> str:
     out = [_table(["", "report", "model", "created", "dataset fingerprint", "instances",
                    "judge"], [["A (baseline)"] + who(a, a_path), ["B (this run)"]
                               + who(b, b_path)], left={1})]
-    out.append(f'<p class="{"pass" if section["passed"] else "fail"}">'
+    out.append(f'<p class="{css_class(section)}">'
                f'{_esc(section["message"])}</p>')
     for w in section["warnings"]:
         out.append(f'<p class="warn">{_esc(w)}</p>')

@@ -177,12 +177,14 @@ def _from_previous(svc: Service, prices: dict, previous: dict, n: int) -> dict |
 
 def plan(instances, settings, *, prices: dict, kind: str, billed_model: bool,
          concurrency: int = 1, workers: int = 1, previous: dict | None = None,
-         branches: bool = True) -> dict:
+         branches: bool = True, kind_basis: str = "") -> dict:
     """The estimate of a run (``report.json``'s ``estimate``, docs/report-format.md).
 
-    ``kind``: the model's "stepped", "streaming", "replay" or "unknown" (an import path is
-    only known once built); ``workers``: pytest-xdist processes; ``previous``: a stored
-    report of the same model (its ``_name`` says which), or None.
+    ``kind``: the model's "stepped", "streaming", "replay" or "unknown" (a factory function
+    is only known once built); ``kind_basis``: what the kind rests on when the model's name
+    alone does not say (a bridge's READY, a factory class), said with the wall time;
+    ``workers``: pytest-xdist processes; ``previous``: a stored report of the same model (its
+    ``_name`` says which), or None.
     """
     work = Workload.of(instances, branches)
     lanes = max(1, concurrency if kind != "stepped" else 1) * max(1, workers)
@@ -217,6 +219,7 @@ def plan(instances, settings, *, prices: dict, kind: str, billed_model: bool,
         "stream_s": list(work.stream_s),
         "output_window_s": work.output_s,
         "model_kind": kind,
+        **({"model_kind_basis": kind_basis} if kind_basis else {}),
         "concurrency": concurrency,
         "workers": workers,
         "wall_s": wall,
@@ -256,9 +259,13 @@ def describe(est: dict) -> list[str]:
         wall = "wall: as fast as the model computes (stepped)"
     elif kind == "replay":
         wall = "wall: no model calls (replay)"
-    else:
-        wall = (f"wall: {_hours_span(lo, hi)} at 1x if it streams, as fast as it computes "
-                "if it steps")
+    else:  # streaming at the run's concurrency, or stepped: the model says once built
+        lanes = max(1, est["concurrency"]) * max(1, est["workers"])
+        wall = (f"wall: {_hours_span(lo / lanes, hi / lanes)} at {est['concurrency']} in "
+                "flight" + (f" x {est['workers']} workers" if est["workers"] > 1 else "")
+                + " if it streams, as fast as it computes if it steps")
+    if est.get("model_kind_basis"):
+        wall += f" ({est['model_kind_basis']})"
     cost = est["cost"]
     cur = cost["currency"]
     t = cost["total"]

@@ -115,6 +115,7 @@ tr.mine td{background:#fff7e0;font-weight:600}
 .note{background:#f4f7fb;border-left:4px solid #1f3b57;padding:6px 10px;margin:8px 0}
 .warn{background:#fff4f0;border-left:4px solid #c0392b;padding:6px 10px;margin:8px 0}
 .pass{color:#1e7b34;font-weight:600} .fail{color:#c0392b;font-weight:600}
+.unsure{color:#9a5b00;font-weight:600}
 .chart svg{max-width:100%;height:auto}
 .failure{border:1px solid #ddd;border-radius:4px;margin:14px 0;padding:8px 12px}
 .failure h3{margin:0 0 4px;font-size:15px} .failure .reason{margin:2px 0}
@@ -227,7 +228,9 @@ def _summary(report: Report) -> str:
         out.append('<p class="muted">No gates were set (--duplexact-gate).</p>')
     b = report.baseline
     if b:
-        out.append(f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])} '
+        from .baseline import css_class
+
+        out.append(f'<p class="{css_class(b)}">{_esc(b["message"])} '
                    '(<a href="#baseline">details</a>)</p>')
     for note in report.note_lines():
         out.append(f'<p class="note">{_esc(note)}</p>')
@@ -358,10 +361,16 @@ def _robustness_section(sec: dict) -> str:
 def _baseline_section(b: dict, in_report: bool = True) -> str:
     """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
     which shows the verdict, warnings and flips itself) leaves those out."""
-    from .baseline import against, change_text, newly_measured_line, power_lines, verdict
+    from .baseline import (
+        against,
+        change_text,
+        css_class,
+        newly_measured_line,
+        power_lines,
+        verdict,
+    )
 
-    out = [f'<p class="{"pass" if b["passed"] else "fail"}">{_esc(b["message"])}</p>'] \
-        if in_report else []
+    out = [f'<p class="{css_class(b)}">{_esc(b["message"])}</p>'] if in_report else []
     if b.get("path"):
         out.append(f"<p>Baseline <code>{_esc(b['path'])}</code>: {_esc(against(b))}.</p>")
     if b.get("pairing_note"):

@@ -4,8 +4,10 @@ with compare-with-latest, and a report copy that knows where its recordings are.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+from pytest_duplexact.data.taxonomy import ACTIONS
 from pytest_duplexact.report import job_summary, store
 from tests.support.runs import replicated_dataset
 
@@ -195,16 +197,28 @@ def test_a_factory_that_raises_is_one_error_with_its_traceback_once(pytester):
     assert res.parseoutcomes().get("errors") == 1
 
 
-def test_k_counts_only_what_pytest_selected_and_deselects_nothing_itself(pytester):
+def _collected(out: str) -> int:
+    return int(re.search(r"collected (\d+) items?", out).group(1))
+
+
+def test_the_counts_add_up_whatever_deselects(pytester):
+    """-k, and the other actions an action selection leaves out, are both "deselected" (by
+    pytest's own hook), so collected = deselected + what ran, and nothing goes unreported."""
     res = pytester.runpytest_subprocess("--duplexact-model=silent", "-k", "delayed",
                                         "--duplexact-action=take_turn", "--duplexact-run-dir=r",
                                         "-p", "no:cacheprovider", timeout=300)
     out = res.stdout.str()
     outcomes = res.parseoutcomes()
-    assert outcomes.get("failed") == 3 and outcomes.get("deselected") == 6, out
+    others = len(ACTIONS) - 1  # one placeholder per action outside the selection
+    assert outcomes.get("failed") == 3 and outcomes.get("deselected") == 6 + others, out
+    assert _collected(out) == sum(outcomes.values()), out
     report = json.loads(Path(pytester.path, "r", "report.json").read_text())
     assert not [n for n in report["notes"] if "have no outcome" in n]  # nothing missing
     res = pytester.runpytest_subprocess("--duplexact-model=silent",
-                                        "--duplexact-action=take_turn", "--duplexact-run-dir=r2",
+                                        "--duplexact-action=take_turn",
+                                        "--duplexact-condition=delayed", "--duplexact-run-dir=r2",
                                         "-p", "no:cacheprovider", timeout=300)
-    assert "deselected" not in res.stdout.str()  # the 21 other actions: not the user's doing
+    out = res.stdout.str()
+    outcomes = res.parseoutcomes()
+    assert outcomes == {"failed": 3, "deselected": others}, out
+    assert _collected(out) == 3 + others, out

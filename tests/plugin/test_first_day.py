@@ -130,3 +130,21 @@ def test_a_failure_carries_its_onset_into_outcome_json_and_the_page(pytester):
     page = Path(pytester.path, "page.html").read_text()
     assert "the dashed red line is the rule's onset" in page
     assert re.search(r'stroke-dasharray="3,2"><title>rule onset \d+\.\d+ s</title>', page)
+
+
+def test_the_resume_hint_keeps_concurrency_and_batch(pytester):
+    """How the run ran (concurrency, batch) is not in run.json (it changes no verdict), so
+    the printed command carries it: a resume at 1 in flight took four times as long."""
+    first = run(pytester, *SILENT, TWO_CONDITIONS, "--duplexact-run-dir=run", "-x",
+                "--duplexact-concurrency=3", "--duplexact-batch=2")
+    assert first.ret == 1
+    out = first.stdout.str()
+    hint = re.search(r"pytest --duplexact-resume=.*? runs them", out)
+    assert hint, out
+    words = shlex.split(hint.group(0))[1:-2]
+    assert words[1:] == ["--duplexact-concurrency=3", "--duplexact-batch=2"], words
+    second = run(pytester, *words)
+    assert second.ret == 1, second.stdout.str()  # silent misses every take_turn
+    assert "batched stepping" in second.stdout.str()  # ran at B = 2 again
+    plain = run(pytester, *SILENT, TWO_CONDITIONS, "--duplexact-run-dir=run2", "-x")
+    assert re.search(r"pytest --duplexact-resume=\S+ runs them", plain.stdout.str())

@@ -63,7 +63,8 @@ SETTLE_S = 30.0  # at most this much silence after a clip waiting for ``until`` 
 async def run_trial(model, clip: np.ndarray, block: float = 0.1,
                     until: Callable[[StreamingDuplex], bool] | None = None) -> Trial:
     """Stream ``clip`` in ``block``-second pushes, snapshotting the transcript after each;
-    with ``until``, then silence, block by block, until it holds (at most SETTLE_S)."""
+    with ``until``, then silence, block by block, until it holds (at most SETTLE_S, plus the
+    input lateness measured, up to SETTLE_S)."""
     d = await StreamingDuplex.open(model, None)
     snapshots = []
     step = int(block * SAMPLE_RATE)
@@ -71,7 +72,10 @@ async def run_trial(model, clip: np.ndarray, block: float = 0.1,
         await d.push(clip[i:i + step])
         snapshots.append((d.now, d.transcript()))
     extra = 0.0
-    while until is not None and not until(d) and extra < SETTLE_S:
+    # a starved loop sends the input late, and the fake answers that input late: the wait
+    # allows the lateness the harness measured (up to SETTLE_S more: every wait ends)
+    while until is not None and not until(d) and \
+            extra < SETTLE_S + min(d.max_input_lag, SETTLE_S):
         await d.push(np.zeros(step, np.float32))
         snapshots.append((d.now, d.transcript()))
         extra += block
@@ -126,13 +130,16 @@ def answered(server, tail_s: float = 0.0,
     """``run_trial``'s ``until``: the fake has finished its answers (the session's
     ``responses`` or ``turns``; its first session unless ``session`` picks one) and a listener
     has heard all of them, ``tail_s`` ago. On a loaded machine the fake answers late, so the
-    trial runs on until then rather than for a fixed time (which once ended it mid-answer)."""
+    trial runs on until then rather than for a fixed time (which once ended it mid-answer).
+    The harness's own playback must have ended ``tail_s`` ago too: audio it received late (a
+    stall of its loop) plays late, and a trial cut before that loses the last words."""
     def done(d: StreamingDuplex) -> bool:
         s = session() if session else (server.sessions[0] if server.sessions else None)
         answers = (getattr(s, "responses", None) or getattr(s, "turns", None)) if s else None
         if not answers or any(a.status == "in_progress" for a in answers):
             return False
-        return on_client_clock(s, played_until(s), d.started_at) + tail_s <= d.now
+        return on_client_clock(s, played_until(s), d.started_at) + tail_s <= d.now and \
+            not d.playback.playing(d.now - tail_s)
     return done
 
 

@@ -40,17 +40,31 @@ def _compare(where, a: str, b: str):
                           capture_output=True, text=True, timeout=300)
 
 
-def test_a_pass_too_small_to_fail_says_so(runs):
+def test_a_drop_too_small_to_judge_is_too_few_to_tell_never_a_green_pass(runs, tmp_path):
+    """take_turn.delayed 3/3 -> 0/3 (every take_turn success lost): no test at these n could
+    call it a drop, so it is not called a pass either: "too few to tell", not green (the gate
+    and the exit status still do not fail on what could not be judged)."""
     where, out = runs
     gate = out["b"].stdout
-    assert "passed baseline: no significant drop in 4 comparison(s)" in gate
-    assert "4 lower, 4 of them on too few instances to show any drop: take_turn.I" in gate
+    assert "passed baseline" not in gate
+    assert "too few to tell: 4 of 4 comparison(s) lower on too few instances to show any " \
+        "drop (take_turn.I, " in gate
     res = _compare(where, "a", "b")
     lines = res.stdout.splitlines()
     assert res.returncode == 0, res.stderr
+    assert "passed baseline" not in res.stdout
+    assert "take_turn.delayed.I" in res.stdout and "100.0 (1)" in res.stdout
+    from pytest_duplexact.cli import main
+
+    page = tmp_path / "c.html"
+    assert main(["compare", str(where / "a" / "report.json"), str(where / "b" / "report.json"),
+                 "--html", str(page), "--audio", "none"]) == 0
+    html = page.read_text()
+    assert '<p class="unsure">too few to tell: ' in html and '<p class="pass">too few' \
+        not in html
     assert lines[0].startswith("A: a/report.json: oracle") and \
         lines[1].startswith("B: b/report.json: silent")
-    assert "on too few instances to show any drop" in lines[3]
+    assert lines[3].startswith("too few to tell: 4 of 4 comparison(s)"), lines
     [power] = [ln for ln in lines if "too few to tell (" in ln]
     assert ("too few to tell (4): even losing every baseline success would not reach alpha "
             "0.05 after Holm (take_turn.I: 3 pairs, at best p 1;") in power
