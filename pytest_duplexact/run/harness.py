@@ -204,7 +204,8 @@ class Harness:
         tolerance is never scored; it runs again (up to TIMING_RERUNS times, each after the
         prefetcher lowered the trials in flight), then is TimingUnreliable. Its recording's
         ``clock`` says how late it was and how often it ran; what each attempt's provider
-        billed is kept. Stepped trials (no ``clock``) pass through untouched."""
+        billed is kept (on the recording, or on the TimingUnreliable raised), stopped
+        attempts' included. Stepped trials (no ``clock``) pass through untouched."""
         from ..data import usage
         from ..data.results import worst_lag_ms as worst_ms
         from ..pipelines.clock import TOLERANCE, TimingUnreliable, TrialLate
@@ -218,6 +219,7 @@ class Harness:
                 recording = await trial()
             except TrialLate as late:  # stopped early: over the tolerance, not scored
                 recording, lateness = None, late.clock
+                billed.append({"model": getattr(late, "usage", None) or {}})
             else:
                 if recording.clock is None:  # a stepped trial: no wall clock
                     return recording
@@ -232,7 +234,9 @@ class Harness:
             quieter = getattr(self.prefetcher, "quieter", None)
             if attempt < TIMING_RERUNS and quieter is not None:
                 await quieter(attempt + 1)
-        raise TimingUnreliable(dict(clock, unreliable=True), TIMING_RERUNS + 1)
+        unreliable = TimingUnreliable(dict(clock, unreliable=True), TIMING_RERUNS + 1)
+        unreliable.usage = usage.total(billed).get("model", {})  # Harness.run charges it
+        raise unreliable
 
     def timeline(self, recording, speech=None) -> Timeline:
         from ..listen.segmentation import build_timeline
@@ -272,7 +276,11 @@ class Harness:
         before = usage.snapshot(self)
         folder = self.dir.reopen(instance.id)
         rel = self.dir.relative(folder)
-        recording = self.record(instance)
+        try:
+            recording = self.record(instance)
+        except Exception as e:  # a failed trial's sessions were billed too (its ``usage``)
+            usage.charge_model(self, e)
+            raise
         usage.charge_model(self, recording)  # between the snapshots: this instance's cost
         tl = self.analyse(recording, folder, instance.id)
         self.dir.write_timeline(instance.id, timeline_to_dict(tl, instance))
