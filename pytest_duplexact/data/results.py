@@ -65,6 +65,13 @@ def worst_lag_ms(clock: dict) -> float:
     return max(float(clock.get(k) or 0.0) for k in LAG_KEYS)
 
 
+def over_tolerance(clock: dict | None, tolerance_ms: float | None) -> bool:
+    """A trial's ``clock`` is over ``tolerance_ms`` (None: no tolerance, never over): such a
+    trial is never scored, whatever tolerance it ran under (a resume, a merge)."""
+    return clock is not None and tolerance_ms is not None and \
+        worst_lag_ms(clock) > tolerance_ms
+
+
 def success(reason: str, **kw) -> ImmediateResult:
     return ImmediateResult(Verdict.SUCCESS, reason, **kw)
 

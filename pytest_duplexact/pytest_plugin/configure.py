@@ -143,12 +143,13 @@ def _what_run(run_dir: Path) -> str:
         return ""
 
 
-def load_resumed(run_dir: Path, settings: RunSettings,
-                 wanted_ids: set[str]) -> tuple[dict, list]:
+def load_resumed(run_dir: Path, settings: RunSettings, wanted_ids: set[str],
+                 tolerance_ms: float | None) -> tuple[dict, list]:
     """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
     instance, from each outcome's fingerprint and files) and the messages for the terminal.
-    Harness and judge errors are retried; outcomes scored under other settings are re-run,
-    never mixed in."""
+    Harness and judge errors are retried; outcomes scored under other settings, or whose
+    trial was later than this run's timing tolerance (``tolerance_ms``), are re-run, never
+    mixed in."""
     run_file = RunDir(run_dir).run_file
     if not run_file.is_file():
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
@@ -162,7 +163,7 @@ def load_resumed(run_dir: Path, settings: RunSettings,
     if diff:
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: this is a different run "
                                 f"({'; '.join(diff)}); start a new run directory instead")
-    found = journal.scan(run_dir, wanted_ids, settings.fingerprint())
+    found = journal.scan(run_dir, wanted_ids, settings.fingerprint(), tolerance_ms)
     messages = [f"duplexact: resuming {run_dir}: {found.summary()}"]
     changed = settings.scoring_changes(old)
     stale = found.count(journal.Status.STALE)

@@ -139,11 +139,11 @@ class DuplexactSession:
         if run.resume:
             wanted = {i.id for i in self.instances}
             if self.worker:  # the controller checked run.json (and rewrote it)
-                self.resumed = journal.scan(self.run_dir, wanted,
-                                            self.settings.fingerprint()).finished
+                self.resumed = journal.scan(self.run_dir, wanted, self.settings.fingerprint(),
+                                            run.timing_tolerance_ms).finished
             else:
-                self.resumed, self.messages = configure.load_resumed(self.run_dir,
-                                                                     self.settings, wanted)
+                self.resumed, self.messages = configure.load_resumed(
+                    self.run_dir, self.settings, wanted, run.timing_tolerance_ms)
         self.estimate: dict | None = None  # report/estimate.py (controller)
         self.budget = None  # report/budget.Budget (controller), with --duplexact-max-cost/-wall
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
@@ -576,7 +576,7 @@ class DuplexactSession:
             measured=model.Measured(round(time.monotonic() - self._started, 1),
                                     len(self._billed_ids)),
             budget=self.budget.to_dict() if self.budget is not None else None,
-            baseline=baseline,
+            timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None)
         report, hook_failed = self._run_report_hook(report)
         self.report, self.gate_results = report, list(report.gate_list())

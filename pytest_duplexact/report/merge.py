@@ -13,7 +13,8 @@ report instead.
 
 Refused, with the file and field named: reports that are not DuplexAct reports, of different
 report versions, models, datasets, scoring settings or selections; overlapping instances;
-shards of different counts, repeated or missing shards; instances of the selection (each
+shards of different counts, repeated or missing shards; shards run at different timing
+tolerances, or a scored trial over the shards' tolerance; instances of the selection (each
 report's ``selected``) that no report has, unless ``--allow-incomplete`` (the merged report
 then lists them in ``incomplete`` and says so in ``notes``).
 """
@@ -22,9 +23,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from ..data.results import InstanceOutcome, outcome_problem
+from ..data.results import (
+    InstanceOutcome,
+    finite_number,
+    outcome_problem,
+    over_tolerance,
+    worst_lag_ms,
+)
 from ..run.rundir import write_json
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report, typed_report
@@ -145,6 +153,14 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
             except (KeyError, TypeError, ValueError) as e:
                 raise MergeError(f"{path}: instance {iid}: malformed outcome ({e})") from None
     _check_shards(shards, [p for p, _ in loaded])
+    tolerance = _timing_tolerance(loaded)
+    for o in outcomes:  # judged against the merged run's tolerance, as a resume judges them
+        if o.error is None and over_tolerance(o.clock, tolerance):
+            raise MergeError(
+                f"{owner[o.id]}: instance {o.id} was scored although its trial ran "
+                f"{worst_lag_ms(o.clock):.0f} ms late, over the timing tolerance "
+                f"({tolerance:g} ms); resume that shard (pytest --duplexact-resume=<its run "
+                "dir>) to run it again, then merge")
     selected = {i for _, rep in loaded for i in rep.selected or ()} | set(owner)
     missing = _missing(loaded, set(owner))
     if missing and not allow_incomplete:
@@ -181,12 +197,37 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
             # shards run in parallel: their walls overlap
             estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
             else None,
+            timing_tolerance_ms=tolerance,
             shards=[{"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
                      "instances": len(rep.instances), "run_dir": _run_dir_of(p, rep)}
                     for (p, rep), theirs in zip(loaded, parsed)])
     except ValueError as e:
         raise MergeError(f"cannot aggregate the merged instances: {e}") from None
     return report.replace(extra=extra) if extra else report
+
+
+def _timing_tolerance(loaded: list[tuple[Path, Report]]) -> float | None:
+    """The one timing tolerance (ms; None: off) the shards with wall-clock trials ran at
+    (their ``clock.tolerance_ms``); shards run at different ones are refused: a trial over
+    one would be scored under the other."""
+    found: dict = {}
+    for path, rep in loaded:
+        clock = rep.clock
+        if clock is None:  # no wall-clock trial (a stepped model)
+            continue
+        if not isinstance(clock, Mapping):
+            raise MergeError(f"{path}: field 'clock' is {_short(clock)}, not an object")
+        tol = clock.get("tolerance_ms")
+        if tol is not None and not (finite_number(tol) and tol > 0):
+            raise MergeError(f"{path}: field 'clock.tolerance_ms' is {_short(tol)}, not a "
+                             "number of milliseconds or null")
+        found.setdefault(tol, path)
+    if len(found) > 1:
+        said = ", ".join(f"{p}: {'off' if t is None else f'{t:g} ms'}" for t, p in found.items())
+        raise MergeError(f"the shards ran at different timing tolerances ({said}); a trial "
+                         "over one would be scored under the other: resume the shards at one "
+                         "--duplexact-timing-tolerance (late trials are run again), then merge")
+    return next(iter(found), None)
 
 
 def _merged_extra(extras: list[dict]) -> tuple[dict, list[str]]:

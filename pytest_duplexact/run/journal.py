@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from ..data.results import InstanceOutcome, Verdict, finite_number, outcome_problem
+from ..data.results import (
+    InstanceOutcome,
+    Verdict,
+    finite_number,
+    outcome_problem,
+    over_tolerance,
+    worst_lag_ms,
+)
 from .rundir import (  # noqa: F401 (the run files' names: journal.OUTCOME_FILE, as before)
     ERROR_FILE,
     FINGERPRINT_KEY,
@@ -32,6 +39,7 @@ class Status(str, Enum):
     NOT_FINISHED = "not_finished"  # no outcome.json: never run, or stopped mid-instance
     DAMAGED = "damaged"  # an outcome is there but a file it relies on is missing or broken
     STALE = "stale"  # finished under other settings (fingerprint differs)
+    LATE = "late"  # its trial was later than this run's timing tolerance: never scored
     ERROR = "error"  # ended in a harness/model error: retried
     JUDGE_ERROR = "judge_error"  # a judge gave no usable answer: retried
 
@@ -76,8 +84,12 @@ def _usage_problem(usage) -> str | None:
     return None
 
 
-def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Entry:
-    """What the journal says about one instance folder."""
+def read_entry(folder: Path, instance_id: str, expected_fingerprint: str,
+               tolerance_ms: float | None = None) -> Entry:
+    """What the journal says about one instance folder. ``tolerance_ms``: the resuming
+    run's timing tolerance (ms; None: off); a trial over it is run again, whatever
+    tolerance it ran under (the timing tolerance is no setting, so it is in no
+    fingerprint)."""
     path = folder / OUTCOME_FILE
     if not path.is_file():
         return Entry(Status.NOT_FINISHED, why=f"no {OUTCOME_FILE}")
@@ -95,6 +107,9 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str) -> Ent
         return Entry(Status.STALE, why="finished under other settings")
     if outcome.error is not None:
         return Entry(Status.ERROR, why=outcome.error)
+    if over_tolerance(outcome.clock, tolerance_ms):
+        return Entry(Status.LATE, why=f"its trial ran {worst_lag_ms(outcome.clock):.0f} ms "
+                                      f"late, over the tolerance ({tolerance_ms:g} ms)")
     stages = (outcome.immediate, outcome.subsequent)
     if any(s is not None and s.verdict is Verdict.JUDGE_ERROR for s in stages):
         return Entry(Status.JUDGE_ERROR, why="a judge gave no usable answer")
@@ -129,12 +144,15 @@ class Scan:
             (Status.JUDGE_ERROR, "judge error(s) retried"),
             (Status.DAMAGED, "damaged entry(ies) re-run"),
             (Status.STALE, "scored under other settings, re-run"),
+            (Status.LATE, "over this run's timing tolerance, re-run"),
         ) if self.count(s)]
         rest = f"; {n - done} to run ({', '.join(parts)})" if n > done else ""
         return f"{done} of {n} selected instance(s) finished and reused{rest}"
 
 
-def scan(run_dir: Path, instance_ids, expected_fingerprint: str) -> Scan:
+def scan(run_dir: Path, instance_ids, expected_fingerprint: str,
+         tolerance_ms: float | None) -> Scan:
+    """``tolerance_ms``: the resuming run's timing tolerance (read_entry)."""
     run = RunDir(run_dir)
-    return Scan({iid: read_entry(run.instance(iid), iid, expected_fingerprint)
+    return Scan({iid: read_entry(run.instance(iid), iid, expected_fingerprint, tolerance_ms)
                  for iid in sorted(instance_ids)})
