@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -154,8 +155,11 @@ _VERDICTS = {v.value for v in Verdict}
 
 
 def finite_number(x) -> bool:
-    """A real int or float (not a bool), neither NaN nor infinite."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A real int or float (not a bool), neither NaN nor infinite; an int too large for a
+    float is not (math.isfinite would raise OverflowError on it)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return math.isfinite(x) if isinstance(x, float) else abs(x) <= sys.float_info.max
 
 
 def _stage_problem(x, name: str, extra: dict) -> str | None:

@@ -33,7 +33,9 @@ from ..data.results import (
     over_tolerance,
     worst_lag_ms,
 )
+from ..run.journal import usage_problem
 from ..run.rundir import write_json
+from ..run.selection import SelectionError
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report, typed_report
 from .model import Report
@@ -61,7 +63,49 @@ def load_report(path: str | Path) -> Report:
                                      and all(isinstance(i, str) for i in selected)):
         raise MergeError(f"{path}: field 'selected' is {_short(selected)}, not a list of "
                          "instance ids")
+    if not isinstance(d["model"], str):
+        raise MergeError(f"{path}: field 'model' is {_short(d['model'])}, not a string")
+    if (problem := usage_problem(d.get("usage"))) is not None:
+        raise MergeError(f"{path}: field {problem}")
+    if d.get("estimate") is not None and (problem := _estimate_problem(d["estimate"])):
+        raise MergeError(f"{path}: field {problem}")
+    notes = d.get("notes")
+    if notes is not None and not (isinstance(notes, list)
+                                  and all(isinstance(n, str) for n in notes)):
+        raise MergeError(f"{path}: field 'notes' is {_short(notes)}, not a list of strings")
+    if not isinstance(d.get("extra", {}), dict):
+        raise MergeError(f"{path}: field 'extra' is {_short(d['extra'])}, not an object")
     return typed_report(d, path, MergeError)
+
+
+def _pair(x) -> bool:
+    return isinstance(x, list) and len(x) == 2 and all(finite_number(v) for v in x)
+
+
+def _estimate_problem(est) -> str | None:
+    """Why a shard's ``estimate`` (report/estimate.py ``plan``) cannot be summed, or None."""
+    if not isinstance(est, dict):
+        return f"'estimate' is {_short(est)}, not an object"
+    checks = {"instances": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "stream_s": _pair, "output_window_s": finite_number,
+              "workers": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "wall_s": lambda v: v is None or _pair(v), "cost": lambda v: isinstance(v, dict),
+              "previous_run": lambda v: v is None or isinstance(v, str)}
+    for key, ok in checks.items():
+        if not ok(est.get(key)):
+            return f"'estimate.{key}' is {_short(est.get(key))}"
+    cost = est["cost"]
+    if not _pair(cost.get("total")):
+        return f"'estimate.cost.total' is {_short(cost.get('total'))}"
+    if not isinstance(cost.get("complete"), bool):
+        return f"'estimate.cost.complete' is {_short(cost.get('complete'))}"
+    services = cost.get("services")
+    if not isinstance(services, dict):
+        return f"'estimate.cost.services' is {_short(services)}"
+    for label, svc in services.items():
+        if not (isinstance(svc, dict) and (svc.get("cost") is None or _pair(svc["cost"]))):
+            return f"'estimate.cost.services.{label}' is {_short(svc)}"
+    return None
 
 
 def _short(value, limit: int = 60) -> str:
@@ -70,10 +114,19 @@ def _short(value, limit: int = 60) -> str:
 
 
 def _settings(path: Path, report: Report) -> RunSettings:
+    if not isinstance(report.settings, Mapping):
+        raise MergeError(f"{path}: field 'settings' is {_short(report.settings)}, not an object")
+    shard = (report.settings.get("selection") or {}).get("shard") \
+        if isinstance(report.settings.get("selection"), Mapping) else None
+    if isinstance(shard, str) and shard.strip().startswith("auto"):  # a run stores K/N
+        raise MergeError(f"{path}: field 'settings.selection.shard' is {shard!r}, not K/N")
     try:
-        return RunSettings.from_dict(report.settings)
-    except SettingsError as e:
-        raise MergeError(f"{path}: {e}") from None
+        settings = RunSettings.from_dict(report.settings)
+        settings.selection.validate()
+    except (SettingsError, SelectionError) as e:
+        raise MergeError(f"{path}: {e}" if str(e).startswith("field ") else
+                         f"{path}: field 'settings.selection': {e}") from None
+    return settings
 
 
 # Where a shard found the dataset is not what it ran: its fingerprint is (content).
@@ -304,17 +357,40 @@ def expand(patterns: list[str]) -> list[str]:
     return out
 
 
+def _output_problem(output: Path, reports: list[str]) -> str | None:
+    """Why ``-o`` cannot take the merged report: a folder, or one of the shard reports."""
+    if output.is_dir():
+        return (f"-o {output}: is a directory; give the merged report's file name, e.g. "
+                f"-o {output / 'report.json'}")
+    for r in reports:
+        try:
+            same = output.exists() and output.samefile(r)
+        except OSError:
+            same = False
+        if same:
+            return (f"-o {output}: is the shard report {r}, which the merge would overwrite; "
+                    "give another file name")
+    return None
+
+
 def main(args) -> int:
     """``args.reports`` (paths or globs), ``args.output``; exit 0, or 2 with the reason on
     stderr."""
+    output = Path(args.output)
     try:
         args.reports = expand(args.reports)
+        problem = _output_problem(output, args.reports)
+        if problem:
+            raise MergeError(problem)
         report = merged(args.reports,
                         allow_incomplete=getattr(args, "allow_incomplete", False))
+        write_json(output, report.to_json())
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2
-    write_json(Path(args.output), report.to_json())
+    except OSError as e:
+        print(f"duplexact merge: cannot write -o {output}: {e.strerror or e}", file=sys.stderr)
+        return 2
     tot = report.totals
     print(f"merged {len(args.reports)} report(s): {tot.instances} instance(s), "
           f"{tot.errors} error(s) -> {args.output}")

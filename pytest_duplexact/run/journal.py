@@ -71,17 +71,27 @@ def _check_recording(folder: Path, instance_id: str) -> None:
                              f"{meta.get('sample_rate')} Hz")
 
 
-def _usage_problem(usage) -> str | None:
-    """A stored usage delta: {service: {counter: int, model: str}} (usage.py)."""
+def usage_problem(usage) -> str | None:
+    """A stored usage delta or total: {service: {counter: number, model: str}} (usage.py),
+    each number finite and below ``MAX_COUNT`` (larger ones only overflow the sums)."""
     if usage is None:
         return None
     if not isinstance(usage, dict) or not all(isinstance(v, dict) for v in usage.values()):
         return f"'{USAGE_KEY}' is not an object of objects"
     for label, vals in usage.items():
         for k, v in vals.items():
-            if not (isinstance(v, (str, type(None))) or finite_number(v)):
-                return f"'{USAGE_KEY}.{label}.{k}' is {v!r}"
+            if not (isinstance(v, (str, type(None)))
+                    or (finite_number(v) and abs(v) < MAX_COUNT)):
+                return f"'{USAGE_KEY}.{label}.{k}' is {_short(v)}"
     return None
+
+
+MAX_COUNT = 1e15  # tokens, seconds or calls no run reaches
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def read_entry(folder: Path, instance_id: str, expected_fingerprint: str,
@@ -95,7 +105,7 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str,
         return Entry(Status.NOT_FINISHED, why=f"no {OUTCOME_FILE}")
     try:
         d = read_json_object(path)
-        problem = outcome_problem(d) or _usage_problem(d.get(USAGE_KEY))
+        problem = outcome_problem(d) or usage_problem(d.get(USAGE_KEY))
         if problem:
             raise ValueError(problem)
         outcome = InstanceOutcome.from_dict(d)
