@@ -164,7 +164,8 @@ class DuplexactSession:
                     configure.remove_if_empty(self.run_dir)
                 raise
             if self.measuring:
-                self.lock = configure.open_run_dir(self.run_dir, self.settings)
+                self.lock = configure.open_run_dir(self.run_dir, self.settings,
+                                                   configure.run_dir_flag(run))
             # A resumed folder keeps its earlier report until this session's replaces it (on
             # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
 
