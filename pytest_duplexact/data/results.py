@@ -181,7 +181,8 @@ def _stage_problem(x, name: str, extra: dict) -> str | None:
     return f"'{name}' has unknown keys {sorted(unknown)}" if unknown else None
 
 
-def _clock_problem(c: Any) -> str | None:
+def clock_problem(c: Any) -> str | None:
+    """Why a stored ``clock`` cannot be trusted, or None."""
     if not isinstance(c, dict):
         return "'clock' is not an object"
     for key, value in c.items():
@@ -209,7 +210,7 @@ def outcome_problem(d: Any) -> str | None:
             return f"'{key}' is {d[key]!r}, not a string"
     if d.get("timing") is not None and not finite_number(d["timing"]):
         return f"'timing' is {d['timing']!r}, not a finite number"
-    if d.get("clock") is not None and (problem := _clock_problem(d["clock"])):
+    if d.get("clock") is not None and (problem := clock_problem(d["clock"])):
         return problem
     def window_ok(w) -> bool:
         return isinstance(w, (list, tuple)) and len(w) == 2 and all(map(finite_number, w))

@@ -174,12 +174,13 @@ def _what_run(run_dir: Path) -> str:
 
 
 def load_resumed(run_dir: Path, settings: RunSettings, wanted_ids: set[str],
-                 tolerance_ms: float | None) -> tuple[dict, list]:
+                 tolerance_ms: float | None) -> tuple[dict, list, set]:
     """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
     instance, from each outcome's fingerprint and files) and the messages for the terminal.
     Harness and judge errors are retried; outcomes scored under other settings, or whose
     trial was later than this run's timing tolerance (``tolerance_ms``), are re-run, never
-    mixed in."""
+    mixed in. Third: the instances scored again from the recording kept when the scoring
+    worker died on them (journal.Status.RESCORE), without calling the model."""
     run_file = RunDir(run_dir).run_file
     if not run_file.is_file():
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
@@ -202,7 +203,7 @@ def load_resumed(run_dir: Path, settings: RunSettings, wanted_ids: set[str],
             "some outcomes were stored under other settings"
         messages.append(f"duplexact: WARNING: {why}: {stale} stored outcome(s) scored under "
                         "the old settings are invalidated and re-run, never mixed with new ones")
-    return found.finished, messages
+    return found.finished, messages, found.rescore
 
 
 def open_run_dir(run_dir: Path, settings: RunSettings, flag: str = "the run directory"):

@@ -42,6 +42,8 @@ class Status(str, Enum):
     LATE = "late"  # its trial was later than this run's timing tolerance: never scored
     ERROR = "error"  # ended in a harness/model error: retried
     JUDGE_ERROR = "judge_error"  # a judge gave no usable answer: retried
+    # the scoring worker died on it, its recording kept: scored again from that recording
+    RESCORE = "rescore"
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,18 @@ def _check_recording(folder: Path, instance_id: str) -> None:
             raise ValueError(f"{name} has {info.frames} samples at {info.samplerate} Hz; "
                              f"{RECORDING_FILE} says {meta.get(key)} at "
                              f"{meta.get('sample_rate')} Hz")
+
+
+WORKER_ERROR = "ScoringWorkerError"  # offload.ScoringWorkerError's name, as outcomes say it
+
+
+def _kept_recording(folder: Path, instance_id: str) -> bool:
+    """The whole recording of a trial whose scoring worker died (harness.Harness._kept)."""
+    try:
+        _check_recording(folder, instance_id)
+    except Exception:  # missing, unreadable or inconsistent: run the trial again
+        return False
+    return True
 
 
 def usage_problem(usage) -> str | None:
@@ -116,6 +130,8 @@ def read_entry(folder: Path, instance_id: str, expected_fingerprint: str,
     if d.get(FINGERPRINT_KEY) != expected_fingerprint:
         return Entry(Status.STALE, why="finished under other settings")
     if outcome.error is not None:
+        if outcome.error.startswith(f"{WORKER_ERROR}: ") and _kept_recording(folder, instance_id):
+            return Entry(Status.RESCORE, why=outcome.error)
         return Entry(Status.ERROR, why=outcome.error)
     if over_tolerance(outcome.clock, tolerance_ms):
         return Entry(Status.LATE, why=f"its trial ran {worst_lag_ms(outcome.clock):.0f} ms "
@@ -142,6 +158,11 @@ class Scan:
     def finished(self) -> dict[str, dict]:
         return {i: e.outcome for i, e in self.entries.items() if e.status is Status.FINISHED}
 
+    @property
+    def rescore(self) -> set[str]:
+        """Instances scored again from their kept recording, without calling the model."""
+        return {i for i, e in self.entries.items() if e.status is Status.RESCORE}
+
     def count(self, status: Status) -> int:
         return sum(e.status is status for e in self.entries.values())
 
@@ -155,6 +176,8 @@ class Scan:
             (Status.DAMAGED, "damaged entry(ies) re-run"),
             (Status.STALE, "scored under other settings, re-run"),
             (Status.LATE, "over this run's timing tolerance, re-run"),
+            (Status.RESCORE, "scored again from the recording kept when the scoring worker "
+                             "died"),
         ) if self.count(s)]
         rest = f"; {n - done} to run ({', '.join(parts)})" if n > done else ""
         return f"{done} of {n} selected instance(s) finished and reused{rest}"

@@ -261,7 +261,7 @@ def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
 def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:2], SETTINGS)
     ids = {i.id for i in instances}
-    done, messages = load_resumed(run, rs(SETTINGS), ids, None)
+    done, messages, _ = load_resumed(run, rs(SETTINGS), ids, None)
     assert set(done) == {i.id for i in instances[:2]}
     assert messages == [f"duplexact: resuming {run}: 2 of 3 selected instance(s) finished and "
                         "reused; 1 to run (1 not finished)"]
@@ -270,7 +270,7 @@ def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
 def test_changed_scoring_settings_invalidate_with_a_warning(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances, SETTINGS)
     now = {**SETTINGS, "judge": "gpt-5.4"}
-    done, messages = load_resumed(run, rs(now), {i.id for i in instances}, None)
+    done, messages, _ = load_resumed(run, rs(now), {i.id for i in instances}, None)
     assert done == {}
     warning = messages[-1]
     assert "WARNING" in warning and "judge: None -> 'gpt-5.4'" in warning
@@ -332,6 +332,6 @@ def test_a_trial_over_the_resuming_runs_tolerance_is_run_again(tmp_path, instanc
     assert "796 ms late, over the tolerance (100 ms)" in entry.why
     assert journal.read_entry(outcome.parent, iid, FP, None).status is Status.FINISHED
     assert journal.read_entry(outcome.parent, iid, FP, 1000.0).status is Status.FINISHED
-    done, messages = load_resumed(run, rs(SETTINGS), {iid}, 100.0)
+    done, messages, _ = load_resumed(run, rs(SETTINGS), {iid}, 100.0)
     assert done == {}
     assert "1 over this run's timing tolerance, re-run" in messages[0]
