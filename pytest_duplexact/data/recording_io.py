@@ -18,7 +18,6 @@ works) loads too: no transcript, no cue, any sample rate (resampled to 16 kHz).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ from . import audio
 from .atomic import write_text
 from .instance import MAX_CLIP_S
 from .recording import Recording
+from .results import finite_number
 from .timeline import Cue, Word
 
 AUDIO_FORMATS = ("flac", "wav")  # in the order readers look for them
@@ -149,8 +149,7 @@ def _read_track(path: Path, expected: tuple[str, int, int] | None = None) -> np.
     return audio.resample(data[:, 0], sr, audio.SAMPLE_RATE)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_number = finite_number  # an int too large for a float is none either
 
 
 def _count(v) -> bool:
@@ -203,7 +202,10 @@ def _parse(meta: dict, where: Path) -> tuple[tuple[Word, ...], Cue | None, float
     if until is not None and not _number(until):
         raise bad("user_sent_until", "must be null or a number of seconds")
     events = []
-    for k, e in enumerate(meta.get("events") or []):
+    raw = meta.get("events") or []
+    if not isinstance(raw, list):
+        raise bad("events", "must be a list of [seconds, text]")
+    for k, e in enumerate(raw):
         if not (isinstance(e, list) and len(e) == 2 and _number(e[0]) and isinstance(e[1], str)):
             raise bad(f"events[{k}]", "must be [seconds, text]")
         events.append((float(e[0]), e[1]))
