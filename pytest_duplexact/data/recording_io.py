@@ -116,7 +116,7 @@ def _read_track(path: Path, expected: tuple[str, int, int] | None = None) -> np.
     try:
         info = sf.info(str(path))
     except Exception as e:  # not audio libsndfile reads (soundfile may raise anything)
-        raise RecordingFormatError(f"{path}: unreadable audio: {str(e)[:120]}") from None
+        raise RecordingFormatError(f"{path}: unreadable audio: {' '.join(str(e).split())[:120]}") from None
     if info.channels != 1:
         raise RecordingFormatError(f"{path}: {info.channels} channels, expected mono")
     if info.samplerate <= 0:
@@ -137,7 +137,7 @@ def _read_track(path: Path, expected: tuple[str, int, int] | None = None) -> np.
     try:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True, frames=cap)
     except Exception as e:
-        raise RecordingFormatError(f"{path}: unreadable audio: {str(e)[:120]}") from None
+        raise RecordingFormatError(f"{path}: unreadable audio: {' '.join(str(e).split())[:120]}") from None
     if len(data) >= cap:
         raise RecordingFormatError(f"{path}: decodes to more than the {MAX_TRACK_S:.0f} s "
                                    "limit of one track its header hides")
@@ -164,13 +164,13 @@ def _expected_tracks(meta: dict, where: Path) -> dict[str, tuple[str, int, int]]
     rate = meta.get("sample_rate")
     if not (_count(rate) and rate > 0):
         raise RecordingFormatError(f"{where}: field 'sample_rate' must be a positive integer, "
-                                   f"not {str(rate)[:40]}")
+                                   f"not {repr(rate)[:40]}")
     out = {}
     for track in TRACKS:
         field = f"{track}_samples"
         if not _count(meta.get(field)):
             raise RecordingFormatError(f"{where}: field '{field}' must be a number of samples, "
-                                       f"not {str(meta.get(field))[:40]}")
+                                       f"not {repr(meta.get(field))[:40]}")
         out[track] = (field, meta[field], rate)
     return out
 
@@ -247,7 +247,7 @@ def load_recording(folder: Path | str) -> Recording:
     except RecursionError:
         raise RecordingFormatError(f"{meta_path}: not valid JSON: nested too deep") from None
     except (OSError, ValueError) as e:  # bad UTF-8 too
-        raise RecordingFormatError(f"{meta_path}: not valid JSON: {str(e)[:120]}") from None
+        raise RecordingFormatError(f"{meta_path}: not valid JSON: {' '.join(str(e).split())[:120]}") from None
     if not isinstance(meta, dict):
         raise RecordingFormatError(f"{meta_path}: must be a JSON object")
     expected = _expected_tracks(meta, meta_path)  # checked against each header first
