@@ -20,7 +20,6 @@ works) loads too: no transcript, no cue, any sample rate (resampled to 16 kHz).
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,9 @@ import soundfile as sf
 
 from . import audio
 from .atomic import write_text
+from .instance import MAX_CLIP_S
 from .recording import Recording
+from .results import finite_number
 from .timeline import Cue, Word
 
 AUDIO_FORMATS = ("flac", "wav")  # in the order readers look for them
@@ -39,6 +40,11 @@ OUTPUT_FILE = "output.wav"
 RECORDING_FILE = "recording.json"
 FORMAT_NAME = "duplexact-recording"
 FORMAT_VERSION = 1
+# the longest track a recording may hold, checked from its header before decoding: the
+# limit of one clip of a dataset (a longer one is a data error, and decodes to gigabytes)
+MAX_TRACK_S = MAX_CLIP_S
+MAX_DECODED = int(MAX_TRACK_S * 48_000)  # samples: ten minutes at 48 kHz
+MAX_METADATA_BYTES = 64 * 2**20  # a transcript of hours is a few MB
 
 
 class RecordingFormatError(ValueError):
@@ -110,20 +116,73 @@ def save_recording(rec: Recording, folder: Path | str, *, instance_id: str | Non
     return folder
 
 
-def _read_track(path: Path) -> np.ndarray:
+def _read_track(path: Path, expected: tuple[str, int, int] | None = None) -> np.ndarray:
+    """One track, resampled to 16 kHz. Its length is taken from the header and checked
+    before anything is decoded (a few hundred kB of FLAC can hold hours of silence), and
+    decoding stops at the limit whatever the header says. ``expected``: (the recording.json
+    field, samples, sample rate) the track must have."""
     if not path.is_file():
         raise RecordingFormatError(f"{path.parent / path.stem}.flac / {path.stem}.wav: missing")
     try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        info = sf.info(str(path))
+    except Exception as e:  # not audio libsndfile reads (soundfile may raise anything)
+        raise RecordingFormatError(f"{path}: unreadable audio: {' '.join(str(e).split())[:120]}") from None
+    if info.channels != 1:
+        raise RecordingFormatError(f"{path}: {info.channels} channels, expected mono")
+    if info.samplerate <= 0:
+        raise RecordingFormatError(f"{path}: unreadable audio (header: {info.samplerate} Hz)")
+    if info.frames / info.samplerate > MAX_TRACK_S:
+        raise RecordingFormatError(
+            f"{path}: lasts {info.frames / info.samplerate:.0f} s (from its header), over the "
+            f"{MAX_TRACK_S:.0f} s limit of one track")
+    if expected is not None and (info.frames, info.samplerate) != expected[1:]:
+        field, n, rate = expected
+        raise RecordingFormatError(
+            f"{path}: {info.frames} samples at {info.samplerate} Hz, but {RECORDING_FILE} "
+            f"field '{field}' says {n} at {rate} Hz")
+    cap = min(int(MAX_TRACK_S * info.samplerate), MAX_DECODED) + 1
+    if info.frames >= cap:
+        raise RecordingFormatError(f"{path}: too large to decode ({info.frames} samples at "
+                                   f"{info.samplerate} Hz)")
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True, frames=cap)
     except Exception as e:
-        raise RecordingFormatError(f"{path}: unreadable audio: {e}") from None
-    if data.shape[1] != 1:
-        raise RecordingFormatError(f"{path}: {data.shape[1]} channels, expected mono")
+        raise RecordingFormatError(f"{path}: unreadable audio: {' '.join(str(e).split())[:120]}") from None
+    if len(data) >= cap:
+        raise RecordingFormatError(f"{path}: decodes to more than the {MAX_TRACK_S:.0f} s "
+                                   "limit of one track its header hides")
+    if expected is not None and len(data) != expected[1]:
+        raise RecordingFormatError(f"{path}: decodes to {len(data)} samples, but "
+                                   f"{RECORDING_FILE} field '{expected[0]}' says {expected[1]}")
+    if not np.isfinite(data).all():
+        raise RecordingFormatError(f"{path}: samples are not finite (NaN or infinity)")
     return audio.resample(data[:, 0], sr, audio.SAMPLE_RATE)
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+_number = finite_number  # an int too large for a float is none either
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _expected_tracks(meta: dict, where: Path) -> dict[str, tuple[str, int, int]]:
+    """What recording.json says each track holds: track -> (field, samples, rate); empty
+    for a hand-made file without the counts."""
+    if all(meta.get(k) is None for k in ("sample_rate", "input_samples", "output_samples")):
+        return {}
+    rate = meta.get("sample_rate")
+    if not (_count(rate) and rate > 0):
+        raise RecordingFormatError(f"{where}: field 'sample_rate' must be a positive integer, "
+                                   f"not {repr(rate)[:40]}")
+    out = {}
+    for track in TRACKS:
+        field = f"{track}_samples"
+        if not _count(meta.get(field)):
+            raise RecordingFormatError(f"{where}: field '{field}' must be a number of samples, "
+                                       f"not {repr(meta.get(field))[:40]}")
+        out[track] = (field, meta[field], rate)
+    return out
 
 
 def _parse(meta: dict, where: Path) -> tuple[tuple[Word, ...], Cue | None, float | None, list]:
@@ -153,7 +212,10 @@ def _parse(meta: dict, where: Path) -> tuple[tuple[Word, ...], Cue | None, float
     if until is not None and not _number(until):
         raise bad("user_sent_until", "must be null or a number of seconds")
     events = []
-    for k, e in enumerate(meta.get("events") or []):
+    raw = meta.get("events") or []
+    if not isinstance(raw, list):
+        raise bad("events", "must be a list of [seconds, text]")
+    for k, e in enumerate(raw):
         if not (isinstance(e, list) and len(e) == 2 and _number(e[0]) and isinstance(e[1], str)):
             raise bad(f"events[{k}]", "must be [seconds, text]")
         events.append((float(e[0]), e[1]))
@@ -166,9 +228,12 @@ def read_instance_id(folder: Path | str) -> str | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("instance")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        if path.stat().st_size > MAX_METADATA_BYTES:
+            return None  # load_recording says why
+        found = json.loads(path.read_text(encoding="utf-8")).get("instance")
+    except (OSError, ValueError, AttributeError, RecursionError):  # load_recording says why
         return None
+    return found if found is None or isinstance(found, str) else repr(found)[:60]
 
 
 def has_metadata(folder: Path | str) -> bool:
@@ -180,17 +245,24 @@ def load_recording(folder: Path | str) -> Recording:
     folder = Path(folder)
     if not folder.is_dir():
         raise RecordingFormatError(f"{folder}: not a folder")
-    inp = _read_track(track_file(folder, "input"))
-    out = _read_track(track_file(folder, "output"))
     meta_path = folder / RECORDING_FILE
-    if not meta_path.is_file():
-        return Recording(input=inp, output=out)
+    if not meta_path.is_file():  # the Full-Duplex-Bench layout: two tracks, nothing else
+        return Recording(input=_read_track(track_file(folder, "input")),
+                         output=_read_track(track_file(folder, "output")))
+    if meta_path.stat().st_size > MAX_METADATA_BYTES:
+        raise RecordingFormatError(f"{meta_path}: {meta_path.stat().st_size} bytes, over the "
+                                   f"{MAX_METADATA_BYTES} a recording.json may take")
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise RecordingFormatError(f"{meta_path}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise RecordingFormatError(f"{meta_path}: not valid JSON: nested too deep") from None
+    except (OSError, ValueError) as e:  # bad UTF-8 too
+        raise RecordingFormatError(f"{meta_path}: not valid JSON: {' '.join(str(e).split())[:120]}") from None
     if not isinstance(meta, dict):
         raise RecordingFormatError(f"{meta_path}: must be a JSON object")
+    expected = _expected_tracks(meta, meta_path)  # checked against each header first
+    inp = _read_track(track_file(folder, "input"), expected.get("input"))
+    out = _read_track(track_file(folder, "output"), expected.get("output"))
     words, cue, until, events = _parse(meta, meta_path)
     heard = None
     if meta.get("channel_input_samples") is not None:

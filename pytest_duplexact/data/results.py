@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -91,6 +92,13 @@ LAG_KEYS = ("input_lag_max_ms", "output_lag_max_ms", "loop_stall_max_ms")
 def worst_lag_ms(clock: dict) -> float:
     """The largest of a ``clock`` dict's lateness fields (ms)."""
     return max(float(clock.get(k) or 0.0) for k in LAG_KEYS)
+
+
+def over_tolerance(clock: dict | None, tolerance_ms: float | None) -> bool:
+    """A trial's ``clock`` is over ``tolerance_ms`` (None: no tolerance, never over): such a
+    trial is never scored, whatever tolerance it ran under (a resume, a merge)."""
+    return clock is not None and tolerance_ms is not None and \
+        worst_lag_ms(clock) > tolerance_ms
 
 
 def success(reason: str, **kw) -> ImmediateResult:
@@ -189,8 +197,11 @@ _VERDICTS = {v.value for v in Verdict}
 
 
 def finite_number(x) -> bool:
-    """A real int or float (not a bool), neither NaN nor infinite."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A real int or float (not a bool), neither NaN nor infinite; an int too large for a
+    float is not (math.isfinite would raise OverflowError on it)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return math.isfinite(x) if isinstance(x, float) else abs(x) <= sys.float_info.max
 
 
 def _stage_problem(x, name: str, extra: dict) -> str | None:
@@ -212,7 +223,8 @@ def _stage_problem(x, name: str, extra: dict) -> str | None:
     return f"'{name}' has unknown keys {sorted(unknown)}" if unknown else None
 
 
-def _clock_problem(c: Any) -> str | None:
+def clock_problem(c: Any) -> str | None:
+    """Why a stored ``clock`` cannot be trusted, or None."""
     if not isinstance(c, dict):
         return "'clock' is not an object"
     for key, value in c.items():
@@ -254,7 +266,7 @@ def outcome_problem(d: Any) -> str | None:
             return f"'{key}' is {d[key]!r}, not a string"
     if d.get("timing") is not None and not finite_number(d["timing"]):
         return f"'timing' is {d['timing']!r}, not a finite number"
-    if d.get("clock") is not None and (problem := _clock_problem(d["clock"])):
+    if d.get("clock") is not None and (problem := clock_problem(d["clock"])):
         return problem
     if d.get("borderline") is not None and not _flips_ok(d["borderline"]):
         return f"'borderline' is {d['borderline']!r}, not a list of flips"

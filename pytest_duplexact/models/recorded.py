@@ -19,6 +19,26 @@ from ..data.taxonomy import Pipeline
 from .base import ModelError
 
 
+def replay_problem(root: Path | str, instance_ids) -> str | None:
+    """Why ``recorded:DIR`` cannot replay any instance of the selection (None when it holds
+    a recording of at least one; the ones it lacks are each instance's own error): checked
+    before the run starts, so a folder that is not a run is one line, not an error per
+    instance and a new run folder each time."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        return f"{root}: no such folder"
+    ids = sorted(instance_ids)
+    for iid in ids:
+        for folder in (root / "instances" / iid, root / iid):
+            if folder.is_dir():
+                return None
+    example = f", e.g. {root / 'instances' / ids[0]}" if ids else ""
+    return (f"{root} holds no recording of the {len(ids)} selected instance(s) (looked for "
+            f"{root / 'instances'}/<instance id>/ and {root}/<instance id>/{example}): point "
+            "recorded: at the run directory of an earlier run, or a folder of per-instance "
+            "recordings (docs/models.md, \"Recording layout\")")
+
+
 class RecordedModel:
     def __init__(self, root: Path | str):
         self.root = Path(root).expanduser()

@@ -103,7 +103,9 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     ``channel``: what the model hears through (a ``channel.Channel``; None or clean: as is).
     Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
     connection, rate limit) is retried from scratch (pipelines/streaming.py), and so is a
-    stepped one of a model with ``retries_transient`` (models/bridge.py).
+    stepped one of a model with ``retries_transient`` (models/bridge.py). What every
+    session of the trial reported (tokens, audio seconds) is the recording's ``usage``, or
+    the raised error's ``usage`` when the trial failed.
     """
     if is_recorded(model):
         return model.recording_for(instance)
@@ -116,8 +118,12 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
         from .streaming import run_with_retry
 
         spent: list = []
-        recording = await run_with_retry(lambda: _run_once(instance, model, info, policy,
-                                                           branches, spent, channel))
+        try:
+            recording = await run_with_retry(lambda: _run_once(instance, model, info, policy,
+                                                               branches, spent, channel))
+        except Exception as e:  # its sessions were billed all the same: the harness charges
+            e.usage = add_counts(getattr(e, "usage", None), *spent)  # what the error carries
+            raise
         return replace(recording, usage=add_counts(*spent))
     return await _run_once(instance, model, info, policy, branches, channel=channel)
 

@@ -155,6 +155,12 @@ class RunConfig:
 
         return Path(self.invocation_dir, self.storage or DEFAULT_STORE)
 
+    @property
+    def timing_tolerance_ms(self) -> float | None:
+        """The timing tolerance as the outcomes' ``clock`` says it (ms); None: off. What a
+        resumed or reported trial is judged against (journal.py, report/timing.py)."""
+        return None if self.timing_tolerance is None else round(self.timing_tolerance * 1000, 1)
+
     def knobs(self) -> RunKnobs:
         """The harness's knobs (their numbers were range-checked at configure)."""
         return RunKnobs(concurrency=self.concurrency, batch=self.batch, timeout=self.timeout,

@@ -104,6 +104,10 @@ def resolve_run_dir(run: RunConfig, claim: bool = True) -> Path:
     given = run.run_dir
     if given:
         run_dir = Path(given).resolve()
+        under = _under_a_file(run_dir)
+        if under is not None:  # said now, before the estimate and the preflight
+            raise pytest.UsageError(f"--duplexact-run-dir={given}: {under} is a file, so no "
+                                    f"folder can be made under it; {_CHOOSE}")
         if _holds_files(run_dir):
             raise pytest.UsageError(
                 f"--duplexact-run-dir={given}: {run_dir} is not empty{_what_run(run_dir)}; "
@@ -115,7 +119,33 @@ def resolve_run_dir(run: RunConfig, claim: bool = True) -> Path:
     base = run.invocation_dir / "duplexact-runs" / f"{slug(run.model)}-{stamp}{part}"
     if not claim:
         return base.resolve()
-    return claim_new(base)  # runs started in the same second: base-2, base-3, ...
+    try:
+        return claim_new(base)  # runs started in the same second: base-2, base-3, ...
+    except OSError as e:  # a read-only folder, a duplexact-runs that is a file
+        raise pytest.UsageError(f"{run_dir_flag(run)}: cannot make the run directory {base} "
+                                f"({e.strerror or e}); {_CHOOSE}") from None
+
+
+_CHOOSE = "choose a folder you can write with --duplexact-run-dir=DIR"
+
+
+def _under_a_file(path: Path) -> Path | None:
+    """The first existing part of ``path`` that is not a folder, if any."""
+    for part in reversed([path, *path.parents]):
+        if not part.exists():
+            return None
+        if not part.is_dir():
+            return part
+    return None
+
+
+def run_dir_flag(run: RunConfig) -> str:
+    """How the user chose the run directory, for a message that names the option."""
+    if run.resume:
+        return f"--duplexact-resume={run.resume}"
+    if run.run_dir:
+        return f"--duplexact-run-dir={run.run_dir}"
+    return "the default run directory (duplexact-runs/ where pytest runs)"
 
 
 def remove_if_empty(folder: Path) -> None:
@@ -144,12 +174,14 @@ def _what_run(run_dir: Path) -> str:
         return ""
 
 
-def load_resumed(run_dir: Path, settings: RunSettings,
-                 wanted_ids: set[str]) -> tuple[dict, list]:
+def load_resumed(run_dir: Path, settings: RunSettings, wanted_ids: set[str],
+                 tolerance_ms: float | None) -> tuple[dict, list, set]:
     """Finished outcomes reusable under ``settings`` (journal.py decides, instance by
     instance, from each outcome's fingerprint and files) and the messages for the terminal.
-    Harness and judge errors are retried; outcomes scored under other settings are re-run,
-    never mixed in."""
+    Harness and judge errors are retried; outcomes scored under other settings, or whose
+    trial was later than this run's timing tolerance (``tolerance_ms``), are re-run, never
+    mixed in. Third: the instances scored again from the recording kept when the scoring
+    worker died on them (journal.Status.RESCORE), without calling the model."""
     run_file = RunDir(run_dir).run_file
     if not run_file.is_file():
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: no {RUN_FILE} there; is it a "
@@ -163,7 +195,7 @@ def load_resumed(run_dir: Path, settings: RunSettings,
     if diff:
         raise pytest.UsageError(f"--duplexact-resume={run_dir}: this is a different run "
                                 f"({'; '.join(diff)}); start a new run directory instead")
-    found = journal.scan(run_dir, wanted_ids, settings.fingerprint())
+    found = journal.scan(run_dir, wanted_ids, settings.fingerprint(), tolerance_ms)
     messages = [f"duplexact: resuming {run_dir}: {found.summary()}"]
     changed = settings.scoring_changes(old)
     stale = found.count(journal.Status.STALE)
@@ -172,21 +204,27 @@ def load_resumed(run_dir: Path, settings: RunSettings,
             "some outcomes were stored under other settings"
         messages.append(f"duplexact: WARNING: {why}: {stale} stored outcome(s) scored under "
                         "the old settings are invalidated and re-run, never mixed with new ones")
-    return found.finished, messages
+    return found.finished, messages, found.rescore
 
 
-def open_run_dir(run_dir: Path, settings: RunSettings):
+def open_run_dir(run_dir: Path, settings: RunSettings, flag: str = "the run directory"):
     """Lock the run directory for this run (runlock.RunLock, returned) and write its run.json;
-    refused when another run holds it or it cannot be written."""
+    refused when another run holds it or it cannot be made or written, in one line naming
+    ``flag`` (``run_dir_flag``: the option that chose it)."""
     from ..run.runlock import RunDirLocked, RunLock
 
     try:
         lock = RunLock.acquire(run_dir)
-    except (RunDirLocked, OSError) as e:
+    except RunDirLocked as e:
         raise pytest.UsageError(str(e)) from None
+    except OSError as e:  # /proc/x, a read-only or vanished parent, a path under a file
+        raise pytest.UsageError(
+            f"{flag}: cannot make the run directory {run_dir} ({e.strerror or e}); "
+            f"{_CHOOSE}") from None
     try:
         RunDir(run_dir).write_run(settings.to_dict(), __version__, settings.fingerprint())
     except OSError as e:
         lock.release()
-        raise pytest.UsageError(f"cannot write the run directory {run_dir}: {e}") from None
+        raise pytest.UsageError(f"{flag}: cannot write the run directory {run_dir} "
+                                f"({e.strerror or e}); {_CHOOSE}") from None
     return lock

@@ -129,7 +129,16 @@ def check_keys(settings: RunSettings) -> None:
 
 
 def check_data(spec: str, instances) -> None:
-    """The built-in oracle speaks the model-side clips; without them it cannot run at all."""
+    """The built-in oracle speaks the model-side clips; without them it cannot run at all.
+    ``recorded:DIR`` must hold a recording of at least one selected instance."""
+    from ..models import RECORDED_PREFIX
+
+    if spec.strip().startswith(RECORDED_PREFIX):
+        from ..models.recorded import replay_problem
+
+        why = replay_problem(spec.strip()[len(RECORDED_PREFIX):], {i.id for i in instances})
+        if why:
+            raise pytest.UsageError(f"--duplexact-model={spec}: {why}")
     if spec == "oracle":
         from ..models.oracle import missing_clips
 

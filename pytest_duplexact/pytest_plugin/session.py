@@ -125,6 +125,7 @@ class DuplexactSession:
         self.outcomes: dict[str, dict] = {}  # nodeid -> outcome dict (controller)
         self.usage: dict[str, dict] = {}  # nodeid -> remote-service cost of the instance
         self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
+        self.rescore: set[str] = set()  # ids scored again from a kept recording (resume)
         self.messages: list[str] = []  # terminal only, not in the report (resume)
         self.notices: list[str] = []  # terminal only, once before the run starts
         self.report = None  # report.model.Report, once finish() has built it
@@ -139,11 +140,12 @@ class DuplexactSession:
         if run.resume:
             wanted = {i.id for i in self.instances}
             if self.worker:  # the controller checked run.json (and rewrote it)
-                self.resumed = journal.scan(self.run_dir, wanted,
-                                            self.settings.fingerprint()).finished
+                found = journal.scan(self.run_dir, wanted, self.settings.fingerprint(),
+                                     run.timing_tolerance_ms)
+                self.resumed, self.rescore = found.finished, found.rescore
             else:
-                self.resumed, self.messages = configure.load_resumed(self.run_dir,
-                                                                     self.settings, wanted)
+                self.resumed, self.messages, self.rescore = configure.load_resumed(
+                    self.run_dir, self.settings, wanted, run.timing_tolerance_ms)
         self.estimate: dict | None = None  # report/estimate.py (controller)
         self.budget = None  # report/budget.Budget (controller), with --duplexact-max-cost/-wall
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
@@ -166,7 +168,8 @@ class DuplexactSession:
                     configure.remove_if_empty(self.run_dir)
                 raise
             if self.measuring:
-                self.lock = configure.open_run_dir(self.run_dir, self.settings)
+                self.lock = configure.open_run_dir(self.run_dir, self.settings,
+                                                   configure.run_dir_flag(run))
             # A resumed folder keeps its earlier report until this session's replaces it (on
             # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
 
@@ -280,7 +283,11 @@ class DuplexactSession:
                     admit=self._may_start)
             before = usage.snapshot(harness)
             try:
-                outcome = harness.run(inst)
+                if inst.id in self.rescore:  # its kept recording, not the model again
+                    self.rescore.discard(inst.id)
+                    outcome = harness.rescore(inst)
+                else:
+                    outcome = harness.run(inst)
             except Exception as exc:
                 outcome = harness.error_outcome(inst, exc)
                 item.user_properties.append((PROPERTY, outcome.to_dict()))
@@ -349,6 +356,7 @@ class DuplexactSession:
         for it in following:
             inst = getattr(getattr(it, "callspec", None), "params", {}).get("duplexact_instance")
             if inst is not None and inst.id not in self.resumed and \
+                    inst.id not in self.rescore and \
                     not _unsupported(self._harness.model, inst):  # those never run
                 out.append(inst)
                 if len(out) >= n:
@@ -408,10 +416,15 @@ class DuplexactSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
-        """A model error's report, short (model_errors.py): the outcome stays an error."""
+        """A model error's report, short (model_errors.py), and a scoring worker's death's
+        (its message says what happened; a traceback through the harness says nothing
+        more): the outcome stays an error."""
         report = yield
+        from ..run.offload import ScoringWorkerError
+
         exc = call.excinfo.value if call.excinfo is not None else None
-        if isinstance(exc, ModelError) and report.failed and model_errors.wanted(self.config):
+        if isinstance(exc, (ModelError, ScoringWorkerError)) and report.failed \
+                and model_errors.wanted(self.config):
             params = getattr(getattr(item, "callspec", None), "params", {})
             inst = params.get("duplexact_instance")
             error_file = RunDir(self.run_dir).instance(inst.id) / ERROR_FILE \
@@ -610,7 +623,7 @@ class DuplexactSession:
             measured=model.Measured(round(time.monotonic() - self._started, 1),
                                     len(self._billed_ids)),
             budget=self.budget.to_dict() if self.budget is not None else None,
-            baseline=baseline,
+            timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None,
             baseline_ignore_borderline=run.baseline_ignore_borderline)
         if run.autosave or run.compare:  # the store's runs of this model under other channels

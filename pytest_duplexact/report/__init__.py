@@ -3,7 +3,6 @@ gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any 
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Iterable
 from .. import __version__
 from ..data import taxonomy
 from ..data.results import InstanceOutcome
+from ..run.rundir import loads_bounded
 from ..run.settings import RunSettings
 from .aggregate import aggregate
 from .model import SCHEMA, VERSION, Report, as_report
@@ -33,9 +33,11 @@ def read_report(path, required=("model", "settings", "summary", "instances"),
     p = Path(path)
     where = f"{label}{p}"
     try:
-        d = json.loads(p.read_text(encoding="utf-8"))
+        d = loads_bounded(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise error(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{where}: is a directory, not a report.json") from None
     except (OSError, ValueError) as e:
         raise error(f"{where}: not a readable JSON report ({e})") from None
     if not isinstance(d, dict):

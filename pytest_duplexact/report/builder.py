@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import build_report, lookup
 from .model import Measured, Report, StoredGate
+from .timing import FOUND
 
 
 def base(outcomes, settings, model: str, selected: Iterable[str] | None = None) -> Report:
@@ -26,7 +27,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
           measured: Measured | None = None, budget: Mapping | None = None,
           baseline: str | None = None, baseline_alpha: float | None = None,
           baseline_ignore_borderline: bool = False,
-          shards: Sequence[Mapping] | None = None) -> Report:
+          shards: Sequence[Mapping] | None = None, timing_tolerance_ms=FOUND) -> Report:
     """The whole final report of a run (or of a merge of its shards).
 
     ``usage``: the run's total (``data/usage.total``), None when nothing recorded any (then
@@ -36,7 +37,9 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
     ``notes``: what makes the report incomplete; ``estimate`` with ``measured``: the plan
     before the run and what this invocation measured; ``budget``: the budget's state;
     ``baseline``: the path of a stored report to gate against (report/baseline.py),
-    ``baseline_ignore_borderline``: its flips of borderline verdicts set aside."""
+    ``baseline_ignore_borderline``: its flips of borderline verdicts set aside;
+    ``timing_tolerance_ms``: the run's timing tolerance (ms, None: off), as the ``clock``
+    section states it (``timing.FOUND``: the largest the outcomes' clocks say)."""
     from . import gates as gates_mod
 
     report = base(outcomes, settings, model, selected)
@@ -57,7 +60,8 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
             sections["cost"] = cost_estimate(usage, prices)
     from .timing import section as timing_section
 
-    sections["clock"] = timing_section(outcomes)  # wall-clock trials only
+    # wall-clock trials only
+    sections["clock"] = timing_section(outcomes, timing_tolerance_ms)
     report = report.replace(**sections)
     if report.released is not None:  # only runs on the released data
         from .paper_comparison import paper_section

@@ -5,7 +5,9 @@ Prices are data (``prices.toml``, overridable with ``--duplexact-prices=FILE``),
 guessed: a service that billed something for a model without a price, or a counter its price
 does not cover, says so, and the total then says it is incomplete. A model priced by tokens
 whose server reported none is priced from the audio seconds it streamed, through the same
-``[audio_rates]`` the estimate uses (``from_audio``), so its spend is never counted as 0.
+``[audio_rates]`` the estimate uses (``from_audio``), so its spend is never counted as 0:
+each direction (input, output) from its own tokens, else from its own seconds. A total with
+a direction priced from seconds is an estimate, not the bill: ``complete`` is then false.
 Cache hits bill nothing, so a re-score costs $0.
 """
 
@@ -87,14 +89,17 @@ def estimate(usage: dict, prices: dict) -> dict:
         cost = sum(v * entry[k] for k, v in billed.items() if k in entry)
         rates = {k: r for k, r in prices.get("audio_rates", {}).get(model_key(model), {}).items()
                  if k in entry}
-        from_audio = sorted(rates) if rates and not any(k in billed for k in rates) else []
+        # each direction from its own tokens, else from its own seconds: a server that
+        # reports the input's tokens and not the output's still pays for its output
+        from_audio = sorted(k for k in rates if k not in billed
+                            and billed.get(f"audio_{rates[k]['audio']}_s"))
         for counter in from_audio:  # no token usage reported: price the seconds it stands for
-            seconds = billed.get(f"audio_{rates[counter]['audio']}_s", 0.0)
+            seconds = billed[f"audio_{rates[counter]['audio']}_s"]
             cost += seconds * float(rates[counter]["per_s"]) * entry[counter]
         # with [audio_rates], audio seconds are priced through the tokens they make
         unpriced = sorted(k for k in billed if k not in entry
                           and not (rates and k in _AUDIO_SECONDS))
-        if unpriced:
+        if unpriced or from_audio:  # an estimate from seconds is not the bill
             complete = False
         services[label] = {"model": model, "cost": round(cost, 6),
                            **({"from_audio": from_audio} if from_audio else {}),
@@ -113,11 +118,14 @@ def describe(cost: dict) -> list[str]:
         if s["cost"] is None:
             lines.append(f"  {label.replace('_', ' ')}: {s['note']}")
         else:
-            extra = (" (from audio seconds: no token usage reported)" if s.get("from_audio")
-                     else "")
+            extra = (f" ({', '.join(s['from_audio'])} from audio seconds: no token usage "
+                     "reported)" if s.get("from_audio") else "")
             extra += f" (not priced: {', '.join(s['unpriced'])})" if s.get("unpriced") else ""
             lines.append(f"  {label.replace('_', ' ')}: {s['cost']:.4f} {cur}{extra}")
+    unpriced = any(s["cost"] is None or s.get("unpriced") for s in cost["services"].values())
+    seconds = any(s.get("from_audio") for s in cost["services"].values())
     head = (f"Estimated cost: {cost['total']:.4f} {cur}"
-            + ("" if cost["complete"] else " + unpriced services")
+            + (" + unpriced services" if unpriced else "")
+            + (" (partly from audio seconds)" if seconds else "")
             + f" (prices: {cost['source']}, as of {cost['as_of']})")
     return [head] + lines

@@ -13,7 +13,8 @@ report instead.
 
 Refused, with the file and field named: reports that are not DuplexAct reports, of different
 report versions, models, datasets, scoring settings or selections; overlapping instances;
-shards of different counts, repeated or missing shards; instances of the selection (each
+shards of different counts, repeated or missing shards; shards run at different timing
+tolerances, or a scored trial over the shards' tolerance; instances of the selection (each
 report's ``selected``) that no report has, unless ``--allow-incomplete`` (the merged report
 then lists them in ``incomplete`` and says so in ``notes``).
 """
@@ -22,10 +23,19 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from ..data.results import InstanceOutcome, outcome_problem
+from ..data.results import (
+    InstanceOutcome,
+    finite_number,
+    outcome_problem,
+    over_tolerance,
+    worst_lag_ms,
+)
+from ..run.journal import usage_problem
 from ..run.rundir import write_json
+from ..run.selection import SelectionError
 from ..run.settings import RunSettings, SettingsError
 from . import ReportFileError, read_report, typed_report
 from .model import Report
@@ -53,7 +63,49 @@ def load_report(path: str | Path) -> Report:
                                      and all(isinstance(i, str) for i in selected)):
         raise MergeError(f"{path}: field 'selected' is {_short(selected)}, not a list of "
                          "instance ids")
+    if not isinstance(d["model"], str):
+        raise MergeError(f"{path}: field 'model' is {_short(d['model'])}, not a string")
+    if (problem := usage_problem(d.get("usage"))) is not None:
+        raise MergeError(f"{path}: field {problem}")
+    if d.get("estimate") is not None and (problem := _estimate_problem(d["estimate"])):
+        raise MergeError(f"{path}: field {problem}")
+    notes = d.get("notes")
+    if notes is not None and not (isinstance(notes, list)
+                                  and all(isinstance(n, str) for n in notes)):
+        raise MergeError(f"{path}: field 'notes' is {_short(notes)}, not a list of strings")
+    if not isinstance(d.get("extra", {}), dict):
+        raise MergeError(f"{path}: field 'extra' is {_short(d['extra'])}, not an object")
     return typed_report(d, path, MergeError)
+
+
+def _pair(x) -> bool:
+    return isinstance(x, list) and len(x) == 2 and all(finite_number(v) for v in x)
+
+
+def _estimate_problem(est) -> str | None:
+    """Why a shard's ``estimate`` (report/estimate.py ``plan``) cannot be summed, or None."""
+    if not isinstance(est, dict):
+        return f"'estimate' is {_short(est)}, not an object"
+    checks = {"instances": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "stream_s": _pair, "output_window_s": finite_number,
+              "workers": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "wall_s": lambda v: v is None or _pair(v), "cost": lambda v: isinstance(v, dict),
+              "previous_run": lambda v: v is None or isinstance(v, str)}
+    for key, ok in checks.items():
+        if not ok(est.get(key)):
+            return f"'estimate.{key}' is {_short(est.get(key))}"
+    cost = est["cost"]
+    if not _pair(cost.get("total")):
+        return f"'estimate.cost.total' is {_short(cost.get('total'))}"
+    if not isinstance(cost.get("complete"), bool):
+        return f"'estimate.cost.complete' is {_short(cost.get('complete'))}"
+    services = cost.get("services")
+    if not isinstance(services, dict):
+        return f"'estimate.cost.services' is {_short(services)}"
+    for label, svc in services.items():
+        if not (isinstance(svc, dict) and (svc.get("cost") is None or _pair(svc["cost"]))):
+            return f"'estimate.cost.services.{label}' is {_short(svc)}"
+    return None
 
 
 def _short(value, limit: int = 60) -> str:
@@ -62,10 +114,19 @@ def _short(value, limit: int = 60) -> str:
 
 
 def _settings(path: Path, report: Report) -> RunSettings:
+    if not isinstance(report.settings, Mapping):
+        raise MergeError(f"{path}: field 'settings' is {_short(report.settings)}, not an object")
+    shard = (report.settings.get("selection") or {}).get("shard") \
+        if isinstance(report.settings.get("selection"), Mapping) else None
+    if isinstance(shard, str) and shard.strip().startswith("auto"):  # a run stores K/N
+        raise MergeError(f"{path}: field 'settings.selection.shard' is {shard!r}, not K/N")
     try:
-        return RunSettings.from_dict(report.settings)
-    except SettingsError as e:
-        raise MergeError(f"{path}: {e}") from None
+        settings = RunSettings.from_dict(report.settings)
+        settings.selection.validate()
+    except (SettingsError, SelectionError) as e:
+        raise MergeError(f"{path}: {e}" if str(e).startswith("field ") else
+                         f"{path}: field 'settings.selection': {e}") from None
+    return settings
 
 
 # Where a shard found the dataset is not what it ran: its fingerprint is (content).
@@ -145,6 +206,14 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
             except (KeyError, TypeError, ValueError) as e:
                 raise MergeError(f"{path}: instance {iid}: malformed outcome ({e})") from None
     _check_shards(shards, [p for p, _ in loaded])
+    tolerance = _timing_tolerance(loaded)
+    for o in outcomes:  # judged against the merged run's tolerance, as a resume judges them
+        if o.error is None and over_tolerance(o.clock, tolerance):
+            raise MergeError(
+                f"{owner[o.id]}: instance {o.id} was scored although its trial ran "
+                f"{worst_lag_ms(o.clock):.0f} ms late, over the timing tolerance "
+                f"({tolerance:g} ms); resume that shard (pytest --duplexact-resume=<its run "
+                "dir>) to run it again, then merge")
     selected = {i for _, rep in loaded for i in rep.selected or ()} | set(owner)
     missing = _missing(loaded, set(owner))
     if missing and not allow_incomplete:
@@ -181,12 +250,37 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
             # shards run in parallel: their walls overlap
             estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
             else None,
+            timing_tolerance_ms=tolerance,
             shards=[{"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
                      "instances": len(rep.instances), "run_dir": _run_dir_of(p, rep)}
                     for (p, rep), theirs in zip(loaded, parsed)])
     except ValueError as e:
         raise MergeError(f"cannot aggregate the merged instances: {e}") from None
     return report.replace(extra=extra) if extra else report
+
+
+def _timing_tolerance(loaded: list[tuple[Path, Report]]) -> float | None:
+    """The one timing tolerance (ms; None: off) the shards with wall-clock trials ran at
+    (their ``clock.tolerance_ms``); shards run at different ones are refused: a trial over
+    one would be scored under the other."""
+    found: dict = {}
+    for path, rep in loaded:
+        clock = rep.clock
+        if clock is None:  # no wall-clock trial (a stepped model)
+            continue
+        if not isinstance(clock, Mapping):
+            raise MergeError(f"{path}: field 'clock' is {_short(clock)}, not an object")
+        tol = clock.get("tolerance_ms")
+        if tol is not None and not (finite_number(tol) and tol > 0):
+            raise MergeError(f"{path}: field 'clock.tolerance_ms' is {_short(tol)}, not a "
+                             "number of milliseconds or null")
+        found.setdefault(tol, path)
+    if len(found) > 1:
+        said = ", ".join(f"{p}: {'off' if t is None else f'{t:g} ms'}" for t, p in found.items())
+        raise MergeError(f"the shards ran at different timing tolerances ({said}); a trial "
+                         "over one would be scored under the other: resume the shards at one "
+                         "--duplexact-timing-tolerance (late trials are run again), then merge")
+    return next(iter(found), None)
 
 
 def _merged_extra(extras: list[dict]) -> tuple[dict, list[str]]:
@@ -263,17 +357,40 @@ def expand(patterns: list[str]) -> list[str]:
     return out
 
 
+def _output_problem(output: Path, reports: list[str]) -> str | None:
+    """Why ``-o`` cannot take the merged report: a folder, or one of the shard reports."""
+    if output.is_dir():
+        return (f"-o {output}: is a directory; give the merged report's file name, e.g. "
+                f"-o {output / 'report.json'}")
+    for r in reports:
+        try:
+            same = output.exists() and output.samefile(r)
+        except OSError:
+            same = False
+        if same:
+            return (f"-o {output}: is the shard report {r}, which the merge would overwrite; "
+                    "give another file name")
+    return None
+
+
 def main(args) -> int:
     """``args.reports`` (paths or globs), ``args.output``; exit 0, or 2 with the reason on
     stderr."""
+    output = Path(args.output)
     try:
         args.reports = expand(args.reports)
+        problem = _output_problem(output, args.reports)
+        if problem:
+            raise MergeError(problem)
         report = merged(args.reports,
                         allow_incomplete=getattr(args, "allow_incomplete", False))
+        write_json(output, report.to_json())
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2
-    write_json(Path(args.output), report.to_json())
+    except OSError as e:
+        print(f"duplexact merge: cannot write -o {output}: {e.strerror or e}", file=sys.stderr)
+        return 2
     tot = report.totals
     print(f"merged {len(args.reports)} report(s): {tot.instances} instance(s), "
           f"{tot.errors} error(s) -> {args.output}")

@@ -8,14 +8,20 @@ from collections.abc import Iterable, Mapping
 
 from ..data.results import worst_lag_ms as worst_ms
 
+FOUND = object()  # section's tolerance when the caller knows none: the largest the clocks say
 
-def section(outcomes: Iterable) -> dict | None:
+
+def section(outcomes: Iterable, tolerance_ms=FOUND) -> dict | None:
     """report.json's ``clock``: trials measured, re-run, unreliable, the worst lag (ms) of
-    all trials and of the scored ones, and the tolerance; None when no trial had a clock."""
+    all trials and of the scored ones, and the tolerance; None when no trial had a clock.
+    ``tolerance_ms``: the reporting run's (None: off), whatever tolerance a resumed or merged
+    trial ran under; its scored trials were judged against it (run/journal.py, merge.py)."""
     clocks = [(o.clock, o.error is None) for o in outcomes if o.clock is not None]
     if not clocks:
         return None
-    tolerances = [c["tolerance_ms"] for c, _ in clocks if c.get("tolerance_ms") is not None]
+    if tolerance_ms is FOUND:
+        found = [c["tolerance_ms"] for c, _ in clocks if c.get("tolerance_ms") is not None]
+        tolerance_ms = max(found) if found else None
     return {
         "trials": len(clocks),
         "rerun": sum(bool(c.get("reruns")) for c, _ in clocks),
@@ -23,7 +29,7 @@ def section(outcomes: Iterable) -> dict | None:
         "worst_lag_ms": max(worst_ms(c) for c, _ in clocks),
         "worst_scored_lag_ms": max([worst_ms(c) for c, scored in clocks if scored],
                                    default=None),
-        "tolerance_ms": max(tolerances) if tolerances else None,
+        "tolerance_ms": tolerance_ms,
     }
 
 

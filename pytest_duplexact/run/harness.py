@@ -222,7 +222,8 @@ class Harness:
         tolerance is never scored; it runs again (up to TIMING_RERUNS times, each after the
         prefetcher lowered the trials in flight), then is TimingUnreliable. Its recording's
         ``clock`` says how late it was and how often it ran; what each attempt's provider
-        billed is kept. Stepped trials (no ``clock``) pass through untouched."""
+        billed is kept (on the recording, or on the TimingUnreliable raised), stopped
+        attempts' included. Stepped trials (no ``clock``) pass through untouched."""
         from ..data import usage
         from ..data.results import worst_lag_ms as worst_ms
         from ..pipelines.clock import TOLERANCE, TimingUnreliable, TrialLate
@@ -236,6 +237,7 @@ class Harness:
                 recording = await trial()
             except TrialLate as late:  # stopped early: over the tolerance, not scored
                 recording, lateness = None, late.clock
+                billed.append({"model": getattr(late, "usage", None) or {}})
             else:
                 if recording.clock is None:  # a stepped trial: no wall clock
                     return recording
@@ -250,7 +252,9 @@ class Harness:
             quieter = getattr(self.prefetcher, "quieter", None)
             if attempt < TIMING_RERUNS and quieter is not None:
                 await quieter(attempt + 1)
-        raise TimingUnreliable(dict(clock, unreliable=True), TIMING_RERUNS + 1)
+        unreliable = TimingUnreliable(dict(clock, unreliable=True), TIMING_RERUNS + 1)
+        unreliable.usage = usage.total(billed).get("model", {})  # Harness.run charges it
+        raise unreliable
 
     def timeline(self, recording, speech=None) -> Timeline:
         from ..listen.segmentation import build_timeline
@@ -266,7 +270,7 @@ class Harness:
         here. The same bytes and the same timeline either way."""
         from ..data.recording_io import save_recording
         from ..listen import vad
-        from .offload import runs_in_worker
+        from .offload import ScoringWorkerError, runs_in_worker
 
         if self.scoring_worker is None:
             save_recording(recording, folder, instance_id=instance_id,
@@ -276,11 +280,30 @@ class Harness:
                    params=vad.DEFAULT_PARAMS, cache_root=getattr(self.vad_cache, "root", None))
         # native words need no transcriber (build_timeline then never calls it)
         transcriber = None if recording.transcript else self.transcriber
-        if runs_in_worker(transcriber):
-            return self.scoring_worker.write_and_segment(recording, folder,
-                                                         transcriber=transcriber, **job)
-        speech = self.scoring_worker.write_and_detect(recording, folder, **job)
+        try:
+            if runs_in_worker(transcriber):
+                return self.scoring_worker.write_and_segment(recording, folder,
+                                                             transcriber=transcriber, **job)
+            speech = self.scoring_worker.write_and_detect(recording, folder, **job)
+        except ScoringWorkerError as e:
+            raise self._kept(recording, folder, instance_id, e) from None
         return self.timeline(recording, speech=speech)  # the transcriber runs here
+
+    def _kept(self, recording, folder: Path, instance_id: str | None,
+              error: Exception) -> Exception:
+        """The scoring worker died (or was stopped) on a streamed, maybe billed trial: its
+        recording is written here, so it can be scored again without calling the model
+        (resume re-scores it: journal.py); the error says so."""
+        from ..data.recording_io import save_recording
+
+        try:
+            save_recording(recording, folder, instance_id=instance_id,
+                           audio_format=self.audio_format,
+                           meta={"clock": recording.clock, "usage": recording.usage})
+        except (OSError, ValueError) as e:
+            return type(error)(f"{error} (its recording could not be kept: {e})")
+        return type(error)(f"{error}; its recording is kept in {self.dir.relative(folder)}, "
+                           "so --duplexact-resume scores it again without calling the model")
 
     def run(self, instance: Instance) -> InstanceOutcome:
         """Record, segment and score; raises on harness/model errors (the caller decides how
@@ -289,9 +312,43 @@ class Harness:
 
         before = usage.snapshot(self)
         folder = self.dir.reopen(instance.id)
-        rel = self.dir.relative(folder)
-        recording = self.record(instance)
+        try:
+            recording = self.record(instance)
+        except Exception as e:  # a failed trial's sessions were billed too (its ``usage``)
+            usage.charge_model(self, e)
+            raise
         usage.charge_model(self, recording)  # between the snapshots: this instance's cost
+        return self._score(instance, recording, folder, before)
+
+    def rescore(self, instance: Instance) -> InstanceOutcome:
+        """Score again the recording kept when the scoring worker died on this instance
+        (``_kept``; journal.Status.RESCORE), without calling the model: the trial's clock and
+        what its sessions billed come from the kept recording.json."""
+        from ..data import usage
+        from ..data.recording_io import RECORDING_FILE, load_recording
+        from ..data.results import clock_problem
+        from .journal import usage_problem
+        from .rundir import read_json_object
+
+        before = usage.snapshot(self)
+        folder = self.instance_dir(instance)
+        recording = load_recording(folder)
+        meta = read_json_object(folder / RECORDING_FILE).get("meta")
+        meta = meta if isinstance(meta, dict) else {}
+        clock, spent = meta.get("clock"), meta.get("usage")
+        if clock is not None and clock_problem(clock) is None:
+            recording.clock = clock
+        if isinstance(spent, dict) and usage_problem({"model": spent}) is None:
+            recording.usage = spent
+            usage.charge_model(self, recording)  # its earlier error journaled no usage
+        self.dir.reopen(instance.id)  # the error's outcome and error.txt go; the tracks stay
+        return self._score(instance, recording, folder, before)
+
+    def _score(self, instance: Instance, recording, folder: Path,
+               before: dict) -> InstanceOutcome:
+        from ..data import usage
+
+        rel = self.dir.relative(folder)
         tl = self.analyse(recording, folder, instance.id)
         self.dir.write_timeline(instance.id, timeline_to_dict(tl, instance))
 

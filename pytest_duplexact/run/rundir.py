@@ -43,9 +43,31 @@ def write_json(path: Path | str, data: Any) -> None:
     write_text(path, json_text(data))
 
 
+# deeper than any run file or report nests (a report: about 6): a hostile file may nest
+# 100,000 deep, which json's parser and every reader walking it meet as a RecursionError
+MAX_JSON_DEPTH = 64
+
+
+def loads_bounded(text: str | bytes) -> Any:
+    """``json.loads``, with nesting deeper than ``MAX_JSON_DEPTH`` a ValueError (never a
+    RecursionError, here or in whatever walks the value later)."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} deep") from None
+    level, depth = [data], 0
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"nested more than {MAX_JSON_DEPTH} deep")
+        level = [c for x in level if isinstance(x, (dict, list))
+                 for c in (x.values() if isinstance(x, dict) else x)]
+    return data
+
+
 def read_json_object(path: Path) -> dict:
     """A JSON object from ``path``; OSError / ValueError (naming the file) otherwise."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = loads_bounded(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{Path(path).name} is not a JSON object")
     return data

@@ -5,17 +5,22 @@ second one now stops at once with the holder named (pid, host, command, start ti
 lock is ``flock`` on ``<run dir>/.lock``: the kernel drops it when the holder dies, so a
 killed run never leaves a stale lock behind (the file's text is only the holder's card).
 Under pytest-xdist the controller holds it for its workers. Where ``fcntl`` does not exist
-(Windows) runs are not locked, and docs/runs.md says so.
+(Windows) runs are not locked, and docs/runs.md says so. The card outlives its run (a
+``kill -9``) and is shown to the next one: it is 0600 like the other run files, and its
+command line has URL passwords, keys and secret-looking option values masked.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
 from pathlib import Path
+
+from ..remote.netsafety import mask_credentials, mask_secrets
 
 try:
     import fcntl
@@ -23,6 +28,12 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 LOCK_FILE = ".lock"
+
+# an option whose value is a secret by its name: ``api_key=...``, ``--token ...``,
+# ``--duplexact-model-option=password=...``
+_SECRET_OPTION = re.compile(
+    r"(?i)((?:^|[\s=-])[\w.-]*(?:keys?|token|secret|passw(?:or)?d|credentials?|auth)"
+    r"(?![a-z])[\w.-]*(?:=|\s+))(?!-)\S+")
 
 
 class RunDirLocked(RuntimeError):
@@ -39,7 +50,7 @@ class RunLock:
         path = run_dir / LOCK_FILE
         if fcntl is None:
             return cls(path, None)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -50,7 +61,8 @@ class RunLock:
                 "to finish or choose another --duplexact-run-dir") from None
         card = {"pid": os.getpid(), "host": socket.gethostname(),
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "command": " ".join(sys.argv)[:500]}
+                "command": masked_command(" ".join(sys.argv))[:500]}
+        os.fchmod(fd, 0o600)  # a card an older release wrote 0644
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(card) + "\n").encode(), 0)
         return cls(path, fd)
@@ -65,10 +77,17 @@ class RunLock:
             os.close(fd)  # closing drops the flock
 
 
+def masked_command(command: str) -> str:
+    """``command`` fit for the card and the "in use" message: the ``user:password@`` of
+    URLs, every key this process knows (netsafety) and the values of secret-looking options
+    masked."""
+    return _SECRET_OPTION.sub(r"\1***", mask_secrets(mask_credentials(command)))
+
+
 def _read_card(fd: int) -> str:
     try:
         card = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
         return (f"pid {card.get('pid')} on {card.get('host')}, started {card.get('started')}: "
-                f"{card.get('command')}")
-    except (OSError, ValueError):
+                f"{masked_command(str(card.get('command')))}")
+    except (OSError, ValueError, AttributeError):
         return "holder unknown"

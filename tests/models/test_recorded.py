@@ -2,6 +2,7 @@
 Full-Duplex-Bench-style folders."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -106,3 +107,65 @@ def test_bad_recording_json_names_the_field(trials, tmp_path):
     (folder / "output.flac").unlink()
     with pytest.raises(RecordingFormatError, match=r"output.flac / output.wav: missing"):
         load_recording(folder)
+
+
+# --- hostile recordings: bounded before decoding, checked against recording.json ----------
+
+def _silent_flac(path, seconds, rate=16_000):
+    """A FLAC of ``seconds`` of silence written in blocks (hours take a few hundred kB)."""
+    block = np.zeros(rate * 60, np.int16)
+    with sf.SoundFile(str(path), "w", samplerate=rate, channels=1, format="FLAC",
+                      subtype="PCM_16") as f:
+        for _ in range(int(seconds // 60)):
+            f.write(block)
+
+
+def test_a_track_over_the_limit_is_refused_from_its_header(trials, tmp_path):
+    """Two hours of silence in a few hundred kB of FLAC: refused from the header, before a
+    sample is decoded (it took RSS to 2.35 GB and was accepted with the wrong length)."""
+    import resource
+
+    from pytest_duplexact.data.recording_io import MAX_TRACK_S
+
+    inst, rec = trials["take_turn"]
+    folder = save_recording(rec, tmp_path / inst.id, instance_id=inst.id)
+    _silent_flac(folder / "output.flac", 2 * 3600)
+    assert (folder / "output.flac").stat().st_size < 2_000_000
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(RecordingFormatError, match=re.escape(
+            f"output.flac: lasts 7200 s (from its header), over the {MAX_TRACK_S:.0f} s "
+            "limit of one track")):
+        load_recording(folder)
+    # nothing near two hours was decoded (230 MB at 16 kHz float32)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 100_000  # KiB
+    with pytest.raises(ModelError, match="over the 600 s limit"):
+        resolve_model(f"recorded:{tmp_path}").recording_for(inst)
+
+
+def test_a_track_of_another_length_than_recording_json_says_is_named(trials, tmp_path):
+    inst, rec = trials["take_turn"]
+    folder = save_recording(rec, tmp_path / inst.id, instance_id=inst.id)
+    sf.write(str(folder / "output.flac"), np.zeros(len(rec.output) + 16_000, np.float32),
+             16_000)
+    with pytest.raises(RecordingFormatError, match=re.escape(
+            f"{folder / 'output.flac'}: {len(rec.output) + 16_000} samples at 16000 Hz, but "
+            f"recording.json field 'output_samples' says {len(rec.output)} at 16000 Hz")):
+        load_recording(folder)
+    meta = json.loads((folder / RECORDING_FILE).read_text())
+    # a value with a line break (the longer fuzz campaign found it split the message)
+    (folder / RECORDING_FILE).write_text(json.dumps({**meta, "input_samples": "lots\n0"}))
+    with pytest.raises(RecordingFormatError, match="field 'input_samples' must be a number") \
+            as refused:
+        load_recording(folder)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_folder_that_is_not_a_run_is_named_before_the_run(trials, tmp_path):
+    from pytest_duplexact.models.recorded import replay_problem
+
+    (tmp_path / "notes.txt").write_text("not a run")
+    why = replay_problem(tmp_path, {"a", "b"})
+    assert why.startswith(f"{tmp_path} holds no recording of the 2 selected instance(s)")
+    inst, rec = trials["take_turn"]
+    save_recording(rec, tmp_path / "instances" / inst.id, instance_id=inst.id)
+    assert replay_problem(tmp_path, {inst.id, "b"}) is None  # the rest: each its own error

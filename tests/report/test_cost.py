@@ -92,8 +92,10 @@ def test_a_server_that_reports_no_tokens_is_priced_from_its_audio_seconds():
     assert s["cost"] == pytest.approx(10 * 10 * 32e-6 + 4 * 20 * 64e-6)
     assert s["from_audio"] == ["input_token_details.audio_tokens",
                                "output_token_details.audio_tokens"]
-    assert est["complete"]
+    assert est["complete"] is False  # an estimate from seconds, not the bill
     assert "from audio seconds: no token usage reported" in cost.describe(est)[1]
+    assert cost.describe(est)[0].startswith(f"Estimated cost: {est['total']:.4f} USD (partly "
+                                            "from audio seconds)")
     budget = Budget(0.005, None, cost.load_prices())
     budget.record(usage, finished=1)
     assert budget.spent == pytest.approx(s["cost"]) and not budget.admits(0)
@@ -105,3 +107,18 @@ def test_complete_is_false_while_any_billed_counter_is_unpriced():
     assert est["services"]["model"]["unpriced"] == ["output_token_details.music_tokens"]
     assert est["complete"] is False
     assert cost.describe(est)[0].endswith("+ unpriced services (prices: bundled, as of 2025-08)")
+
+
+def test_a_direction_without_tokens_is_priced_from_its_own_seconds():
+    """Input tokens reported, output tokens not: the output is priced from its seconds (it
+    was priced at 0, 0.32 USD instead of about 1.60, and called complete)."""
+    usage = {"model": {"model": "gpt-realtime", "sessions": 1, "audio_in_s": 1000.0,
+                       "audio_out_s": 1000.0, "input_token_details.audio_tokens": 10_000}}
+    est = cost.estimate(usage, cost.load_prices())
+    s = est["services"]["model"]
+    assert s["from_audio"] == ["output_token_details.audio_tokens"]
+    assert est["total"] == pytest.approx(10_000 * 32e-6 + 1000 * 20 * 64e-6)  # 1.60
+    assert est["complete"] is False
+    line = cost.describe(est)[1]
+    assert "output_token_details.audio_tokens from audio seconds" in line
+    assert "input_token_details" not in line

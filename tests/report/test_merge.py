@@ -180,3 +180,62 @@ def test_malformed_instances_are_a_clear_error(tmp_path, instances, field):
     paths[0].write_text(json.dumps(rep))
     with pytest.raises(MergeError, match=f"{re.escape(str(paths[0]))}: field {field}"):
         merge(paths)
+
+
+# --- timing tolerance: a merged trial is judged against the merged run's -------------------
+
+def _clocked(path, tolerance, lag=5.0, late=()):
+    """The shard as a streaming run at ``tolerance`` (ms, None: off) writes it; instances
+    ``late`` (indices) scored with their trial ``796`` ms late."""
+    def fn(d):
+        for k, inst in enumerate(d["instances"]):
+            worst = 796.0 if k in late else lag
+            inst["clock"] = {"input_lag_max_ms": worst, "output_lag_max_ms": 0.0,
+                             "loop_stall_max_ms": worst, "tolerance_ms": tolerance,
+                             "reruns": 0, "unreliable": False}
+        d["clock"] = {"trials": len(d["instances"]), "rerun": 0, "unreliable": 0,
+                      "worst_lag_ms": 796.0 if late else lag,
+                      "worst_scored_lag_ms": 796.0 if late else lag, "tolerance_ms": tolerance}
+    _edit(path, fn)
+
+
+def test_shards_at_one_tolerance_merge_and_the_report_states_it(tmp_path):
+    _, paths = _shards(tmp_path, n=2)
+    for p in paths:
+        _clocked(p, 100.0)
+    assert merge(paths)["clock"]["tolerance_ms"] == 100.0
+
+
+def test_shards_at_different_tolerances_are_refused(tmp_path, capsys):
+    _, paths = _shards(tmp_path, n=2)
+    _clocked(paths[0], None, late=(0,))  # run with --duplexact-timing-tolerance=off
+    _clocked(paths[1], 100.0)
+    with pytest.raises(MergeError, match=re.escape(f"different timing tolerances ({paths[0]}: "
+                                                   f"off, {paths[1]}: 100 ms)")):
+        merge(paths)
+    assert main(argparse.Namespace(reports=[str(p) for p in paths],
+                                   output=str(tmp_path / "m.json"))) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--duplexact-timing-tolerance" in err
+
+
+def test_a_scored_trial_over_the_tolerance_is_refused_by_name(tmp_path):
+    """A shard whose report kept a late trial (an older release's resume): never counted."""
+    _, paths = _shards(tmp_path, n=2)
+    _clocked(paths[0], 100.0, late=(0,))
+    _clocked(paths[1], 100.0)
+    late = json.loads(paths[0].read_text())["instances"][0]
+    assert late["error"] is None
+    with pytest.raises(MergeError, match=re.escape(
+            f"{paths[0]}: instance {late['id']} was scored although its trial ran 796 ms late, "
+            "over the timing tolerance (100 ms)")):
+        merge(paths)
+
+
+@pytest.mark.parametrize("clock, field", [([1], "'clock'"), ({"tolerance_ms": "x"},
+                                                              "'clock.tolerance_ms'")])
+def test_a_malformed_clock_section_names_the_field(tmp_path, clock, field):
+    _, paths = _shards(tmp_path, n=2)
+    _edit(paths[1], lambda d: d.update(clock=clock))
+    with pytest.raises(MergeError, match=re.escape(f"{paths[1]}: field {field}")):
+        merge(paths)

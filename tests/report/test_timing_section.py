@@ -34,6 +34,16 @@ def test_the_section_counts_reruns_and_unreliable_trials_and_the_worst_lag():
     assert outs[2].unreliable and not outs[1].unreliable
 
 
+def test_the_section_states_the_reporting_runs_tolerance_not_the_largest_found():
+    """A resume at 100 ms reusing trials recorded with the tolerance off (and on time): the
+    report says 100 ms, the tolerance every scored trial was judged against; off is off."""
+    outs = [_outcome(0, dict(_clock(3.0), tolerance_ms=None)), _outcome(1, _clock(40.0))]
+    assert section(outs, 100.0)["tolerance_ms"] == 100.0
+    assert section(outs, None)["tolerance_ms"] is None
+    assert section([_outcome(0, _clock(3.0)), _outcome(1, dict(_clock(3.0), tolerance_ms=250.0))],
+                   100.0)["tolerance_ms"] == 100.0
+
+
 def test_a_stepped_run_has_no_clock_anywhere():
     outs = [_outcome(0)]
     assert section(outs) is None and line(None) is None and properties(None) == []

@@ -261,7 +261,7 @@ def _run_dir_with(tmp_path, instances, settings: dict) -> Path:
 def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:2], SETTINGS)
     ids = {i.id for i in instances}
-    done, messages = load_resumed(run, rs(SETTINGS), ids)
+    done, messages, _ = load_resumed(run, rs(SETTINGS), ids, None)
     assert set(done) == {i.id for i in instances[:2]}
     assert messages == [f"duplexact: resuming {run}: 2 of 3 selected instance(s) finished and "
                         "reused; 1 to run (1 not finished)"]
@@ -270,7 +270,7 @@ def test_load_resumed_reuses_matching_outcomes_and_says_so(tmp_path, instances):
 def test_changed_scoring_settings_invalidate_with_a_warning(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances, SETTINGS)
     now = {**SETTINGS, "judge": "gpt-5.4"}
-    done, messages = load_resumed(run, rs(now), {i.id for i in instances})
+    done, messages, _ = load_resumed(run, rs(now), {i.id for i in instances}, None)
     assert done == {}
     warning = messages[-1]
     assert "WARNING" in warning and "judge: None -> 'gpt-5.4'" in warning
@@ -282,17 +282,17 @@ def test_a_different_run_is_refused(tmp_path, instances, key):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     with pytest.raises(pytest.UsageError, match=f"different run.*{key}"):
         other = {"other": "1"} if key == "model_options" else "other"
-        load_resumed(run, rs({**SETTINGS, key: other}), {instances[0].id})
+        load_resumed(run, rs({**SETTINGS, key: other}), {instances[0].id}, None)
 
 
 def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     (run / RUN_FILE).write_text('{"settings": ')
     with pytest.raises(pytest.UsageError, match="run.json is damaged"):
-        load_resumed(run, rs(SETTINGS), {instances[0].id})
+        load_resumed(run, rs(SETTINGS), {instances[0].id}, None)
     shutil.rmtree(run)
     with pytest.raises(pytest.UsageError, match="no run.json"):
-        load_resumed(run, rs(SETTINGS), {instances[0].id})
+        load_resumed(run, rs(SETTINGS), {instances[0].id}, None)
 
 
 def test_an_error_that_cannot_be_journaled_still_reaches_the_report(tmp_path, instances,
@@ -332,3 +332,25 @@ def test_a_resumed_outcome_keeps_its_borderline_flips(tmp_path, instances):
     entry = journal.read_entry(folder, inst.id, FP)
     assert entry.status is Status.FINISHED
     assert entry.outcome["borderline"] == [flip]
+
+
+LATE_CLOCK = {"input_lag_max_ms": 796.0, "output_lag_max_ms": 0.0, "loop_stall_max_ms": 796.0,
+              "tolerance_ms": None, "reruns": 0, "unreliable": False}
+
+
+def test_a_trial_over_the_resuming_runs_tolerance_is_run_again(tmp_path, instances):
+    """Recorded with the tolerance off, 796 ms late: a resume at the default 100 ms runs it
+    again (the tolerance is no setting, so the fingerprint alone would reuse it), while a
+    resume with the tolerance off, or at 1 s, keeps it."""
+    run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
+    (outcome,) = run.glob("instances/*/outcome.json")
+    _edit_json(outcome, clock=LATE_CLOCK)
+    iid = instances[0].id
+    entry = journal.read_entry(outcome.parent, iid, FP, 100.0)
+    assert entry.status is Status.LATE and entry.outcome is None
+    assert "796 ms late, over the tolerance (100 ms)" in entry.why
+    assert journal.read_entry(outcome.parent, iid, FP, None).status is Status.FINISHED
+    assert journal.read_entry(outcome.parent, iid, FP, 1000.0).status is Status.FINISHED
+    done, messages, _ = load_resumed(run, rs(SETTINGS), {iid}, 100.0)
+    assert done == {}
+    assert "1 over this run's timing tolerance, re-run" in messages[0]

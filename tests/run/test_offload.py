@@ -200,3 +200,41 @@ def test_the_job_error_is_raised_as_it_was_raised_there(worker):
         worker.call(divmod, 1, 0, deadline=60, what="instance w")
     assert "in the scoring worker" in "".join(info.value.__notes__)
     assert worker.call(abs, -6, deadline=60, what="the next trial") == 6
+
+
+def test_a_dead_workers_trial_keeps_its_recording_and_a_resume_rescores_it(
+        selected, worker, tmp_path, monkeypatch):
+    """The streamed (maybe billed) recording is kept when the worker dies on it, the error
+    says so, the journal marks it to be scored again, and scoring it again calls no model:
+    the same outcome as a trial scored at once."""
+    from pytest_duplexact.data.recording_io import load_recording
+    from pytest_duplexact.run import journal
+
+    settings = RunSettings(model="oracle")
+    h = Harness.from_settings(settings, tmp_path / "run", RunKnobs())
+    h.scoring_worker = worker
+    for job in ("_write_and_detect", "_write_and_segment"):
+        monkeypatch.setattr(f"pytest_duplexact.run.offload.{job}", die_in_worker)
+    inst = selected[0]
+    recorded = []
+    real_record = h.record
+    monkeypatch.setattr(h, "record", lambda i: recorded.append(i) or real_record(i))
+    with pytest.raises(ScoringWorkerError) as info:
+        h.run(inst)
+    assert "its recording is kept in instances/" in str(info.value)
+    assert "--duplexact-resume scores it again without calling the model" in str(info.value)
+    h.error_outcome(inst, info.value)
+    folder = h.instance_dir(inst)
+    kept = load_recording(folder)
+    assert len(kept.output) > 0
+    entry = journal.read_entry(folder, inst.id, settings.fingerprint(), 100.0)
+    assert entry.status is journal.Status.RESCORE, entry
+    monkeypatch.undo()
+    again = h.rescore(inst)
+    assert len(recorded) == 1  # the model ran once, for the first attempt only
+    assert again.error is None and again.immediate is not None
+    fresh = Harness.from_settings(settings, tmp_path / "fresh", RunKnobs()).run(inst)
+    assert again.immediate == fresh.immediate and again.timing == fresh.timing
+    assert not (folder / "error.txt").exists()
+    assert journal.read_entry(folder, inst.id, settings.fingerprint(),
+                              100.0).status is journal.Status.FINISHED

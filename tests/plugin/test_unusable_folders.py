@@ -1,0 +1,50 @@
+"""Folders a run cannot use are refused before it starts, in one line naming the option and
+the fix, exit 4, leaving no run folder: ``recorded:`` on a folder that is not a run (it gave
+an error per instance and a new run folder each time), and a run directory that cannot be
+made (``/proc/x``, a path under a file: a bare ``[Errno 2]`` / ``[Errno 20]``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SMALL = ("--duplexact-condition=take_turn.delayed", "--duplexact-limit=2", "-p",
+         "no:cacheprovider")
+
+
+def _refused(pytester, *args) -> str:
+    res = pytester.runpytest_subprocess(*args, *SMALL, timeout=300)
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert len(said) <= 2 and said[-1].startswith("ERROR: "), said  # the estimate, the line
+    assert "Traceback" not in "\n".join(said) and "[Errno" not in said[-1], said
+    assert not (pytester.path / "duplexact-runs").exists()
+    return said[-1]
+
+
+def test_recorded_on_a_folder_that_is_not_a_run(pytester):
+    folder = Path(pytester.path, "not-a-run")
+    folder.mkdir()
+    (folder / "notes.txt").write_text("a folder of something else")
+    line = _refused(pytester, f"--duplexact-model=recorded:{folder}")
+    assert line.startswith(f"ERROR: --duplexact-model=recorded:{folder}: {folder} holds no "
+                           "recording of the 2 selected instance(s)"), line
+    assert "point recorded: at the run directory of an earlier run" in line
+
+
+def test_a_run_dir_under_a_file(pytester):
+    Path(pytester.path, "afile").write_text("x")
+    line = _refused(pytester, "--duplexact-model=silent", "--duplexact-run-dir=afile/run")
+    assert line == (f"ERROR: --duplexact-run-dir=afile/run: {Path(pytester.path, 'afile')} is "
+                    "a file, so no folder can be made under it; choose a folder you can write "
+                    "with --duplexact-run-dir=DIR")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_run_dir_that_cannot_be_made(pytester):
+    line = _refused(pytester, "--duplexact-model=silent", "--duplexact-run-dir=/proc/x")
+    assert line.startswith("ERROR: --duplexact-run-dir=/proc/x: cannot make the run directory "
+                           "/proc/x ("), line
+    assert line.endswith("choose a folder you can write with --duplexact-run-dir=DIR")
