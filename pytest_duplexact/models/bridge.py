@@ -86,7 +86,7 @@ log = logging.getLogger(__name__)
 
 LABEL = "bridge"
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"
-MAX_AHEAD_S = 120.0  # streaming: audio a server may send ahead of real time (memory bound)
+MAX_AHEAD_S = wire.MAX_AHEAD_S  # streaming: audio a server may send ahead of real time
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,23 @@ class Chunker:
         return out
 
 
+class EventRate:
+    """Counts a server's messages per one-second window: ``over(now)`` is true once more than
+    ``limit`` arrived within one (a flood is the server's fault, reported as such, before it
+    starves the event loop every session's timing shares)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._start: float | None = None
+        self._n = 0
+
+    def over(self, now: float) -> bool:
+        if self._start is None or now - self._start >= 1.0:
+            self._start, self._n = now, 0
+        self._n += 1
+        return self._n > self.limit
+
+
 async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], timeout: float,
                          label: str) -> None:
     """End a WebSocket session politely: send ``stop``, read until ``is_last(message)`` (the
@@ -182,5 +199,5 @@ __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
     "Note", "Event", "StreamingSession", "TransientModelError", "ServerUnreachable",
     "ModelError", "DEFAULT_CHUNK_MS",
-    "Chunker", "stop_and_close",
+    "Chunker", "EventRate", "stop_and_close",
 ]

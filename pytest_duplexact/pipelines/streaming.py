@@ -46,7 +46,7 @@ from ..models.streaming import (
     TranscriptDelta,
     TransientModelError,
 )
-from ..remote.netsafety import ReceivedText
+from ..remote.netsafety import ReceivedText, scrub_received
 from ..remote.retry import STREAMING, RetryPolicy
 from . import clock, watchdog
 from .clock import Lateness, LoopMonitor
@@ -470,18 +470,19 @@ class StreamingDuplex(Duplex):
             self.playback.finish(ev.item_id)
         elif isinstance(ev, ResponseDone):
             self.playback.finish()
-            self._record(at, f"response_done {ev.status}")
+            self._record(at, scrub_received(f"response_done {ev.status}"))
         elif isinstance(ev, SpeechStarted):
             self._record(at, "speech_started")
             if ev.interrupt:
                 await self._interrupt(at)
-        elif isinstance(ev, Note):
-            self._record(at, ev.text)
+        elif isinstance(ev, Note):  # what a server said is scrubbed here too, for every adapter
+            self._record(at, scrub_received(ev.text))
         elif isinstance(ev, Error):
-            self._record(at, f"model_error {ev.code or ''}: {ev.message}".strip())
+            said = scrub_received(f"{ev.code or ''}: {ev.message}".strip())
+            self._record(at, f"model_error {said}")
             if ev.fatal:
                 cls = TransientModelError if ev.transient else ModelError
-                self._fail(cls(f"provider error {ev.code or ''}: {ev.message}".strip()))
+                self._fail(cls(f"provider error {said}"))
 
     async def _interrupt(self, at: float) -> None:
         for item_id, played_ms in self.playback.interrupt(at):
