@@ -172,10 +172,19 @@ def probe(label: str, url: str, path: str, *, verify: bool,
 
 def reach_route(label: str, url: str, path: str, *, verify: bool) -> str:
     """``path`` takes POST on the model's server, so a GET there is answered 405 (Method Not
-    Allowed) by that server and 404 by anything else listening at the address."""
+    Allowed) by that server; 404, or any other answer, comes from something else listening at
+    the address (another model's server, a WebSocket server's 426)."""
     r = probe(label, url, path, verify=verify)
     if r.status_code == 404:
         raise ModelError(f"{label}: an HTTP server answers at {shown_url(url)} but has no "
                          f"{path} route: is it the model's own server?")
+    if r.status_code in (401, 403, 407):
+        raise ModelConfigError(f"{label}: {shown_url(url)} refused the request (HTTP "
+                               f"{r.status_code}): does it need credentials in server_url?")
+    if r.status_code != 405:  # anything else listening there (a WebSocket server: 426)
+        raise ModelError(f"{label}: {shown_url(url)} answered HTTP {r.status_code} on GET "
+                         f"{path}, where the model's server answers 405 (the route takes "
+                         f"POST): it does not speak {label}'s protocol; is it the model's "
+                         "own server?")
     return f"HTTP {r.status_code} on GET {path} at {shown_url(url)} (the route is there)"
 

@@ -164,8 +164,9 @@ class MiniCPMO:
     async def connect(self, info: SessionInfo) -> "MiniCPMOSession":
         session_id = f"adx_{secrets.token_hex(8)}"
         url = self.endpoint(session_id)
+        options = self.connect_options(url)  # the key in a masked holder (BearerHeaders)
         try:
-            ws = await ws_connect(url, **self.connect_options(url))
+            ws = await ws_connect(url, **options)
         except Exception as e:
             raise _connect_error(e) from None
         return await started(MiniCPMOSession(ws, self, session_id))
@@ -209,8 +210,8 @@ class MiniCPMOSession:
 
     async def _recv(self, timeout: float | None = None) -> dict[str, Any] | None:
         try:
-            raw = await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
-                         else self._ws.recv())
+            raw = scrub(await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
+                               else self._ws.recv()), KEY_ENV)  # before any local holds it
         except ConnectionClosed as e:
             if self._closed:
                 return None
