@@ -104,8 +104,11 @@ async def request(http: httpx2.AsyncClient, method: str, url: str, label: str, w
 
 def scrubbed(text: Any, url: str) -> str:
     """Text from a server (an error, a transcript) minus ``url``'s credentials, and any URL's
-    ``user:password@``: a proxy or a server that echoes them back."""
-    return scrub_url(shown_url(str(text)), url)
+    ``user:password@``: a proxy or a server that echoes them back; and through the one scrub
+    of received text (every key and remembered secret, the Basic header's form included)."""
+    from ..remote.netsafety import scrub_received
+
+    return scrub_received(scrub_url(str(text), url))
 
 
 def json_body(response: Any, label: str, what: str) -> dict:

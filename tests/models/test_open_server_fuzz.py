@@ -393,7 +393,7 @@ def test_text_parts_lose_the_urls_password():
 def test_lychee_text_loses_the_urls_password():
     session = LycheeSession(lychee_fd.factory(server_url=LYCHEE_URL, verify="false"))
     [ev] = session._translate("assistant_text", json.dumps({"delta": f"echo {PASSWORD}"}))
-    assert ev.text == "echo ***"
+    assert ev.text in ("echo ***", "echo <server_url password>")  # masked, either way
 
 
 @pytest.mark.parametrize("fmt", ["FLAC", "OGG"])
