@@ -11,6 +11,7 @@ deadline (``httpx2.Timeout``); certificates are verified unless the user passed
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import io
 import logging
 from typing import Any
@@ -155,22 +156,37 @@ PROBE_BYTES = 64 * 1024  # of a probe's answer: a status page, an engine.io hand
 
 def probe(label: str, url: str, path: str, *, verify: bool,
           timeout: float = REACH_TIMEOUT_S) -> httpx2.Response:
-    """One ``GET url + path`` within ``timeout`` seconds, for ``duplexact models NAME -o
-    server_url=...``: the answer (its first ``PROBE_BYTES``: a body that does not end would
-    hold the command), or the ``ModelError`` that says why nothing answered. A GET creates no
-    session on any of these servers (their session routes take POST)."""
-    try:
-        with httpx2.Client(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
-                           follow_redirects=False) as c, \
+    """One ``GET url + path`` within ``timeout`` seconds overall, for ``duplexact models NAME
+    -o server_url=...`` and the run's preflight: the answer (its first ``PROBE_BYTES``: a body
+    that does not end would hold the command), or the ``ModelError`` that says why nothing
+    answered. The deadline is on the whole exchange, not on each read: a server that trickles
+    a byte now and then cannot hold it. A GET creates no session on any of these servers
+    (their session routes take POST). Runs on an event loop of its own (in a thread), so it
+    may be called from a thread whose loop is running."""
+
+    async def get() -> httpx2.Response:
+        async with httpx2.AsyncClient(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
+                                      follow_redirects=False) as c, \
                 c.stream("GET", url.rstrip("/") + path) as r:
             body = bytearray()
-            for data in r.iter_bytes():
+            async for data in r.aiter_bytes():
                 body += data
                 if len(body) >= PROBE_BYTES:
                     break
             return _plain(r, body[:PROBE_BYTES])
-    except httpx2.HTTPError as e:
-        raise request_error(e, label, f"GET {path}", url) from None
+
+    async def bounded_get() -> httpx2.Response:
+        try:
+            return await asyncio.wait_for(get(), timeout)
+        except asyncio.TimeoutError:
+            raise httpx2.ReadTimeout(f"no whole answer within {timeout:g} s") from None
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="duplexact-probe") as pool:
+        try:
+            return pool.submit(asyncio.run, bounded_get()).result()
+        except httpx2.HTTPError as e:
+            err = request_error(e, label, f"GET {path}", url)
+    raise err
 
 
 def reach_route(label: str, url: str, path: str, *, verify: bool) -> str:

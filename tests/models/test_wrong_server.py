@@ -37,7 +37,7 @@ def http(url: str) -> str:
 # name -> the options that point it at the bridge kit's address
 AT_THE_BRIDGE = {
     "minicpm-o": lambda url: {"server_url": url},
-    "vllm-omni": lambda url: {"url": url, "connect_timeout": "5", "close_timeout": "1"},
+    "vllm-omni": lambda url: {"url": url, "connect_timeout": "60", "close_timeout": "1"},
     "lychee-fd": lambda url: {"server_url": http(url)},
     "mini-omni2": lambda url: {"server_url": http(url)},
     "freeze-omni": lambda url: {"server_url": http(url)},
@@ -163,3 +163,37 @@ def test_freeze_omni_at_an_http_url_to_its_tls_only_server_gets_the_https_hint()
     assert "--duplexact-model-option server_url=https://HOST:PORT --duplexact-model-option " \
         "verify=false" in text
     assert not ready and "serves HTTPS only" in listing
+
+
+def test_the_http_probe_has_an_overall_deadline_a_trickling_server_cannot_stretch():
+    """lychee-fd, mini-omni2, freeze-omni and vita-1.5 probe with one GET: a server that sends
+    a byte every 0.1 s never trips a per-read timeout; the probe's deadline is on the whole."""
+    from pytest_duplexact.models import http_server
+    from pytest_duplexact.pipelines.clock import Lateness, LoopMonitor
+
+    async def trickle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 100000\r\n\r\n")
+        while True:
+            writer.write(b"x")
+            await writer.drain()
+            await asyncio.sleep(0.1)
+
+    async def main():
+        lateness = Lateness()
+        LoopMonitor.of().watch(lateness)
+        server = await asyncio.start_server(trickle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        t0 = asyncio.get_running_loop().time()
+        try:
+            with pytest.raises(ModelError) as refused:
+                await asyncio.to_thread(http_server.probe, "lychee-fd", url, "/x",
+                                        verify=True, timeout=1.0)
+        finally:
+            server.close()
+            LoopMonitor.of().unwatch(lateness)
+        return str(refused.value), asyncio.get_running_loop().time() - t0, lateness
+
+    text, took, lateness = asyncio.run(main())
+    assert "hit its deadline (ReadTimeout: no whole answer within 1 s)" in text, text
+    assert took < 1.0 + 1.0 + 2 * lateness.stall, took
