@@ -97,7 +97,7 @@ class BridgeClient:
     allow_insecure: bool = False   # a key over plain ws:// to another host (trusted network)
     connect_timeout: float = 20.0  # the WebSocket handshake
     ready_timeout: float = 60.0    # READY after the handshake (a busy server queues trials)
-    step_timeout: float = 30.0     # stepped: one step's answer
+    step_timeout: float = wire.STEP_TIMEOUT_S  # stepped: one step's answer (kit: idle limit)
     close_timeout: float = 5.0     # the server's CLOSE after ours
     chunk_ms: float = DEFAULT_CHUNK_MS  # streaming: the wall-clock pace of the input
     ca_file: str = ""              # wss:// with a self-signed certificate: trust this PEM
