@@ -78,6 +78,7 @@ from .streaming import (
     ServerUnreachable,
     TranscriptDelta,
     TransientModelError,
+    admitting,
     stop_and_close,
 )
 from .words import TextStream
@@ -331,8 +332,9 @@ class BridgeStepped(PerSlotBatch):
         if err is not None:
             raise err
         try:
-            kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
-                                       transient=True)
+            with admitting():  # a server busy with other trials holds READY back
+                kind, payload = self._recv("READY", _Deadline(c.ready_timeout),
+                                           "ready_timeout", transient=True)
             _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
         except BaseException:  # a queued connection left open would hold a server slot
             ws, self._ws = self._ws, None
@@ -546,8 +548,9 @@ class BridgeStreaming:
             raise err
         try:
             try:
-                kind, payload = _received(c, await asyncio.wait_for(ws.recv(),
-                                                                    c.ready_timeout))
+                with admitting():  # a server busy with other trials holds READY back
+                    kind, payload = _received(c, await asyncio.wait_for(ws.recv(),
+                                                                        c.ready_timeout))
             except asyncio.TimeoutError:
                 err = TransientModelError(f"{c.label}: no READY within {c.ready_timeout:g} s "
                                           "(ready_timeout)")

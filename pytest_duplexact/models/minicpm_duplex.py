@@ -76,6 +76,7 @@ from .streaming import (
     SpeechStarted,
     TranscriptDelta,
     TransientModelError,
+    admitting,
     stop_and_close,
 )
 
@@ -229,6 +230,11 @@ class MiniCPMOSession:
 
     async def start(self) -> None:
         """Wait in the queue for a worker, then prepare; returns once ``prepared``."""
+        with admitting():  # the gateway's queue: bounded by queue_timeout, not model time
+            await self._queued()
+        await self._prepare()
+
+    async def _queued(self) -> None:
         m = self._model
         loop = asyncio.get_running_loop()
         deadline = loop.time() + m.queue_timeout
@@ -247,7 +253,10 @@ class MiniCPMOSession:
             if kind == "error":  # e.g. "Queue full": try again later
                 raise TransientModelError(f"{LABEL}: {_error_text(msg)}")
             if kind not in ("queued", "queue_update"):
-                raise ModelError(f"{LABEL}: expected queue_done, got {kind!r}")
+                raise ModelError(f"{LABEL}: expected queue_done, got {str(kind)[:60]!r}")
+
+    async def _prepare(self) -> None:
+        m = self._model
         await self._ws.send(json.dumps(m.prepare_message()))
         try:
             msg = await self._recv(m.prepare_timeout)
@@ -257,7 +266,7 @@ class MiniCPMOSession:
         if msg.get("type") == "error":
             raise ModelError(f"{LABEL}: prepare failed: {_error_text(msg)}")
         if msg.get("type") != "prepared":
-            raise ModelError(f"{LABEL}: expected prepared, got {msg.get('type')!r}")
+            raise ModelError(f"{LABEL}: expected prepared, got {str(msg.get('type'))[:60]!r}")
 
     async def send(self, pcm: np.ndarray) -> None:
         """Collect 20 ms pieces; a whole step goes out when its last piece is due."""

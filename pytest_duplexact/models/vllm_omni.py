@@ -82,6 +82,7 @@ from .streaming import (
     SpeechStarted,
     TranscriptDelta,
     TransientModelError,
+    admitting,
     stop_and_close,
 )
 
@@ -467,6 +468,13 @@ class VllmOmniSession:
         ``connect_timeout``; an ``error`` instead is the admission or configuration refusal."""
         m = self._model
         await self._ws.send(json.dumps(m.session_update()))
+        with admitting():  # the deployment's admission queue: bounded by connect_timeout
+            msg = await self._created()
+        self.deployment = m.check(deployment_of(msg, m))
+        self._after_created(msg)
+
+    async def _created(self) -> dict[str, Any]:
+        m = self._model
         loop = asyncio.get_running_loop()
         end = loop.time() + m.connect_timeout
         while True:
@@ -482,13 +490,15 @@ class VllmOmniSession:
             if kind == "error":
                 raise refusal(msg)
             if kind == "session.created":
-                break
-        self.deployment = m.check(deployment_of(msg, m))
+                return msg
+
+    def _after_created(self, msg: dict[str, Any]) -> None:
+        m = self._model
         if m.deployment is not None and self.deployment.input_rate != m.input_sample_rate:
             raise ModelError(f"{LABEL}: the session takes {self.deployment.input_rate} Hz, "
                              f"the probe said {m.input_sample_rate} Hz")
-        session = msg.get("session") or {}
-        self.session_id = str(session.get("id") or session.get("session_id") or "")
+        session = msg.get("session") if isinstance(msg.get("session"), dict) else {}
+        self.session_id = str(session.get("id") or session.get("session_id") or "")[:200]
         self._resume_token = msg.get("resume_token")
         self._fmt, self._rate = self.deployment.input_format, self.deployment.input_rate
         self._chunks = Chunker(max(1, int(round(self._rate * m.append_ms / 1000))))
