@@ -34,7 +34,7 @@ class HostileWS:
 
     async def __aenter__(self) -> "HostileWS":
         self._server = await serve(self._serve, "127.0.0.1", 0, max_size=None,
-                                   compression=None)
+                                   compression=None, close_timeout=0.5)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
