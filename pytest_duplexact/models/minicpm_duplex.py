@@ -64,6 +64,7 @@ from .model_options import (
     server_message,
     shown_url,
     tls_context,
+    translated,
 )
 from .server_session import started
 from .streaming import (
@@ -285,13 +286,8 @@ class MiniCPMOSession:
             msg = await self._recv()
             if msg is None:
                 return
-            try:
-                events = self._translate(msg)
-            except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
-                kind = scrub(str(msg.get("type"))[:60], KEY_ENV)
-                raise ModelError(f"{LABEL}: a malformed {kind!r} message from the server "
-                                 f"({type(e).__name__})") from None
-            for ev in events:
+            for ev in translated(self._translate, msg, LABEL,
+                                 shown_url(self._model.server_url), KEY_ENV):
                 yield ev
 
     def _translate(self, msg: dict[str, Any]) -> list[Event]:

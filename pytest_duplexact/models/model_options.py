@@ -142,6 +142,21 @@ def server_message(raw: Any, label: str, *key_vars: str, binary: bool = False
                      "(is the URL the right server?)")
 
 
+MALFORMED = (TypeError, ValueError, AttributeError, KeyError, OverflowError)
+
+
+def translated(translate: Any, msg: dict[str, Any], label: str, where: str,
+               *key_vars: str) -> list:
+    """``translate(msg)``, the events of one server message; a malformed one (a field of the
+    wrong type or shape: audio that is not whole samples, a list where an object belongs) is a
+    short ``ModelError`` naming its type and the server, never a traceback."""
+    try:
+        return translate(msg)
+    except MALFORMED as e:
+        kind, why = scrub(str(msg.get("type"))[:60], *key_vars), type(e).__name__
+    raise ModelError(f"{label}: a malformed {kind!r} message from {where} ({why})")
+
+
 def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
                   rejected: str = "the server rejected the API key",
                   not_found: str | None = None, transient: frozenset[int] = TRANSIENT_HTTP,

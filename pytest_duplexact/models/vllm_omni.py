@@ -67,6 +67,7 @@ from .model_options import (
     server_message,
     shown_url,
     tls_context,
+    translated,
 )
 from .server_session import started
 from .streaming import (
@@ -535,13 +536,8 @@ class VllmOmniSession:
             msg = await self._recv()
             if msg is None:
                 return
-            try:
-                events = self.translate(msg)
-            except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
-                kind = scrub(str(msg.get("type"))[:60], KEY_ENV)
-                raise ModelError(f"{LABEL}: a malformed {kind!r} event from "
-                                 f"{shown_url(self._model.url)} ({type(e).__name__})") from None
-            for ev in events:
+            for ev in translated(self.translate, msg, LABEL, shown_url(self._model.url),
+                                 KEY_ENV):
                 yield ev
 
     def translate(self, msg: dict[str, Any]) -> list[Event]:

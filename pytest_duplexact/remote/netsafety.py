@@ -83,6 +83,8 @@ _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 def mask_credentials(text: str) -> str:
     """``text`` with the ``user:password@`` of every URL in it replaced by ``***@``: what may
     be written to a report, a journal or a log (a server URL may carry a proxy's password)."""
+    if "://" not in text:  # the pattern's anchor: skips a scan of ~40 ns a character
+        return text
     return _USERINFO.sub("***@", text)
 
 
@@ -171,6 +173,9 @@ def mask_secrets(text: str, env: dict | None = None) -> str:
     for value, name in values:
         if value in text:
             text = text.replace(value, f"<{name}>")
+    lowered = text.lower()  # the header names first: the pattern costs ~50 ns a character
+    if "bearer" not in lowered and "api-key" not in lowered:
+        return text
     return _SECRET_HEADER.sub(r"\1<masked>", text)
 
 

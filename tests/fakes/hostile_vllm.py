@@ -21,10 +21,14 @@ import base64
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
-from websockets.asyncio.server import ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.server import ServerConnection
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # hostile_ws.py is beside this file
+    sys.path.append(str(Path(__file__).resolve().parent))
+from hostile_ws import HostileWS
 
 CAPS = {"implementation_level": "model_native_duplex", "supports_input_append": True,
         "supports_barge_in": True, "supports_playback_ack": True, "chunk_period_ms": 1000}
@@ -96,44 +100,32 @@ def echo_plan(key: str, authorization: str, end: str = "expired") -> list[Messag
     return plan
 
 
-class HostileVllm:
-    """Serves ``plan`` (or ``plan_for(headers)``) to every session, after ``after`` appends."""
+class HostileVllm(HostileWS):
+    """Serves ``plan`` (or ``plan_for(headers, n)`` to the n-th connection) to every session,
+    after ``after`` appends."""
 
     def __init__(self, plan: Sequence[Message] = (), after: int = 2, plan_for=None,
                  created_message: str | None = None):
+        super().__init__(self._session)
         self.plan, self.after, self.plan_for = list(plan), after, plan_for
         self.created_message = created_message or created()
-        self.sessions = 0
 
-    async def _serve(self, ws: ServerConnection) -> None:
-        self.sessions += 1
-        plan = self.plan_for(ws.request.headers, self.sessions) if self.plan_for else self.plan
-        try:
-            await ws.recv()  # session.update
-            await ws.send(self.created_message)
-            appends = 0
-            async for raw in ws:
-                msg = json.loads(raw) if isinstance(raw, str) else {}
-                kind = msg.get("type")
-                if kind == "input_audio_buffer.append":
-                    appends += 1
-                    if appends == self.after:
-                        for message in plan:
-                            await ws.send(message)
-                elif kind == "session.close":
-                    await ws.send(json.dumps({"type": "session.closed", "reason": "client"}))
-        except (ConnectionClosed, asyncio.CancelledError):
-            pass
-
-    async def __aenter__(self) -> "HostileVllm":
-        self._server = await serve(self._serve, "127.0.0.1", 0, max_size=None,
-                                   compression=None, close_timeout=0.5)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        self._server.close()
-        await self._server.wait_closed()
+    async def _session(self, ws: ServerConnection) -> None:
+        plan = self.plan_for(ws.request.headers, self.connections) if self.plan_for \
+            else self.plan
+        await ws.recv()  # session.update
+        await ws.send(self.created_message)
+        appends = 0
+        async for raw in ws:
+            msg = json.loads(raw) if isinstance(raw, str) else {}
+            kind = msg.get("type")
+            if kind == "input_audio_buffer.append":
+                appends += 1
+                if appends == self.after:
+                    for message in plan:
+                        await ws.send(message)
+            elif kind == "session.close":
+                await ws.send(json.dumps({"type": "session.closed", "reason": "client"}))
 
     @property
     def url(self) -> str:

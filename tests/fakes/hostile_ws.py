@@ -58,6 +58,23 @@ async def hold(ws: ServerConnection) -> None:
         pass
 
 
+class Inbox:
+    """A socket for a session tested below the wall clock: ``recv`` hands out the given raw
+    messages in order, then waits forever; what the session sends is kept."""
+
+    def __init__(self, raws):
+        self.raws = list(raws)
+        self.sent: list[str] = []
+
+    async def recv(self):
+        if not self.raws:
+            await asyncio.Event().wait()
+        return self.raws.pop(0)
+
+    async def send(self, text):
+        self.sent.append(text)
+
+
 def chatter(every_s: float, message: str = '{"type": "rate_limits.updated"}') -> Handler:
     """Sends ``message`` every ``every_s`` seconds and ignores all it is told (never
     ``session.created``, never ``session.closed``)."""

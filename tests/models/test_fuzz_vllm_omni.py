@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_duplexact.bridges import wire
@@ -38,23 +38,14 @@ from pytest_duplexact.models.vllm_omni import Deployment, VllmOmni, VllmOmniSess
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
 from pytest_duplexact.remote import netsafety
 from tests.fakes.hostile_vllm import CAPS, HostileVllm, created, escaped, half_escaped
+from tests.fakes.hostile_ws import Inbox
+from tests.support.fuzzing import fuzz
 
 KEY = "sk-fuzz-DUPLEXACT-0123456789abcdef"
 USER, PASSWORD = "alice", "hunter2-Fz"
 BASIC = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 LEAKS = (KEY, PASSWORD, BASIC)
 FAKE = Path(__file__).parents[1] / "fakes" / "hostile_vllm.py"
-
-_LONG = int(os.environ.get("DUPLEXACT_FUZZ_EXAMPLES", "0"))
-
-
-def fuzz(n: int):
-    """``n`` examples in CI (derandomized: the same ones every run), or the campaign's count."""
-    return settings(max_examples=_LONG or n, deadline=None, database=None,
-                    derandomize=not _LONG,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])
-
 
 @pytest.fixture(autouse=True)
 def key(monkeypatch):
@@ -126,17 +117,6 @@ message = st.one_of(
 
 
 # --- one event at a time, below the wall clock --------------------------------------------------
-
-class Inbox:
-    def __init__(self, raws):
-        self.raws = list(raws)
-
-    async def recv(self):
-        return self.raws.pop(0)
-
-    async def send(self, text):
-        pass
-
 
 def session() -> VllmOmniSession:
     m = VllmOmni(url=f"ws://{USER}:{PASSWORD}@127.0.0.1:9/v1/realtime?duplex=1")

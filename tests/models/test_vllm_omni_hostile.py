@@ -20,7 +20,7 @@ from pytest_duplexact.models.streaming import Error, Note, TransientModelError
 from pytest_duplexact.models.vllm_omni import Deployment, VllmOmni, VllmOmniSession, factory
 from pytest_duplexact.pipelines.clock import Lateness, LoopMonitor
 from pytest_duplexact.pipelines.streaming import StreamingDuplex
-from tests.fakes.hostile_ws import HostileWS, chatter, hold, read_json
+from tests.fakes.hostile_ws import HostileWS, Inbox, chatter, hold, read_json
 
 KEY = "sk-hostile-0123456789abcdef"
 CAPS = {"implementation_level": "model_native_duplex", "supports_input_append": True,
@@ -35,22 +35,6 @@ def key(monkeypatch):
 def escaped(text: str) -> str:
     """``text`` as a hostile server writes it in JSON: every character a \\u escape."""
     return "".join(f"\\u{ord(c):04x}" for c in text)
-
-
-class Inbox:
-    """A socket whose ``recv`` hands out the given raw messages, then waits forever."""
-
-    def __init__(self, raws):
-        self.raws = list(raws)
-        self.sent: list[str] = []
-
-    async def recv(self):
-        if not self.raws:
-            await asyncio.Event().wait()
-        return self.raws.pop(0)
-
-    async def send(self, text):
-        self.sent.append(text)
 
 
 def session(raws, url="ws://127.0.0.1:9/v1/realtime?duplex=1") -> VllmOmniSession:

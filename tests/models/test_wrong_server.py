@@ -17,7 +17,7 @@ from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.minicpm_duplex import MiniCPMO, MiniCPMOSession
 from pytest_duplexact.models.minicpm_duplex import reach as minicpm_reach
 from tests.bridges.support import scripted_server
-from tests.fakes.hostile_ws import HostileWS, hold
+from tests.fakes.hostile_ws import HostileWS, Inbox, hold
 from tests.realtime.realtime_support import load_fake_server
 
 sio_fake = load_fake_server("socketio_server")
@@ -88,17 +88,6 @@ def test_minicpm_o_reaches_its_own_gateway_and_gives_the_worker_back():
 
     said, server = asyncio.run(main())
     assert said.startswith("the MiniCPM-o demo gateway at ws://127.0.0.1:") and "free" in said
-
-
-class Inbox:
-    def __init__(self, raws):
-        self.raws = list(raws)
-
-    async def recv(self):
-        return self.raws.pop(0)
-
-    async def send(self, text):
-        pass
 
 
 @pytest.mark.parametrize("raw, says", [
