@@ -779,7 +779,6 @@ def probe(model: VllmOmni) -> Deployment:
     if why is not None:  # raised here, not in the except that holds the handshake's error
         raise ModelConfigError(why)
     try:
-        ws.send(json.dumps(model.session_update()))
         return _created(ws, model, where)
     finally:
         _close_probe(ws, model)
@@ -787,10 +786,13 @@ def probe(model: VllmOmni) -> Deployment:
 
 def _created(ws: Any, model: VllmOmni, where: str) -> Deployment:
     end = time.monotonic() + model.connect_timeout
-    why = None
+    why, opened = None, False
     while why is None:
         left = end - time.monotonic()
         try:
+            if not opened:  # a server that closes at once fails here: one line too
+                ws.send(json.dumps(model.session_update()))
+                opened = True
             if left <= 0:
                 raise TimeoutError
             msg = server_message(ws.recv(timeout=left), LABEL, KEY_ENV)

@@ -269,3 +269,11 @@ def test_a_malformed_event_is_a_model_error_never_a_traceback(raw):
         asyncio.run(asyncio.wait_for(main(), 0.5))
     except (ModelError, asyncio.TimeoutError):
         pass  # a model error, or an event read as harmless
+
+
+def test_a_probe_whose_connection_is_closed_at_once_says_so_in_one_line():
+    async def close_at_once(ws):
+        await ws.close()
+
+    text, _, _ = probe_against(close_at_once, connect_timeout="5", close_timeout="0.2")
+    assert "closed the connection before session.created" in text and "\n" not in text, text

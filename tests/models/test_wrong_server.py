@@ -59,8 +59,11 @@ def test_the_preflight_recognises_a_server_that_does_not_speak_the_protocol(name
     with pytest.raises(ModelError) as refused:
         probe(name, **options)
     text = str(refused.value)
-    assert text.startswith(SAYS[name]) and "\n" not in text, text
-    assert any(w in text for w in ("does not speak", "is it the model's", "no engine.io")), text
+    # a bridge busy with another connection may close this one before READY: one line too
+    closed = f"{name}: {bridge_url}" in text and "closed the connection" in text
+    assert (text.startswith(SAYS[name]) or closed) and "\n" not in text, text
+    assert closed or any(w in text for w in ("does not speak", "is it the model's",
+                                             "no engine.io")), text
     listing, ready = render([name], options)
     assert not ready and "[ready]" not in listing and "not ready" in listing, listing
 
