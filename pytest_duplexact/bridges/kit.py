@@ -58,8 +58,10 @@ log = logging.getLogger("pytest_duplexact.bridges")
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"  # when set on the server, clients must send it (Bearer)
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 # The longest a trial waits for its client's next message (READY to the first frame, between
-# frames): a stepped client computes between steps (a simulator may ask a judge), so minutes.
-INPUT_TIMEOUT_S = 300.0
+# frames): the client's own step timeout (wire.STEP_TIMEOUT_S). A streaming client sends a
+# chunk every few tens of ms; a stepped one computes between steps for a few seconds at most
+# (the LLM simulator's two 10 s attempts included); one silent for longer has given up.
+INPUT_TIMEOUT_S = wire.STEP_TIMEOUT_S
 ALIVE_TIMEOUT_S = 5.0  # a queued connection's ping must be answered within this
 
 

@@ -28,6 +28,14 @@ MAX_MESSAGE = 1 << 24  # 16 MiB: minutes of float32 audio; a frame is a few KiB
 MIN_RATE, MAX_RATE = 8_000, 192_000
 MAX_FRAME = (MAX_MESSAGE - 1) // 4  # float32 samples after the kind byte
 MAX_TEXT = 1 << 16  # 64 KiB of TEXT per step: a model's words in one frame are a few bytes
+# The client's wait for one stepped answer (its ``step_timeout``), and the kit's default wait
+# for the client's next message (``--input-timeout``): one figure, since a lockstep client that
+# sent nothing for this long has given up itself, and a silent one must not hold a slot longer.
+STEP_TIMEOUT_S = 30.0
+# Streaming: audio a server may send ahead of real time (memory), and messages per second (a
+# model sends tens; a flood would starve the loop every session's timing shares).
+MAX_AHEAD_S = 120.0
+MAX_EVENTS_PER_S = 1000
 
 # Query parameters the client adds to every connection; never handed to a model as options.
 TRIAL_PARAM = "trial_id"  # the benchmark instance, for the server's log line

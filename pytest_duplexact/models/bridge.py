@@ -78,6 +78,7 @@ from .streaming import (
     ServerUnreachable,
     TranscriptDelta,
     TransientModelError,
+    admitting,
     stop_and_close,
 )
 from .words import TextStream
@@ -86,7 +87,7 @@ log = logging.getLogger(__name__)
 
 LABEL = "bridge"
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"
-MAX_AHEAD_S = 120.0  # streaming: audio a server may send ahead of real time (memory bound)
+MAX_AHEAD_S = wire.MAX_AHEAD_S  # streaming: audio a server may send ahead of real time
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class BridgeClient:
     allow_insecure: bool = False   # a key over plain ws:// to another host (trusted network)
     connect_timeout: float = 20.0  # the WebSocket handshake
     ready_timeout: float = 60.0    # READY after the handshake (a busy server queues trials)
-    step_timeout: float = 30.0     # stepped: one step's answer
+    step_timeout: float = wire.STEP_TIMEOUT_S  # stepped: one step's answer (kit: idle limit)
     close_timeout: float = 5.0     # the server's CLOSE after ours
     chunk_ms: float = DEFAULT_CHUNK_MS  # streaming: the wall-clock pace of the input
     ca_file: str = ""              # wss:// with a self-signed certificate: trust this PEM
@@ -331,8 +332,9 @@ class BridgeStepped(PerSlotBatch):
         if err is not None:
             raise err
         try:
-            kind, payload = self._recv("READY", _Deadline(c.ready_timeout), "ready_timeout",
-                                       transient=True)
+            with admitting():  # a server busy with other trials holds READY back
+                kind, payload = self._recv("READY", _Deadline(c.ready_timeout),
+                                           "ready_timeout", transient=True)
             _same_ready(c, self.ready, _ready_of(c, kind, payload, transient=False))
         except BaseException:  # a queued connection left open would hold a server slot
             ws, self._ws = self._ws, None
@@ -546,8 +548,9 @@ class BridgeStreaming:
             raise err
         try:
             try:
-                kind, payload = _received(c, await asyncio.wait_for(ws.recv(),
-                                                                    c.ready_timeout))
+                with admitting():  # a server busy with other trials holds READY back
+                    kind, payload = _received(c, await asyncio.wait_for(ws.recv(),
+                                                                        c.ready_timeout))
             except asyncio.TimeoutError:
                 err = TransientModelError(f"{c.label}: no READY within {c.ready_timeout:g} s "
                                           "(ready_timeout)")

@@ -11,6 +11,7 @@ deadline (``httpx2.Timeout``); certificates are verified unless the user passed
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import io
 import logging
 from typing import Any
@@ -104,8 +105,11 @@ async def request(http: httpx2.AsyncClient, method: str, url: str, label: str, w
 
 def scrubbed(text: Any, url: str) -> str:
     """Text from a server (an error, a transcript) minus ``url``'s credentials, and any URL's
-    ``user:password@``: a proxy or a server that echoes them back."""
-    return scrub_url(shown_url(str(text)), url)
+    ``user:password@``: a proxy or a server that echoes them back; and through the one scrub
+    of received text (every key and remembered secret, the Basic header's form included)."""
+    from ..remote.netsafety import scrub_received
+
+    return scrub_received(scrub_url(str(text), url))
 
 
 def json_body(response: Any, label: str, what: str) -> dict:
@@ -152,30 +156,54 @@ PROBE_BYTES = 64 * 1024  # of a probe's answer: a status page, an engine.io hand
 
 def probe(label: str, url: str, path: str, *, verify: bool,
           timeout: float = REACH_TIMEOUT_S) -> httpx2.Response:
-    """One ``GET url + path`` within ``timeout`` seconds, for ``duplexact models NAME -o
-    server_url=...``: the answer (its first ``PROBE_BYTES``: a body that does not end would
-    hold the command), or the ``ModelError`` that says why nothing answered. A GET creates no
-    session on any of these servers (their session routes take POST)."""
-    try:
-        with httpx2.Client(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
-                           follow_redirects=False) as c, \
+    """One ``GET url + path`` within ``timeout`` seconds overall, for ``duplexact models NAME
+    -o server_url=...`` and the run's preflight: the answer (its first ``PROBE_BYTES``: a body
+    that does not end would hold the command), or the ``ModelError`` that says why nothing
+    answered. The deadline is on the whole exchange, not on each read: a server that trickles
+    a byte now and then cannot hold it. A GET creates no session on any of these servers
+    (their session routes take POST). Runs on an event loop of its own (in a thread), so it
+    may be called from a thread whose loop is running."""
+
+    async def get() -> httpx2.Response:
+        async with httpx2.AsyncClient(verify=verify, timeout=deadline(min(timeout, 5.0), timeout),
+                                      follow_redirects=False) as c, \
                 c.stream("GET", url.rstrip("/") + path) as r:
             body = bytearray()
-            for data in r.iter_bytes():
+            async for data in r.aiter_bytes():
                 body += data
                 if len(body) >= PROBE_BYTES:
                     break
             return _plain(r, body[:PROBE_BYTES])
-    except httpx2.HTTPError as e:
-        raise request_error(e, label, f"GET {path}", url) from None
+
+    async def bounded_get() -> httpx2.Response:
+        try:
+            return await asyncio.wait_for(get(), timeout)
+        except asyncio.TimeoutError:
+            raise httpx2.ReadTimeout(f"no whole answer within {timeout:g} s") from None
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="duplexact-probe") as pool:
+        try:
+            return pool.submit(asyncio.run, bounded_get()).result()
+        except httpx2.HTTPError as e:
+            err = request_error(e, label, f"GET {path}", url)
+    raise err
 
 
 def reach_route(label: str, url: str, path: str, *, verify: bool) -> str:
     """``path`` takes POST on the model's server, so a GET there is answered 405 (Method Not
-    Allowed) by that server and 404 by anything else listening at the address."""
+    Allowed) by that server; 404, or any other answer, comes from something else listening at
+    the address (another model's server, a WebSocket server's 426)."""
     r = probe(label, url, path, verify=verify)
     if r.status_code == 404:
         raise ModelError(f"{label}: an HTTP server answers at {shown_url(url)} but has no "
                          f"{path} route: is it the model's own server?")
+    if r.status_code in (401, 403, 407):
+        raise ModelConfigError(f"{label}: {shown_url(url)} refused the request (HTTP "
+                               f"{r.status_code}): does it need credentials in server_url?")
+    if r.status_code != 405:  # anything else listening there (a WebSocket server: 426)
+        raise ModelError(f"{label}: {shown_url(url)} answered HTTP {r.status_code} on GET "
+                         f"{path}, where the model's server answers 405 (the route takes "
+                         f"POST): it does not speak {label}'s protocol; is it the model's "
+                         "own server?")
     return f"HTTP {r.status_code} on GET {path} at {shown_url(url)} (the route is there)"
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ import httpx2
 import numpy as np
 
 from ..data.audio import resample
+from ..remote.netsafety import received_json
 from .base import ModelError, SessionInfo
 from .http_server import (
     CLOSE_TIMEOUT_S,
@@ -302,8 +302,8 @@ class LycheeSession(QueuedEvents):
         return [ItemDone(turn)] if turn is not None else []
 
     def _translate(self, kind: str, data: str) -> list[Event]:
-        try:
-            msg = json.loads(data) if data else {}
+        try:  # parsed, then scrubbed again: a password written with JSON escapes
+            msg = received_json(data) if data else {}
         except ValueError:
             return [Error(f"event {self._scrubbed(kind)[:80]!r} is not JSON", code="bad_event",
                           fatal=True)]

@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
@@ -48,7 +49,9 @@ import numpy as np
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as sync_connect
 
+from ..bridges import wire
 from ..remote.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
 from .model_options import (
@@ -58,7 +61,10 @@ from .model_options import (
     connect_error,
     require_positive,
     scrub,
+    server_message,
+    shown_url,
     tls_context,
+    translated,
 )
 from .server_session import started
 from .streaming import (
@@ -71,6 +77,7 @@ from .streaming import (
     SpeechStarted,
     TranscriptDelta,
     TransientModelError,
+    admitting,
     stop_and_close,
 )
 
@@ -146,14 +153,20 @@ class MiniCPMO:
             msg["ref_audio_path"] = self.ref_audio_path
         return msg
 
-    async def connect(self, info: SessionInfo) -> "MiniCPMOSession":
-        session_id = f"adx_{secrets.token_hex(8)}"
-        url = self.endpoint(session_id)
-        options: dict[str, Any] = {"max_size": None, "compression": None,
+    def connect_options(self, url: str) -> dict[str, Any]:
+        # a message past the bridge's bound (16 MiB: minutes of audio; a step is ~100 KB)
+        # ends the session as the server's error, instead of growing memory without limit
+        options: dict[str, Any] = {"max_size": wire.MAX_MESSAGE, "compression": None,
                                    "open_timeout": self.connect_timeout,
                                    "additional_headers": _auth_headers()}
         if url.startswith("wss"):
             options["ssl"] = tls_context()
+        return options
+
+    async def connect(self, info: SessionInfo) -> "MiniCPMOSession":
+        session_id = f"adx_{secrets.token_hex(8)}"
+        url = self.endpoint(session_id)
+        options = self.connect_options(url)  # the key in a masked holder (BearerHeaders)
         try:
             ws = await ws_connect(url, **options)
         except Exception as e:
@@ -204,15 +217,25 @@ class MiniCPMOSession:
         except ConnectionClosed as e:
             if self._closed:
                 return None
+            if e.sent is not None and e.sent.code == 1009:  # we closed: over max_size
+                raise ModelError(f"{LABEL}: {shown_url(self._model.server_url)} sent a "
+                                 f"message over the bound of {wire.MAX_MESSAGE} bytes "
+                                 "(bridges/wire.py MAX_MESSAGE): a server error") from None
             code = e.rcvd.code if e.rcvd is not None else 1006
             reason = f": {scrub(e.rcvd.reason, KEY_ENV)}" \
                 if e.rcvd is not None and e.rcvd.reason else ""
             raise TransientModelError(f"{LABEL}: the connection closed (close code "
                                       f"{code}{reason})") from None
-        return json.loads(raw)
+        # scrubbed before and after parsing; a binary frame or non-JSON is a wrong server
+        return server_message(raw, LABEL, KEY_ENV)
 
     async def start(self) -> None:
         """Wait in the queue for a worker, then prepare; returns once ``prepared``."""
+        with admitting():  # the gateway's queue: bounded by queue_timeout, not model time
+            await self._queued()
+        await self._prepare()
+
+    async def _queued(self) -> None:
         m = self._model
         loop = asyncio.get_running_loop()
         deadline = loop.time() + m.queue_timeout
@@ -231,7 +254,10 @@ class MiniCPMOSession:
             if kind == "error":  # e.g. "Queue full": try again later
                 raise TransientModelError(f"{LABEL}: {_error_text(msg)}")
             if kind not in ("queued", "queue_update"):
-                raise ModelError(f"{LABEL}: expected queue_done, got {kind!r}")
+                raise ModelError(f"{LABEL}: expected queue_done, got {str(kind)[:60]!r}")
+
+    async def _prepare(self) -> None:
+        m = self._model
         await self._ws.send(json.dumps(m.prepare_message()))
         try:
             msg = await self._recv(m.prepare_timeout)
@@ -241,7 +267,7 @@ class MiniCPMOSession:
         if msg.get("type") == "error":
             raise ModelError(f"{LABEL}: prepare failed: {_error_text(msg)}")
         if msg.get("type") != "prepared":
-            raise ModelError(f"{LABEL}: expected prepared, got {msg.get('type')!r}")
+            raise ModelError(f"{LABEL}: expected prepared, got {str(msg.get('type'))[:60]!r}")
 
     async def send(self, pcm: np.ndarray) -> None:
         """Collect 20 ms pieces; a whole step goes out when its last piece is due."""
@@ -260,7 +286,8 @@ class MiniCPMOSession:
             msg = await self._recv()
             if msg is None:
                 return
-            for ev in self._translate(msg):
+            for ev in translated(self._translate, msg, LABEL,
+                                 shown_url(self._model.server_url), KEY_ENV):
                 yield ev
 
     def _translate(self, msg: dict[str, Any]) -> list[Event]:
@@ -318,7 +345,7 @@ class MiniCPMOSession:
             return
         self._closed = True
         await stop_and_close(self._ws, json.dumps({"type": "stop"}),
-                             lambda raw: json.loads(raw).get("type") == "stopped",
+                             lambda raw: server_message(raw, LABEL).get("type") == "stopped",
                              CLOSE_TIMEOUT_S, LABEL)
 
 
@@ -327,4 +354,60 @@ def factory(**options: Any) -> MiniCPMO:
     return build(MiniCPMO, LABEL, KEY_ENV, options)
 
 
+#: what the gateway says first on a duplex connection (its queue), whatever its load
+QUEUE_MESSAGES = ("queued", "queue_update", "queue_done")
+
+
+def reach(**options: Any) -> str:
+    """``duplexact models minicpm-o -o server_url=...`` and the run's preflight: connect
+    once and read the gateway's first message within ``connect_timeout`` overall. Its queue
+    (``queued`` / ``queue_update`` / ``queue_done``) means the server speaks this protocol;
+    anything else (a binary frame, another protocol's JSON, nothing) is one line saying it
+    does not. A granted worker is given back at once (``stop``); nothing is prepared."""
+    m = build(MiniCPMO, LABEL, KEY_ENV, options)
+    url, where = m.endpoint(f"adx_probe_{secrets.token_hex(4)}"), shown_url(m.server_url)
+    end = time.monotonic() + m.connect_timeout
+    try:
+        ws = sync_connect(url, close_timeout=CLOSE_TIMEOUT_S, **m.connect_options(url))
+    except Exception as e:
+        why = f"{_connect_error(e)}; is the MiniCPM-o demo gateway running at {where}?"
+    else:
+        why = None
+    if why is not None:  # raised here, not in the except that holds the handshake's error
+        raise ModelConfigError(why)
+    try:
+        try:
+            msg = server_message(ws.recv(timeout=max(0.0, end - time.monotonic())), LABEL,
+                                 KEY_ENV)
+        except TimeoutError:
+            why = f"{LABEL}: no message from {where} within {m.connect_timeout:g} s " \
+                  "(connect_timeout): the demo gateway says its queue at once; is it the " \
+                  "MiniCPM-o demo gateway?"
+        except ConnectionClosed as e:
+            why = f"{LABEL}: {where} closed the connection before saying anything " \
+                  f"(close code {e.rcvd.code if e.rcvd is not None else 1006}): is it the " \
+                  "MiniCPM-o demo gateway?"
+        except ModelError as e:
+            why = str(e)
+        else:
+            kind = msg.get("type")
+            if kind == "queue_done":
+                return f"the MiniCPM-o demo gateway at {where}: a worker is free"
+            if kind in QUEUE_MESSAGES:
+                return f"the MiniCPM-o demo gateway at {where}: all workers busy (queued)"
+            if kind == "error":
+                return f"the MiniCPM-o demo gateway at {where}: {_error_text(msg)[:200]}"
+            why = f"{LABEL}: {where} answered {scrub(str(kind)[:60], KEY_ENV)!r}, not the " \
+                  "demo gateway's queue: it does not speak minicpm-o's protocol (is the URL " \
+                  "the right server?)"
+        raise ModelConfigError(why)
+    finally:
+        try:
+            ws.send(json.dumps({"type": "stop"}))
+        except Exception:  # a wrong server may have gone already
+            pass
+        ws.close()
+
+
 factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url, URL rule
+factory.reach = reach  # type: ignore[attr-defined]

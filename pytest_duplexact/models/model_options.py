@@ -81,9 +81,15 @@ def check_transport(label: str, url: str, *, key_env: str, carries_key: bool,
     """Refuse a URL that would send the key unencrypted to another machine: the package's
     one rule (netsafety.py), opted out of by ``allow_insecure=true`` or its environment
     switch."""
-    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem, remember_secret
+    from ..remote.netsafety import (
+        ENV_ALLOW,
+        insecure_url_problem,
+        remember_secret,
+        remember_url_credentials,
+    )
 
     remember_secret(os.environ.get(key_env), key_env)  # masked in all a server sends back
+    remember_url_credentials(url)
     scheme = urlsplit(url).scheme.lower()
     if scheme not in ("http", "https", "ws", "wss"):
         raise ModelConfigError(f"{label}: URL {url!r} must start with http://, https://, "
@@ -112,6 +118,43 @@ def scrub(text: Any, *key_vars: str) -> Any:
     from ..remote.netsafety import scrub_received
 
     return scrub_received(str(text), key_vars)
+
+
+def server_message(raw: Any, label: str, *key_vars: str, binary: bool = False
+                   ) -> dict[str, Any]:
+    """One message of a JSON-over-WebSocket protocol as a dict, scrubbed before and after
+    parsing (``netsafety.received_json``: a key written with JSON escapes is masked too). A
+    binary frame where text is expected (unless ``binary``), text that is not JSON, or JSON
+    that is not an object is a ``ModelError`` saying the server does not speak ``label``'s
+    protocol (a wrong server, never a traceback)."""
+    from ..remote.netsafety import NotJSON, received_json
+
+    why = None
+    try:
+        msg = received_json(raw, key_vars, binary=binary)
+    except NotJSON as e:
+        why = str(e)
+    else:
+        if isinstance(msg, dict):
+            return msg
+        why = f"a JSON {type(msg).__name__} where an event object was expected"
+    raise ModelError(f"{label}: the server sent {why}: it does not speak {label}'s protocol "
+                     "(is the URL the right server?)")
+
+
+MALFORMED = (TypeError, ValueError, AttributeError, KeyError, OverflowError)
+
+
+def translated(translate: Any, msg: dict[str, Any], label: str, where: str,
+               *key_vars: str) -> list:
+    """``translate(msg)``, the events of one server message; a malformed one (a field of the
+    wrong type or shape: audio that is not whole samples, a list where an object belongs) is a
+    short ``ModelError`` naming its type and the server, never a traceback."""
+    try:
+        return translate(msg)
+    except MALFORMED as e:
+        kind, why = scrub(str(msg.get("type"))[:60], *key_vars), type(e).__name__
+    raise ModelError(f"{label}: a malformed {kind!r} message from {where} ({why})")
 
 
 def connect_error(e: BaseException, label: str, key_vars: tuple[str, ...], *,
@@ -187,11 +230,9 @@ def check_server_url(label: str, url: str, example: str) -> None:
     if urlsplit(url).scheme.lower() not in ("http", "https"):
         raise ModelConfigError(f"{label}: server_url {shown_url(url)!r} must start with "
                                "http:// or https://")
-    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem, remember_secret
+    from ..remote.netsafety import ENV_ALLOW, insecure_url_problem, remember_url_credentials
 
-    password = urlsplit(url).password
-    for form in {password, unquote(password or "")}:  # as written, and as a server echoes it
-        remember_secret(form, "server_url password")
+    remember_url_credentials(url)  # as written, decoded, and the Basic header sent from it
     if urlsplit(url).password and insecure_url_problem(url, label) is not None:
         raise ModelConfigError(
             f"{label}: refusing to send the password in server_url {shown_url(url)!r} over "

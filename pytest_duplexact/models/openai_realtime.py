@@ -37,6 +37,7 @@ from .model_options import (  # also read as openai_realtime.ModelConfigError
     coerce,
     connect_error,
     scrub,
+    server_message,
     tls_context,
 )
 from .pcm import from_pcm16, pcm16
@@ -265,7 +266,9 @@ class OpenAIRealtimeSession:
             code = e.rcvd.code if e.rcvd is not None else 1006
             raise TransientModelError(f"the realtime connection closed mid-instance "
                                       f"(close code {code})") from None
-        return json.loads(raw)
+        # parsed, then scrubbed again (a key written with JSON escapes); a frame that is not a
+        # JSON object is a server that does not speak the Realtime protocol
+        return server_message(raw, "the realtime server", self._key_env, binary=True)
 
     async def configure(self, config: dict[str, Any]) -> None:
         """session.created, then our session.update until the server confirms it."""

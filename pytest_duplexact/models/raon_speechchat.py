@@ -39,7 +39,7 @@ from ..bridges import wire
 from .base import SessionInfo
 from .bridge import BridgeClient, BridgeStreaming, BridgeStreamingSession, probe
 from .model_options import ModelConfigError, build, require_positive
-from .streaming import DEFAULT_CHUNK_MS, TransientModelError
+from .streaming import DEFAULT_CHUNK_MS, TransientModelError, admitting
 
 LABEL = "raon-speechchat"
 KEY_ENV = "RAON_SPEECHCHAT_API_KEY"  # only for a gateway behind an authenticating proxy
@@ -118,6 +118,10 @@ class RaonStreaming(BridgeStreaming):
         self.max_concurrency = max_sessions  # read by run/harness.py
 
     async def connect(self, info: SessionInfo) -> BridgeStreamingSession:
+        with admitting():  # waiting for a free worker is the gateway's time, not the model's
+            return await self._admitted(info)
+
+    async def _admitted(self, info: SessionInfo) -> BridgeStreamingSession:
         c = self.client
         end = time.monotonic() + c.ready_timeout
         wait, longest = BACKOFF_S

@@ -79,6 +79,7 @@ from .streaming import (
     AudioDelta,
     Error,
     ItemDone,
+    ServerUnreachable,
     SpeechStarted,
     TranscriptDelta,
     TransientModelError,
@@ -265,8 +266,7 @@ class SocketIOSession(QueuedEvents):
         why = scrub_url(f"{type(e).__name__}: {e}", self._model.server_url)
         text = f"{self.label}: could not connect to {self._model.where}: {why}"
         if urlsplit(self._model.server_url).scheme == "http":
-            text += (f". The {self.label} server serves HTTPS only (its server.py passes "
-                     "ssl_context): use server_url=https://... with verify=false")
+            text += f". {https_hint(self.label)}"
         elif self._model.verify:
             # engine.io reports a rejected certificate as a bare "Connection error"
             text += (". If the server uses the demo's self-signed certificate, pass the model "
@@ -420,13 +420,32 @@ def _build(dialect: str, options: dict[str, Any]) -> SocketIOOmni:
     return build(SocketIOOmni, dialect, None, {**options, "dialect": dialect})
 
 
+def https_hint(label: str) -> str:
+    """What to do when an ``http://`` URL meets the demo server, which serves TLS only."""
+    return (f"The {label} server serves HTTPS only (its server.py passes ssl_context): use "
+            "--duplexact-model-option server_url=https://HOST:PORT --duplexact-model-option "
+            "verify=false (a self-signed certificate; only for a server you trust)")
+
+
 def _reach(build) -> Any:
     def reach(**options: Any) -> str:
         """``duplexact models NAME -o server_url=...``: engine.io's handshake, the first thing
         python-socketio's client asks; it opens no socket.io session (no user slot is taken:
         the server's connect handler runs on the later CONNECT packet, never sent here)."""
         m = build(**options)
-        r = probe(m.name, m.server_url, "/socket.io/?EIO=4&transport=polling", verify=m.verify)
+        try:
+            r = probe(m.name, m.server_url, "/socket.io/?EIO=4&transport=polling",
+                      verify=m.verify)
+        except ServerUnreachable:
+            raise
+        except ModelError as e:  # something listens: at an http:// URL, a TLS-only server
+            if urlsplit(m.server_url).scheme != "http":
+                raise
+            hinted = f"{e}. {https_hint(m.name)}"
+        else:
+            hinted = None
+        if hinted is not None:  # raised here, not in the except that holds the library's
+            raise ModelConfigError(hinted)
         if r.status_code != 200 or not r.text.startswith("0{") or '"sid"' not in r.text:
             raise ModelError(f"{m.name}: {shown_url(m.server_url)} answered HTTP "
                              f"{r.status_code} but no engine.io handshake: is it the model's "

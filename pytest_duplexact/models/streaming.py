@@ -30,13 +30,17 @@ provider dropped the session, which is a transient failure of that instance.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
+import time
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
     AsyncIterator,
     Callable,
+    Iterator,
     Protocol,
     Sequence,
     Union,
@@ -162,6 +166,59 @@ class Chunker:
         return out
 
 
+class Admission:
+    """A trial's waits to be admitted by a busy server (its queue, "no workers available", a
+    READY that a one-session server holds back): an adapter wraps each in ``admitting()``
+    and bounds it by its own deadline (``ready_timeout``, ``queue_timeout``). That time is not
+    the model's: the run's watchdog (``--duplexact-timeout``) does not count it as silence,
+    and the streaming duplex reports it apart (the trial's ``clock``, ``admission_ms``)."""
+
+    __slots__ = ("waiting", "seconds")
+
+    def __init__(self) -> None:
+        self.waiting = 0      # admissions in progress (nested waits count once each)
+        self.seconds = 0.0    # their total so far
+
+
+#: the running trial's admission record, set by the watchdog for the trial's context
+ADMISSION: contextvars.ContextVar[Admission | None] = contextvars.ContextVar(
+    "duplexact_admission", default=None)
+
+
+@contextlib.contextmanager
+def admitting() -> Iterator[None]:
+    """The body is a wait to be admitted (see ``Admission``); outside a watched trial, a
+    no-op."""
+    record = ADMISSION.get()
+    if record is None:
+        yield
+        return
+    record.waiting += 1
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        record.waiting -= 1
+        record.seconds += time.monotonic() - t0
+
+
+class EventRate:
+    """Counts a server's messages per one-second window: ``over(now)`` is true once more than
+    ``limit`` arrived within one (a flood is the server's fault, reported as such, before it
+    starves the event loop every session's timing shares)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._start: float | None = None
+        self._n = 0
+
+    def over(self, now: float) -> bool:
+        if self._start is None or now - self._start >= 1.0:
+            self._start, self._n = now, 0
+        self._n += 1
+        return self._n > self.limit
+
+
 async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], timeout: float,
                          label: str) -> None:
     """End a WebSocket session politely: send ``stop``, read until ``is_last(message)`` (the
@@ -186,5 +243,5 @@ __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
     "Note", "Event", "StreamingSession", "TransientModelError", "ServerUnreachable",
     "ModelError", "DEFAULT_CHUNK_MS",
-    "Chunker", "stop_and_close",
+    "Admission", "ADMISSION", "admitting", "Chunker", "EventRate", "stop_and_close",
 ]

@@ -41,6 +41,7 @@ import itertools
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -53,6 +54,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
+from ..bridges import wire
 from ..remote.netsafety import BearerHeaders, Secret
 from .base import ModelError, SessionInfo
 from .model_options import (
@@ -62,7 +64,10 @@ from .model_options import (
     connect_error,
     require_positive,
     scrub,
+    server_message,
+    shown_url,
     tls_context,
+    translated,
 )
 from .server_session import started
 from .streaming import (
@@ -71,12 +76,14 @@ from .streaming import (
     Chunker,
     Error,
     Event,
+    EventRate,
     ItemDone,
     Note,
     ResponseDone,
     SpeechStarted,
     TranscriptDelta,
     TransientModelError,
+    admitting,
     stop_and_close,
 )
 
@@ -159,13 +166,22 @@ def _rate(block: Any, default: int) -> int:
 
 
 def deployment_of(created: dict[str, Any], model: "VllmOmni") -> Deployment:
+    """What ``session.created`` says; a sample rate outside the bridge's bound of any real
+    audio (bridges/wire.py) is the server's error, named with the bound, never run."""
     session = created.get("session") if isinstance(created.get("session"), dict) else {}
     caps = session.get("capabilities") if isinstance(session.get("capabilities"), dict) else {}
     audio = session.get("audio") if isinstance(session.get("audio"), dict) else {}
     fmt = session.get("input_audio_format")
-    return Deployment(model=str(session.get("model") or model.model), capabilities=dict(caps),
-                      input_rate=_rate(audio.get("input"), model.input_rate),
-                      output_rate=_rate(audio.get("output"), model.output_rate),
+    rates = {side: _rate(audio.get(side), default)
+             for side, default in (("input", model.input_rate), ("output", model.output_rate))}
+    for side, rate in rates.items():
+        if not wire.MIN_RATE <= rate <= wire.MAX_RATE:
+            raise ModelError(f"{LABEL}: session.created from {shown_url(model.url)} says an "
+                             f"{side} rate of {rate} Hz, outside the bound of {wire.MIN_RATE}-"
+                             f"{wire.MAX_RATE} Hz (bridges/wire.py): a server error")
+    return Deployment(model=str(session.get("model") or model.model)[:200],
+                      capabilities=dict(caps), input_rate=rates["input"],
+                      output_rate=rates["output"],
                       input_format=fmt if fmt in _BYTES else model.input_format)
 
 
@@ -291,7 +307,7 @@ class VllmOmni:
         return urlunsplit((scheme, parts.netloc, path, urlencode(query), ""))
 
     def connect_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"max_size": None, "compression": None,
+        options: dict[str, Any] = {"max_size": wire.MAX_MESSAGE, "compression": None,
                                    "open_timeout": self.connect_timeout,
                                    "additional_headers": _auth_headers()}
         if self.endpoint().startswith("wss"):
@@ -345,6 +361,17 @@ class VllmOmni:
         except Exception as e:
             raise _connect_error(e) from None
         return await started(VllmOmniSession(ws, self))
+
+
+def dropped(e: ConnectionClosed, url: str) -> ModelError:
+    """A closed connection in words: a message past the size bound (we closed with 1009) is
+    the server's error naming the bound; any other drop is retried."""
+    if e.sent is not None and e.sent.code == 1009:
+        return ModelError(f"{LABEL}: {shown_url(url)} sent a message over the bound of "
+                          f"{wire.MAX_MESSAGE} bytes (bridges/wire.py MAX_MESSAGE): a server "
+                          "error")
+    code = e.rcvd.code if e.rcvd is not None else 1006
+    return TransientModelError(f"{LABEL}: the connection dropped (close code {code})")
 
 
 def _data_url(value: str) -> str:
@@ -407,6 +434,8 @@ class VllmOmniSession:
         self._played = None                # played_ms(item) from the duplex's playback
         self._ack_task: asyncio.Task | None = None
         self._ack_ids = itertools.count(1)
+        self._flood = EventRate(wire.MAX_EVENTS_PER_S)
+        self._opened = time.monotonic()    # audio may run MAX_AHEAD_S ahead of this
         self._closed = False
         self._dropped = False
         self.acks: list[dict[str, Any]] = []  # every playback.ack sent (tests, debugging)
@@ -424,10 +453,12 @@ class VllmOmniSession:
             if self._closed:
                 return None
             self._dropped = True
-            code = e.rcvd.code if e.rcvd is not None else 1006
-            raise TransientModelError(f"{LABEL}: the connection dropped (close code {code})"
-                                      ) from None
-        msg = json.loads(scrub(raw, KEY_ENV))
+            raise dropped(e, self._model.url) from None
+        if self._flood.over(time.monotonic()):
+            raise ModelError(f"{LABEL}: {shown_url(self._model.url)} sent more than "
+                             f"{wire.MAX_EVENTS_PER_S} events in one second (the bound on a "
+                             "server's events, bridges/wire.py): a flood, a server error")
+        msg = server_message(raw, LABEL, KEY_ENV)
         seq = msg.get("server_event_seq")
         if isinstance(seq, int) and seq > self._seq:
             self._seq = seq
@@ -438,6 +469,13 @@ class VllmOmniSession:
         ``connect_timeout``; an ``error`` instead is the admission or configuration refusal."""
         m = self._model
         await self._ws.send(json.dumps(m.session_update()))
+        with admitting():  # the deployment's admission queue: bounded by connect_timeout
+            msg = await self._created()
+        self.deployment = m.check(deployment_of(msg, m))
+        self._after_created(msg)
+
+    async def _created(self) -> dict[str, Any]:
+        m = self._model
         loop = asyncio.get_running_loop()
         end = loop.time() + m.connect_timeout
         while True:
@@ -453,13 +491,15 @@ class VllmOmniSession:
             if kind == "error":
                 raise refusal(msg)
             if kind == "session.created":
-                break
-        self.deployment = m.check(deployment_of(msg, m))
+                return msg
+
+    def _after_created(self, msg: dict[str, Any]) -> None:
+        m = self._model
         if m.deployment is not None and self.deployment.input_rate != m.input_sample_rate:
             raise ModelError(f"{LABEL}: the session takes {self.deployment.input_rate} Hz, "
                              f"the probe said {m.input_sample_rate} Hz")
-        session = msg.get("session") or {}
-        self.session_id = str(session.get("id") or session.get("session_id") or "")
+        session = msg.get("session") if isinstance(msg.get("session"), dict) else {}
+        self.session_id = str(session.get("id") or session.get("session_id") or "")[:200]
         self._resume_token = msg.get("resume_token")
         self._fmt, self._rate = self.deployment.input_format, self.deployment.input_rate
         self._chunks = Chunker(max(1, int(round(self._rate * m.append_ms / 1000))))
@@ -496,7 +536,8 @@ class VllmOmniSession:
             msg = await self._recv()
             if msg is None:
                 return
-            for ev in self.translate(msg):
+            for ev in translated(self.translate, msg, LABEL, shown_url(self._model.url),
+                                 KEY_ENV):
                 yield ev
 
     def translate(self, msg: dict[str, Any]) -> list[Event]:
@@ -515,7 +556,8 @@ class VllmOmniSession:
         if kind == "response.listen":
             return self._listen(rid)
         if kind == "response.done":
-            return self._done(rid, msg.get("response") or {})
+            response = msg.get("response")
+            return self._done(rid, response if isinstance(response, dict) else {})
         if kind == "overlap.decision":
             self.usage["overlap_decisions"] += 1
             action = msg.get("action")
@@ -548,8 +590,15 @@ class VllmOmniSession:
             raise ModelError(f"{LABEL}: output audio format {fmt!r}; pcm16 expected")
         out = self._speak(rid) if self._speaking != rid else []
         audio = decode_pcm16(msg["delta"])
+        ahead = self.usage["audio_out_s"] + len(audio) / self._model.output_sample_rate \
+            - (time.monotonic() - self._opened)
+        if ahead > wire.MAX_AHEAD_S:
+            raise ModelError(f"{LABEL}: {shown_url(self._model.url)} sent audio more than "
+                             f"{wire.MAX_AHEAD_S:g} s ahead of real time (the bound on "
+                             "buffered audio, bridges/wire.py MAX_AHEAD_S): a server error")
         r = self._responses.setdefault(rid, _Response())
-        r.item_id = r.item_id or msg.get("item_id")
+        item = msg.get("item_id")
+        r.item_id = r.item_id or (item if isinstance(item, str) else None)
         r.received_ms += 1000 * len(audio) / self._model.output_sample_rate
         self.usage["audio_out_s"] += len(audio) / self._model.output_sample_rate
         return out + [AudioDelta(rid, audio)]
@@ -688,7 +737,8 @@ class VllmOmniSession:
 
     async def _close_on(self, ws: Any) -> None:
         await stop_and_close(ws, json.dumps({"type": "session.close"}),
-                             lambda raw: json.loads(raw).get("type") == "session.closed",
+                             lambda raw: server_message(raw, LABEL, KEY_ENV).get("type")
+                             == "session.closed",
                              self._model.close_timeout, LABEL)
 
     async def _release_dropped(self) -> None:
@@ -710,39 +760,72 @@ class VllmOmniSession:
 
 def probe(model: VllmOmni) -> Deployment:
     """Open one session, read ``session.created``, close it: what the deployment serves.
-    Raises ``ModelConfigError`` with one line when nothing answers or it refuses."""
+    Raises ``ModelConfigError`` with one line when nothing answers, it refuses, or what
+    answers does not speak the protocol. Each wait has an overall deadline (a server that
+    chatters but never says ``session.created`` or ``session.closed`` cannot hold it):
+    ``connect_timeout`` for the connection and ``session.created``, ``close_timeout`` for
+    ``session.closed``."""
+    where = shown_url(model.url)
     try:
         ws = sync_connect(model.endpoint(), open_timeout=model.connect_timeout,
-                          additional_headers=_auth_headers(), max_size=None, compression=None,
+                          additional_headers=_auth_headers(), max_size=wire.MAX_MESSAGE,
+                          compression=None, close_timeout=model.close_timeout,
                           **({"ssl": tls_context()} if model.endpoint().startswith("wss")
                              else {}))
     except Exception as e:
-        raise ModelConfigError(f"{_connect_error(e)}; is vllm-omni serving a duplex deploy "
-                               f"config at {model.url}?") from None
+        why = f"{_connect_error(e)}; is vllm-omni serving a duplex deploy config at {where}?"
+    else:
+        why = None
+    if why is not None:  # raised here, not in the except that holds the handshake's error
+        raise ModelConfigError(why)
     try:
-        ws.send(json.dumps(model.session_update()))
-        while True:
-            try:
-                msg = json.loads(scrub(ws.recv(timeout=model.connect_timeout), KEY_ENV))
-            except TimeoutError:
-                raise ModelConfigError(f"{LABEL}: no session.created from {model.url} within "
-                                       f"{model.connect_timeout:g} s") from None
-            except ConnectionClosed as e:
-                raise ModelConfigError(f"{LABEL}: {model.url} closed the connection before "
-                                       f"session.created: {e}") from None
+        return _created(ws, model, where)
+    finally:
+        _close_probe(ws, model)
+
+
+def _created(ws: Any, model: VllmOmni, where: str) -> Deployment:
+    end = time.monotonic() + model.connect_timeout
+    why, opened = None, False
+    while why is None:
+        left = end - time.monotonic()
+        try:
+            if not opened:  # a server that closes at once fails here: one line too
+                ws.send(json.dumps(model.session_update()))
+                opened = True
+            if left <= 0:
+                raise TimeoutError
+            msg = server_message(ws.recv(timeout=left), LABEL, KEY_ENV)
+        except TimeoutError:
+            why = f"no session.created from {where} within {model.connect_timeout:g} s " \
+                  "(connect_timeout)"
+        except ConnectionClosed as e:
+            why = f"{where} closed the connection before session.created: {dropped(e, where)}"
+        except ModelError as e:
+            why = str(e).removeprefix(f"{LABEL}: ")
+        else:
             if msg.get("type") == "error":
                 raise ModelConfigError(str(refusal(msg)))
             if msg.get("type") == "session.created":
-                return model.check(deployment_of(msg, model))
-    finally:
-        try:
-            ws.send(json.dumps({"type": "session.close"}))
-            end = model.close_timeout
-            while json.loads(ws.recv(timeout=end)).get("type") != "session.closed":
-                pass
-        except Exception:
-            pass
-        ws.close()
+                try:
+                    return model.check(deployment_of(msg, model))
+                except ModelError as e:
+                    why = str(e).removeprefix(f"{LABEL}: ")
+    raise ModelConfigError(f"{LABEL}: {why}")
+
+
+def _close_probe(ws: Any, model: VllmOmni) -> None:
+    """``session.close``, then read up to ``session.closed`` within ``close_timeout`` overall."""
+    try:
+        ws.send(json.dumps({"type": "session.close"}))
+        end = time.monotonic() + model.close_timeout
+        while (left := end - time.monotonic()) > 0:
+            if server_message(ws.recv(timeout=left), LABEL, KEY_ENV).get("type") \
+                    == "session.closed":
+                break
+    except Exception as e:  # the probe's answer is known; closing is a courtesy
+        log.debug("%s: closing the probe session: %s", LABEL, type(e).__name__)
+    ws.close()
 
 
 def factory(**options: Any) -> VllmOmni:

@@ -33,6 +33,7 @@ from ..data.recording import Recording
 from ..data.timeline import Word
 from ..models.base import ModelError, SessionInfo, StreamingModel
 from ..models.streaming import (
+    ADMISSION,
     DEFAULT_CHUNK_MS,
     AudioDelta,
     Error,
@@ -46,7 +47,7 @@ from ..models.streaming import (
     TranscriptDelta,
     TransientModelError,
 )
-from ..remote.netsafety import ReceivedText
+from ..remote.netsafety import ReceivedText, scrub_received
 from ..remote.retry import STREAMING, RetryPolicy
 from . import clock, watchdog
 from .clock import Lateness, LoopMonitor
@@ -343,6 +344,7 @@ class StreamingDuplex(Duplex):
         self._tolerance = clock.TOLERANCE.get()  # over it, the trial stops (TrialLate)
         self._watch = watchdog.current()  # each answer from the session is progress
         self.usage: dict = {}  # the session's own usage report, taken at close()
+        self.admission_s = 0.0  # waiting to be admitted before t = 0 (models.streaming)
         attach = getattr(session, "attach_playback", None)
         if callable(attach):  # a protocol that reports playback to its server
             attach(self.played_ms)
@@ -354,6 +356,8 @@ class StreamingDuplex(Duplex):
                    chunk_ms: float | None = None) -> "StreamingDuplex":
         """Connect one session of ``model`` and wrap it. Connection failures come out as
         ``ModelError`` (``TransientModelError`` when worth retrying)."""
+        admission = ADMISSION.get()
+        waited = admission.seconds if admission is not None else 0.0
         try:
             session = await _connect(model, info)
         except ModelError:
@@ -362,8 +366,11 @@ class StreamingDuplex(Duplex):
             raise ServerUnreachable(f"could not connect: {type(e).__name__}: {e}") from e
         if chunk_ms is None:
             chunk_ms = getattr(model, "chunk_ms", DEFAULT_CHUNK_MS)
-        return cls(session, input_sample_rate=model.input_sample_rate,
-                   output_sample_rate=model.output_sample_rate, chunk_ms=chunk_ms)
+        duplex = cls(session, input_sample_rate=model.input_sample_rate,
+                     output_sample_rate=model.output_sample_rate, chunk_ms=chunk_ms)
+        if admission is not None:  # the server's queue before this session: apart
+            duplex.admission_s = admission.seconds - waited
+        return duplex
 
     # -- clock --
 
@@ -490,18 +497,19 @@ class StreamingDuplex(Duplex):
             self.playback.finish(ev.item_id)
         elif isinstance(ev, ResponseDone):
             self.playback.finish()
-            self._record(at, f"response_done {ev.status}")
+            self._record(at, scrub_received(f"response_done {ev.status}"))
         elif isinstance(ev, SpeechStarted):
             self._record(at, "speech_started")
             if ev.interrupt:
                 await self._interrupt(at)
-        elif isinstance(ev, Note):
-            self._record(at, ev.text)
+        elif isinstance(ev, Note):  # what a server said is scrubbed here too, for every adapter
+            self._record(at, scrub_received(ev.text))
         elif isinstance(ev, Error):
-            self._record(at, f"model_error {ev.code or ''}: {ev.message}".strip())
+            said = scrub_received(f"{ev.code or ''}: {ev.message}".strip())
+            self._record(at, f"model_error {said}")
             if ev.fatal:
                 cls = TransientModelError if ev.transient else ModelError
-                self._fail(cls(f"provider error {ev.code or ''}: {ev.message}".strip()))
+                self._fail(cls(f"provider error {said}"))
 
     async def _interrupt(self, at: float) -> None:
         for item_id, played_ms in self.playback.interrupt(at):
@@ -564,10 +572,12 @@ class StreamingDuplex(Duplex):
         n = len(inp)
         out = out[:n] if len(out) >= n else np.concatenate([out, np.zeros(n - len(out),
                                                                             np.float32)])
+        clock = self.lateness.to_dict()
+        if self.admission_s > 0.0005:  # time in the server's queue: the trial's, not the model's
+            clock["admission_ms"] = round(self.admission_s * 1000, 1)
         return Recording(input=inp, output=out,
                          transcript=tuple(self.playback.words(end, final=True)),
-                         events=list(self.events), usage=self.usage,
-                         clock=self.lateness.to_dict())
+                         events=list(self.events), usage=self.usage, clock=clock)
 
 
 # --- many sessions at once ---------------------------------------------------------------

@@ -11,7 +11,10 @@ thread unwinds without calling the model again. Ctrl-C ends the running trial th
 before it propagates.
 
 The deadline is on *progress*, not on the whole trial: a slow model that keeps answering is
-never cut, however long its instance is; a call that never returns always is.
+never cut, however long its instance is; a call that never returns always is. Time the trial
+waits to be admitted by a busy server (``models.streaming.admitting``: its queue, "no workers
+available") is not the model's silence: it is bounded by the adapter's own deadline
+(``ready_timeout``, ``queue_timeout``) and reported apart, never charged to this one.
 
 A model that raises ``SystemExit`` (or another ``BaseException`` but KeyboardInterrupt) is
 contained here too: it becomes that instance's ModelError instead of ending the session.
@@ -29,6 +32,7 @@ from types import FrameType
 from typing import Any, Awaitable, Callable, TypeVar
 
 from ..models.base import ModelError
+from ..models.streaming import ADMISSION, Admission
 
 T = TypeVar("T")
 
@@ -47,11 +51,12 @@ class Watch:
     when the watcher gives up on the trial (deadline, Ctrl-C): the session then raises
     TrialAbandoned the next time the model returns control, never calling into it again."""
 
-    __slots__ = ("beats", "abandoned")
+    __slots__ = ("beats", "abandoned", "admission")
 
     def __init__(self) -> None:
         self.beats = 0
         self.abandoned = False
+        self.admission = Admission()  # waits to be admitted: not silence (module doc)
 
 
 class TrialAbandoned(BaseException):
@@ -172,7 +177,7 @@ class _Progress:
         self.watch, self.last, self.since = watch, -1, now
 
     def silent_for(self, now: float) -> float:
-        if self.watch.beats != self.last:
+        if self.watch.beats != self.last or self.watch.admission.waiting:
             self.last, self.since = self.watch.beats, now
         return now - self.since
 
@@ -197,6 +202,7 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
     async def main():
         box["loop"], box["task"] = asyncio.get_running_loop(), asyncio.current_task()
         _WATCH.set(watch)
+        ADMISSION.set(watch.admission)
         return await trial()
 
     def work():
@@ -239,6 +245,7 @@ async def watch_async(trial: Callable[[], Awaitable[T]], *, timeout: float, what
 
     async def watched():
         _WATCH.set(watch)
+        ADMISSION.set(watch.admission)
         return await trial()
 
     task = asyncio.ensure_future(watched())
