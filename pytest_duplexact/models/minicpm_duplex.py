@@ -59,6 +59,7 @@ from .model_options import (
     build,
     check_transport,
     connect_error,
+    probe_connection,
     require_positive,
     scrub,
     server_message,
@@ -367,14 +368,9 @@ def reach(**options: Any) -> str:
     m = build(MiniCPMO, LABEL, KEY_ENV, options)
     url, where = m.endpoint(f"adx_probe_{secrets.token_hex(4)}"), shown_url(m.server_url)
     end = time.monotonic() + m.connect_timeout
-    try:
-        ws = sync_connect(url, close_timeout=CLOSE_TIMEOUT_S, **m.connect_options(url))
-    except Exception as e:
-        why = f"{_connect_error(e)}; is the MiniCPM-o demo gateway running at {where}?"
-    else:
-        why = None
-    if why is not None:  # raised here, not in the except that holds the handshake's error
-        raise ModelConfigError(why)
+    ws = probe_connection(
+        lambda: sync_connect(url, close_timeout=CLOSE_TIMEOUT_S, **m.connect_options(url)),
+        _connect_error, f"is the MiniCPM-o demo gateway running at {where}?")
     try:
         try:
             msg = server_message(ws.recv(timeout=max(0.0, end - time.monotonic())), LABEL,

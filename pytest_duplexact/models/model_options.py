@@ -142,6 +142,18 @@ def server_message(raw: Any, label: str, *key_vars: str, binary: bool = False
                      "(is the URL the right server?)")
 
 
+def probe_connection(connect: Any, failed: Any, hint: str) -> Any:
+    """``connect()``, a blocking connection for a probe; a failure as one configuration line,
+    ``failed(e)`` (the adapter's connect error) and ``hint`` (where the server should be).
+    Raised outside the ``except`` that holds the library's error, which may quote the
+    server's answer."""
+    try:
+        return connect()
+    except Exception as e:
+        why = f"{failed(e)}; {hint}"
+    raise ModelConfigError(why)
+
+
 MALFORMED = (TypeError, ValueError, AttributeError, KeyError, OverflowError)
 
 

@@ -62,6 +62,7 @@ from .model_options import (
     build,
     check_transport,
     connect_error,
+    probe_connection,
     require_positive,
     scrub,
     server_message,
@@ -766,18 +767,13 @@ def probe(model: VllmOmni) -> Deployment:
     ``connect_timeout`` for the connection and ``session.created``, ``close_timeout`` for
     ``session.closed``."""
     where = shown_url(model.url)
-    try:
-        ws = sync_connect(model.endpoint(), open_timeout=model.connect_timeout,
-                          additional_headers=_auth_headers(), max_size=wire.MAX_MESSAGE,
-                          compression=None, close_timeout=model.close_timeout,
-                          **({"ssl": tls_context()} if model.endpoint().startswith("wss")
-                             else {}))
-    except Exception as e:
-        why = f"{_connect_error(e)}; is vllm-omni serving a duplex deploy config at {where}?"
-    else:
-        why = None
-    if why is not None:  # raised here, not in the except that holds the handshake's error
-        raise ModelConfigError(why)
+    ws = probe_connection(
+        lambda: sync_connect(model.endpoint(), open_timeout=model.connect_timeout,
+                             additional_headers=_auth_headers(), max_size=wire.MAX_MESSAGE,
+                             compression=None, close_timeout=model.close_timeout,
+                             **({"ssl": tls_context()} if model.endpoint().startswith("wss")
+                                else {})),
+        _connect_error, f"is vllm-omni serving a duplex deploy config at {where}?")
     try:
         return _created(ws, model, where)
     finally:
