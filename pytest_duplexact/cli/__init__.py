@@ -6,6 +6,8 @@
     duplexact report RUN.json [--html F] [--markdown F]
     duplexact merge A.json B.json ... -o merged.json
     duplexact compare A.json B.json [--html F]   run B against run A, instance by instance
+    duplexact rescore RUN --transcriber=NAME   the same recordings heard by another transcriber,
+                                               compared with RUN (no model call)
     duplexact models [NAME -o KEY=VALUE ...] built-in models, what they need, what is here
 
 Each subcommand lives in its own module; this file only dispatches.
@@ -69,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="family-wise significance level (Holm) of a drop")
     _page_audio(p, "the flips", "flips")
 
+    from .rescore import add_parser as add_rescore
+
+    add_rescore(sub)
+
     p = sub.add_parser("merge", help="combine shard reports into one")
     p.add_argument("reports", nargs="+",
                    help="shard report.json files or globs (quoted: 'shards/*/report.json')")
@@ -95,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..report.cli import main as run
     elif args.command == "compare":
         from ..report.compare import main as run
+    elif args.command == "rescore":
+        from .rescore import main as run
     else:
         from ..report.merge import main as run
     return run(args)
