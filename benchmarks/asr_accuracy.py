@@ -178,11 +178,14 @@ def summary(t: dict) -> dict:
 
 
 def noise_grid(conditions=("clean", "white-35", "babble-35", "codec"),
-               roles=("reference", "recovery", "backchannel"), root: Path | None = None) -> dict:
+               roles=("reference", "recovery", "backchannel"), root: Path | None = None,
+               transcriber: str | None = None, threads: int = 0) -> dict:
     """<= 3 / > 3 word-class agreement (and WER, exact counts, cost per segment) of the
-    offline transcriber on the model-voice clips under each condition."""
-    tr = OfflineTranscriber()
-    tr.transcribe(np.zeros(1600, np.float32) + 0.05 * np.sin(np.arange(1600)), 16_000)
+    offline transcriber (default, or the one named) on the model-voice clips under each
+    condition."""
+    tr = get_transcriber(transcriber, cpu_threads=threads) if transcriber else \
+        OfflineTranscriber(cpu_threads=threads)
+    _warm(tr)
     out = {}
     for cond in conditions:
         t0 = time.process_time()
@@ -193,8 +196,8 @@ def noise_grid(conditions=("clean", "white-35", "babble-35", "codec"),
     return out
 
 
-def noise_lines(r: dict) -> list[str]:
-    out = ["\noffline transcriber on model-voice clips under noise (<= 3 / > 3 word class)"]
+def noise_lines(r: dict, name: str = "offline") -> list[str]:
+    out = [f"\n{name} transcriber on model-voice clips under noise (<= 3 / > 3 word class)"]
     for cond, s in r.items():
         out.append(f"  {cond:<10} segments {s['segments']:>3}: class agree {s['class_agree']:.1%},"
                    f" count exact {s['count_exact']:.1%}, WER {s['wer']:.1%}; "
@@ -254,19 +257,24 @@ def main(argv=None) -> int:
     ap.add_argument("--noise", nargs="+", default=None, help="noise-grid conditions")
     ap.add_argument("--roles", nargs="+", default=None, help="only these clip roles")
     ap.add_argument("--transcribers", nargs="+", default=None, metavar="NAME",
-                    help="compare these offline transcribers (tiny.en, base)")
+                    help="compare these offline transcribers (tiny.en, base); with --noise, "
+                         "each under every condition")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     args = ap.parse_args(argv)
-    if args.transcribers:
+    if args.transcribers and not args.noise:
         r = compare_transcribers(args.transcribers, args.dataset or bundled_root(), args.threads)
         print("\n".join(compare_lines(r)))
         if args.json:
             args.json.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
         return 0
     if args.noise:
-        r = noise_grid(args.noise, args.roles or ("reference", "recovery", "backchannel"),
-                       args.dataset)
-        print("\n".join(noise_lines(r)))
+        r = {}
+        for name in args.transcribers or [None]:
+            r[name or "offline"] = grid = noise_grid(
+                args.noise, args.roles or ("reference", "recovery", "backchannel"),
+                args.dataset, name, args.threads)
+            print("\n".join(noise_lines(grid, name or "offline")))
+        r = r if args.transcribers else r["offline"]
         if args.json:
             args.json.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
         return 0

