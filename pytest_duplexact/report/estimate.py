@@ -35,9 +35,6 @@ from ..pipelines import simulator as _simulator
 # before scoring and the rest of the machine take their share.
 LOOP_CPU_MS_PER_STREAM_S = 14.0
 
-# services a run may call besides the model (data/usage.py labels), and the settings that
-# name their models; local ones (offline transcribers, rule simulator) bill nothing
-
 
 def stream_bounds(inst, branches: bool = True) -> tuple[float, float]:
     """(at least, at most) seconds of audio the pipeline streams to the model for ``inst``."""
