@@ -11,10 +11,18 @@ overall:
   numbers 0-999 spelled out ("30" = "thirty"), since Whisper writes digits;
 * word-count agreement per segment: exact count match, and agreement of the backchannel
   (<= 3 words) / substantive (> 3) classification the rules use;
-* speed: segment audio seconds per second of transcription, and the model load time.
+* word onsets: |hypothesis - reference| start of each word matched by text (difflib on the
+  lowercased tokens), p50 / p90;
+* speed: segment audio seconds per second of transcription, CPU seconds per audio second
+  (process time, every thread), and the model load time.
 
     python benchmarks/asr_accuracy.py [--dataset DIR] [--beams 1 2 5] [--model DIR] [--json OUT]
         [--noise clean white-35 babble-35 codec] [--roles reference recovery backchannel]
+    python benchmarks/asr_accuracy.py --transcribers tiny.en base [--threads 1]
+
+``--transcribers``: compare the offline transcribers by name (transcribe.py BUILTINS), one
+table row each (``base`` needs the asr-base extra; a name that cannot load is reported and
+skipped).
 
 ``--noise``: each clip under these conditions of the noise grid (pytest_duplexact/degrade.py,
 seeded by the clip's index) before the VAD and the transcriber; ``--roles``: only these clip
@@ -24,6 +32,7 @@ roles. A part of benchmarks/harness.py (``asr``) through ``noise_grid``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import sys
@@ -43,7 +52,8 @@ from pytest_duplexact.listen.segmentation import (
     merge_spans,
     transcribe_segments,
 )
-from pytest_duplexact.listen.transcribe_offline import OfflineTranscriber
+from pytest_duplexact.listen.transcribe import get_transcriber
+from pytest_duplexact.listen.transcribe_offline import OfflineTranscriber, TranscriberUnavailable
 from pytest_duplexact.rules import requires
 
 _TOKEN = re.compile(r"\w[\w']*(?:[-.][\w']+)*")
@@ -103,21 +113,26 @@ def clips_with_transcripts(root: Path):
 def run(root: Path, transcriber: OfflineTranscriber, log=None, condition: str = "clean",
         roles=None):
     by_role: dict[str, dict] = defaultdict(lambda: defaultdict(float))
+    onsets: dict[str, list] = defaultdict(list)
     pairs = []
     for k, (role, clip) in enumerate(clips_with_transcripts(root)):
         if roles and role not in roles:
             continue
         x = degrade.apply(condition, clip.load(), seed=k)
         segments = merge_spans(vad.speech_spans(x, vad.VAD_SAMPLE_RATE), MERGE_GAP_S)
-        refs = assign_words(segments, clip.transcript).texts()
-        t0 = time.perf_counter()
-        hyps = [" ".join(w.text for w in ws) for ws in
-                transcribe_segments(x, vad.VAD_SAMPLE_RATE, segments, transcriber)]
-        spent = time.perf_counter() - t0
+        assigned = assign_words(segments, clip.transcript)
+        refs = assigned.texts()
+        t0, c0 = time.perf_counter(), time.process_time()
+        hyp_words = transcribe_segments(x, vad.VAD_SAMPLE_RATE, segments, transcriber)
+        spent, cpu = time.perf_counter() - t0, time.process_time() - c0
+        hyps = [" ".join(w.text for w in ws) for ws in hyp_words]
+        errs = [e for r, h in zip(assigned.words, hyp_words) for e in onset_errors(r, h)]
         for key in (role, "all"):
             t = by_role[key]
             t["seconds"] += sum(s.duration for s in segments)
             t["asr_s"] += spent
+            t["cpu_s"] += cpu
+            onsets[key].extend(errs)
             for ref, hyp in zip(refs, hyps):
                 r, h = tokens(ref), tokens(hyp)
                 t["ref_words"] += len(r)
@@ -131,12 +146,30 @@ def run(root: Path, transcriber: OfflineTranscriber, log=None, condition: str = 
             pairs.append((clip.path.name, ref, hyp))
         if log:
             log(f"{clip.path.name}: {' | '.join(hyps)}")
+    for key, errs in onsets.items():
+        by_role[key]["onset_errors"] = errs
     return by_role, pairs
+
+
+def onset_errors(ref, hyp) -> list[float]:
+    """|start difference| of the reference and hypothesis words matched by their text."""
+    r = [" ".join(tokens(w.text)) for w in ref]
+    h = [" ".join(tokens(w.text)) for w in hyp]
+    out = []
+    for block in difflib.SequenceMatcher(a=r, b=h, autojunk=False).get_matching_blocks():
+        for k in range(block.size):
+            out.append(abs(hyp[block.b + k].start - ref[block.a + k].start))
+    return out
 
 
 def summary(t: dict) -> dict:
     n = max(t["segments"], 1)
+    onsets = np.asarray(t.get("onset_errors") or [np.nan])
     return {"segments": int(t["segments"]), "ref_words": int(t["ref_words"]),
+            "onset_ms_p50": round(1000 * float(np.nanpercentile(onsets, 50)), 1),
+            "onset_ms_p90": round(1000 * float(np.nanpercentile(onsets, 90)), 1),
+            "onsets_matched": int(np.isfinite(onsets).sum()),
+            "cpu_per_audio_s": t["cpu_s"] / t["seconds"] if t["seconds"] else None,
             "wer": t["errors"] / max(t["ref_words"], 1),
             "wer_numbers_spelled": t["errors_spelled"] / max(t["ref_words"], 1),
             "count_exact": t["count_exact"] / n,
@@ -145,11 +178,14 @@ def summary(t: dict) -> dict:
 
 
 def noise_grid(conditions=("clean", "white-35", "babble-35", "codec"),
-               roles=("reference", "recovery", "backchannel"), root: Path | None = None) -> dict:
+               roles=("reference", "recovery", "backchannel"), root: Path | None = None,
+               transcriber: str | None = None, threads: int = 0) -> dict:
     """<= 3 / > 3 word-class agreement (and WER, exact counts, cost per segment) of the
-    offline transcriber on the model-voice clips under each condition."""
-    tr = OfflineTranscriber()
-    tr.transcribe(np.zeros(1600, np.float32) + 0.05 * np.sin(np.arange(1600)), 16_000)
+    offline transcriber (default, or the one named) on the model-voice clips under each
+    condition."""
+    tr = get_transcriber(transcriber, cpu_threads=threads) if transcriber else \
+        OfflineTranscriber(cpu_threads=threads)
+    _warm(tr)
     out = {}
     for cond in conditions:
         t0 = time.process_time()
@@ -160,13 +196,55 @@ def noise_grid(conditions=("clean", "white-35", "babble-35", "codec"),
     return out
 
 
-def noise_lines(r: dict) -> list[str]:
-    out = ["\noffline transcriber on model-voice clips under noise (<= 3 / > 3 word class)"]
+def noise_lines(r: dict, name: str = "offline") -> list[str]:
+    out = [f"\n{name} transcriber on model-voice clips under noise (<= 3 / > 3 word class)"]
     for cond, s in r.items():
         out.append(f"  {cond:<10} segments {s['segments']:>3}: class agree {s['class_agree']:.1%},"
                    f" count exact {s['count_exact']:.1%}, WER {s['wer']:.1%}; "
                    f"{s['cpu_s_per_segment']} CPU s per segment (VAD included)")
     return out
+
+
+def _warm(tr) -> float:
+    t0 = time.perf_counter()
+    tr.transcribe(np.zeros(1600, np.float32) + 0.05 * np.sin(np.arange(1600)), 16_000)
+    return time.perf_counter() - t0
+
+
+def compare_transcribers(names, root: Path, threads: int = 0) -> dict:
+    """Each named transcriber's summary over every clip with a transcript, plus its load time
+    (or why it could not load)."""
+    out = {}
+    for name in names:
+        try:
+            tr = get_transcriber(name, cpu_threads=threads)
+            load_s = _warm(tr)
+        except (TranscriberUnavailable, LookupError, ValueError) as e:
+            out[name] = {"unavailable": str(e)}
+            continue
+        by_role, _ = run(root, tr)
+        out[name] = {**summary(by_role["all"]), "load_s": round(load_s, 2),
+                     "threads": tr.cpu_threads, "model": tr.name}
+    return out
+
+
+def compare_lines(r: dict) -> list[str]:
+    rows = [("transcriber", "WER", "WER (digits spelled)", "count exact", "<=3/>3 agree",
+             "onset p50/p90 ms", "CPU s/audio s", "load s")]
+    for name, s in r.items():
+        if "unavailable" in s:
+            rows.append((name, f"not available: {s['unavailable']}", *[""] * 6))
+            continue
+        rows.append((name, f"{s['wer']:.1%}", f"{s['wer_numbers_spelled']:.1%}",
+                     f"{s['count_exact']:.1%}", f"{s['class_agree']:.1%}",
+                     f"{s['onset_ms_p50']:.0f} / {s['onset_ms_p90']:.0f}",
+                     f"{s['cpu_per_audio_s']:.3f}", f"{s['load_s']:.1f}"))
+    first = next(iter(v for v in r.values() if "segments" in v), None)
+    head = (f"offline transcribers on the bundled fixtures ({first['segments']} segments, "
+            f"{first['ref_words']} reference words)" if first else "no transcriber loaded")
+    widths = [max(len(str(row[k])) for row in rows if row[k] or k == 0) for k in range(8)]
+    return [head] + ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in rows]
 
 
 def main(argv=None) -> int:
@@ -178,11 +256,25 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--noise", nargs="+", default=None, help="noise-grid conditions")
     ap.add_argument("--roles", nargs="+", default=None, help="only these clip roles")
+    ap.add_argument("--transcribers", nargs="+", default=None, metavar="NAME",
+                    help="compare these offline transcribers (tiny.en, base); with --noise, "
+                         "each under every condition")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: all cores)")
     args = ap.parse_args(argv)
+    if args.transcribers and not args.noise:
+        r = compare_transcribers(args.transcribers, args.dataset or bundled_root(), args.threads)
+        print("\n".join(compare_lines(r)))
+        if args.json:
+            args.json.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
+        return 0
     if args.noise:
-        r = noise_grid(args.noise, args.roles or ("reference", "recovery", "backchannel"),
-                       args.dataset)
-        print("\n".join(noise_lines(r)))
+        r = {}
+        for name in args.transcribers or [None]:
+            r[name or "offline"] = grid = noise_grid(
+                args.noise, args.roles or ("reference", "recovery", "backchannel"),
+                args.dataset, name, args.threads)
+            print("\n".join(noise_lines(grid, name or "offline")))
+        r = r if args.transcribers else r["offline"]
         if args.json:
             args.json.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8")
         return 0

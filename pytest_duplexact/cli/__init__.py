@@ -6,6 +6,8 @@
     duplexact report RUN.json [--html F] [--markdown F]
     duplexact merge A.json B.json ... -o merged.json
     duplexact compare A.json B.json [--html F]   run B against run A, instance by instance
+    duplexact rescore RUN --transcriber=NAME   the same recordings heard by another transcriber,
+                                               compared with RUN (no model call)
     duplexact models [NAME -o KEY=VALUE ...] built-in models, what they need, what is here
 
 Each subcommand lives in its own module; this file only dispatches.
@@ -82,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise significance level (Holm) of a change")
 
+    from .rescore import add_parser as add_rescore
+
+    add_rescore(sub)
+
     p = sub.add_parser("merge", help="combine shard reports into one")
     p.add_argument("reports", nargs="+",
                    help="shard report.json files or globs (quoted: 'shards/*/report.json')")
@@ -112,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..report.compare import main as run
     elif args.command == "robustness":
         from ..report.robustness import main as run
+    elif args.command == "rescore":
+        from .rescore import main as run
     else:
         from ..report.merge import main as run
     return run(args)

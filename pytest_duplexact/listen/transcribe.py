@@ -25,7 +25,9 @@ class Transcriber(Protocol):
 # Backends by name; modules are imported only when named, so a missing optional dependency
 # (faster-whisper, a network client) only matters to its own backend.
 BUILTINS: dict[str, str] = {
-    "offline": "pytest_duplexact.listen.transcribe_offline:OfflineTranscriber",
+    "offline": "pytest_duplexact.listen.transcribe_offline:OfflineTranscriber",  # the default
+    "tiny.en": "pytest_duplexact.listen.transcribe_offline:tiny_en",
+    "base": "pytest_duplexact.listen.transcribe_offline:base",  # the asr-base extra
     "whisper-1": "pytest_duplexact.listen.transcribe_openai:OpenAITranscriber",
 }
 OPENAI_PREFIX = "openai:"  # openai:<model>, e.g. openai:whisper-1
@@ -33,8 +35,22 @@ OPENAI_PREFIX = "openai:"  # openai:<model>, e.g. openai:whisper-1
 _CONTEXT = ("cache_dir", "lazy", "base_url", "policy")
 
 
+# --duplexact-transcriber values that run on this machine and bill nothing (None: unset)
+LOCAL_SETTINGS = (None, "auto", "native", "offline", "tiny.en", "base")
+
+
 class UnknownTranscriber(LookupError):
     pass
+
+
+def is_local(setting: str | None) -> bool:
+    """Whether a --duplexact-transcriber value needs no key and no network."""
+    return setting in LOCAL_SETTINGS
+
+
+def is_openai(setting: str | None) -> bool:
+    """Whether a --duplexact-transcriber value is OpenAI's transcription API (needs its key)."""
+    return bool(setting) and (setting == "whisper-1" or setting.startswith(OPENAI_PREFIX))
 
 
 def transcriber_names() -> list[str]:
@@ -61,6 +77,11 @@ def _factory(name: str):
     except (ImportError, AttributeError) as e:
         raise UnknownTranscriber(f"transcriber {name!r}: cannot load {target!r}: {e}") from e
     return obj
+
+
+def check_name(name: str) -> None:
+    """Raise UnknownTranscriber unless ``name`` names a transcriber that can be loaded."""
+    _factory(name.strip())
 
 
 def get_transcriber(name: str, **opts) -> Transcriber:

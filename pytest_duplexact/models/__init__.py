@@ -125,9 +125,11 @@ def factory_for(spec: str):
 
 
 def _recorded(spec: str, options: dict):
-    if options:
-        raise ValueError(f"model {spec!r} takes no options (got {', '.join(options)})")
-    return _load(RECORDED.factory, spec)(spec[len(RECORDED_PREFIX):])
+    unknown = [k for k in options if k != "native_transcript"]
+    if unknown:
+        raise ValueError(f"model {spec!r} takes only the option native_transcript "
+                         f"(got {', '.join(unknown)})")
+    return _load(RECORDED.factory, spec)(spec[len(RECORDED_PREFIX):], **options)
 
 
 def _check_options(factory, options: dict, spec: str) -> None:

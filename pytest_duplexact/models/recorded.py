@@ -6,10 +6,15 @@ DIR is a run directory (``DIR/instances/<instance id>/``) or a folder of per-ins
 audio files (Full-Duplex-Bench style) carry no cue or barge-in information and replay Direct
 Replay instances only.
 The pipelines are bypassed: ``pipelines.run_instance`` returns the stored Recording.
+
+Option ``native_transcript`` (default true): false drops the words stored with each recording
+(a model's own transcript), so the run's transcriber hears the audio instead: what
+``duplexact rescore`` does (cli/rescore.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..data.annotations import Instance
@@ -40,11 +45,12 @@ def replay_problem(root: Path | str, instance_ids) -> str | None:
 
 
 class RecordedModel:
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, native_transcript: bool | str = True):
         self.root = Path(root).expanduser()
         if not self.root.is_dir():
             raise ValueError(f"recorded:{root}: no such folder")
         self.name = f"recorded:{root}"
+        self.native_transcript = _flag(native_transcript, f"recorded:{root}: native_transcript")
 
     def folder_for(self, instance_id: str) -> Path | None:
         for folder in (self.root / "instances" / instance_id, self.root / instance_id):
@@ -74,4 +80,15 @@ class RecordedModel:
         if instance.pipeline is Pipeline.SIMULATOR and rec.cue is None:
             raise ModelError(f"{folder}: recording.json has no cue, but {instance.id} is a "
                              f"Simulator Replay instance ({instance.action})")
-        return rec
+        return rec if self.native_transcript else replace(rec, transcript=())
+
+
+def _flag(value: bool | str, label: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{label}={value!r}: use true or false")

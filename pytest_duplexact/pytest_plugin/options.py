@@ -125,7 +125,9 @@ OPTIONS: tuple[Opt, ...] = (
         metavar="rule|llm"),
     Opt("simulator-model", "LLM for the simulator policy.", default="gpt-5.4", metavar="MODEL"),
     Opt("transcriber", "Transcripts of model speech: 'auto' (the model's native transcript, "
-        "else 'offline'), 'native', 'offline' (bundled faster-whisper), 'whisper-1'.",
+        "else 'offline'), 'native', 'offline' (= 'tiny.en': faster-whisper, Whisper tiny.en, "
+        "bundled), 'base' (Whisper base, the asr-base extra), 'whisper-1' (the paper's, "
+        "remote), openai:MODEL, or package.module:factory (docs/timeline.md).",
         default="auto", metavar="NAME"),
     Opt("cache-dir", "Shared cache for judge / simulator / transcription calls; default "
         "<run dir>/cache.", metavar="DIR"),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ..listen.transcribe import is_local, is_openai
 from ..run.settings import RunSettings
 from .config import RunConfig
 
@@ -20,6 +21,7 @@ from .config import RunConfig
 def check(run: RunConfig, settings: RunSettings, instances) -> str | None:
     """Every check; returns the baseline report's path (check_baseline)."""
     check_urls(settings)
+    check_transcriber(settings)
     check_keys(settings)
     check_model(run.model, settings)
     check_data(run.model, instances)
@@ -98,7 +100,7 @@ def check_urls(settings: RunSettings) -> None:
     from ..remote.netsafety import insecure_url_problem
 
     if not (settings.judge or settings.audio_judge
-            or settings.transcriber not in (None, "auto", "native", "offline")
+            or not is_local(settings.transcriber)
             or settings.simulator == "llm"):
         return  # nothing remote is asked for
     for what, url in (("--duplexact-judge-base-url", settings.judge_base_url),
@@ -119,13 +121,32 @@ def check_keys(settings: RunSettings) -> None:
 
     for flag, value, remote in (
             ("--duplexact-transcriber", settings.transcriber,
-             settings.transcriber not in (None, "auto", "native", "offline")),
+             is_openai(settings.transcriber)),
             ("--duplexact-simulator", settings.simulator, settings.simulator == "llm")):
         if remote:
             try:
                 resolve_api_key(None)
             except ConfigError as e:
                 raise pytest.UsageError(f"{flag}={value}: {e}") from None
+
+
+def check_transcriber(settings: RunSettings) -> None:
+    """An unknown transcriber name, or an offline one asked for by name whose package is not
+    installed, is refused here, not as an error in every instance ("auto" stays lazy: only
+    models without a native transcript need it)."""
+    from ..listen.transcribe import UnknownTranscriber, check_name, get_transcriber
+    from ..listen.transcribe_offline import TranscriberUnavailable
+
+    name = settings.transcriber
+    if name in (None, "auto", "native"):
+        return
+    try:
+        if is_local(name):
+            get_transcriber(name, lazy=True).check()
+        else:  # remote ones need their key (check_keys); a factory is built by each worker
+            check_name(name)
+    except (UnknownTranscriber, TranscriberUnavailable, ValueError) as e:
+        raise pytest.UsageError(f"--duplexact-transcriber={name}: {e}") from None
 
 
 def check_data(spec: str, instances) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..data.taxonomy import OBSERVATION_PERIOD_S, Pipeline
+from ..listen.transcribe import is_local
 from ..pipelines import bargein as _bargein
 from ..pipelines import simulator as _simulator
 
@@ -33,10 +34,6 @@ from ..pipelines import simulator as _simulator
 # flight, docs/benchmarks.md). A CPU core streams at most about 1000 / it sessions on time,
 # before scoring and the rest of the machine take their share.
 LOOP_CPU_MS_PER_STREAM_S = 14.0
-
-# services a run may call besides the model (data/usage.py labels), and the settings that
-# name their models; local ones (offline transcriber, rule simulator) bill nothing
-LOCAL_TRANSCRIBERS = (None, "auto", "native", "offline")
 
 
 def stream_bounds(inst, branches: bool = True) -> tuple[float, float]:
@@ -110,7 +107,7 @@ def services_of(settings, billed_model: bool) -> list[Service]:
         out.append(Service("audio_judge", settings.audio_judge, True))
     if settings.simulator == "llm" and settings.simulator_model:
         out.append(Service("simulator", settings.simulator_model, True))
-    if settings.transcriber not in LOCAL_TRANSCRIBERS:
+    if not is_local(settings.transcriber):
         out.append(Service("transcriber", settings.transcriber, True))
     return out
 

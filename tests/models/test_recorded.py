@@ -70,6 +70,22 @@ def test_recorded_model_replays_through_run_instance(trials, tmp_path):
         assert back.cue == rec.cue and back.transcript == rec.transcript
 
 
+def test_native_transcript_false_leaves_the_words_to_the_transcriber(trials, tmp_path):
+    inst, rec = trials["take_turn"]
+    assert rec.transcript  # the oracle gives its words
+    save_recording(rec, tmp_path / "instances" / inst.id, instance_id=inst.id)
+    back = resolve_model(f"recorded:{tmp_path}", native_transcript="false").recording_for(inst)
+    assert back.transcript == () and np.array_equal(back.output, load_recording(
+        tmp_path / "instances" / inst.id).output)
+    assert resolve_model(f"recorded:{tmp_path}", native_transcript="true").recording_for(
+        inst).transcript == rec.transcript
+    with pytest.raises(ValueError, match="native_transcript='maybe': use true or false"):
+        resolve_model(f"recorded:{tmp_path}", native_transcript="maybe")
+    with pytest.raises(ValueError, match="takes only the option native_transcript "
+                                         r"\(got speed\)"):
+        resolve_model(f"recorded:{tmp_path}", speed="2")
+
+
 def test_missing_and_mismatched_recordings(trials, tmp_path):
     inst, rec = trials["take_turn"]
     model = resolve_model(f"recorded:{tmp_path}")

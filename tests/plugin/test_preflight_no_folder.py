@@ -19,3 +19,22 @@ def test_a_missing_key_is_refused_before_the_run_folder(pytester, monkeypatch, o
                         "variable"), said
     assert len(said) <= 2  # the estimate's line, then the refusal
     assert not (pytester.path / "duplexact-runs").exists()
+
+
+@pytest.mark.parametrize("option,said_last", [
+    ("--duplexact-transcriber=small", "ERROR: --duplexact-transcriber=small: unknown "
+     "transcriber 'small'; known: offline, tiny.en, base, whisper-1, openai:MODEL, "
+     "package.module:factory"),
+    ("--duplexact-transcriber=no_such_module_xyz:make", "ERROR: "
+     "--duplexact-transcriber=no_such_module_xyz:make: transcriber 'no_such_module_xyz:make': "
+     "cannot load 'no_such_module_xyz:make': No module named 'no_such_module_xyz'"),
+])
+def test_a_transcriber_that_cannot_be_had_is_refused_before_the_run_folder(pytester, option,
+                                                                          said_last):
+    res = pytester.runpytest_subprocess("--duplexact-model=silent", option, "-p",
+                                        "no:cacheprovider", timeout=300)
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said[-1] == said_last, said
+    assert len(said) <= 2
+    assert not (pytester.path / "duplexact-runs").exists()

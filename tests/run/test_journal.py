@@ -246,6 +246,9 @@ def test_the_fingerprint_is_what_outcomes_depend_on():
     assert "bargein_branches" not in SETTINGS
     assert fp(bargein_branches="on") != FP
     assert fp(bargein_branches="on") != fp(bargein_branches="off")
+    # each transcriber is its own scoring: outcomes heard by one are never resumed into another
+    names = ("auto", "tiny.en", "base", "whisper-1")
+    assert len({fp(transcriber=n) for n in names}) == len(names)
 
 
 def _run_dir_with(tmp_path, instances, settings: dict) -> Path:

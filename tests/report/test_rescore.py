@@ -1,0 +1,95 @@
+"""``duplexact rescore RUN --transcriber=NAME`` (cli/rescore.py): a finished run's recordings
+heard by another transcriber, in a new run folder, with no model call, compared with the
+original instance by instance. whisper-1 is the fake transcription server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# The VAD's native modules, imported once here (see test_runs.py: an in-process pytester run
+# drops the modules it imported, and torch cannot be imported twice into one process).
+import silero_vad  # noqa: F401
+import torch  # noqa: F401
+
+from pytest_duplexact.cli import main as duplexact
+from pytest_duplexact.run.settings import RunSettings
+from tests.fakes.openai_server import Transcript
+from tests.judges.judgekit import FAKE_KEY
+
+ONE = ("--duplexact-condition=interrupt.help", "--duplexact-limit=1", "-p",
+       "no:cacheprovider", "-q")
+MURMUR = [("Mm-hmm.", 0.0, 0.4)]
+
+
+def test_whisper_1_rescores_an_oracle_run_and_shows_the_flip(pytester, openai_server,
+                                                            monkeypatch, capfd):
+    res = pytester.runpytest("--duplexact-model=oracle", "--duplexact-run-dir=orig", *ONE)
+    res.assert_outcomes(passed=1)
+    orig = pytester.path / "orig"
+    # the oracle's interruption, heard as a murmur: a backchannel, not an interruption
+    openai_server.responder = lambda rec: Transcript(MURMUR)
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("DUPLEXACT_TRANSCRIBE_BASE_URL", openai_server.url)
+    capfd.readouterr()
+    code = duplexact(["rescore", str(orig), "--transcriber=whisper-1"])
+    out = capfd.readouterr().out
+    assert code == 0, out  # one flip: not a significant drop
+    new = pytester.path / "orig-whisper-1"
+    assert f"duplexact rescore: {orig} heard by whisper-1 (was auto), no model call" in out
+    assert "Flips (1):" in out and "interrupt-help" in out
+    assert "success->failure" in out
+    # only the transcriber was asked, once per segment the oracle spoke
+    assert openai_server.requests and {r.endpoint for r in openai_server.requests} == {
+        "audio/transcriptions"}
+    report = json.loads((new / "report.json").read_text())
+    assert report["settings"]["transcriber"] == "whisper-1"
+    assert report["settings"]["model"] == f"recorded:{orig}"
+    (inst,) = (new / "instances").iterdir()
+    timeline = json.loads((inst / "timeline.json").read_text())
+    assert [s["text"] for s in timeline["segments"]] == ["Mm-hmm."] * len(
+        timeline["segments"])
+    # the original is untouched, and a second rescore gets a folder of its own
+    assert json.loads((orig / "report.json").read_text())["settings"]["transcriber"] == "auto"
+
+
+def _fake_run(folder, report=True):
+    folder.mkdir()
+    (folder / "run.json").write_text(json.dumps(
+        {"settings": RunSettings(model="oracle").to_dict()}))
+    (folder / "instances").mkdir()
+    if report:
+        (folder / "report.json").write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize("case,said", [
+    ("no folder", "no such folder; give a run directory"),
+    ("no run.json", "not a DuplexAct run directory (no run.json)"),
+    ("unfinished", "the run has no report.json or no recordings; finish it first: "
+                   "pytest --duplexact-resume="),
+    ("unknown", "--transcriber=small: unknown transcriber 'small'; known: offline, tiny.en"),
+    ("auto", "--transcriber=auto: name the transcriber that should hear the recordings"),
+    ("no key", "--transcriber=whisper-1: no API key: set the OPENAI_API_KEY environment "
+               "variable"),
+    ("out not empty", "already holds files; choose a new folder"),
+])
+def test_mistakes_are_one_line_and_exit_4(tmp_path, monkeypatch, capsys, case, said):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run, name, extra = tmp_path / "run", "tiny.en", []
+    if case == "no run.json":
+        run.mkdir()
+    elif case != "no folder":
+        _fake_run(run, report=case != "unfinished")
+    name = {"unknown": "small", "auto": "auto", "no key": "whisper-1"}.get(case, name)
+    if case == "out not empty":
+        (tmp_path / "busy").mkdir()
+        (tmp_path / "busy" / "x").write_text("")
+        extra = ["--out", str(tmp_path / "busy")]
+    code = duplexact(["rescore", str(run), f"--transcriber={name}", *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 4
+    assert len(err) == 1 and err[0].startswith("duplexact rescore: ") and said in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        {"run", "busy"} & {p.name for p in tmp_path.iterdir()})  # nothing new was made
