@@ -178,6 +178,8 @@ def _expected_tracks(meta: dict, where: Path) -> dict[str, tuple[str, int, int]]
     out = {}
     for track in TRACKS:
         field = f"{track}_samples"
+        if track == "channel_input" and meta.get(field) is None:
+            continue  # only a channelled trial has it
         if not _count(meta.get(field)):
             raise RecordingFormatError(f"{where}: field '{field}' must be a number of samples, "
                                        f"not {repr(meta.get(field))[:40]}")
@@ -266,6 +268,6 @@ def load_recording(folder: Path | str) -> Recording:
     words, cue, until, events = _parse(meta, meta_path)
     heard = None
     if meta.get("channel_input_samples") is not None:
-        heard = _read_track(track_file(folder, "channel_input"))
+        heard = _read_track(track_file(folder, "channel_input"), expected.get("channel_input"))
     return Recording(input=inp, output=out, transcript=words, cue=cue, user_sent_until=until,
                      events=events, channel_input=heard)

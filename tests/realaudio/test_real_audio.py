@@ -48,9 +48,12 @@ def test_first_onset_lands_on_the_first_loud_audio(folder):
         f"{m.name}: no speech found (audio onset {m.onset.first_loud}, ours {m.our_onset})"
     err = m.our_onset - m.onset.first_loud
     if abs(err) > ONSET_TOLERANCE_S and not m.onset.quiet_lead_in:
-        # murmur or a click before the speech read as speech: the timeline's local levels
+        # after a noisy lead-in the first loud sample need not be speech: in pause_handling it
+        # is a 50 ms burst 28 dB under the speech that the VAD leaves out (a click or breath),
+        # so our onset is +439 ms from it, on the first word (docs/timeline.md section 6)
         pytest.xfail(f"{m.name}: first onset {1000 * err:+.0f} ms from the first loud sample "
-                     f"after a lead-in of {m.onset.lead_in()}")
+                     f"after a lead-in of {m.onset.lead_in()}; after a noisy lead-in that "
+                     f"sample need not be speech")
     assert abs(err) <= ONSET_TOLERANCE_S, (
         f"{m.name}: our first onset {m.our_onset:.3f} s, the audio's first loud sample "
         f"{m.onset.first_loud:.3f} s ({1000 * err:+.0f} ms; lead-in {m.onset.lead_in()})")
@@ -59,10 +62,6 @@ def test_first_onset_lands_on_the_first_loud_audio(folder):
 @pytest.mark.parametrize("folder", PARAMS, ids=IDS)
 def test_no_pause_is_closed_over_quiet_audio(folder):
     m = measured(_folder(folder))
-    if m.closed and not m.onset.quiet_lead_in:
-        pytest.xfail(f"{m.name}: {len(m.closed)} pause(s) closed over quiet audio "
-                     f"({', '.join(map(str, m.closed))}) in an output with a noisy lead-in "
-                     f"({m.onset.lead_in()})")
     assert m.closed == [], f"{m.name}: pauses closed: {', '.join(map(str, m.closed))}"
 
 
