@@ -43,6 +43,19 @@ def client(*, verify: bool, connect_timeout: float, read_timeout: float) -> http
                               follow_redirects=False)
 
 
+def _root_cause(e: BaseException) -> str:
+    """`` ([Errno 111] Connection refused)``: the socket's own reason under an async client's
+    "All connection attempts failed", which alone does not say whether anything listens."""
+    seen = e.__cause__ or e.__context__
+    for _ in range(6):
+        if seen is None:
+            return ""
+        if isinstance(seen, OSError) and seen.strerror and seen.strerror not in str(e):
+            return f" ({seen})"
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
 def request_error(e: BaseException, label: str, what: str, url: str) -> ModelError:
     """A failed request (``what``: which one) as a ``ModelError``: timeouts, refused or reset
     connections and busy statuses are transient (retried); a certificate the client does not
@@ -57,7 +70,7 @@ def request_error(e: BaseException, label: str, what: str, url: str) -> ModelErr
         text = f"{label}: {what} got HTTP {status} from {where}" + (f": {detail}" if detail
                                                                      else "")
         return TransientModelError(text) if status in TRANSIENT_HTTP else ModelError(text)
-    why = scrub_url(f"{type(e).__name__}: {e}", url)
+    why = scrub_url(f"{type(e).__name__}: {e}{_root_cause(e)}", url)
     if "CERTIFICATE_VERIFY_FAILED" in why or "certificate verify failed" in why:
         return ModelConfigError(
             f"{label}: {what} to {where}: {why}. A demo server with a self-signed certificate "
