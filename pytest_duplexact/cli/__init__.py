@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow-incomplete", action="store_true",
                    help="merge even when instances of the selection have no outcome in any "
                         "report (the merged report lists them in 'incomplete')")
+    p.add_argument("--store", metavar="DIR", help="the run store the robustness section is "
+                                                  "built from (default .duplexact, as a run's)")
 
     p = sub.add_parser("models", help="list the built-in models, what each needs and whether "
                                       "it is present here")

@@ -9,7 +9,9 @@ sum: equal to the unsharded run's where the calls are the same. The merged repor
 ``model.build``, the function the plugin builds its report with, so it has every section the
 unsharded run's has (usage, judges, cost, the paper side by side).
 Gates and baseline sections of the shards are dropped: they judged one shard; gate the merged
-report instead.
+report instead. The ``robustness`` section (robustness.py) is built again over the merged run
+and the run store (``--store``, default ``.duplexact``) as the unsharded run builds it, when a
+shard has one or ``--store`` is given: each shard's own section compared one shard only.
 
 Refused, with the file and field named: reports that are not DuplexAct reports, of different
 report versions, models, datasets, scoring settings or selections; overlapping instances;
@@ -161,12 +163,14 @@ def _run_dir_of(path: Path, report: Report) -> str | None:
     return None
 
 
-def merge(paths: list[str | Path], allow_incomplete: bool = False) -> dict:
+def merge(paths: list[str | Path], allow_incomplete: bool = False,
+          store: str | Path | None = None) -> dict:
     """The merged report as report.json holds it (``merged``'s, written and read back)."""
-    return json.loads(json.dumps(merged(paths, allow_incomplete).to_json()))  # tuples -> lists
+    return json.loads(json.dumps(merged(paths, allow_incomplete, store).to_json()))  # tuples
 
 
-def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
+def merged(paths: list[str | Path], allow_incomplete: bool = False,
+           store: str | Path | None = None) -> Report:
     """The merged report (see the module docstring); raises MergeError. Instances of the
     shards' selection that no report has (a shard run with ``-k``, an interrupted one, an
     edited report) refuse the merge, naming them; ``allow_incomplete`` merges anyway and
@@ -256,7 +260,32 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False) -> Report:
                     for (p, rep), theirs in zip(loaded, parsed)])
     except ValueError as e:
         raise MergeError(f"cannot aggregate the merged instances: {e}") from None
+    report = _with_robustness(report, loaded, store)
     return report.replace(extra=extra) if extra else report
+
+
+def _with_robustness(report: Report, loaded: list[tuple[Path, Report]],
+                     store: str | Path | None) -> Report:
+    """The unsharded run's robustness section: built over the merged report and the run store
+    when a shard has one (its run read the store) or ``store`` is given. A shard's own section
+    cannot be carried: its row for this channel, and its paired tests, are one shard's."""
+    from . import robustness
+    from .store import DEFAULT_STORE
+
+    if store is None and not any(rep.robustness for _, rep in loaded):
+        return report
+    where = Path(store if store is not None else DEFAULT_STORE)
+    try:
+        sec = robustness.section(report, robustness.stored_reports(where))
+    except (OSError, ValueError) as e:
+        sec, why = None, f"the run store {where} cannot be read ({e})"
+    else:
+        why = f"the run store {where} holds no run of this model and data under another channel"
+    if sec is not None:
+        return report.replace(robustness=sec)
+    return report.replace(notes=[*report.note_lines(),
+                                 f"no robustness section: {why}; pass --store DIR (the "
+                                 "shards' --duplexact-storage folder)"])
 
 
 def _timing_tolerance(loaded: list[tuple[Path, Report]]) -> float | None:
@@ -383,7 +412,8 @@ def main(args) -> int:
         if problem:
             raise MergeError(problem)
         report = merged(args.reports,
-                        allow_incomplete=getattr(args, "allow_incomplete", False))
+                        allow_incomplete=getattr(args, "allow_incomplete", False),
+                        store=getattr(args, "store", None))
         write_json(output, report.to_json())
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)

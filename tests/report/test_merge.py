@@ -239,3 +239,45 @@ def test_a_malformed_clock_section_names_the_field(tmp_path, clock, field):
     _edit(paths[1], lambda d: d.update(clock=clock))
     with pytest.raises(MergeError, match=re.escape(f"{paths[1]}: field {field}")):
         merge(paths)
+
+
+def test_a_merged_channelled_run_has_the_unsharded_runs_robustness_section(tmp_path):
+    """The section reads the run store: merge builds it again over the merged run (a shard's
+    own section compared one shard only), equal to the unsharded run's."""
+    from pytest_duplexact.data.results import InstanceOutcome
+    from pytest_duplexact.report import robustness
+    from pytest_duplexact.report.model import Report
+    from pytest_duplexact.report.store import save
+    from tests.report.helpers import outcomes_for
+
+    def run(successes, **over):
+        outs = outcomes_for("take_turn.delayed", 20, successes)
+        outs += outcomes_for("wait.inter_sentential_pause", 20, 18)
+        return report(outs, **over)
+
+    store = tmp_path / "store"
+    save(run(18), store)  # the clean run
+    full = run(3, channel="echo:-6@50")
+    unsharded = robustness.section(Report.from_json(full), robustness.stored_reports(store))
+    assert unsharded["channels"][1]["flips_to_failure"] == 15
+    paths = []
+    for k in (1, 2):
+        part = [InstanceOutcome.from_dict(d) for d in full["instances"]
+                if shard_of(d["id"], 2) == k]
+        rep = Report.from_json(report(part, channel="echo:-6@50", selection=_sel(f"{k}/2")))
+        rep = rep.replace(robustness=robustness.section(rep, robustness.stored_reports(store)))
+        p = tmp_path / f"shard{k}.json"
+        p.write_text(json.dumps(rep.to_json()))
+        paths.append(p)
+    assert json.loads(paths[0].read_text())["robustness"] != unsharded  # one shard's
+    merged = merge(paths, store=store)
+    assert merged["robustness"] == json.loads(json.dumps(unsharded))
+    # no store where the shards had one: no section, and a note says what to pass
+    bare = merge(paths, store=tmp_path / "elsewhere")
+    assert "robustness" not in bare
+    assert bare["notes"][-1].endswith("pass --store DIR (the shards' --duplexact-storage "
+                                      "folder)")
+    # shards run without a store: no section, no note (the default bytes)
+    for p in paths:
+        _edit(p, lambda d: d.pop("robustness"))
+    assert "robustness" not in merge(paths) and not merge(paths).get("notes")
