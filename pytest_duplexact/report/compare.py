@@ -3,9 +3,10 @@
 The baseline gate's comparison (baseline.compare: paired on the same instances, McNemar's
 exact test, Newcombe intervals and the flips; unpaired when the instance sets differ) between
 two stored reports, printed in full: every comparison with its change and p-values, and every
-flip with both runs' reasons. ``--html`` writes the comparison page (compare_html.py): the
-per-condition deltas with their intervals, the flip list, and each flip's lanes and audio
-from both runs side by side.
+flip with both runs' reasons, and each action's and condition's median latency in both runs
+with its n and the change (latency.deltas). ``--html`` writes the comparison page
+(compare_html.py): the per-condition deltas with their intervals, the latency deltas, the
+flip list, and each flip's lanes and audio from both runs side by side.
 
 Exit 0: no significant drop; 1: a significant drop (so the command is a CI gate on stored
 reports too); 2: a report cannot be read.
@@ -13,7 +14,7 @@ reports too); 2: a report cannot be read.
 
 from __future__ import annotations
 
-from . import MALFORMED, read_report, refuse
+from . import MALFORMED, latency, read_report, refuse
 from . import baseline as baseline_mod
 from .model import Report, as_report
 from .terminal import _table
@@ -30,6 +31,16 @@ def table_lines(section: dict) -> list[str]:
                      baseline_mod.change_text(r), f"{r['p_value']:.3g}",
                      f"{r['p_adjusted']:.3g}", baseline_mod.verdict(r, section["alpha"])])
     return _table(rows) if len(rows) > 1 else ["(nothing measured in both runs)"]
+
+
+def latency_lines(a: Report, b: Report) -> list[str]:
+    """Per action and condition: each run's median latency with its n, and the change."""
+    found = latency.deltas(a, b)
+    if not found:
+        return []
+    return ["", "Latency per action and condition (p50 in s, n; change = B - A, "
+            "descriptive):"] + _table([latency.DELTA_HEADER] + [[d["label"]]
+                                      + latency.delta_cells(d) for d in found])
 
 
 def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
@@ -53,6 +64,7 @@ def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
             "(not in the baseline)", "in B (not in A)"))
     out += [f"  not compared: {s['target']}: {s['why']}" for s in section["not_compared"]
             if s["target"] not in new]
+    out += latency_lines(a, b)
     flips = section["flips"]
     if section["pairing"] == "paired":
         out += ["", f"Flips ({len(flips)}{baseline_mod.borderline_count(section)}):"]

@@ -81,6 +81,18 @@ def _flip(f: dict, sides: dict, roots: dict, audio: str, embedded: bool,
     return "".join(parts) + "</div></div>"
 
 
+def _latency_deltas(a: Report, b: Report) -> str:
+    """Each action's and condition's median latency in both runs, n, and the change."""
+    from .latency import DELTA_HEADER, delta_cells, deltas
+
+    found = deltas(a, b)
+    if not found:
+        return ""
+    return ("<h3>Latency</h3><p>p50 in seconds with n per run; change = B - A (descriptive, "
+            "no test).</p>"
+            + _table(DELTA_HEADER, [[d["label"]] + delta_cells(d) for d in found], left={0}))
+
+
 def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_path=None, out_path=None,
            audio: str = "embed", embed_limit: int = DEFAULT_EMBED_LIMIT) -> str:
     """The page as a string. ``section``: baseline.compare(b, a); ``audio`` as for the report
@@ -112,7 +124,7 @@ def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_
             "</section>",
             '<section id="deltas"><h2>Deltas per action and condition</h2>'
             + _chart(paired_deltas_chart(section), "no paired intervals (unpaired comparison)")
-            + _baseline_section(section, in_report=False) + "</section>",
+            + _baseline_section(section, in_report=False) + _latency_deltas(a, b) + "</section>",
             f'<section id="flips"><h2>Flips</h2>{flip_body}</section>']
     nav = "".join(f'<a href="#{s}">{s}</a>' for s in ("summary", "deltas", "flips"))
     title = f"A {against(section)} vs B {b.model_label}"

@@ -71,3 +71,35 @@ def cells(row: LatencyRow) -> list[str]:
 
 
 HEADER = ["", "measure", "p10", "p50", "p90", "n", "no response", "paper medians"]
+
+
+def deltas(a: Report | dict, b: Report | dict) -> list[dict]:
+    """Per action and condition measured in either run: each run's p50 (s) with its n and
+    no-response rate, and B's p50 minus A's (None unless both have one). A descriptive
+    change: latency has no paired test here."""
+    rows_a = {(r.action, r.condition): r for r in rows(a)}
+    rows_b = {(r.action, r.condition): r for r in rows(b)}
+    out = []
+    for key in list(rows_a) + [k for k in rows_b if k not in rows_a]:
+        ra, rb = rows_a.get(key), rows_b.get(key)
+        la, lb = (ra.latency if ra else {}), (rb.latency if rb else {})
+        pa, pb = la.get("p50"), lb.get("p50")
+        out.append({"action": key[0], "condition": key[1], "label": (ra or rb).label,
+                    "a": {"p50": pa, "n": la.get("n", 0), "no_response": la.get("no_response")},
+                    "b": {"p50": pb, "n": lb.get("n", 0), "no_response": lb.get("no_response")},
+                    "delta_p50": None if pa is None or pb is None else round(pb - pa, 6)})
+    return out
+
+
+def _nr(side: dict) -> str:
+    return "-" if side["no_response"] is None else f"{100 * side['no_response']:.0f}%"
+
+
+def delta_cells(d: dict) -> list[str]:
+    """A p50 (n), B p50 (n), change, A / B no response."""
+    change = "-" if d["delta_p50"] is None else f"{d['delta_p50']:+.2f}"
+    return [f"{_s(d['a']['p50'])} ({d['a']['n']})", f"{_s(d['b']['p50'])} ({d['b']['n']})",
+            change, f"{_nr(d['a'])} / {_nr(d['b'])}"]
+
+
+DELTA_HEADER = ["latency", "A p50 s (n)", "B p50 s (n)", "change", "no response A / B"]

@@ -95,3 +95,32 @@ def test_terminal_and_gates():
 def test_bad_latency_gates(expr, says):
     with pytest.raises(gates.GateError, match=says):
         gates.parse(expr)
+
+
+def test_compare_shows_median_latency_deltas_with_n(tmp_path, capsys):
+    """``duplexact compare``: per action and condition, each run's p50 with its n, the change
+    B - A and the no-response rates, in the terminal and on the HTML page."""
+    import json
+
+    from pytest_duplexact.cli import main as duplexact
+    from pytest_duplexact.report.latency import deltas
+
+    a = report([_timed(k, 0.4 + 0.1 * k) for k in range(5)])  # p50 0.6
+    b = report([_timed(k, 1.0 + 0.1 * k) for k in range(4)]  # p50 1.15, one silent trial
+               + [_timed(4, None, responded=False)], channel="phone")
+    found = {(d["action"], d["condition"]): d for d in deltas(a, b)}
+    assert set(found) == {("take_turn", None), ("take_turn", "delayed")}
+    d = found[("take_turn", "delayed")]
+    assert (d["a"]["n"], d["b"]["n"], d["b"]["no_response"]) == (5, 4, 0.2)
+    assert d["delta_p50"] == pytest.approx(0.55)
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    duplexact(["compare", str(pa), str(pb), "--html", str(tmp_path / "c.html")])
+    out = capsys.readouterr().out
+    assert "Latency per action and condition" in out
+    row = next(line for line in out.splitlines() if "Take Turn / Delayed" in line
+               and "+0.55" in line)
+    assert "0.60 (5)" in row and "1.15 (4)" in row and "0% / 20%" in row
+    page = (tmp_path / "c.html").read_text()
+    assert "<h3>Latency</h3>" in page and "+0.55" in page and "1.15 (4)" in page
