@@ -235,6 +235,7 @@ def timings_chart(report: Report | dict) -> str | None:
     if not values:
         return None
     pr = paper_data.load()
+    summary = as_report(report).summary
     actions = [a for a in taxonomy.TIMING_DIAGNOSTIC if a in values]
     widths = [max(2, len(taxonomy.conditions_of(a))) for a in actions]
     fig = _figure(max(5.0, 0.9 * sum(widths) + 1.5), 3.4)
@@ -254,6 +255,11 @@ def timings_chart(report: Report | dict) -> str | None:
                              if (t := pr.timing(m.name, c.key)) is not None]
             ax.plot([k + 0.32] * len(paper_medians), paper_medians, "_", markersize=7,
                     color="#999999")
+            lat = summary.latency(a, c.id) or {}
+            for q in ("p10", "p90"):  # report.json's percentiles, as the latency table has them
+                if lat.get(q) is not None:
+                    ax.plot([k - 0.32], [lat[q]], "_", markersize=9, markeredgewidth=1.6,
+                            color=COLOR["paper"], gid=f"latency-{q}-{a}-{c.id}")
         ax.set_xticks(range(len(conds)), [c.label for c in conds], rotation=45, ha="right",
                       fontsize=7)
         ax.set_xlim(-0.6, len(conds) - 0.4)
@@ -265,6 +271,8 @@ def timings_chart(report: Report | dict) -> str | None:
     axes[-1].plot([], [], "o", color=COLOR["I"], label="this run (one dot per instance)")
     axes[-1].plot([], [], "_", color="#999999", markersize=7,
                   label="the paper's models: median per condition (Table 15)")
+    axes[-1].plot([], [], "_", color=COLOR["paper"], markersize=9, markeredgewidth=1.6,
+                  label="this run: p10 and p90 (report.json latency)")
     fig.legend(fontsize=7.5, frameon=False, loc="lower center", ncols=2,
                bbox_to_anchor=(0.5, 1.0))
     return _svg(fig)

@@ -124,3 +124,28 @@ def test_compare_shows_median_latency_deltas_with_n(tmp_path, capsys):
     assert "0.60 (5)" in row and "1.15 (4)" in row and "0% / 20%" in row
     page = (tmp_path / "c.html").read_text()
     assert "<h3>Latency</h3>" in page and "+0.55" in page and "1.15 (4)" in page
+
+
+def test_the_html_timing_chart_draws_p10_and_p90():
+    """The timing chart marks each condition's p10 and p90 (report.json ``condition_latency``)
+    beside the instances' dots and the paper's medians."""
+    import re
+
+    from pytest_duplexact.report.charts import timings_chart
+
+    values = [0.2 + 0.1 * k for k in range(10)]
+    outs = [dataclasses.replace(outcome("stop", "direct_interruption", k, True, timing=v),
+                                responded=True) for k, v in enumerate(values)]
+    outs.append(dataclasses.replace(outcome("recover", "revise", 0, True, timing=0.5),
+                                    responded=True))
+    rep = report(outs)
+    lat = rep["summary"]["actions"]["stop"]["condition_latency"]["direct_interruption"]
+    assert lat["p10"] == pytest.approx(np.percentile(values, 10))
+    svg = timings_chart(rep)
+    for q in ("p10", "p90"):
+        for key in ("stop-direct_interruption", "recover-revise"):
+            group = re.search(rf'<g id="latency-{q}-{key}">(.*?)</g>', svg, re.S)
+            assert group is not None and ("<use" in group[1] or "<path" in group[1])
+    assert "p10 and p90" in svg
+    # no latency measured in a condition: no marks for it
+    assert "latency-p10-recover-repeat" not in svg
