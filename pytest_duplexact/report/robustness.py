@@ -5,7 +5,8 @@ comparison of baseline.py (McNemar's exact test, Holm-adjusted) and its flips. `
 significant drop, ``+`` a significant gain. Its Markdown table is ready for a model card.
 
 Built from reports: the run's own and the stored ones (store.py) of the same model, model
-options, data and scoring (settings.comparable_changes); per channel the newest one."""
+options, data and scoring (settings.comparable_changes), shards left out; per channel the
+newest one."""
 
 from __future__ import annotations
 
@@ -33,6 +34,13 @@ def _same_run_kind(a: Report, b: Report) -> bool:
             and not sa.comparable_changes(sb))
 
 
+def _shard(report: Report) -> bool:
+    """One shard of a run (--duplexact-shard): a part of its channel's run, never the run;
+    its merge (``duplexact merge``) is."""
+    sel = (report.settings or {}).get("selection")
+    return isinstance(sel, dict) and sel.get("shard") is not None
+
+
 def section(current: Report | dict, stored: Iterable[Report | dict],
             alpha: float = 0.05) -> dict | None:
     """The section over ``current`` and the ``stored`` reports like it; None unless they hold
@@ -42,7 +50,7 @@ def section(current: Report | dict, stored: Iterable[Report | dict],
     current = as_report(current)
     newest: dict[str, Report] = {}
     for rep in map(as_report, stored):
-        if not _same_run_kind(current, rep):
+        if not _same_run_kind(current, rep) or _shard(rep):
             continue
         ch = channel_of(rep)
         if ch not in newest or str(rep.created or "") > str(newest[ch].created or ""):

@@ -67,3 +67,14 @@ def test_a_store_of_reports(tmp_path):
     current = _run(17, "phone", "c")
     sec = robustness.section(current, stored)
     assert [r["channel"] for r in sec["channels"]] == ["clean", "echo:-6@50", "phone"]
+
+
+def test_a_stored_shard_is_not_its_channels_run():
+    """A shard (--duplexact-shard) holds part of its channel's instances: the section never
+    takes it for that channel's run (its merge is the run)."""
+    clean, echo = _run(18, None, "a"), _run(2, "echo:-6@50", "b")
+    shard = Report.from_json(dict(_run(0, "phone", "c").to_json(), settings=dict(
+        _run(0, "phone", "c").settings, selection=dict(clean.settings["selection"],
+                                                       shard="1/2"))))
+    sec = robustness.section(echo, [clean, shard])
+    assert [r["channel"] for r in sec["channels"]] == ["clean", "echo:-6@50"]
