@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import io
 import logging
+import os
 from typing import Any
 
 # imported here, not lazily: a missing package fails the registry's preflight, by name
@@ -50,8 +51,8 @@ def _root_cause(e: BaseException) -> str:
     for _ in range(6):
         if seen is None:
             return ""
-        if isinstance(seen, OSError) and seen.strerror and seen.strerror not in str(e):
-            return f" ({seen})"
+        if isinstance(seen, OSError) and seen.errno:  # "Connect call failed": errno's words
+            return f" ([Errno {seen.errno}] {os.strerror(seen.errno)})"
         seen = seen.__cause__ or seen.__context__
     return ""
 

@@ -413,8 +413,11 @@ async def test_mini_omni2_server_error_drop_and_hang():
 
 # --- configuration ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, example", [("freeze-omni", "https://HOST:8081 -o verify=false"),
-                                           ("vita-1.5", "https://HOST:8081 -o verify=false"),
+_TLS_EXAMPLE = "https://HOST:8081 --duplexact-model-option verify=false"
+
+
+@pytest.mark.parametrize("name, example", [("freeze-omni", _TLS_EXAMPLE),
+                                           ("vita-1.5", _TLS_EXAMPLE),
                                            ("lychee-fd", "http://HOST:7860"),
                                            ("mini-omni2", "http://HOST:60808")])
 def test_a_server_is_required_and_a_password_is_never_shown(name, example):
