@@ -62,6 +62,7 @@ from .streaming import (
     ServerUnreachable,
     TranscriptDelta,
     TransientModelError,
+    admitting,
 )
 
 log = logging.getLogger(__name__)
@@ -248,7 +249,6 @@ class MoshiServerModel:
         self.cfg = cfg
         self.input_sample_rate = self.output_sample_rate = SAMPLE_RATE
         self.max_concurrency = cfg.max_sessions  # read by run/harness.py
-        self.queues_sessions = True  # connect waits for the lock (pipelines/streaming.py)
         self.name = LABEL
         self._sphn = sphn_module()
 
@@ -267,7 +267,8 @@ class MoshiServerModel:
         try:
             t0 = time.monotonic()
             try:
-                first = await asyncio.wait_for(ws.recv(), cfg.lock_timeout)
+                with admitting():  # the server's lock: not model time (models/streaming.py)
+                    first = await asyncio.wait_for(ws.recv(), cfg.lock_timeout)
             except asyncio.TimeoutError:
                 err = TransientModelError(
                     f"{LABEL}: no handshake within {cfg.lock_timeout:g} s (lock_timeout): the "

@@ -17,9 +17,9 @@ and ``attach_playback(played_ms)``: the duplex then hands it ``played_ms(item_id
 the milliseconds of that item a listener has heard by now on the playback clock (for a
 protocol that reports playback back to its server, as vllm_omni.py does).
 
-A model whose server queues sessions (one lock, a worker pool) and whose ``connect`` waits
-its turn there, bounded by its own deadline, sets ``queues_sessions = True``: the wait is then
-not taken for a hung model (``--duplexact-timeout``; pipelines/streaming.py ``_connect``).
+A model whose server makes a session wait its turn (one lock, a worker pool, a held-back
+READY) wraps that wait, bounded by its own deadline, in ``admitting()``: it is then not taken
+for a hung model (``--duplexact-timeout``) and is reported apart (``Admission``).
 
 ``events()`` yields ``AudioDelta`` / ``TranscriptDelta`` / ``SpeechStarted`` / ``ItemDone`` /
 ``ResponseDone`` / ``Error`` / ``Note``. An adapter raises ``TransientModelError`` (retried

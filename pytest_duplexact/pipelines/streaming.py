@@ -294,26 +294,6 @@ def _checked_audio(audio: Any, at: float) -> np.ndarray:
     return x
 
 
-WAIT_BEAT_S = 1.0  # how often a connect that waits its turn tells the watchdog it is alive
-
-
-async def _connect(model: StreamingModel, info: SessionInfo):
-    """``model.connect(info)``. A model whose server queues sessions (``queues_sessions``:
-    one lock, a worker pool; the wait bounded by the adapter's own deadline) is waiting its
-    turn there, not stuck: the watchdog (``--duplexact-timeout``) is told so every
-    ``WAIT_BEAT_S``. The trial's clock starts later, at its first input."""
-    if not getattr(model, "queues_sessions", False):
-        return await model.connect(info)
-    watch = watchdog.current()
-    task = asyncio.ensure_future(model.connect(info))
-    try:
-        while not (await asyncio.wait({task}, timeout=WAIT_BEAT_S))[0]:
-            watch.beats += 1
-        return task.result()
-    finally:
-        task.cancel()
-
-
 class StreamingDuplex(Duplex):
     """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
 
@@ -359,7 +339,7 @@ class StreamingDuplex(Duplex):
         admission = ADMISSION.get()
         waited = admission.seconds if admission is not None else 0.0
         try:
-            session = await _connect(model, info)
+            session = await model.connect(info)
         except ModelError:
             raise
         except (OSError, asyncio.TimeoutError) as e:

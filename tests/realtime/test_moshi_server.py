@@ -268,9 +268,8 @@ async def test_a_second_session_waits_for_the_lock_and_is_bounded():
 
 @pytest.mark.asyncio
 async def test_waiting_for_the_lock_is_not_charged_to_the_watchdog(tmp_path, monkeypatch):
-    from pytest_duplexact.pipelines import streaming, watchdog
+    from pytest_duplexact.pipelines import watchdog
 
-    monkeypatch.setattr(streaming, "WAIT_BEAT_S", 0.05)
     async with FakeMoshiServer() as srv:
         model = resolve_model(LABEL, url=srv.url)
         holder = await _instance_free_connect(model)  # someone else's session, 1 s more
