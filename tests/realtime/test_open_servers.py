@@ -63,11 +63,13 @@ def speech_clip(start: float, seconds: float, total: float) -> np.ndarray:
 
 
 def stall(rec) -> float:
-    """The longest the trial's event loop was late (its ``input_lag`` event), which delays a
-    message's arrival behind its send time just as much: the load share of the margin."""
+    """The most the trial's harness was late (its ``clock``: input lag, output stamped late,
+    the loop monitor's stall; else its ``input_lag`` event), which delays a message's arrival
+    behind its send time just as much: the load share of the margin."""
     lags = [float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
             if what.startswith("input_lag max")]
-    return max(lags, default=0.0)
+    clock = [float(v) / 1000 for k, v in (rec.clock or {}).items() if k.endswith("_max_ms")]
+    return max(lags + clock, default=0.0)
 
 
 def check_timing(rec, t0, sends):
