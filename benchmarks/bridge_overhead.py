@@ -90,7 +90,7 @@ def onsets(mode: str, trials: int) -> dict:
     from pytest_duplexact.data.annotations import Annotations, Clip, Instance
     from pytest_duplexact.pipelines.direct import DirectReplay
     from pytest_duplexact.pipelines.stepped import SteppedDuplex
-    from pytest_duplexact.pipelines.streaming import StreamingDuplex
+    from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 
     tmp = Path(tempfile.mkdtemp())
     audio.write(tmp / "user.flac", np.zeros(SAMPLE_RATE // 2, np.float32))

@@ -40,7 +40,7 @@ from _common import load_module  # noqa: E402
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.base import ModelError  # noqa: E402
 from pytest_duplexact.models.openai_realtime import factory  # noqa: E402
-from pytest_duplexact.pipelines.streaming import StreamingDuplex  # noqa: E402
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex  # noqa: E402
 from pytest_duplexact.remote.retry import RetryPolicy  # noqa: E402
 
 fake = load_module("tests/fakes/realtime_server.py", "duplexact_fake_realtime_server")

@@ -51,7 +51,7 @@ async def open_duplex(model: Any, info: SessionInfo) -> Duplex:
     if is_stepped(model):
         return SteppedDuplex(model, info)
     if is_streaming(model):
-        from .streaming import StreamingDuplex
+        from .streaming_duplex import StreamingDuplex
 
         return await StreamingDuplex.open(model, info)
     if callable(model):
@@ -115,7 +115,7 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     # a stepped model across a network (the bridge client) may fail transiently too
     if is_streaming(model) or getattr(model, "retries_transient", False):
         from ..data.usage import add_counts
-        from .streaming import run_with_retry
+        from .streaming_duplex import run_with_retry
 
         spent: list = []
         try:

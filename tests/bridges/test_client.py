@@ -18,7 +18,7 @@ from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.bargein import BargeInReplay
 from pytest_duplexact.pipelines.direct import DirectReplay
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.bridges.support import scripted_server
 from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
 from tests.realtime.realtime_support import load_allowance

@@ -15,7 +15,7 @@ from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.raon_speechchat import RaonSpeechChat
 from pytest_duplexact.models.streaming import TransientModelError
 from pytest_duplexact.pipelines.direct import DirectReplay
-from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.fakes.raon_gateway import DEMO_NAME, FakeRaonGateway, Script, demo_tls
 from tests.pipelines.helpers import cat, gap, spans, tone

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_duplexact.data import usage
 from pytest_duplexact.models.streaming import ResponseDone
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 
 
 class _Session:

@@ -35,7 +35,7 @@ from pytest_duplexact.bridges import wire
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.streaming import AudioDelta, Error, Note, TranscriptDelta
 from pytest_duplexact.models.vllm_omni import Deployment, VllmOmni, VllmOmniSession
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.remote import netsafety
 from tests.fakes.hostile_vllm import CAPS, HostileVllm, created, escaped, half_escaped
 from tests.fakes.hostile_ws import Inbox

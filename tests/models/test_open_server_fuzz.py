@@ -476,7 +476,7 @@ async def test_reach_reads_the_status_not_an_endless_body(reach):
 async def test_a_server_flooding_audio_fails_the_instance_at_the_queue_bound():
     """End to end through the streaming duplex (one short run at 1x): events each within the
     per-event bound, but 610 s of them at once; the instance fails naming MAX_QUEUED_S."""
-    from pytest_duplexact.pipelines.streaming import StreamingDuplex
+    from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 
     pcm = b64(np.zeros(10 * lychee_fd.OUTPUT_RATE, "<i2").tobytes())
     event = f'event: audio_chunk_pcm\ndata: {{"pcm_b64": "{pcm}"}}\n\n'.encode()

@@ -19,7 +19,7 @@ from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.streaming import Error, Note, TransientModelError
 from pytest_duplexact.models.vllm_omni import Deployment, VllmOmni, VllmOmniSession, factory
 from pytest_duplexact.pipelines.clock import Lateness, LoopMonitor
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.fakes.hostile_ws import HostileWS, Inbox, chatter, hold, read_json
 
 KEY = "sk-hostile-0123456789abcdef"

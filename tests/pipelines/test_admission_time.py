@@ -14,7 +14,7 @@ import pytest
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.models.streaming import admitting
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.pipelines.watchdog import ModelTimeout, run_watched, watch_async
 from tests.fakes.raon_gateway import FakeRaonGateway, Script
 

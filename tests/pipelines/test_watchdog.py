@@ -13,7 +13,7 @@ import pytest
 
 from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.pipelines import run_instance, watchdog
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.pipelines.watchdog import ModelTimeout, run_watched
 from tests.pipelines.helpers import direct_instance
 

@@ -17,7 +17,7 @@ import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import STREAMING, RetryPolicy
 
 

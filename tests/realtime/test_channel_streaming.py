@@ -14,7 +14,7 @@ from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.models.streaming import AudioDelta
 from pytest_duplexact.pipelines import channel as ch
 from pytest_duplexact.pipelines.channelled import ChannelledDuplex
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.pipelines.helpers import direct_instance
 from tests.realtime.test_streaming_duplex import MemorySession
 

@@ -18,7 +18,7 @@ from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError, check_transport
 from pytest_duplexact.models.realtime_dialects import grok_voice, qwen_omni_realtime
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.realtime.realtime_support import (
     answered,
     assert_dropped_mid_instance,

@@ -31,7 +31,7 @@ from pytest_duplexact.models.streaming import (
     TransientModelError,
 )
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import TIMING_TRIALS as TRIALS
 from tests.realtime.realtime_support import (

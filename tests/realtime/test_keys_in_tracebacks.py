@@ -15,7 +15,7 @@ from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.models.minicpm_duplex import factory as minicpm
 from pytest_duplexact.models.openai_realtime import factory as gpt_realtime
 from pytest_duplexact.models.realtime_dialects import grok_voice
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.realtime.realtime_support import fake
 from tests.support.tracebacks import shown_with_locals
 

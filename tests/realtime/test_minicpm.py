@@ -19,7 +19,7 @@ from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.minicpm_duplex import MiniCPMOSession, factory
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.streaming import TransientModelError
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.realtime import realtime_support
 from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,

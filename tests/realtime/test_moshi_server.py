@@ -65,7 +65,7 @@ def test_kyutai_order_a_piece_after_its_audio_is_that_frames():
 
 
 def test_words_start_on_their_frame_on_the_playback_clock():
-    from pytest_duplexact.pipelines.streaming import PlaybackBuffer
+    from pytest_duplexact.pipelines.streaming_duplex import PlaybackBuffer
 
     t, pcm, play = TextFrames(), np.full(1920, 0.1, np.float32), PlaybackBuffer(24_000)
     script = [("a", 0.00), ("a", 0.08), ("p", " hel", 0.081), ("a", 0.16), ("p", "lo", 0.161),

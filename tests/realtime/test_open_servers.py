@@ -25,7 +25,7 @@ from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
 from pytest_duplexact.models.model_options import ModelConfigError
 from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15
 from pytest_duplexact.models.streaming import TransientModelError
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.realtime.realtime_support import (
     assert_dropped_mid_instance,
     event_kinds,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.pipelines.streaming import MAX_ITEM_TEXT, MAX_QUEUED_S, PlaybackBuffer
+from pytest_duplexact.pipelines.streaming_duplex import MAX_ITEM_TEXT, MAX_QUEUED_S, PlaybackBuffer
 
 SR = 1000  # a small rate keeps the arithmetic readable: 1 sample = 1 ms
 

@@ -16,7 +16,7 @@ from pytest_duplexact.models.streaming import (
     TranscriptDelta,
     TransientModelError,
 )
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.realtime.realtime_support import run_concurrently, stall
 

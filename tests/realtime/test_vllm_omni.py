@@ -38,7 +38,7 @@ from pytest_duplexact.models.vllm_omni import (
     reach,
     refusal,
 )
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.realtime.realtime_support import (
     fake,
     load_allowance,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.models.words import TextStream
-from pytest_duplexact.pipelines.streaming import PlaybackBuffer
+from pytest_duplexact.pipelines.streaming_duplex import PlaybackBuffer
 from pytest_duplexact.remote import netsafety
 from pytest_duplexact.remote.netsafety import ReceivedText, scrub_received
 

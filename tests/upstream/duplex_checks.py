@@ -19,7 +19,7 @@ import pytest
 
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
-from pytest_duplexact.pipelines.streaming import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.pipelines.helpers import cat, gap, spans, tone
 from tests.support.builders import make_instance
 from tests.upstream import support
