@@ -11,7 +11,7 @@ globals, no audio library.
 from importlib import import_module
 
 from ..data.taxonomy import ACTIONS
-from .base import ActionRule, Requirements, Trial
+from .action_rule import ActionRule, Requirements, Trial
 
 # rules/<action>.py for every action, in the taxonomy's order (a missing module is an
 # ImportError naming it; tests/rules/test_action_records.py checks each RULE's action).

@@ -17,7 +17,7 @@ from ..data.annotations import Annotations, Instance
 from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..data.taxonomy import BACKCHANNEL_FUNCTION_ALIASES
 from ..data.timeline import Segment, Timeline
-from .base import Requirements, Rule, Trial
+from .action_rule import Requirements, Rule, Trial
 from .common import fmt_window, inside
 from .speech import segment_text, segments_text, user_text
 

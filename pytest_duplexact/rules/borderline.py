@@ -29,8 +29,8 @@ from typing import Any, Iterator
 from ..data.results import ImmediateResult
 from ..data.taxonomy import BACKCHANNEL_MAX_WORDS, BORDERLINE_EDGE_S
 from ..data.timeline import MissingTranscript, Span, Timeline, count_words
+from .action_rule import ActionRule, Trial
 from .backchannel import Judgement
-from .base import ActionRule, Trial
 
 
 class Recorder:

@@ -12,7 +12,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..data.taxonomy import HOLD_FLOOR_MAX_GAP_S, HOLD_FLOOR_TAIL_S
 from ..data.timeline import Timeline
-from .base import SIMULATOR_REPLAY, Rule, Trial
+from .action_rule import SIMULATOR_REPLAY, Rule, Trial
 from .common import EPS, exceeds, fmt_near, fmt_window, silence_gaps, speech_overlaps
 from .speech import model_after, model_before
 

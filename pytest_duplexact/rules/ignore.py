@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..data.annotations import Annotations
 from ..data.results import ImmediateResult
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .action_rule import Requirements, Rule, Trial
 from .common import silent_through
 from .speech import join, model_after, user_text, user_words
 

@@ -10,7 +10,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import INTERRUPT_END_MARGIN_S
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .action_rule import Requirements, Rule, Trial
 from .common import fmt_near, fmt_window, onsets_in, substantive
 from .speech import model_from, user_text, user_words
 

@@ -9,7 +9,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import RECOVER_WINDOW
 from ..data.timeline import Timeline
-from .base import SIMULATOR_REPLAY, Rule, Trial
+from .action_rule import SIMULATOR_REPLAY, Rule, Trial
 from .common import fmt_near, fmt_window, onsets_in, substantive
 from .hold_floor import excluded
 from .speech import model_before, segments_text

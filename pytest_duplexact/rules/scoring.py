@@ -14,13 +14,13 @@ from typing import Any, Callable, Protocol
 from ..data.annotations import Instance
 from ..data.results import ImmediateResult, SubsequentResult, Verdict
 from ..data.timeline import Segment, Timeline
-from . import RULES, Trial, base, borderline
+from . import RULES, Trial, action_rule, borderline
 from .backchannel import Judgement
 
 
-class Judges(base.Judges, Protocol):
+class Judges(action_rule.Judges, Protocol):
     """What scoring asks of the judges: the backchannel stages of immediate execution
-    (base.Judges), and the text judge's answer to an action's subsequent prompt."""
+    (action_rule.Judges), and the text judge's answer to an action's subsequent prompt."""
 
     def missing_text_judge(self) -> str | None:
         """Why there is no text judge (the NOT_JUDGED reason), or ``None`` when there is one."""

@@ -14,7 +14,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, SubsequentResult, Verdict, failure, success
 from ..data.taxonomy import STOP_FINAL_GRACE_S
 from ..data.timeline import Timeline
-from .base import SIMULATOR_REPLAY, Rule, Trial
+from .action_rule import SIMULATOR_REPLAY, Rule, Trial
 from .common import END_TOLERANCE_S, EPS, active_at, fmt_window, list_segments, substantive
 
 

@@ -8,7 +8,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, failure, success
 from ..data.taxonomy import TAKE_TURN_WINDOWS
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .action_rule import Requirements, Rule, Trial
 from .common import fmt_near, onsets_in, substantive
 from .speech import model_from, user_text
 

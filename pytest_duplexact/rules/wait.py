@@ -11,7 +11,7 @@ from ..data.annotations import Annotations
 from ..data.results import ImmediateResult, SubsequentResult, Verdict
 from ..data.taxonomy import WAIT_PAUSE_CONDITIONS
 from ..data.timeline import Timeline
-from .base import Requirements, Rule, Trial
+from .action_rule import Requirements, Rule, Trial
 from .common import silent_through
 from .speech import model_from, user_text
 

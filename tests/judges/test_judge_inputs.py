@@ -11,7 +11,7 @@ from pytest_duplexact.data import taxonomy
 from pytest_duplexact.data.timeline import Cue, MissingTranscript, Word
 from pytest_duplexact.judges import JudgePanel, prompts
 from pytest_duplexact.rules import RULES, Trial, backchannel
-from pytest_duplexact.rules.base import Rule
+from pytest_duplexact.rules.action_rule import Rule
 from pytest_duplexact.rules.speech import JudgeInputError, split_segment
 from tests.judges.judgekit import BERLIN, TABLE_WORDS, judged_instance
 from tests.support.builders import seg, timeline, words

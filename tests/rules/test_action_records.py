@@ -32,7 +32,7 @@ from pytest_duplexact.fixturegen import source as fixture_source
 from pytest_duplexact.judges import prompts
 from pytest_duplexact.report import paper_comparison as paper
 from pytest_duplexact.rules import RULES
-from pytest_duplexact.rules.base import Rule
+from pytest_duplexact.rules.action_rule import Rule
 
 PACKAGE = Path(pytest_duplexact.__file__).resolve().parent
 MAPPING = tomllib.loads((PACKAGE / "released" / "mapping.toml").read_text(encoding="utf-8"))
