@@ -18,7 +18,7 @@ import concurrent.futures
 import sys
 import time
 
-from ..pipelines.batch import BatchedDuplex, Batcher
+from ..pipelines.lockstep import BatchedDuplex, Batcher
 from ..pipelines.watchdog import _GRACE, _poll, _Progress, _stack, _timed_out, describe, watch_async
 from .prefetch import Prefetcher
 

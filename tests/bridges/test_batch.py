@@ -13,7 +13,7 @@ from pytest_duplexact.models.base import ModelError, SessionInfo
 from pytest_duplexact.pipelines import run_instance
 from tests.bridges.support import served
 from tests.pipelines.helpers import direct_instance, run
-from tests.pipelines.test_batch import lockstep, same
+from tests.pipelines.test_lockstep import lockstep, same
 
 
 class Session:

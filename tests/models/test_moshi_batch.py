@@ -14,10 +14,10 @@ import pytest
 from pytest_duplexact.models import is_batched, resolve_model
 from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.pipelines.bargein import BargeInReplay
-from pytest_duplexact.pipelines.batch import BatchedDuplex, Batcher
 from pytest_duplexact.pipelines.direct import DirectReplay
+from pytest_duplexact.pipelines.lockstep import BatchedDuplex, Batcher
 from tests.pipelines.helpers import direct_instance, run
-from tests.pipelines.test_batch import same
+from tests.pipelines.test_lockstep import same
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")

@@ -15,7 +15,7 @@ from pytest_duplexact.models.endpoint import EndpointModel
 from pytest_duplexact.models.oracle import OracleModel
 from pytest_duplexact.models.silent import SilentModel
 from pytest_duplexact.pipelines import run_instance
-from pytest_duplexact.pipelines.batch import BatchedDuplex, Batcher
+from pytest_duplexact.pipelines.lockstep import BatchedDuplex, Batcher
 from pytest_duplexact.pipelines.watchdog import ModelTimeout
 from pytest_duplexact.run.batch import BatchRunner
 from tests.pipelines.helpers import direct_instance, run, simulator_instance
