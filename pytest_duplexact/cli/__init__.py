@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "models":
         from ..models.listing import main as run
     elif args.command in ("inspect", "import"):
-        from ..released.cli import main as run
+        from ..released.commands import main as run
     elif args.command == "report":
         from ..report.cli import main as run
     elif args.command == "compare":
