@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import generate, source, tts
+from . import dataset_writer, source, tts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     t0 = time.perf_counter()
     try:
-        s = generate.generate(out, args.source, args.only, name=args.name)
+        s = dataset_writer.generate(out, args.source, args.only, name=args.name)
     except source.SourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

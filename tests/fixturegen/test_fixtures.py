@@ -231,7 +231,7 @@ def test_texts_match_the_clip_transcripts(dataset):
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 def test_regenerating_one_instance_per_action_reproduces_it(dataset, tmp_path):
-    from pytest_duplexact.fixturegen.generate import generate
+    from pytest_duplexact.fixturegen.dataset_writer import generate
 
     ids = [of(dataset, action)[0].id for action in taxonomy.ACTIONS]
     summary = generate(tmp_path, only=ids, log=None)
@@ -335,7 +335,7 @@ def test_a_custom_source_never_overwrites_the_bundled_set(tmp_path):
     """Refused for a folder whose dataset.json is the bundled set (a checkout's, whatever
     is installed) and for the bundled name; checked on a copy of the header, never on the
     repository's own folder."""
-    from pytest_duplexact.fixturegen import generate, source
+    from pytest_duplexact.fixturegen import dataset_writer, source
 
     src = tmp_path / "mine.toml"
     src.write_text(SMALL_SOURCE)
@@ -345,11 +345,11 @@ def test_a_custom_source_never_overwrites_the_bundled_set(tmp_path):
     (checkout / "dataset.json").write_text(header)
     with pytest.raises(source.SourceError, match="refusing to write a custom source as the "
                                                  "bundled fixture set"):
-        generate.generate(checkout, src, log=None)
+        dataset_writer.generate(checkout, src, log=None)
     assert sorted(p.name for p in checkout.iterdir()) == ["dataset.json"]
     assert (checkout / "dataset.json").read_text() == header
     with pytest.raises(source.SourceError, match="another --name"):
-        generate.generate(tmp_path / "elsewhere", src, log=None, name="duplexact-bundled")
+        dataset_writer.generate(tmp_path / "elsewhere", src, log=None, name="duplexact-bundled")
     assert not (tmp_path / "elsewhere").exists()
 
 
