@@ -22,7 +22,7 @@ from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis
 from ..models.base import SessionInfo
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
-from ..rules import latency, scoring
+from ..rules import scoring, trial_latency
 from .rundir import RunDir
 from .settings import SettingsError
 
@@ -366,8 +366,8 @@ class Harness:
                                   instance.scenario, instance.source, immediate,
                                   s.subsequent, s.timing, None, rel, corpus=instance.corpus,
                                   clock=recording.clock,
-                                  latency=latency.onset_latency(instance, s.immediate),
-                                  responded=latency.responded(tl))
+                                  latency=trial_latency.onset_latency(instance, s.immediate),
+                                  responded=trial_latency.responded(tl))
         self._commit(instance, outcome, usage.delta(usage.snapshot(self), before))
         return outcome
 

@@ -14,7 +14,7 @@ from pytest_duplexact.data.results import ImmediateResult, InstanceOutcome, Verd
 from pytest_duplexact.report import gates, lookup
 from pytest_duplexact.report.aggregate import Latency, aggregate
 from pytest_duplexact.report.terminal import latency_table
-from pytest_duplexact.rules.latency import onset_latency, responded
+from pytest_duplexact.rules.trial_latency import onset_latency, responded
 from tests.report.helpers import outcome, report
 from tests.support.builders import make_instance, seg, timeline
 
