@@ -154,7 +154,7 @@ class DuplexactSession:
         self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
         self._billed_ids: set[str] = set()  # ... the tests counted in it
         self._termination = TerminationGuard()  # SIGTERM stops like Ctrl-C (controller)
-        self.progress = None  # progress.Progress, the live line (controller, when shown)
+        self.progress = None  # live_progress.Progress, the live line (controller, when shown)
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
@@ -534,11 +534,11 @@ class DuplexactSession:
                 tr.write_line(line)
             self.messages.clear()  # said once (resume); the summary adds what comes later
         if not self.worker and self.measuring:
-            from . import progress
+            from . import live_progress
 
-            mode = progress.resolve(self.run_config.progress, tr)
+            mode = live_progress.resolve(self.run_config.progress, tr)
             if mode != "off":
-                self.progress = progress.Progress(self, mode, tr)
+                self.progress = live_progress.Progress(self, mode, tr)
                 self.config.pluginmanager.register(self.progress, "duplexact-progress")
 
     @pytest.hookimpl(tryfirst=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.pytest_plugin.progress import resolve
+from pytest_duplexact.pytest_plugin.live_progress import resolve
 
 # one instance per condition of take_turn: 3
 RUN = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "--duplexact-limit=1",
