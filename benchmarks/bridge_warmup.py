@@ -82,7 +82,7 @@ def moshi(tmp: Path) -> tuple[list[str], dict[str, str]]:
     from tests.models.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(tmp / "moshi")
-    argv = [sys.executable, "-m", "pytest_duplexact.bridges.moshi", "--port", "0",
+    argv = [sys.executable, "-m", "pytest_duplexact.bridges.moshi_bridge", "--port", "0",
             "--device", "cpu", "--threads", "1"]
     for key, value in files.items():
         argv += ["--" + key.replace("_", "-"), value]

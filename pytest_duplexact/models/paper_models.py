@@ -85,9 +85,9 @@ ROUTES: dict[str, tuple[Route, ...]] = {
     "moshi": (
         Route("in-process", "moshi", "mimi_weights=F lm_weights=F tokenizer=F"),
         Route("bridge", "bridge", "url=ws://HOST:8765",
-              start="python -m pytest_duplexact.bridges.moshi --mimi-weights F "
+              start="python -m pytest_duplexact.bridges.moshi_bridge --mimi-weights F "
                     "--lm-weights F --tokenizer F --port 8765 --host 0.0.0.0",
-              bridge="pytest_duplexact.bridges.moshi"),
+              bridge="pytest_duplexact.bridges.moshi_bridge"),
         Route("native server", "moshi-server", "url=ws://HOST:8998/api/chat",
               start="moshi: " + MOSHI_START),
     ),

@@ -57,7 +57,7 @@ importlib.import_module(MODULE)
 
 
 def test_the_moshi_bridge_needs_none_of_the_plugins_own_dependencies():
-    code = f"DENY = {PLUGIN_ONLY!r}\nMODULE = 'pytest_duplexact.bridges.moshi'\n" + DENY_PROBE
+    code = f"DENY = {PLUGIN_ONLY!r}\nMODULE = 'pytest_duplexact.bridges.moshi_bridge'\n" + DENY_PROBE
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert res.returncode == 0, res.stderr

@@ -38,7 +38,7 @@ def trial(model, instance, seed: int):
 
 
 def test_the_moshi_bridge_reports_what_the_in_process_adapter_does(checkpoints, tmp_path):
-    from pytest_duplexact.bridges.moshi import PROG, add_arguments, build
+    from pytest_duplexact.bridges.moshi_bridge import PROG, add_arguments, build
 
     p = parser(PROG)
     add_arguments(p)

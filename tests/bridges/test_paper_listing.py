@@ -37,7 +37,7 @@ def test_every_paper_model_is_listed_with_its_route(capsys):
     assert heads == PAPER
     assert "bridge: pytest --duplexact-model=bridge --duplexact-model-option url=ws://HOST:8765  " \
            "[needs its server]" in section
-    assert "start: python -m pytest_duplexact.bridges.moshi" in section
+    assert "start: python -m pytest_duplexact.bridges.moshi_bridge" in section
     assert ("serving engine: pytest --duplexact-model=vllm-omni --duplexact-model-option "
             "url=ws://HOST:8099/v1/realtime?duplex=1 --duplexact-model-option "
             "ref_audio=VOICE.wav  [needs its server]") in section

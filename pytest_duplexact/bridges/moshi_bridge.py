@@ -1,7 +1,7 @@
 """Moshi behind the bridge, in moshi's own environment (its own torch pin)::
 
     pip install --no-deps pytest-duplexact websockets   # beside moshi's own install
-    python -m pytest_duplexact.bridges.moshi --mimi-weights tokenizer-e351c8d8-checkpoint125.safetensors \\
+    python -m pytest_duplexact.bridges.moshi_bridge --mimi-weights tokenizer-e351c8d8-checkpoint125.safetensors \\
         --lm-weights model.safetensors --tokenizer tokenizer_spm_32k_3.model --port 8765
     # on the benchmark machine:
     pytest --duplexact-model=bridge --duplexact-model-option=url=ws://gpu-box:8765
@@ -31,7 +31,7 @@ from ..models.moshi import FRAME_SIZE, SAMPLE_RATE, MoshiModel, MoshiOptions, lo
 from .kit import main as serve_main
 from .kit import typed_options
 
-PROG = "python -m pytest_duplexact.bridges.moshi"
+PROG = "python -m pytest_duplexact.bridges.moshi_bridge"
 
 
 class MoshiBridge:
