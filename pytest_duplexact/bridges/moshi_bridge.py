@@ -130,6 +130,10 @@ def build(args: argparse.Namespace) -> MoshiBridge:
     return BatchedMoshiBridge(model, batch) if batch > 1 else MoshiBridge(model)
 
 
+def main() -> int:
+    return serve_main(build, prog=PROG, description=__doc__.split("\n")[0],
+                      add_arguments=add_arguments)
+
+
 if __name__ == "__main__":
-    raise SystemExit(serve_main(build, prog=PROG, description=__doc__.split("\n")[0],
-                                add_arguments=add_arguments))
+    raise SystemExit(main())
