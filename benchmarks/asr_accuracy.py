@@ -26,7 +26,7 @@ skipped).
 
 ``--noise``: each clip under these conditions of the noise grid (pytest_duplexact/degrade.py,
 seeded by the clip's index) before the VAD and the transcriber; ``--roles``: only these clip
-roles. A part of benchmarks/harness.py (``asr``) through ``noise_grid``.
+roles. A part of benchmarks/harness_performance.py (``asr``) through ``noise_grid``.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ folders as FLAC and WAV (benchmarks/run_size.py), ``asr`` the offline transcribe
 agreement under noise (benchmarks/asr_accuracy.py). The full-size rehearsal is
 benchmarks/rehearsal.py (hours; not a part).
 
-    python benchmarks/harness.py [--quick] [--out results.json]
+    python benchmarks/harness_performance.py [--quick] [--out results.json]
 
 Prints a table with the targets and writes every figure as JSON. ``--quick`` (~2 min) runs
 smaller versions of each part.

@@ -13,7 +13,7 @@
    the fakes in a child process so their CPU is not counted; this process's CPU seconds per
    wall second, divided by N.
 
-    python benchmarks/moshi_server.py [--trials 5] [--sessions 1 4] [--out FILE]
+    python benchmarks/moshi_server_cost.py [--trials 5] [--sessions 1 4] [--out FILE]
 
 Prints the figures and writes JSON. Sends nothing beyond 127.0.0.1.
 """

@@ -10,7 +10,7 @@ the instances finished. Every run is a fresh process; the load average is record
     python benchmarks/rehearsal.py                      # 3,456 instances: ~20 min, idle 2 cores
     python benchmarks/rehearsal.py --size 432 --out r.json   # a reduced rehearsal
 
-Not part of benchmarks/harness.py (too long); docs/benchmarks.md has what was run.
+Not part of benchmarks/harness_performance.py (too long); docs/benchmarks.md has what was run.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 FLAC recordings (the default) and once with ``--duplexact-audio-format=wav``; mean size per
 instance folder and per file, and the projected size of a run of the released benchmark
 (3,456 instances) at the bundled set's mix of actions and trial lengths. A part of
-benchmarks/harness.py (``size``); alone:
+benchmarks/harness_performance.py (``size``); alone:
 
     python benchmarks/run_size.py
 """

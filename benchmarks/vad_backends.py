@@ -4,7 +4,7 @@ Runs both backends on every bundled clip, on every bundled clip under each condi
 noise grid (pytest_duplexact/degrade.py), and on the oracle's and endpoint's outputs for the
 bundled instances, as the harness runs the VAD (quiet stretches skipped). Counts tracks whose
 raw spans differ, the largest per-frame probability difference, and each backend's network
-speed in multiples of real time per core. A part of benchmarks/harness.py (``backends``);
+speed in multiples of real time per core. Part ``backends`` of benchmarks/harness_performance.py;
 alone:
 
     python benchmarks/vad_backends.py [--quick]

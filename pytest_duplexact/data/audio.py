@@ -58,7 +58,7 @@ def write(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> No
     data = np.asarray(samples)
     if data.dtype != np.int16:
         data = data.astype(np.float32, copy=False)
-        if fmt == "WAV":  # every instance writes two recordings (benchmarks/harness.py)
+        if fmt == "WAV":  # every instance writes two recordings (benchmarks/harness_performance.py)
             data = to_pcm16(data)
     buf = io.BytesIO()
     try:  # FLAC at its highest (still lossless) compression; soundfile < 0.13 lacks it

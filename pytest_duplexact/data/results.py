@@ -132,7 +132,7 @@ class InstanceOutcome:
     # output_lag_max_ms, loop_stall_max_ms, tolerance_ms, reruns, unreliable; None stepped
     clock: dict | None = None
     # the onset latency of an action timed by its onset rather than a diagnostic (take_turn:
-    # after the user's end; backchannel: after the backchannel point): rules/latency.py
+    # after the user's end; backchannel: after the backchannel point): rules/trial_latency.py
     latency: float | None = None
     # whether the model produced any substantive speech in the instance (None: not measured)
     responded: bool | None = None

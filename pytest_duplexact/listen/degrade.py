@@ -2,7 +2,7 @@
 
 Real model audio is not clean TTS: it carries a noise floor, other voices, codec damage. The
 grid measures how the VAD and segmentation hold up (tests/listen/test_degrade.py,
-benchmarks/harness.py part ``noise``, docs/timeline.md section 4). Every condition is a pure
+benchmarks/harness_performance.py part ``noise``, docs/timeline.md §4). Every condition is a pure
 function of the input and a seed:
 
 * ``white-L``: Gaussian white noise at L dBFS RMS over the whole track;

@@ -26,7 +26,7 @@ Steps 2-5 are ``postprocess``. Audio that never rises above ``SILENCE_DBFS`` is 
 without running the network, and inside a recording the network skips quiet stretches more
 than ``skip_quiet_ms`` from louder audio (an output track is mostly silence; on the bundled
 fixtures and the built-in models' outputs the segments are the same as with every frame run:
-benchmarks/harness.py, docs/benchmarks.md). Measured accuracy: docs/timeline.md,
+benchmarks/harness_performance.py, docs/benchmarks.md). Measured accuracy: docs/timeline.md,
 benchmarks/vad_accuracy.py.
 """
 

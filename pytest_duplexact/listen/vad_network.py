@@ -9,7 +9,7 @@ Both run the same silero-vad 6.2.3 weights shipped inside its wheel, nothing is 
 * ``torch``: ``silero_vad.jit`` through TorchScript, one call per 32 ms frame; the fallback.
 
 The two agree to ~5e-5 in probability per frame, and give identical spans on every bundled
-clip and on the noise grid (tests/listen/test_vad_network.py, benchmarks/harness.py part
+clip and on the noise grid (tests/listen/test_vad_network.py, benchmarks/harness_performance.py part
 ``backends``). Choose with ``DUPLEXACT_VAD_BACKEND=onnx|torch|auto`` (``auto``, the default:
 onnx when onnxruntime imports, else torch). The backend is part of the VAD cache key.
 """

@@ -102,7 +102,7 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     ``branches``: barge-in plays the instance's branch clips when it has them (bargein.py).
     ``channel``: what the model hears through (a ``channel.Channel``; None or clean: as is).
     Model failures raise ``ModelError``; a streaming trial that fails transiently (dropped
-    connection, rate limit) is retried from scratch (pipelines/streaming.py), and so is a
+    connection, rate limit) is retried from scratch (pipelines/streaming_duplex.py), and so is a
     stepped one of a model with ``retries_transient`` (models/bridge.py). What every
     session of the trial reported (tokens, audio seconds) is the recording's ``usage``, or
     the raised error's ``usage`` when the trial failed.

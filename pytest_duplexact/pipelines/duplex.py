@@ -2,7 +2,7 @@
 
 The three pipelines (direct.py, simulator.py, bargein.py) are written once against
 ``Duplex``; ``SteppedDuplex`` drives a frame-stepped model as fast as it computes, and the
-streaming one (pipelines/streaming.py) drives a hosted model on the wall clock. Both produce the
+streaming one (pipelines/streaming_duplex.py) drives a hosted model on the wall clock. Both make the
 same ``Recording`` (recording.py): input and heard output on one clock whose t = 0 is the
 first input sample.
 """

@@ -122,7 +122,7 @@ class SteppedDuplex(Duplex):
     # --- stepping ----------------------------------------------------------------------------
     def _step(self, frame: np.ndarray) -> None:
         # The hot loop of a stepped run (one call per model frame): the guard is inlined and
-        # the checks are the cheapest numpy offers, measured in benchmarks/harness.py.
+        # the checks are the cheapest numpy offers, measured in benchmarks/harness_performance.py.
         try:
             out = self.model.step(frame)
         except ModelError:
@@ -211,7 +211,7 @@ class SteppedDuplex(Duplex):
 
     async def _step_frames(self, frames: np.ndarray) -> None:
         """Step whole frames (an (n, frame_size) array); the batched session
-        (pipelines/batch.py) hands them to the shared model call instead."""
+        (pipelines/lockstep.py) hands them to the shared model call instead."""
         with np.errstate(over="ignore"):  # a huge frame's sum of squares: see level_problem
             if self._step_many is not None:
                 self._step_block(frames)

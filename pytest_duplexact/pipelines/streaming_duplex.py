@@ -132,7 +132,7 @@ class PlaybackBuffer:
         if stop - self._index(at) > MAX_QUEUED_S * self.sample_rate:
             raise ModelError(f"the session queued more than {MAX_QUEUED_S:g} s of audio ahead "
                              f"of the clock at t={at:.2f}s (the bound is MAX_QUEUED_S in "
-                             "pipelines/streaming.py): a server flooding audio?")
+                             "pipelines/streaming_duplex.py): a server flooding audio?")
         if stop > len(self._track):
             grown = np.zeros(max(stop, 2 * len(self._track)), dtype=np.float32)
             grown[: len(self._track)] = self._track
@@ -146,7 +146,7 @@ class PlaybackBuffer:
         if len(item.received_text) + len(text) > MAX_ITEM_TEXT:
             raise ModelError(f"the session sent more than {MAX_ITEM_TEXT} characters of text "
                              f"for one item ({item_id[:40]!r}; the bound is MAX_ITEM_TEXT in "
-                             "pipelines/streaming.py)")
+                             "pipelines/streaming_duplex.py)")
         item.received_text.add(text)  # joined, then scrubbed: a key split across deltas
 
     def finish(self, item_id: str | None = None) -> None:

@@ -30,7 +30,7 @@ from . import options
 _DEFERRED = ("max-cost", "baseline-alpha")
 # the harness's numbers: the range each must fall in (a timeout's lower end excluded); the
 # upper ends keep a typo (99999999999999999999) from reaching a thread pool or a clock
-# --duplexact-progress (pytest_plugin/progress.py)
+# --duplexact-progress (pytest_plugin/live_progress.py)
 PROGRESS_MODES = ("auto", "bar", "lines", "off")
 LIMITS = {"concurrency": (1, 1024), "batch": (1, 1024),
           "timeout": (0.0, 86_400.0), "judge-timeout": (0.0, 86_400.0)}
@@ -79,7 +79,7 @@ class RunConfig:
     timeout: float | None = 60.0
     judge_timeout: float | None = 150.0
     timing_tolerance: float | None = TIMING_TOLERANCE_S  # s; None: off (lateness recorded)
-    progress: str = "auto"  # auto | bar | lines | off (pytest_plugin/progress.py)
+    progress: str = "auto"  # auto | bar | lines | off (pytest_plugin/live_progress.py)
     # where pytest was invoked (default run directory, store); on an xdist worker, the run
     # directory the controller chose (session.pytest_configure_node)
     invocation_dir: Path = field(default_factory=Path.cwd)

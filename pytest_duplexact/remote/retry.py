@@ -1,5 +1,5 @@
 """One retry policy for every remote call: judge / transcription requests (remote/calls.py,
-each attempt an HTTP request) and streaming trials (pipelines/streaming.py, each attempt the
+each attempt an HTTP request) and streaming trials (pipelines/streaming_duplex.py, each attempt the
 whole instance from scratch)."""
 
 from __future__ import annotations

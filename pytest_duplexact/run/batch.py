@@ -1,5 +1,5 @@
 """``--duplexact-batch=B``: the tests about to run have their stepped trials recorded ahead,
-B at a time in lockstep (pipelines/batch.py), on a background event loop, like the streaming
+B at a time in lockstep (pipelines/lockstep.py), on a background event loop, like the streaming
 prefetch (prefetch.py) whose look-ahead and hand-over it shares; each test then waits for its
 own Recording. Only recording is batched; segmentation, judging and scoring stay in the test.
 

@@ -1,4 +1,4 @@
-"""The moshi bridge (bridges/moshi.py) on the tiny random checkpoint the moshi tests write,
+"""The moshi bridge (bridges/moshi_bridge.py) on the tiny random checkpoint the moshi tests write,
 built by its own command line (``add_arguments`` + ``build``) and served by the real kit on
 127.0.0.1: through the bridge client a trial is the in-process adapter's trial for the same
 seed, sample for sample and word for word (so are its scores). The same loaded model serves

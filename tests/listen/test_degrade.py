@@ -2,7 +2,7 @@
 it says it is, and in -45 / -35 dBFS white noise, through the telephone codec and Opus, and
 over breaths, a second voice 30 dB down, hum and clicks before the speech, the VAD still
 places edges and a hold_floor-sized gap within 50 ms (docs/timeline.md, section 4; the full
-grid is benchmarks/harness.py part ``noise``)."""
+grid is benchmarks/harness_performance.py part ``noise``)."""
 
 from __future__ import annotations
 

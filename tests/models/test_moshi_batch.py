@@ -136,7 +136,7 @@ def test_the_pipelines_in_lockstep(greedy, tmp_path):
 
 
 def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp_path):
-    """``python -m pytest_duplexact.bridges.moshi_bridge --batch 2`` (bridges/moshi.py): the kit
+    """``python -m pytest_duplexact.bridges.moshi_bridge --batch 2`` (moshi_bridge.py): the kit
     steps both trials in one call (bridges/kit.py, BatchStepper), and the client, batched too, hears what
     the adapter gives in process."""
     from pytest_duplexact.bridges.moshi_bridge import BatchedMoshiBridge

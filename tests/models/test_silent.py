@@ -1,5 +1,5 @@
 """silent: digital silence on every pipeline. How fast it runs is a figure of
-benchmarks/harness.py (stepped throughput), not a verdict here: a loaded machine is slow."""
+benchmarks/harness_performance.py (stepped throughput), not a verdict: a loaded machine is slow."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Batched stepping below the wall clock (pipelines/batch.py, run/batch.py): trials in lockstep
+"""Batched stepping below the wall clock (pipelines/lockstep.py, run/batch.py): trials in lockstep
 give exactly the recordings they give alone, slots are reused at once or run in waves, one
 slot's failure stays with its trial, and a hung shared call is a deadline, not a hang."""
 

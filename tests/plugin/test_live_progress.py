@@ -1,4 +1,4 @@
-"""--duplexact-progress end to end (pytest_plugin/progress.py): the line redrawn in place
+"""--duplexact-progress end to end (pytest_plugin/live_progress.py): the line redrawn in place
 (bar) and the plain lines of a log (lines), serially and under pytest-xdist, where the
 controller counts what the workers report."""
 

@@ -105,7 +105,7 @@ def stall(rec) -> float:
     (``input_lag max``, when it exceeded a chunk): a stall of the event loop also delays
     reading the audio that arrived during it, so a timing bound holds up to this much more.
     Timing tests measure against it, so their verdict does not depend on the machine's load;
-    the unloaded figures are benchmarks/harness.py's."""
+    the unloaded figures are benchmarks/harness_performance.py's."""
     lags = [float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
             if what.startswith("input_lag max")]
     # the loop monitor's largest stall too: a stall shorter than a chunk leaves no input_lag

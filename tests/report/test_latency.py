@@ -1,4 +1,4 @@
-"""Latency as a distribution and the no-response rate: the trial's values (rules/latency.py),
+"""Latency as a distribution and the no-response rate: the trial's values (rules/trial_latency.py),
 their aggregate (p10 / p50 / p90, n, silent / trials), the terminal's table and the gates."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Kyutai's own moshi code (kyutai-labs/moshi: the ``moshi`` package of the checkout, first on
 the bridge's ``PYTHONPATH``: ``LMGen``, Mimi, their loaders and lazy compilation) with tiny
-random weights on CPU, behind our moshi bridge (bridges/moshi.py) started with the command
+random weights on CPU, behind our moshi bridge (bridges/moshi_bridge.py) started with the command
 docs/models.md prints, driven by the plugin's bridge client and pipelines
 (tests/upstream/bridged.py).
 
