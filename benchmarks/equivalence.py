@@ -1,4 +1,4 @@
-"""Behaviour equivalence of two versions of the package (issue 11: the restructuring must not
+"""Behaviour equivalence of two versions of the package (a restructuring must not
 change a single result).
 
     python benchmarks/equivalence.py record REF_DIR        # runs with the package on PYTHONPATH

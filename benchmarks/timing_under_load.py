@@ -1,4 +1,4 @@
-"""Does the timing guard hold on a busy machine? (issue 33)
+"""Does the timing guard hold on a busy machine?
 
 Runs trials of the real gpt-realtime adapter (openai SDK client) against the fake realtime
 server (tests/fakes/realtime_server.py, its own process on 127.0.0.1) the way the plugin does:
@@ -8,7 +8,7 @@ a trial over the tolerance stops, is re-run, then is timing unreliable), while t
 main thread scores every finished recording as a pytest process does while others stream:
 ``Harness.analyse`` writes its FLAC tracks and segments it with the real VAD, by default in
 the scoring worker process as the plugin does (run/offload.py; ``--scoring in-process``: in
-this thread, as before that worker existed; ``--scoring none``: not at all). For each machine
+this thread, the worker's baseline; ``--scoring none``: not at all). For each machine
 state (N CPU-bound processes beside it) and concurrency:
 
 * onset error of the *scored* trials: the recorded response onset (energy threshold on the

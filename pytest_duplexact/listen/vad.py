@@ -322,7 +322,7 @@ def _edge(loud: np.ndarray, speech: np.ndarray, i: int, lo: int, hi: int, inner:
     none when ``BEYOND_LOUD_SHARE`` of the ``2 * bridge`` frames past its end are loud too
     (it stopped in a dip of continuous audio, or at the reach, not at a quiet edge); ``stop``,
     the neighbouring span's edge, bounds that look (a walk that reached the neighbour is
-    ``keep_pauses``'s to judge). With no speech-level frame, the old edge search on ``loud``."""
+    ``keep_pauses``'s to judge). With no speech-level frame, the outermost ``loud`` one."""
     seed = _outermost(speech, i, lo, inner, outward, bridge, inner_only=True) if outward < 0 \
         else _outermost(speech, i, inner, hi, outward, bridge, inner_only=True)
     if seed is None:

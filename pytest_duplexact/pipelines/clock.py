@@ -1,4 +1,4 @@
-"""How late the harness itself was on the wall clock (issue 33, docs/realtime.md "Timing
+"""How late the harness itself was on the wall clock (docs/realtime.md "Timing
 integrity"): a streaming trial is only as punctual as the event loop that paces its input and
 stamps its output, so each trial measures its own lateness and says it.
 

@@ -191,7 +191,7 @@ class DuplexactSession:
         to run), so a factory that raises refuses the run in one line, exit 4, with no run
         folder and no resume hint for a run that never started. Kept for the harness (built
         once). xdist workers build their own (the controller would load the weights twice)
-        and report a failure as before: one error in the report."""
+        and report a failure as one error in the report."""
         from ..models import resolve_model
 
         distributed = getattr(config.option, "numprocesses", None) and \
@@ -203,7 +203,7 @@ class DuplexactSession:
         except Exception as e:  # the factory, its option checks or its weights
             if self.run_config.run_dir and not _users_input(e):
                 # the folder the user named is the run's record (CI keeps it): the failure
-                # is reported there as one error, as before (session.harness)
+                # is reported there as one error (session.harness)
                 self._build_exc = e
                 return None
             fix = ("fix its options (--duplexact-model-option) or its factory"

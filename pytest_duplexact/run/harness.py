@@ -218,7 +218,7 @@ class Harness:
             branches=self.bargein_branches, channel=self.channel))
 
     async def _on_time(self, trial):
-        """The timing guard (issue 33): a wall-clock trial whose own lateness exceeds the
+        """The timing guard: a wall-clock trial whose own lateness exceeds the
         tolerance is never scored; it runs again (up to TIMING_RERUNS times, each after the
         prefetcher lowered the trials in flight), then is TimingUnreliable. Its recording's
         ``clock`` says how late it was and how often it ran; what each attempt's provider

@@ -22,7 +22,7 @@ from ..data.results import (
     over_tolerance,
     worst_lag_ms,
 )
-from .rundir import (  # noqa: F401 (the run files' names: journal.OUTCOME_FILE, as before)
+from .rundir import (  # noqa: F401 (the run files' names, read as journal.OUTCOME_FILE too)
     ERROR_FILE,
     FINGERPRINT_KEY,
     INSTANCES_DIR,

@@ -1,5 +1,5 @@
 """A finished streaming trial's CPU-heavy work, out of the process that holds the live sessions
-(issue 33, item 3).
+(so the loop that paces them stays punctual: docs/realtime.md, "Timing integrity").
 
 While ``--duplexact-concurrency`` trials stream on the prefetcher's loop (prefetch.py), the
 pytest thread of the same process scores the ones that finished. Writing the recording's
@@ -21,7 +21,7 @@ that paces input and stamps output. ``ScoringWorker`` runs them in one worker pr
   error, never a miss.
 
 Stepped runs (and a streaming run with one trial in flight) have no live session while they
-score, so they score in-process, as before (harness.py ``Harness.analyse``). The rest of the
+score, so they score in-process (harness.py ``Harness.analyse``). The rest of the
 scoring stays in the pytest thread: the rules, the judges (network waits) and the small JSON
 files. When the model gave no words, a transcriber that says it may run elsewhere
 (``offloadable``: the offline faster-whisper one, its model then loaded once in the worker)

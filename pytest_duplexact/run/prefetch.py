@@ -21,7 +21,7 @@ from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
 class Prefetcher:
     """Trials ahead of their tests on one background loop, at most ``concurrency`` at once.
 
-    With a timing ``tolerance`` (s) it also keeps the loop punctual (issue 33): a new trial is
+    With a timing ``tolerance`` (s) it also keeps the loop punctual: a new trial is
     admitted only while the loop's stalls over the last second (clock.LoopMonitor) are within
     the tolerance (waiting at most ``ADMIT_WAIT_S``: a machine that never calms down still
     runs, and each trial's own lateness decides); a trial re-run for lateness first lowers

@@ -7,7 +7,7 @@ follows when parallel changes to it are merged."""
 import warnings
 
 from .. import moshi_bridge as _moved
-from ..moshi_bridge import *  # noqa: F403 (the old path's names, as before)
+from ..moshi_bridge import *  # noqa: F403 (the old path's names)
 
 warnings.warn("pytest_duplexact.bridges.moshi is deprecated: "
               "import pytest_duplexact.bridges.moshi_bridge", DeprecationWarning, stacklevel=2)

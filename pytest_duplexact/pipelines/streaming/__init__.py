@@ -7,7 +7,7 @@ follows when parallel changes to it are merged."""
 import warnings
 
 from .. import streaming_duplex as _moved
-from ..streaming_duplex import *  # noqa: F403 (the old path's names, as before)
+from ..streaming_duplex import *  # noqa: F403 (the old path's names)
 
 warnings.warn("pytest_duplexact.pipelines.streaming is deprecated: "
               "import pytest_duplexact.pipelines.streaming_duplex",

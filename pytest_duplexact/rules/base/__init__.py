@@ -7,7 +7,7 @@ follows when parallel changes to it are merged."""
 import warnings
 
 from .. import action_rule as _moved
-from ..action_rule import *  # noqa: F403 (the old path's names, as before)
+from ..action_rule import *  # noqa: F403 (the old path's names)
 
 warnings.warn("pytest_duplexact.rules.base is deprecated: "
               "import pytest_duplexact.rules.action_rule", DeprecationWarning, stacklevel=2)
