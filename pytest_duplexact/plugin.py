@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = run.model
     session = DuplexactSession(config, run)
     if taken and not session.worker:
-        session.notices.append(taken)
+        session.controller.notices.append(taken)
     config.stash[SESSION] = session
     config.pluginmanager.register(session, PLUGIN_NAME)
     # `pytest --duplexact-model=...` runs the suites shipped in the package, from anywhere;
@@ -60,7 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         note = None if session.worker else own_tests.note(config, spec)
         if note:
-            session.notices.append(note)
+            session.controller.notices.append(note)
         config.args[:] = [str(suites_dir())]
 
 

@@ -69,7 +69,7 @@ class Progress:
         self.tally: Tally | None = None
         self.pace: Pace | None = None
         self.prices = load_prices(session.run_config.prices)  # checked by the estimate
-        est = session.estimate or {}
+        est = session.controller.estimate or {}
         self.bills = bool((est.get("cost") or {}).get("total", [0, 0])[1])
         self.started: float | None = None
         self._last_line = None  # (time, done) of the last plain line
@@ -81,7 +81,7 @@ class Progress:
         """The selection as pytest runs it (known once collected, on xdist's controller once
         its workers said what they run); resumed outcomes take no time."""
         s = self.session
-        ids = s.expected if s.expected else {i.id for i in s.instances}
+        ids = s.controller.expected if s.controller.expected else {i.id for i in s.instances}
         self.tally = Tally(len(ids))
         branches = s.settings.bargein_branches != "off"
         self.pace = Pace({i.id: weight(i, branches) for i in s.instances
@@ -90,12 +90,12 @@ class Progress:
     def _spend(self) -> Spend | None:
         from ..report.cost import estimate
 
-        budget = self.session.budget
+        budget = self.session.controller.budget
         if budget is not None and budget.max_cost is not None:
             return Spend(budget.spent, budget.currency, budget.max_cost)
         if not self.bills:
             return None
-        priced = estimate(self.session._billed, self.prices)
+        priced = estimate(self.session.controller.billed, self.prices)
         return Spend(priced["total"], self.prices.get("currency", "USD"))
 
     def line(self, now: float, width: int | None = None) -> str:

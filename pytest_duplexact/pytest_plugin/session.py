@@ -33,7 +33,7 @@ from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
 from . import configure, model_errors, preflight
 from .config import RunConfig
-from .termination import TerminationGuard
+from .session_state import ControllerState, WorkerState
 
 # instances in a row that could not connect to the model's server at all (each after its own
 # retries): the server is gone, and the run stops instead of failing every instance left
@@ -115,28 +115,15 @@ class DuplexactSession:
         # --collect-only measures nothing: no run folder, no report, no resume line
         self.measuring = not config.option.collectonly
         self.run_dir = configure.resolve_run_dir(run, claim=self.measuring)
-        self.notes: list[str] = []  # into the report
+        self.controller = ControllerState()
+        self.runner = WorkerState()
         if released is not None and released["unmappable"]:
-            self.notes.append(f"{released['unmappable']} row(s) of the released data skipped "
-                              "as unmappable (--duplexact-skip-unmappable): "
-                              + ", ".join(released["unmappable_ids"]))
-        self.baseline: str | None = None  # report gated against (--duplexact-baseline/-compare)
-        self.lock = None  # runlock.RunLock of the run directory (controller / serial run)
-        self.outcomes: dict[str, dict] = {}  # nodeid -> outcome dict (controller)
-        self.usage: dict[str, dict] = {}  # nodeid -> remote-service cost of the instance
+            self.controller.notes.append(
+                f"{released['unmappable']} row(s) of the released data skipped "
+                "as unmappable (--duplexact-skip-unmappable): "
+                + ", ".join(released["unmappable_ids"]))
         self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
         self.rescore: set[str] = set()  # ids scored again from a kept recording (resume)
-        self.messages: list[str] = []  # terminal only, not in the report (resume)
-        self.notices: list[str] = []  # terminal only, once before the run starts
-        self.report = None  # report.model.Report, once finish() has built it
-        self.gate_results: list = []
-        self._harness: Harness | None = None
-        self._build_error: str | None = None
-        self._build_exc: Exception | None = None  # _build_model's, for a named folder
-        self._model = None  # built before the run folder is opened (serial runs: _build_model)
-        self._next_item = None  # the item pytest runs after the current one (look-ahead)
-        self._unreached = 0  # instances in a row whose server could not be reached
-        self.expected: set[str] | None = None  # instance ids pytest collected to run
         if run.resume:
             wanted = {i.id for i in self.instances}
             if self.worker:  # the controller checked run.json (and rewrote it)
@@ -144,43 +131,38 @@ class DuplexactSession:
                                      run.timing_tolerance_ms)
                 self.resumed, self.rescore = found.finished, found.rescore
             else:
-                self.resumed, self.messages, self.rescore = configure.load_resumed(
+                self.resumed, self.controller.messages, self.rescore = configure.load_resumed(
                     self.run_dir, self.settings, wanted, run.timing_tolerance_ms)
-        self.estimate: dict | None = None  # report/estimate.py (controller)
-        self.budget = None  # report/budget.Budget (controller), with --duplexact-max-cost/-wall
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
         self._pytest_session: pytest.Session | None = None
-        self._started = time.monotonic()
-        self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
-        self._billed_ids: set[str] = set()  # ... the tests counted in it
-        self._termination = TerminationGuard()  # SIGTERM stops like Ctrl-C (controller)
-        self.progress = None  # live_progress.Progress, the live line (controller, when shown)
+        self.controller.started = time.monotonic()
         if not self.worker:
             try:
                 self._plan(config)  # --duplexact-estimate ends the run here
-                self.baseline = preflight.check(run, self.settings, self.instances)
+                self.controller.baseline = preflight.check(run, self.settings, self.instances)
                 self.settings = preflight.check_server(run, self.settings)
                 if self.measuring:
-                    self._model = self._build_model(config)
-                    preflight.check_channel(self.settings, self._model)
+                    self.runner.model = self._build_model(config)
+                    preflight.check_channel(self.settings, self.runner.model)
             except BaseException:  # the run never starts: no empty default run dir left behind
                 if not (run.resume or run.run_dir) and self.measuring:
                     configure.remove_if_empty(self.run_dir)
                 raise
             if self.measuring:
-                self.lock = configure.open_run_dir(self.run_dir, self.settings,
-                                                   configure.run_dir_flag(run))
+                self.controller.lock = configure.open_run_dir(self.run_dir, self.settings,
+                                                              configure.run_dir_flag(run))
             # A resumed folder keeps its earlier report until this session's replaces it (on
             # Ctrl-C too, not on SIGKILL): never a moment with no report at all.
 
     def _plan(self, config) -> None:
         """The estimate and the budget (spend.py); with --duplexact-estimate the run ends
         there, before anything is created."""
+        ctl = self.controller
         from .spend import plan_run
 
-        self.estimate, lines, self.budget = plan_run(config, self.run_config, self.settings,
-                                                     self.instances, len(self.resumed))
-        self.notices += lines
+        ctl.estimate, lines, ctl.budget = plan_run(config, self.run_config, self.settings,
+                                                   self.instances, len(self.resumed))
+        ctl.notices += lines
         try:  # a stop left by an earlier, budgeted invocation of this run
             self._stop_file.unlink()
         except OSError:  # none; or a run directory we cannot write, refused just below
@@ -204,7 +186,7 @@ class DuplexactSession:
             if self.run_config.run_dir and not _users_input(e):
                 # the folder the user named is the run's record (CI keeps it): the failure
                 # is reported there as one error (session.harness)
-                self._build_exc = e
+                self.runner.build_exc = e
                 return None
             fix = ("fix its options (--duplexact-model-option) or its factory"
                    if _users_input(e) else "fix the factory or what it loads")
@@ -220,33 +202,34 @@ class DuplexactSession:
         """Built on first use (in the first test's setup), so a usage error in the model's
         wiring is reported by pytest, and collection-only runs build nothing; with the model
         _build_model built (serial runs), else the model built here (xdist workers)."""
-        if self._harness is None:
+        runner = self.runner
+        if runner.harness is None:
             knobs = self.run_config.knobs()  # checked at configure (config.LIMITS)
-            if self._build_error is not None:  # said once, with its traceback, already
-                raise ModelBuildError(self._build_error) from None
+            if runner.build_error is not None:  # said once, with its traceback, already
+                raise ModelBuildError(runner.build_error) from None
             try:
-                if self._build_exc is not None:  # _build_model's failure, kept for this run
-                    raise self._build_exc
-                self._harness = Harness.from_settings(self.settings, self.run_dir, knobs,
-                                                      model=self._model)
+                if runner.build_exc is not None:  # _build_model's failure, kept for this run
+                    raise runner.build_exc
+                runner.harness = Harness.from_settings(self.settings, self.run_dir, knobs,
+                                                       model=runner.model)
             except SettingsError as e:
                 raise pytest.UsageError(str(e)) from None
             except Exception as e:  # the model's factory (or its weights) failed
-                self._build_error = (f"--duplexact-model={self.run_config.model}: the model "
-                                     f"could not be built: {type(e).__name__}: {e}")
-                raise ModelBuildError(self._build_error + "; every instance would fail the "
+                runner.build_error = (f"--duplexact-model={self.run_config.model}: the model "
+                                      f"could not be built: {type(e).__name__}: {e}")
+                raise ModelBuildError(runner.build_error + "; every instance would fail the "
                                       "same way, so the run stops here") from e
             self._say_batching()
-        return self._harness
+        return runner.harness
 
     def _say_batching(self) -> None:
         """How --duplexact-batch runs (slots or waves), once the model is known: on the
         terminal as the first trial starts and again in the summary (serial runs)."""
-        batcher = getattr(self._harness.prefetcher, "batcher", None)
+        batcher = getattr(self.runner.harness.prefetcher, "batcher", None)
         if batcher is None:
             return
         line = f"duplexact: batched stepping, {batcher.mode}"
-        self.messages.append(line)
+        self.controller.messages.append(line)
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and not self.worker:
             tr.ensure_newline()
@@ -294,7 +277,7 @@ class DuplexactSession:
                 self._server_lost(item, exc)
                 raise
             else:
-                self._unreached = 0
+                self.runner.unreached = 0
             finally:
                 item.user_properties.append(
                     (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
@@ -308,11 +291,12 @@ class DuplexactSession:
     def _server_lost(self, item, exc: BaseException) -> None:
         """After LOST_AFTER instances in a row that could not connect at all, stop pytest
         before the next test: what was scored is kept, and the line says how to go on."""
+        runner = self.runner
         if not _unreachable(exc):
-            self._unreached = 0
+            runner.unreached = 0
             return
-        self._unreached += 1
-        if self._unreached < LOST_AFTER:
+        runner.unreached += 1
+        if runner.unreached < LOST_AFTER:
             return
         from ..remote.netsafety import mask_credentials
 
@@ -344,8 +328,9 @@ class DuplexactSession:
         the session's items after this one. An xdist worker only learns what it runs next
         through pytest's public ``nextitem`` (its queue is xdist's private state), so it
         looks one test ahead."""
+        runner = self.runner
         if self.worker:
-            following = [self._next_item] if self._next_item is not None else []
+            following = [runner.next_item] if runner.next_item is not None else []
         else:
             items = item.session.items
             try:
@@ -357,7 +342,7 @@ class DuplexactSession:
             inst = getattr(getattr(it, "callspec", None), "params", {}).get("duplexact_instance")
             if inst is not None and inst.id not in self.resumed and \
                     inst.id not in self.rescore and \
-                    not _unsupported(self._harness.model, inst):  # those never run
+                    not _unsupported(runner.harness.model, inst):  # those never run
                 out.append(inst)
                 if len(out) >= n:
                     break
@@ -393,18 +378,20 @@ class DuplexactSession:
     def pytest_collection_finish(self, session) -> None:
         """What pytest will run (after -k / -m / --deselect): the report's 'no outcome'
         count is about these, not the whole selection."""
-        self.expected = {it.callspec.params["duplexact_instance"].id for it in session.items
-                         if getattr(getattr(it, "callspec", None), "params", {}).get(
-                             "duplexact_instance") is not None}
+        self.controller.expected = {
+            it.callspec.params["duplexact_instance"].id for it in session.items
+            if getattr(getattr(it, "callspec", None), "params", {}).get(
+                "duplexact_instance") is not None}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids) -> None:
         """pytest-xdist, controller: it collects nothing itself; its workers say what they
         run (node ids ``test_<action>.py::test_<action>[<param id>]``)."""
         by_test = self.by_test()
-        self.expected = (self.expected or set()) | {by_test[n.rpartition("::")[2]].id
-                                                    for n in ids
-                                                    if n.rpartition("::")[2] in by_test}
+        ctl = self.controller
+        ctl.expected = (ctl.expected or set()) | {by_test[n.rpartition("::")[2]].id
+                                                  for n in ids
+                                                  if n.rpartition("::")[2] in by_test}
 
     def by_test(self) -> dict:
         """Test name (``test_<action>[<param id>]``) -> its instance."""
@@ -412,7 +399,7 @@ class DuplexactSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem) -> None:
-        self._next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
+        self.runner.next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -435,6 +422,7 @@ class DuplexactSession:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        ctl = self.controller
         if self.worker:  # the controller aggregates (xdist replays the reports there)
             if report.when == "teardown" and self._pytest_session is not None \
                     and self._stop_file.exists():  # the controller's budget stopped the run
@@ -445,16 +433,16 @@ class DuplexactSession:
         kept = []
         for name, value in report.user_properties:
             if name == PROPERTY:
-                self.outcomes[report.nodeid] = value
+                ctl.outcomes[report.nodeid] = value
                 kept += [p for p in flat_properties(value) if p not in kept]
             elif name == USAGE_PROPERTY:
-                self.usage[report.nodeid] = value
+                ctl.usage[report.nodeid] = value
             else:
                 kept.append((name, value))
         report.user_properties = kept
         if report.when == "teardown":
             self._bill(report.nodeid)
-            if self.budget is not None:
+            if ctl.budget is not None:
                 self._check_budget()
 
     # --- the budget (report/budget.py) ---------------------------------------------------------
@@ -463,12 +451,13 @@ class DuplexactSession:
         """Add a finished test's usage to what this invocation's own trials billed (outcomes a
         resume reused cost nothing now): once per test, as it finishes, so the budget's check
         after each test does not re-add the whole run."""
-        outcome = self.outcomes.get(nodeid)
-        if outcome is None or nodeid not in self.usage or nodeid in self._billed_ids \
+        ctl = self.controller
+        outcome = ctl.outcomes.get(nodeid)
+        if outcome is None or nodeid not in ctl.usage or nodeid in ctl.billed_ids \
                 or outcome.get("id") in self.resumed:
             return
-        self._billed_ids.add(nodeid)
-        self._billed = usage.total([self._billed, self.usage[nodeid]])
+        ctl.billed_ids.add(nodeid)
+        ctl.billed = usage.total([ctl.billed, ctl.usage[nodeid]])
 
     def _in_flight(self) -> int:
         """Trials running while the controller decides: under xdist every worker's (at most
@@ -480,28 +469,31 @@ class DuplexactSession:
         n = workers(self.config)
         if n > 1:
             return n * max(1, self.run_config.concurrency or 1)
-        pre = self._harness.prefetcher if self._harness is not None else None
+        pre = self.runner.harness.prefetcher if self.runner.harness is not None else None
         return pre.in_flight() if pre is not None else 0
 
     def _left(self) -> set[str]:
         """The selected instances (those pytest runs) without an outcome yet."""
-        expected = self.expected if self.expected is not None else {i.id for i in
-                                                                     self.instances}
-        return expected - {d.get("id") for d in self.outcomes.values()}
+        ctl = self.controller
+        expected = ctl.expected if ctl.expected is not None else {i.id for i in
+                                                                   self.instances}
+        return expected - {d.get("id") for d in ctl.outcomes.values()}
 
     def _may_start(self) -> bool:
         """May another trial start now (the prefetcher asks before it starts one)?"""
         if self.worker:
             return not self._stop_file.exists()
-        return self.budget is None or self.budget.admits(self._in_flight())
+        budget = self.controller.budget
+        return budget is None or budget.admits(self._in_flight())
 
     def _check_budget(self) -> None:
         """After each test: once the budget says no new trial may start, stop pytest before
         the next test, unless that test's trial is already in flight (it finishes and is
         scored first); under xdist, tell the workers and xdist's scheduler. A run with
         nothing left is complete, not stopped: the limit passed during its last trial."""
-        self.budget.record(self._billed, len(self._billed_ids))
-        if not self._left() or self.budget.admits(self._in_flight()) \
+        ctl, runner = self.controller, self.runner
+        ctl.budget.record(ctl.billed, len(ctl.billed_ids))
+        if not self._left() or ctl.budget.admits(self._in_flight()) \
                 or self._pytest_session is None:
             return
         from .spend import workers
@@ -509,37 +501,38 @@ class DuplexactSession:
         reason = "duplexact: the budget stopped the run (its note above says how to resume)"
         if workers(self.config) > 1:
             try:
-                write_json(self._stop_file, {"reason": self.budget.stopped})
+                write_json(self._stop_file, {"reason": ctl.budget.stopped})
             except OSError:
                 pass  # the workers then stop when xdist shuts them down
             dsession = self.config.pluginmanager.getplugin("dsession")
             if dsession is not None and not dsession.shouldstop:
                 dsession.shouldstop = reason
             return
-        nxt = self._next_item
+        nxt = runner.next_item
         inst = getattr(getattr(nxt, "callspec", None), "params", {}).get("duplexact_instance")
-        pre = self._harness.prefetcher if self._harness is not None else None
+        pre = runner.harness.prefetcher if runner.harness is not None else None
         if inst is not None and pre is not None and pre.started(inst.id):
             return  # in flight: it finishes and is scored; the next test decides again
         self._pytest_session.shouldstop = reason
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        ctl = self.controller
         self._pytest_session = session
         if not self.worker:
-            self._termination.install()
+            ctl.termination.install()
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if not self.worker and tr is not None:  # shown before the long run starts
-            for line in self.notices + self.messages:
+            for line in ctl.notices + ctl.messages:
                 tr.write_line(line)
-            self.messages.clear()  # said once (resume); the summary adds what comes later
+            ctl.messages.clear()  # said once (resume); the summary adds what comes later
         if not self.worker and self.measuring:
             from . import live_progress
 
             mode = live_progress.resolve(self.run_config.progress, tr)
             if mode != "off":
-                self.progress = live_progress.Progress(self, mode, tr)
-                self.config.pluginmanager.register(self.progress, "duplexact-progress")
+                ctl.progress = live_progress.Progress(self, mode, tr)
+                self.config.pluginmanager.register(ctl.progress, "duplexact-progress")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus) -> None:
@@ -550,23 +543,25 @@ class DuplexactSession:
             session.exitstatus = new_status
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
-        if self.worker or self.report is None:
+        ctl = self.controller
+        if self.worker or ctl.report is None:
             return
         from ..report.terminal import render
 
-        for line in render(self.report, self.gate_results):
+        for line in render(ctl.report, ctl.gate_results):
             terminalreporter.write_line(line)
-        for line in self.messages:
+        for line in ctl.messages:
             terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config) -> None:
-        self._termination.uninstall()
-        if self.progress is not None:
-            config.pluginmanager.unregister(self.progress)
-        if self.lock is not None:
-            self.lock.release()
-        if self._harness is not None:
-            self._harness.close()
+        ctl = self.controller
+        ctl.termination.uninstall()
+        if ctl.progress is not None:
+            config.pluginmanager.unregister(ctl.progress)
+        if ctl.lock is not None:
+            ctl.lock.release()
+        if self.runner.harness is not None:
+            self.runner.harness.close()
 
     # --- the end of the run (controller) -----------------------------------------------------
 
@@ -575,26 +570,28 @@ class DuplexactSession:
         decide it."""
         from ..report import builder, model
 
+        ctl = self.controller
+
         if not self.measuring:  # --collect-only: nothing measured, nothing to report
             return None
         config, run = self.config, self.run_config
-        outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
+        outcomes = [InstanceOutcome.from_dict(d) for d in ctl.outcomes.values()]
         from ..report.cost import PriceError, load_prices
 
         try:
             prices = load_prices(run.prices)
         except PriceError as e:  # checked at start; a file changed mid-run still ends the run
             prices = None
-            self.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
-        notes = list(self.notes)
-        expected = self.expected if self.expected is not None else {i.id for i in
-                                                                     self.instances}
+            ctl.messages.append(f"duplexact: WARNING: no cost estimate: {e}")
+        notes = list(ctl.notes)
+        expected = ctl.expected if ctl.expected is not None else {i.id for i in
+                                                                   self.instances}
         missing = len(self._left())
-        if self.budget is not None and not missing:
-            self.budget.stopped = None  # the limit passed as the last trial ran: complete
-        stopped = self.budget is not None and self.budget.stopped
+        if ctl.budget is not None and not missing:
+            ctl.budget.stopped = None  # the limit passed as the last trial ran: complete
+        stopped = ctl.budget is not None and ctl.budget.stopped
         if stopped:  # one line says why the report is incomplete and how to finish it
-            notes.append(f"{self.budget.stopped} after {len(outcomes):,} of "
+            notes.append(f"{ctl.budget.stopped} after {len(outcomes):,} of "
                          f"{len(expected):,} instances; resume with "
                          f"{self.resume_command()}" + (
                              f" ({missing:,} selected instance(s) have no outcome)"
@@ -604,32 +601,32 @@ class DuplexactSession:
                 f"{missing} of {len(expected)} selected instance(s) have no outcome "
                 "(interrupted, stopped, or lost with a crashed worker); "
                 f"{self.resume_command()} runs them")
-        if self._termination.received and missing:
-            self.messages.append(
-                f"duplexact: stopped by {self._termination.received} (a scheduler's time "
+        if ctl.termination.received and missing:
+            ctl.messages.append(
+                f"duplexact: stopped by {ctl.termination.received} (a scheduler's time "
                 f"limit, a preemption or a kill) after {len(outcomes):,} of {len(expected):,} "
                 f"instances; resume with {self.resume_command()}")
-        if self.budget is not None:
+        if ctl.budget is not None:
             try:
                 self._stop_file.unlink()
             except OSError:
                 pass
-        baseline = self.baseline
+        baseline = ctl.baseline
         # the same function merge builds its report with: every section, in report.json order
         report = builder.build(
             outcomes, self.settings, run.model, selected=[i.id for i in self.instances],
-            usage=usage.total(self.usage.values()), prices=prices, gates=run.gates,
-            notes=notes, estimate=self.estimate,
-            measured=model.Measured(round(time.monotonic() - self._started, 1),
-                                    len(self._billed_ids)),
-            budget=self.budget.to_dict() if self.budget is not None else None,
+            usage=usage.total(ctl.usage.values()), prices=prices, gates=run.gates,
+            notes=notes, estimate=ctl.estimate,
+            measured=model.Measured(round(time.monotonic() - ctl.started, 1),
+                                    len(ctl.billed_ids)),
+            budget=ctl.budget.to_dict() if ctl.budget is not None else None,
             timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None,
             baseline_ignore_borderline=run.baseline_ignore_borderline)
         if run.autosave or run.compare:  # the store's runs of this model under other channels
             report = self._with_robustness(report)
         report, hook_failed = self._run_report_hook(report)
-        self.report, self.gate_results = report, list(report.gate_list())
+        ctl.report, ctl.gate_results = report, list(report.gate_list())
         from .junit import add_suite_properties
 
         add_suite_properties(config, report)
@@ -648,14 +645,14 @@ class DuplexactSession:
                 unwritten.append((f"duplexact: ERROR: could not write {path}: {e}",
                                   _once_fixed(e, Path(path))))
         if unwritten:
-            self.messages += [line for line, _ in unwritten] + [
+            ctl.messages += [line for line, _ in unwritten] + [
                 f"duplexact: the finished instances are journaled in "
                 f"{RunDir(self.run_dir).instances}; {unwritten[0][1]}, "
                 f"{self.resume_command()} writes the report"]
             return 1 if exitstatus in (0, 1) else None
         self._publish(report)
-        self.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "
-                             "timelines, report.json)")
+        ctl.messages.append(f"duplexact: run directory {self.run_dir} (recordings, "
+                            "timelines, report.json)")
         if isinstance(hook_failed, KeyboardInterrupt):
             return pytest.ExitCode.INTERRUPTED
         if hook_failed is not None and exitstatus in (0, 1):
@@ -675,7 +672,7 @@ class DuplexactSession:
         try:
             self.config.hook.pytest_duplexact_report(report=report, config=self.config)
         except BaseException as e:  # a user's hook: its bug must not cost the measured report
-            self.messages.append(
+            self.controller.messages.append(
                 "duplexact: ERROR: a pytest_duplexact_report hook raised "
                 f"{type(e).__name__}: {mask_secrets(str(e))}; report.json is written without "
                 "what hooks add (extra), and the run fails")
@@ -685,7 +682,7 @@ class DuplexactSession:
             return report, None
         note = ("extra (a pytest_duplexact_report hook's) was not strict JSON; written with "
                 f"{', '.join(sorted(changed))}")
-        self.messages.append(f"duplexact: WARNING: {note}")
+        self.controller.messages.append(f"duplexact: WARNING: {note}")
         return report.replace(extra=extra, notes=(*(report.notes or ()), note)), None
 
     def _with_robustness(self, report):
@@ -697,7 +694,7 @@ class DuplexactSession:
         try:
             sec = robustness.section(report, robustness.stored_reports(self.run_config.store))
         except (OSError, ValueError) as e:
-            self.messages.append(f"duplexact: WARNING: no robustness section: {e}")
+            self.controller.messages.append(f"duplexact: WARNING: no robustness section: {e}")
             return report
         return report if sec is None else report.replace(robustness=sec)
 
@@ -707,20 +704,22 @@ class DuplexactSession:
         report."""
         from ..report import job_summary, store
 
+        ctl = self.controller
+
         if self.run_config.autosave:
             try:
                 saved = store.save(report, self.run_config.store)
-                self.messages.append(f"duplexact: stored this run as {saved}")
+                ctl.messages.append(f"duplexact: stored this run as {saved}")
             except OSError as e:
-                self.messages.append(f"duplexact: WARNING: could not store this run: {e}")
+                ctl.messages.append(f"duplexact: WARNING: could not store this run: {e}")
         try:
             written = job_summary.append(report, report_path=str(RunDir(self.run_dir)
                                                                   .report_file))
         except OSError as e:
-            self.messages.append(f"duplexact: WARNING: could not write the job summary: {e}")
+            ctl.messages.append(f"duplexact: WARNING: could not write the job summary: {e}")
         else:
             if written:
-                self.messages.append(f"duplexact: summary appended to {written}")
+                ctl.messages.append(f"duplexact: summary appended to {written}")
 
 
 def _users_input(exc: Exception) -> bool:
