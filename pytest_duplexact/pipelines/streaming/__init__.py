@@ -1,7 +1,7 @@
 """Deprecated for one release: ``pytest_duplexact.pipelines.streaming`` is
 ``pytest_duplexact.pipelines.streaming_duplex``.
 
-A package rather than a module file so that the move of the old file stays a rename git
+A package rather than a module file, so that the module's move stays a rename that git
 follows when parallel changes to it are merged."""
 
 import warnings
