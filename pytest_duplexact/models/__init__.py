@@ -30,8 +30,8 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from .base import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
-from .builtins import BUILTINS, RECORDED
+from .catalogue.builtins import BUILTINS, RECORDED
+from .contract import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
 RECORDED_PREFIX = "recorded:"
@@ -223,7 +223,7 @@ def probe(spec: str, **options):
     ``probe(**options)``, else its ``reach(**options)`` (a description only); None for a
     model with neither. Raises with the client's one-line message when nothing usable
     answers."""
-    from .base import Probed
+    from .contract import Probed
 
     spec = spec.strip()
     if spec.startswith(RECORDED_PREFIX):

@@ -18,8 +18,8 @@ import ssl
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from .base import ModelError
-from .streaming import ServerUnreachable, TransientModelError
+from .contract import ModelError
+from .streaming_contract import ServerUnreachable, TransientModelError
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .base import SessionInfo
+from .contract import SessionInfo
 
 
 class PerSlotBatch:

@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable, Union
 from ..data.annotations import Instance
 from ..data.taxonomy import Pipeline
 from ..models import is_recorded, is_stepped, is_streaming
-from ..models.base import SessionInfo
+from ..models.contract import SessionInfo
 from .bargein import BargeInReplay
 from .direct import DirectReplay
 from .duplex import Duplex, Recording

@@ -26,7 +26,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..models.base import ModelError, SessionInfo
+from ..models.contract import ModelError, SessionInfo
 from . import watchdog
 from .stepped import SteppedDuplex, model_name
 

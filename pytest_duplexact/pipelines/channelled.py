@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..data.audio import SAMPLE_RATE
-from ..models.base import ModelError
+from ..models.contract import ModelError
 from .channel import Channel, speech_level, trial_seed
 from .duplex import Duplex, Recording, Track
 

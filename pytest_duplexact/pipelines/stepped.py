@@ -15,7 +15,7 @@ import soxr
 
 from ..data.audio import SAMPLE_RATE
 from ..data.timeline import Word
-from ..models.base import ModelError, SessionInfo, StepOutput, SteppedModel
+from ..models.contract import ModelError, SessionInfo, StepOutput, SteppedModel
 from . import watchdog
 from .duplex import Duplex, Recording, Track
 from .output_check import dtype_problem, level_problem

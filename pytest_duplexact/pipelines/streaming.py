@@ -31,8 +31,8 @@ import numpy as np
 from ..data.audio import SAMPLE_RATE, resample
 from ..data.recording import Recording
 from ..data.timeline import Word
-from ..models.base import ModelError, SessionInfo, StreamingModel
-from ..models.streaming import (
+from ..models.contract import ModelError, SessionInfo, StreamingModel
+from ..models.streaming_contract import (
     ADMISSION,
     DEFAULT_CHUNK_MS,
     AudioDelta,

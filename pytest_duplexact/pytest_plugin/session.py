@@ -24,7 +24,7 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
-from ..models.base import ModelError
+from ..models.contract import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
@@ -731,7 +731,7 @@ def _users_input(exc: Exception) -> bool:
 
 def _unreachable(exc: BaseException | None) -> bool:
     """The error, or one it was raised from, says nothing answered at the server's address."""
-    from ..models.streaming import ServerUnreachable
+    from ..models.streaming_contract import ServerUnreachable
 
     seen = 0
     while exc is not None and seen < 10:

@@ -18,7 +18,7 @@ def model_kind(spec: str, options: dict | None = None) -> tuple[str, bool, str]:
     (one connection, as the run's preflight makes); an import path's factory says when it is
     a class (else "unknown", not billed unless the price table knows its name)."""
     from ..models import RECORDED_PREFIX
-    from ..models.builtins import BUILTINS
+    from ..models.catalogue.builtins import BUILTINS
 
     if spec.startswith(RECORDED_PREFIX):
         return "replay", False, ""
@@ -123,7 +123,7 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
 
 
 def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:
-    from ..models.builtins import BUILTINS
+    from ..models.catalogue.builtins import BUILTINS
     from ..report.estimate import plan
 
     kind, billed, basis = model_kind(settings.model, dict(settings.options))

@@ -20,7 +20,7 @@ from ..data.results import ImmediateResult, InstanceOutcome, Verdict
 from ..data.taxonomy import TIMING_TOLERANCE_S
 from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis
-from ..models.base import SessionInfo
+from ..models.contract import SessionInfo
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
 from ..rules import latency, scoring
 from .rundir import RunDir
