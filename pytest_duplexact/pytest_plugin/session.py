@@ -24,6 +24,7 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
+from ..models.adapter import traits
 from ..models.contract import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
@@ -742,15 +743,6 @@ def _unreachable(exc: BaseException | None) -> bool:
 
 
 def _unsupported(model, inst) -> str | None:
-    """Why ``model`` cannot run ``inst``'s pipeline, if it declares the ones it supports
-    (``pipelines``: taxonomy pipeline values, e.g. mini-omni2's ("direct",)), or says why
-    itself (``unsupported(pipeline)``: vllm-omni, from what its deployment advertises)."""
-    why = getattr(model, "unsupported", None)
-    if callable(why):
-        return why(inst.pipeline.value)
-    supported = getattr(model, "pipelines", None)
-    if not supported or inst.pipeline.value in supported:
-        return None
-    name = getattr(model, "name", type(model).__name__)
-    return (f"unsupported by this model: {name} runs only on {', '.join(supported)} replay, "
-            f"not {inst.pipeline.value}")
+    """Why ``model`` cannot run ``inst``'s pipeline (models.adapter.Traits: the pipelines it
+    declares, e.g. mini-omni2's ("direct",), or its own ``unsupported(pipeline)``)."""
+    return traits(model).why_unsupported(inst.pipeline.value)

@@ -54,6 +54,7 @@ def _factory_kind(spec: str) -> tuple[str, str]:
     import inspect
 
     from ..models import factory_for
+    from ..models.adapter import traits
 
     unknown = "unknown", "kind unknown: an import path's is known once it is built"
     try:
@@ -62,9 +63,10 @@ def _factory_kind(spec: str) -> tuple[str, str]:
         return unknown
     if not inspect.isclass(factory):
         return unknown
-    if inspect.iscoroutinefunction(getattr(factory, "connect", None)):
+    declared = traits(factory)
+    if declared.async_connect:
         return "streaming", f"streaming, as {factory.__name__} has an async connect"
-    if callable(getattr(factory, "step", None)):
+    if declared.steps:
         return "stepped", f"stepped, as {factory.__name__} has step"
     return unknown
 

@@ -58,6 +58,7 @@ from websockets.sync.client import connect as sync_connect
 from ...bridges import wire
 from ...data.timeline import Word
 from ...remote.netsafety import BearerHeaders, Secret
+from ..adapter import Adapter
 from ..contract import ModelError, Probed, SessionInfo, StepOutput
 from ..model_options import (
     ModelConfigError,
@@ -774,6 +775,4 @@ def described(r: wire.Ready, unnamed: str) -> str:
             f"transcript {'yes' if r.transcript else 'no'}{at_once}")
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
-factory.reach = reach  # type: ignore[attr-defined]
-factory.probe = probed  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight, reach=reach, probe=probed)

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from ...remote.netsafety import insecure_url_problem
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (  # also read as gemini_live.ModelConfigError
     TRANSIENT_HTTP,
@@ -416,4 +417,4 @@ def preflight(**options: Any) -> None:
     factory(**options)
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight)

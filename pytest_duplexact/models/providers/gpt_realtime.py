@@ -31,6 +31,7 @@ import numpy as np
 from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed  # openai[realtime] brings websockets
 
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (  # also read as openai_realtime.ModelConfigError
     ModelConfigError,
@@ -385,4 +386,4 @@ def preflight(**options: Any) -> None:
     factory(**options)
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight)

@@ -52,6 +52,7 @@ import numpy as np
 
 from ...data.audio import resample
 from ...remote.netsafety import received_json
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from ..streaming_contract import (
@@ -421,5 +422,4 @@ def reach(**options: Any) -> str:
     return reach_route(LABEL, m.server_url, f"{API}/start", verify=m.verify)
 
 
-factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url
-factory.reach = reach  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=factory, reach=reach)  # preflight: options, server_url

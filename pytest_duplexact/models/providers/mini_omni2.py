@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from ..streaming_contract import AudioDelta, ItemDone, TranscriptDelta
@@ -292,8 +293,7 @@ def reach(**options: Any) -> str:
     return reach_route(LABEL, m.server_url, "/chat", verify=m.verify)
 
 
-factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url
-factory.reach = reach  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=factory, reach=reach)  # preflight: options, server_url
 
 
 __all__ = ["MiniOmni2", "MiniOmni2Session", "MultipartReader", "TurnDetector", "factory",

@@ -53,6 +53,7 @@ from websockets.sync.client import connect as sync_connect
 
 from ...bridges import wire
 from ...remote.netsafety import BearerHeaders, Secret
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
@@ -405,5 +406,5 @@ def reach(**options: Any) -> str:
         ws.close()
 
 
-factory.preflight = factory  # type: ignore[attr-defined]  # options, server_url, URL rule
-factory.reach = reach  # type: ignore[attr-defined]
+# the preflight builds the client: the options, server_url and the URL rule, no connection
+factory = Adapter(factory, preflight=factory, reach=reach)

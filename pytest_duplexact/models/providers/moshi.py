@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..adapter import Adapter
 from ..catalogue.builtins import BUILTINS
 from ..catalogue.requirements import NotReady, local_file_problem
 from ..contract import ModelError, SessionInfo, StepOutput
@@ -456,4 +457,4 @@ def preflight(**options: Any) -> None:
     MoshiOptions.parse(options).check_files()
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight)

@@ -44,6 +44,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import connect as sync_connect
 
+from ..adapter import Adapter
 from ..catalogue.paper_models import MOSHI_START as START_MOSHI
 from ..catalogue.paper_models import PERSONAPLEX_START as START_PERSONAPLEX
 from ..contract import ModelError, Probed, SessionInfo
@@ -483,6 +484,4 @@ def reach(**options: Any) -> str:
     return probed(**options).description
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
-factory.reach = reach  # type: ignore[attr-defined]
-factory.probe = probed  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight, reach=reach, probe=probed)

@@ -10,7 +10,9 @@ paper routes (models/paper_models.py) and docs/models.md follow it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
+
+from ..adapter import Adapter
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ BRIDGED: dict[str, Bridged] = {
 }
 
 
-def _factory(name: str) -> Callable[..., Any]:
+def _factory(name: str) -> Adapter:
     def client(options: dict[str, Any]):
         from ..model_options import ModelConfigError
         from .bridge import client_from, meant
@@ -84,11 +86,8 @@ def _factory(name: str) -> Callable[..., Any]:
     def reach(**options: Any) -> str:
         return probed(**options).description
 
-    factory.preflight = preflight  # type: ignore[attr-defined]
-    factory.reach = reach  # type: ignore[attr-defined]
-    factory.probe = probed  # type: ignore[attr-defined]
-    factory.__name__ = name.replace("-", "_")
-    return factory
+    return Adapter(factory, preflight=preflight, reach=reach, probe=probed,
+                   name=name.replace("-", "_"))
 
 
 flm_audio = _factory("flm-audio")

@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ...bridges import wire
+from ..adapter import Adapter
 from ..contract import SessionInfo
 from ..model_options import ModelConfigError, build, require_positive
 from ..streaming_contract import DEFAULT_CHUNK_MS, TransientModelError, admitting
@@ -160,5 +161,4 @@ def reach(**options: Any) -> str:
     return "an empty READY (Raon's gateway)" if r.native else f"a bridge READY ({r.model})"
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
-factory.reach = reach  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight, reach=reach)

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 from openai import AsyncOpenAI
 
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import ModelConfigError, build, check_transport, scrub
 from ..streaming_contract import DEFAULT_CHUNK_MS, Error, Event
@@ -264,5 +265,5 @@ def qwen_omni_realtime(**options: Any) -> QwenOmniRealtime:
 
 
 # the registry's pre-run check: options, key and URL, without connecting
-grok_voice.preflight = grok_voice  # type: ignore[attr-defined]
-qwen_omni_realtime.preflight = qwen_omni_realtime  # type: ignore[attr-defined]
+grok_voice = Adapter(grok_voice, preflight=grok_voice)
+qwen_omni_realtime = Adapter(qwen_omni_realtime, preflight=qwen_omni_realtime)

@@ -63,6 +63,7 @@ import numpy as np
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 import socketio
 
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
@@ -454,7 +455,6 @@ def _reach(build) -> Any:
     return reach
 
 
-freeze_omni.preflight = freeze_omni  # type: ignore[attr-defined]  # options, server_url
-vita_15.preflight = vita_15  # type: ignore[attr-defined]
-freeze_omni.reach = _reach(freeze_omni)  # type: ignore[attr-defined]
-vita_15.reach = _reach(vita_15)  # type: ignore[attr-defined]
+# the preflight builds the client (options, server_url) without connecting
+freeze_omni = Adapter(freeze_omni, preflight=freeze_omni, reach=_reach(freeze_omni))
+vita_15 = Adapter(vita_15, preflight=vita_15, reach=_reach(vita_15))

@@ -56,6 +56,7 @@ from websockets.sync.client import connect as sync_connect
 
 from ...bridges import wire
 from ...remote.netsafety import BearerHeaders, Secret
+from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
@@ -842,5 +843,4 @@ def reach(**options: Any) -> str:
     return probe(build(VllmOmni, LABEL, KEY_ENV, options)).describe()
 
 
-factory.preflight = preflight  # type: ignore[attr-defined]
-factory.reach = reach  # type: ignore[attr-defined]
+factory = Adapter(factory, preflight=preflight, reach=reach)
