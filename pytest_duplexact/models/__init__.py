@@ -29,10 +29,13 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
+from . import moved
 from .adapter import Adapter, adapter_for, traits
 from .catalogue.builtins import BUILTINS, RECORDED
 from .contract import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
 from .model_options import value_problem
+
+moved.install()  # the paths of before models/ was arranged by role, for one release
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
 RECORDED_PREFIX = "recorded:"
