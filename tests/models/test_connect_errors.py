@@ -35,7 +35,7 @@ def gemini(e):
 
 
 def minicpm(e):
-    return minicpm_duplex._connect_error(e)
+    return minicpm_duplex.PEER.connect_error(e)
 
 
 CASES = [

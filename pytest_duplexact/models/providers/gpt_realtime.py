@@ -53,6 +53,7 @@ from ..streaming_contract import (
     TransientModelError,
 )
 from ..util.pcm import from_pcm16, pcm16
+from ..util.ws_session import close_code, receive
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +208,11 @@ def connect_failure(e: BaseException, model: str, key_env: str = KEY_ENV) -> Mod
                          not_found="the realtime endpoint: unknown model or wrong base URL")
 
 
+def _dropped(e: ConnectionClosed) -> TransientModelError:
+    return TransientModelError(f"the realtime connection closed mid-instance "
+                               f"(close code {close_code(e)})")
+
+
 def add_usage(total: dict[str, float], usage: Any, prefix: str = "") -> None:
     """Sum the numbers of a provider's ``response.usage`` (nested details flattened with
     dots: ``input_token_details.audio_tokens``)."""
@@ -259,14 +265,10 @@ class OpenAIRealtimeSession:
         """The next server event as a dict, the key scrubbed from it before it is parsed
         (an ``ev`` / ``err`` local a traceback shows never holds it); None once we closed the
         socket ourselves."""
-        try:
-            raw = scrub(await self._conn.recv_bytes(), self._key_env)
-        except ConnectionClosed as e:
-            if self._closed:
-                return None
-            code = e.rcvd.code if e.rcvd is not None else 1006
-            raise TransientModelError(f"the realtime connection closed mid-instance "
-                                      f"(close code {code})") from None
+        raw = await receive(self._conn.recv_bytes, closed=lambda: self._closed,
+                            dropped=_dropped, key_vars=(self._key_env,))
+        if raw is None:
+            return None
         # parsed, then scrubbed again (a key written with JSON escapes); a frame that is not a
         # JSON object is a server that does not speak the Realtime protocol
         return server_message(raw, "the realtime server", self._key_env, binary=True)

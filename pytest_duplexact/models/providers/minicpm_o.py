@@ -51,21 +51,17 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
-from ...bridges import wire
-from ...remote.netsafety import BearerHeaders, Secret
 from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
     build,
     check_transport,
-    connect_error,
     probe_connection,
     require_positive,
     scrub,
     server_message,
     shown_url,
-    tls_context,
     translated,
 )
 from ..streaming_contract import (
@@ -82,6 +78,7 @@ from ..streaming_contract import (
     stop_and_close,
 )
 from ..util.server_session import started
+from ..util.ws_session import WsPeer, close_code, receive
 
 log = logging.getLogger(__name__)
 
@@ -156,36 +153,19 @@ class MiniCPMO:
         return msg
 
     def connect_options(self, url: str) -> dict[str, Any]:
-        # a message past the bridge's bound (16 MiB: minutes of audio; a step is ~100 KB)
-        # ends the session as the server's error, instead of growing memory without limit
-        options: dict[str, Any] = {"max_size": wire.MAX_MESSAGE, "compression": None,
-                                   "open_timeout": self.connect_timeout,
-                                   "additional_headers": _auth_headers()}
-        if url.startswith("wss"):
-            options["ssl"] = tls_context()
-        return options
+        return PEER.options(url, self.connect_timeout)
 
     async def connect(self, info: SessionInfo) -> "MiniCPMOSession":
         session_id = f"adx_{secrets.token_hex(8)}"
         url = self.endpoint(session_id)
         options = self.connect_options(url)  # the key in a masked holder (BearerHeaders)
-        try:
-            ws = await ws_connect(url, **options)
-        except Exception as e:
-            raise _connect_error(e) from None
+        ws = await PEER.connect(ws_connect, url, **options)
         return await started(MiniCPMOSession(ws, self, session_id))
 
 
-def _auth_headers() -> BearerHeaders | None:
-    """The key, when set, in a masked holder: never a plain str in a frame local that a
-    ``-l`` traceback or a junit report would print."""
-    return BearerHeaders(Secret(os.environ[KEY_ENV])) if os.environ.get(KEY_ENV) else None
-
-
-def _connect_error(e: BaseException) -> ModelError:
-    return connect_error(e, LABEL, (KEY_ENV,), rejected="the server refused the connection",
-                         transient=frozenset({429, 502, 503, 504}), busy="server busy",
-                         other=": wrong server_url?")
+PEER = WsPeer(LABEL, KEY_ENV, rejected="the server refused the connection",
+              transient=frozenset({429, 502, 503, 504}), busy="server busy",
+              other=": wrong server_url?")
 
 
 def _error_text(msg: dict[str, Any]) -> str:
@@ -213,21 +193,13 @@ class MiniCPMOSession:
                                         "audio_out_s": 0.0}
 
     async def _recv(self, timeout: float | None = None) -> dict[str, Any] | None:
-        try:
-            raw = scrub(await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
-                               else self._ws.recv()), KEY_ENV)  # before any local holds it
-        except ConnectionClosed as e:
-            if self._closed:
-                return None
-            if e.sent is not None and e.sent.code == 1009:  # we closed: over max_size
-                raise ModelError(f"{LABEL}: {shown_url(self._model.server_url)} sent a "
-                                 f"message over the bound of {wire.MAX_MESSAGE} bytes "
-                                 "(bridges/wire.py MAX_MESSAGE): a server error") from None
-            code = e.rcvd.code if e.rcvd is not None else 1006
-            reason = f": {scrub(e.rcvd.reason, KEY_ENV)}" \
-                if e.rcvd is not None and e.rcvd.reason else ""
-            raise TransientModelError(f"{LABEL}: the connection closed (close code "
-                                      f"{code}{reason})") from None
+        raw = await receive(self._ws.recv, closed=lambda: self._closed, timeout=timeout,
+                            dropped=lambda e: PEER.dropped(e, self._model.server_url,
+                                                           "the connection closed",
+                                                           reason=True),
+                            key_vars=(KEY_ENV,))  # scrubbed before any local holds it
+        if raw is None:
+            return None
         # scrubbed before and after parsing; a binary frame or non-JSON is a wrong server
         return server_message(raw, LABEL, KEY_ENV)
 
@@ -371,7 +343,7 @@ def reach(**options: Any) -> str:
     end = time.monotonic() + m.connect_timeout
     ws = probe_connection(
         lambda: sync_connect(url, close_timeout=CLOSE_TIMEOUT_S, **m.connect_options(url)),
-        _connect_error, f"is the MiniCPM-o demo gateway running at {where}?")
+        PEER.connect_error, f"is the MiniCPM-o demo gateway running at {where}?")
     try:
         try:
             msg = server_message(ws.recv(timeout=max(0.0, end - time.monotonic())), LABEL,
@@ -382,7 +354,7 @@ def reach(**options: Any) -> str:
                   "MiniCPM-o demo gateway?"
         except ConnectionClosed as e:
             why = f"{LABEL}: {where} closed the connection before saying anything " \
-                  f"(close code {e.rcvd.code if e.rcvd is not None else 1006}): is it the " \
+                  f"(close code {close_code(e)}): is it the " \
                   "MiniCPM-o demo gateway?"
         except ModelError as e:
             why = str(e)

@@ -55,14 +55,12 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
 from ...bridges import wire
-from ...remote.netsafety import BearerHeaders, Secret
 from ..adapter import Adapter
 from ..contract import ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
     build,
     check_transport,
-    connect_error,
     probe_connection,
     require_positive,
     scrub,
@@ -88,6 +86,7 @@ from ..streaming_contract import (
     stop_and_close,
 )
 from ..util.server_session import started
+from ..util.ws_session import WsPeer, receive
 
 log = logging.getLogger(__name__)
 
@@ -309,12 +308,7 @@ class VllmOmni:
         return urlunsplit((scheme, parts.netloc, path, urlencode(query), ""))
 
     def connect_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"max_size": wire.MAX_MESSAGE, "compression": None,
-                                   "open_timeout": self.connect_timeout,
-                                   "additional_headers": _auth_headers()}
-        if self.endpoint().startswith("wss"):
-            options["ssl"] = tls_context()
-        return options
+        return PEER.options(self.endpoint(), self.connect_timeout)
 
     def session_update(self) -> dict[str, Any]:
         """The open handshake: the preset's session object (their ``SessionConfig``)."""
@@ -358,22 +352,14 @@ class VllmOmni:
         return deployment
 
     async def connect(self, info: SessionInfo) -> "VllmOmniSession":
-        try:
-            ws = await ws_connect(self.endpoint(), **self.connect_options())
-        except Exception as e:
-            raise _connect_error(e) from None
+        ws = await PEER.connect(ws_connect, self.endpoint(), **self.connect_options())
         return await started(VllmOmniSession(ws, self))
 
 
 def dropped(e: ConnectionClosed, url: str) -> ModelError:
-    """A closed connection in words: a message past the size bound (we closed with 1009) is
-    the server's error naming the bound; any other drop is retried."""
-    if e.sent is not None and e.sent.code == 1009:
-        return ModelError(f"{LABEL}: {shown_url(url)} sent a message over the bound of "
-                          f"{wire.MAX_MESSAGE} bytes (bridges/wire.py MAX_MESSAGE): a server "
-                          "error")
-    code = e.rcvd.code if e.rcvd is not None else 1006
-    return TransientModelError(f"{LABEL}: the connection dropped (close code {code})")
+    """A closed connection in words (a message past the size bound is the server's error;
+    any other drop is retried)."""
+    return PEER.dropped(e, url, "the connection dropped")
 
 
 def _data_url(value: str) -> str:
@@ -382,15 +368,9 @@ def _data_url(value: str) -> str:
     return "data:audio/wav;base64," + base64.b64encode(Path(value).read_bytes()).decode("ascii")
 
 
-def _auth_headers() -> BearerHeaders | None:
-    return BearerHeaders(Secret(os.environ[KEY_ENV])) if os.environ.get(KEY_ENV) else None
-
-
-def _connect_error(e: BaseException) -> ModelError:
-    return connect_error(e, LABEL, (KEY_ENV,), rejected="the server refused the connection",
-                         not_found="the server: is this vLLM-Omni's duplex route "
-                                   "(/v1/realtime?duplex=1)?",
-                         transient=TRANSIENT_HTTP, busy="at capacity or busy")
+PEER = WsPeer(LABEL, KEY_ENV, rejected="the server refused the connection",
+              not_found="the server: is this vLLM-Omni's duplex route (/v1/realtime?duplex=1)?",
+              transient=TRANSIENT_HTTP, busy="at capacity or busy")
 
 
 def encode(pcm: np.ndarray, fmt: str) -> str:
@@ -448,14 +428,10 @@ class VllmOmniSession:
     # -- setup --
 
     async def _recv(self, timeout: float | None = None) -> dict[str, Any] | None:
-        try:
-            raw = await (asyncio.wait_for(self._ws.recv(), timeout) if timeout
-                         else self._ws.recv())
-        except ConnectionClosed as e:
-            if self._closed:
-                return None
-            self._dropped = True
-            raise dropped(e, self._model.url) from None
+        raw = await receive(self._ws.recv, closed=lambda: self._closed, timeout=timeout,
+                            dropped=self._drop)
+        if raw is None:
+            return None
         if self._flood.over(time.monotonic()):
             raise ModelError(f"{LABEL}: {shown_url(self._model.url)} sent more than "
                              f"{wire.MAX_EVENTS_PER_S} events in one second (the bound on a "
@@ -465,6 +441,10 @@ class VllmOmniSession:
         if isinstance(seq, int) and seq > self._seq:
             self._seq = seq
         return msg
+
+    def _drop(self, e: ConnectionClosed) -> ModelError:
+        self._dropped = True
+        return dropped(e, self._model.url)
 
     async def start(self) -> None:
         """``session.update`` -> ``session.created`` (its capabilities), within
@@ -770,11 +750,11 @@ def probe(model: VllmOmni) -> Deployment:
     where = shown_url(model.url)
     ws = probe_connection(
         lambda: sync_connect(model.endpoint(), open_timeout=model.connect_timeout,
-                             additional_headers=_auth_headers(), max_size=wire.MAX_MESSAGE,
+                             additional_headers=PEER.headers(), max_size=wire.MAX_MESSAGE,
                              compression=None, close_timeout=model.close_timeout,
                              **({"ssl": tls_context()} if model.endpoint().startswith("wss")
                                 else {})),
-        _connect_error, f"is vllm-omni serving a duplex deploy config at {where}?")
+        PEER.connect_error, f"is vllm-omni serving a duplex deploy config at {where}?")
     try:
         return _created(ws, model, where)
     finally:
