@@ -83,6 +83,7 @@ from ..streaming_contract import (
     stop_and_close,
 )
 from ..util.words import TextStream
+from ..util.ws_session import DuplexSocketSession
 
 log = logging.getLogger(__name__)
 
@@ -566,7 +567,7 @@ class BridgeStreaming:
         return BridgeStreamingSession(ws, self)
 
 
-class BridgeStreamingSession:
+class BridgeStreamingSession(DuplexSocketSession):
     """The ``StreamingSession`` protocol over one bridge connection.
 
     Items: the protocol has no turns, so the session makes them from the text: consecutive
@@ -675,15 +676,8 @@ class BridgeStreamingSession:
             self._item, self._speaking = None, False
         return out
 
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        """Nothing to tell the server: a duplex model decides itself when to stop."""
-        return None
-
-    async def close(self) -> None:
+    async def _close(self) -> None:
         """CLOSE, drain up to the server's CLOSE, close the socket (``close_timeout`` each)."""
-        if self._closed:
-            return
-        self._closed = True
         c = self._client
         await stop_and_close(self._ws, wire.frame(wire.CLOSE),
                              lambda m: wire.split(m)[0] == wire.CLOSE, c.close_timeout,

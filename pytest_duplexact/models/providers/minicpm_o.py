@@ -78,7 +78,7 @@ from ..streaming_contract import (
     stop_and_close,
 )
 from ..util.server_session import started
-from ..util.ws_session import WsPeer, close_code, receive
+from ..util.ws_session import DuplexSocketSession, WsPeer, close_code, receive
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def _b64_float32(data: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(data), dtype="<f4").astype(np.float32)
 
 
-class MiniCPMOSession:
+class MiniCPMOSession(DuplexSocketSession):
     """One duplex session: the ``StreamingSession`` protocol over the demo's WebSocket."""
 
     def __init__(self, ws: Any, model: MiniCPMO, session_id: str):
@@ -308,16 +308,9 @@ class MiniCPMOSession:
             self._turn = None
         return out
 
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        """Nothing to tell the server: the model already chose to stop (listen)."""
-        return None
-
-    async def close(self) -> None:
+    async def _close(self) -> None:
         """``stop`` so the server frees its GPU worker at once, drain the results still in
         flight up to ``stopped``, then close the socket."""
-        if self._closed:
-            return
-        self._closed = True
         await stop_and_close(self._ws, json.dumps({"type": "stop"}),
                              lambda raw: server_message(raw, LABEL).get("type") == "stopped",
                              CLOSE_TIMEOUT_S, LABEL)

@@ -65,6 +65,7 @@ from ..streaming_contract import (
     TransientModelError,
     admitting,
 )
+from ..util.ws_session import DuplexSocketSession
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +290,7 @@ class MoshiServerModel:
         return MoshiServerSession(ws, self)
 
 
-class MoshiServerSession:
+class MoshiServerSession(DuplexSocketSession):
     """The ``StreamingSession`` protocol over one moshi-server connection."""
 
     def __init__(self, ws: Any, model: MoshiServerModel):
@@ -352,15 +353,8 @@ class MoshiServerSession:
                     yield ev
             # a repeated handshake or an unknown kind: nothing to hear
 
-    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
-        """Nothing to tell the server: a duplex model decides itself when to stop."""
-        return None
-
-    async def close(self) -> None:
+    async def _close(self) -> None:
         """Close the socket: the server's receive loop ends and it releases its lock."""
-        if self._closed:
-            return
-        self._closed = True
         try:
             await asyncio.wait_for(self._ws.close(), self._cfg.close_timeout)
         except Exception as e:  # a dead server must not hold the instance

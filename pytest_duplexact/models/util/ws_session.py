@@ -95,3 +95,24 @@ async def receive(recv: Callable[[], Awaitable[Any]], *, closed: Callable[[], bo
         if closed():
             return None
         raise dropped(e) from None
+
+
+class DuplexSocketSession:
+    """The end of a session of a natively duplex model over one socket: a cut needs no
+    message (the model decides itself when to stop), and ``close`` runs ``_close`` once."""
+
+    _closed = False
+
+    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
+        """Nothing to tell the server: a duplex model decides itself when to stop."""
+        return None
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._close()
+
+    async def _close(self) -> None:
+        """Tell the server (when its protocol has a word for it) and close the socket."""
+        raise NotImplementedError
