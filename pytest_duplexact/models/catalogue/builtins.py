@@ -11,7 +11,7 @@ names up here. Adding a built-in is adding its adapter module and one row here
 
 from __future__ import annotations
 
-from ..providers.named_bridge import BRIDGED
+from .model_bridges import BRIDGED
 from .requirements import MOSHI_INSTALL, Builtin, FileOption, Package
 
 _OPENAI = (Package("openai", "core dependency of pytest-duplexact"),

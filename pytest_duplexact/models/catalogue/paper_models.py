@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from ..providers.named_bridge import BRIDGED
 from .builtins import BUILTINS
+from .model_bridges import BRIDGED
 
 # (our name, the paper's name, its checkpoint or API model in Table 14)
 ROSTER: tuple[tuple[str, str, str], ...] = (

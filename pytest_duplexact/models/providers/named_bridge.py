@@ -2,42 +2,17 @@
 the model's own environment), by name: ``--duplexact-model=flm-audio
 --duplexact-model-option url=ws://gpu-box:8765`` is ``--duplexact-model=bridge`` with the same
 options, plus a check that the server's READY names that model (a bridge of another model
-at the URL is a configuration error, not a run of the wrong model). ``BRIDGED`` is the one
-table of these names: their rows in the table of built-ins (models/builtins.py), their
-paper routes (models/paper_models.py) and docs/models.md follow it.
+at the URL is a configuration error, not a run of the wrong model). One factory per row of
+``BRIDGED`` (catalogue/model_bridges.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..adapter import Adapter
-
-
-@dataclass(frozen=True)
-class Bridged:
-    title: str  # the model, as the paper's Table 14 names its checkpoint
-    module: str  # pytest_duplexact.bridges.<module>
-    args: str  # the bridge's own required arguments, as on its command line
-
-    @property
-    def command(self) -> str:
-        """What to start on the model's machine, in its environment (``--host 0.0.0.0``: for
-        the benchmark machine to reach it; an SSH tunnel needs no open port)."""
-        return (f"python -m pytest_duplexact.bridges.{self.module} {self.args} --port 8765 "
-                "--host 0.0.0.0")
-
-
-BRIDGED: dict[str, Bridged] = {
-    "flm-audio": Bridged("FLM-Audio (CofeAI/FLM-Audio)", "flm_audio",
-                         "--checkpoint DIR --workaround all"),  # its HEAD's defects
-    "bayling-duplex": Bridged("BayLing-Duplex (BayLing-Models/BayLing-Duplex)",
-                              "bayling_duplex", "--model-path M --speech-tokenizer-path T "
-                                                "--decoder-path D"),
-    "voila": Bridged("Voila-Autonomous (maitrix-org/Voila-autonomous-preview)", "voila",
-                     "--voila-repo VOILA --checkpoint DIR --audio-tokenizer TOKDIR"),
-}
+from ..catalogue.model_bridges import BRIDGED
 
 
 def _factory(name: str) -> Adapter:
