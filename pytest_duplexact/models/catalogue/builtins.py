@@ -43,10 +43,10 @@ BUILTINS: dict[str, Builtin] = {
                            packages=(Package("google.genai",
                                              "pip install 'pytest-duplexact[gemini]'"),),
                            billed=True),
-    "grok-voice": Builtin(_M + "realtime_dialects:grok_voice",
+    "grok-voice": Builtin(_M + "grok_voice:factory",
                           "xAI Grok Voice Agent API (hosted, OpenAI Realtime dialect)",
                           "streaming", packages=_OPENAI, env=("XAI_API_KEY",), billed=True),
-    "qwen-omni-realtime": Builtin(_M + "realtime_dialects:qwen_omni_realtime",
+    "qwen-omni-realtime": Builtin(_M + "qwen_omni_realtime:factory",
                                   "Alibaba DashScope Qwen-Omni Realtime (hosted, OpenAI "
                                   "Realtime dialect)", "streaming", packages=_OPENAI,
                                   env=("DASHSCOPE_API_KEY",), billed=True),
@@ -93,10 +93,10 @@ BUILTINS: dict[str, Builtin] = {
                      "machine (url option)", "stepped, bridge", packages=_WEBSOCKETS)
        for name, b in BRIDGED.items()},
     # the open models' own demo servers: server_url is an option, checked by each preflight
-    "freeze-omni": Builtin(_M + "socketio_omni:freeze_omni",
+    "freeze-omni": Builtin(_M + "freeze_omni:factory",
                            "Freeze-Omni behind its socket.io demo server bin/server.py "
                            "(server_url option)", "streaming", packages=_SOCKETIO),
-    "vita-1.5": Builtin(_M + "socketio_omni:vita_15",
+    "vita-1.5": Builtin(_M + "vita_15:factory",
                         "VITA-1.5 behind its socket.io web demo web_demo/server.py "
                         "(server_url option)", "streaming", packages=_SOCKETIO),
     "lychee-fd": Builtin(_M + "lychee_fd:factory",
