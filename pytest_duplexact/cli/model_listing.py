@@ -1,6 +1,6 @@
 """``duplexact models``: every built-in model, what it needs, and whether that is here; then
 the paper's 14 models, each with its route (in process, bridge, native server, hosted), what to
-start on the model's machine, and whether this install can run it (models/paper_models.py).
+start on the model's machine, and whether this install can run it (models/catalogue/paper_models.py).
 
     duplexact models                         list all (packages, keys, checkpoint options)
     duplexact models moshi -o tokenizer=F …  check one model as it would be run: its
@@ -9,7 +9,7 @@ start on the model's machine, and whether this install can run it (models/paper_
                                              now (it connects once: READY, then CLOSE)
     duplexact models flm-audio               one of the paper's models: its routes
 
-Reads the table of built-ins (models/builtins.py); packages are found without importing them, keys are only
+Reads the table of built-ins (models/catalogue/builtins.py); packages are found without importing them, keys are only
 reported as set or missing (never printed). Exit status: 0, or 1 when a named model is not
 ready.
 """

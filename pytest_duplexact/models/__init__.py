@@ -2,21 +2,21 @@
 
 ``resolve_model(spec, **options)`` accepts, in this order:
 
-1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
-2. a built-in name (``BUILTINS``, models/builtins.py): silent, oracle, endpoint, gpt-realtime, gemini-live,
+1. ``recorded:DIR`` — replay a folder of saved recordings (models/providers/recorded.py);
+2. a built-in name (``BUILTINS``, models/catalogue/builtins.py): silent, oracle, endpoint, gpt-realtime, gemini-live,
    grok-voice, qwen-omni-realtime, minicpm-o, moshi, bridge (any server speaking the bridge
    protocol, docs/bridge-protocol.md), raon-speechchat, by name the models behind our
-   model bridges: flm-audio, bayling-duplex, voila (models/bridged.py), and the models
+   model bridges: flm-audio, bayling-duplex, voila (models/catalogue/model_bridges.py), and the models
    behind their authors' own servers: freeze-omni, vita-1.5, lychee-fd, mini-omni2;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
 ``preflight(spec, **options)`` checks the same without building the model. The factory is
 called with ``options`` as keyword arguments (strings when they come from the
-command line) and must return a stepped or streaming model (models/base.py). Modules are
+command line) and must return a stepped or streaming model (models/contract.py). Modules are
 imported only when named, so a missing optional dependency only matters to its model. What
 each built-in needs (packages, keys, checkpoint files) is declared in its row of
-models/builtins.py and checked before its module is imported.
+models/catalogue/builtins.py and checked before its module is imported.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def is_streaming(model: Any) -> bool:
 
 
 def is_recorded(model: Any) -> bool:
-    """Models that return stored trials instead of running (models/recorded.py)."""
+    """Models that return stored trials instead of running (models/providers/recorded.py)."""
     return not isinstance(model, type) and traits(model).recorded
 
 

@@ -5,7 +5,7 @@ Two kinds, matching how such models really run:
 * ``SteppedModel`` (frame-stepped, e.g. Moshi-style): the harness feeds one input frame and
   gets the output frame for the same instant back; runs as fast as the model computes.
 * ``StreamingModel`` (e.g. hosted realtime APIs): an async session fed at wall-clock pace;
-  the adapter reports the provider's events (the session protocol: ``models/streaming.py``)
+  the adapter reports the provider's events (the session protocol: ``models/streaming_contract.py``)
   and the harness turns them into what a listener would hear and when (the playback clock:
   ``pipelines/streaming.py``).
 
@@ -91,7 +91,7 @@ class BatchedSteppedModel(SteppedModel, Protocol):
 
 @runtime_checkable
 class StreamingModel(Protocol):
-    """The session protocol is in ``models/streaming.py``; the playback clock, in
+    """The session protocol is in ``models/streaming_contract.py``; the playback clock, in
     ``pipelines/streaming.py``."""
 
     input_sample_rate: int

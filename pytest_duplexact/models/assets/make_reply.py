@@ -1,6 +1,6 @@
 """Regenerate response.flac / response.json, the ``endpoint`` model's spoken reply.
 
-Run once by hand (``python pytest_duplexact/models/assets/generate.py``); the outputs are
+Run once by hand (``python pytest_duplexact/models/assets/make_reply.py``); the outputs are
 committed. espeak-ng's library reports where each word starts in the audio (a WORD event);
 a word ends where its speech energy ends before the next word. Needs the Debian package
 espeak-ng (libespeak-ng.so.1)."""

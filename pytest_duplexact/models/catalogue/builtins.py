@@ -1,10 +1,10 @@
-"""The built-in models: one ``Builtin`` row per name (models/requirements.py says what a row
+"""The built-in models: one ``Builtin`` row per name (models/catalogue/requirements.py says what a row
 holds), in the order ``duplexact models`` lists them.
 
 Everything that names a built-in reads this table: the registry (models/__init__.py) imports
 a row's ``factory`` only when the model is named and checks its needs first; ``duplexact
-models`` (models/listing.py) shows its summary, kind and needs; the paper's routes
-(models/paper_models.py) and the run's estimate (``billed``: pytest_plugin/spend.py) look
+models`` (cli/model_listing.py) shows its summary, kind and needs; the paper's routes
+(models/catalogue/paper_models.py) and the run's estimate (``billed``: pytest_plugin/spend.py) look
 names up here. Adding a built-in is adding its adapter module and one row here
 (docs/architecture.md, "adding a model").
 """
@@ -86,7 +86,7 @@ BUILTINS: dict[str, Builtin] = {
                             "/api/chat with Opus (url option)", "streaming",
                             packages=(*_WEBSOCKETS,
                                       Package("sphn", "pip install 'sphn>=0.2,<0.3'"))),
-    # the bridge route by model name (models/bridged.py): the bridge runs on the model's
+    # the bridge route by model name (models/catalogue/model_bridges.py): the bridge runs on the model's
     # machine; url option, as for bridge
     **{name: Builtin(_M + "named_bridge:" + name.replace("-", "_"),
                      f"{b.title} behind pytest_duplexact.bridges.{b.module} on the model's "

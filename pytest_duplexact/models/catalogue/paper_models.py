@@ -2,7 +2,7 @@
 whose route exists (``duplexact models`` lists both; docs/models.md has the recipes).
 
 ``ROSTER`` is the paper's list, fixed. ``ROUTES`` has one entry per model with a way to run it:
-an adapter adding a model adds its entry here (beside its row in models/builtins.py). A roster
+an adapter adding a model adds its entry here (beside its row in models/catalogue/builtins.py). A roster
 name without an entry is listed as having no adapter in this install. An entry is only listed as runnable when what it names exists here:
 its plugin model is a built-in and its bridge module (if any) is in the package; nothing is
 imported to find out.
@@ -100,13 +100,13 @@ ROUTES: dict[str, tuple[Route, ...]] = {
     "minicpm-o": (
         Route("native server", "minicpm-o", "server_url=ws://HOST:8006",
               start="MiniCPM-o-Demo: its gateway and one worker per GPU, as its README says"),
-        # the same model behind vLLM-Omni's duplex endpoint (models/vllm_omni.py)
+        # the same model behind vLLM-Omni's duplex endpoint (models/providers/vllm_omni.py)
         Route("serving engine", "vllm-omni",
               "url=ws://HOST:8099/v1/realtime?duplex=1 ref_audio=VOICE.wav",
               start="vllm-omni serve openbmb/MiniCPM-o-4_5 --omni --deploy-config "
                     "vllm_omni/deploy/minicpmo_4_5.yaml --trust-remote-code --port 8099"),
     ),
-    # their authors' own demo servers, spoken as they are (models/socketio_omni.py,
+    # their authors' own demo servers, spoken as they are (models/providers/socketio_omni.py,
     # lychee_fd.py, mini_omni2.py; the commands are docs/models.md's, from each README)
     # HTTPS only (bin/server.py passes ssl_context); `script` gives Flask-SocketIO 5.3.4 the
     # terminal it wants before it runs Werkzeug (under nohup, systemd or docker without -t)
@@ -127,7 +127,7 @@ ROUTES: dict[str, tuple[Route, ...]] = {
         Route("native server", "mini-omni2", "server_url=http://HOST:60808",
               start="mini-omni2: " + MINI_OMNI2_START),
     ),
-    # models/bridged.py: one table for the three bridges of ours
+    # models/catalogue/model_bridges.py: one table for the three bridges of ours
     **{name: (Route("bridge", name, "url=ws://HOST:8765", start=b.command,
                     bridge=f"pytest_duplexact.bridges.{b.module}"),)
        for name, b in BRIDGED.items()},

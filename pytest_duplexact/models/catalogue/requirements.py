@@ -1,5 +1,5 @@
 """What a built-in model needs to run here, and its row in the table of built-ins
-(models/builtins.py, docs/models.md §3).
+(models/catalogue/builtins.py, docs/models.md §3).
 
 A ``Builtin`` row says where the model's factory is (an import path, imported only when the
 model is named), how ``duplexact models`` shows it, and what it needs: the Python packages it

@@ -12,12 +12,12 @@ the server rejects fail the run in one line before it starts, and a ``--duplexac
 model reuses that READY (or probes, where no preflight ran: an xdist worker). Then, per
 READY's ``mode``:
 
-* ``stepped``: a ``SteppedModel`` (models/base.py) at READY's rate and frame. Each trial is
+* ``stepped``: a ``SteppedModel`` (models/contract.py) at READY's rate and frame. Each trial is
   one connection; each ``step`` sends one AUDIO frame and blocks for the TEXT* + AUDIO answer
   (``step_timeout``), so onsets are frame-exact and the run deterministic, as in process.
   The server's TEXT is the model's own words, timed by the frame they arrive with
-  (models/words.py, the rule Moshi's inner monologue uses in process).
-* ``streaming``: a ``StreamingModel`` (models/base.py; its session: models/streaming.py), on
+  (models/util/words.py, the rule Moshi's inner monologue uses in process).
+* ``streaming``: a ``StreamingModel`` (models/contract.py; its session: models/streaming_contract.py), on
   the wall clock as the hosted adapters are (pipelines/streaming.py): input goes out in
   READY-``frame``-sized AUDIO messages as it is due; each AUDIO from the server plays from its
   arrival, and the TEXT before it belongs to it.

@@ -7,7 +7,7 @@ detection (server_vad or semantic_vad) decides when the model answers, and a bar
 audio actually played. Timing, playback and the transcript alignment live in
 ``pipelines/streaming.py``; this module only translates the protocol (docs/realtime.md).
 
-The OpenAI-style dialects (models/realtime_dialects.py) share the handshake and its errors
+The OpenAI-style dialects (models/providers/realtime_dialects.py) share the handshake and its errors
 (``open_connection``, ``connect_failure``), the session-setup error mapping (``setup_error``,
 ``is_transient``) and the session itself.
 

@@ -179,7 +179,7 @@ def _window_ms(body: dict[str, Any], ours: int) -> float:
     if isinstance(window, bool) or not isinstance(window, (int, float)) or not lo <= window <= hi:
         raise ModelError(f"{LABEL}: session/start answered infer_window_ms "
                          f"{str(window)[:40]!r}, outside {lo}-{hi} ms (the bound on the "
-                         "server's window, WINDOW_RANGE_MS in models/lychee_fd.py)")
+                         "server's window, WINDOW_RANGE_MS in models/providers/lychee_fd.py)")
     return float(window)
 
 
@@ -285,7 +285,7 @@ class LycheeSession(QueuedEvents):
         except httpx2.SSEError as e:  # past the event bound, or not an event stream at all
             if not self._closed:
                 self._fail(ModelError(f"{LABEL}: the event stream: {self._scrubbed(e)} (the "
-                                      "bound is MAX_SSE_EVENT_BYTES in models/lychee_fd.py)"))
+                                      "bound is MAX_SSE_EVENT_BYTES in models/providers/lychee_fd.py)"))
         except Exception as e:
             if not self._closed:
                 self._fail(request_error(e, LABEL, "the event stream", m.server_url))

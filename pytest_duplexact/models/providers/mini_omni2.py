@@ -181,7 +181,7 @@ class MultipartReader:
                     raise ModelError(
                         f"{LABEL}: the reply sent more than {self._max} bytes without a "
                         f"multipart boundary ({BOUNDARY!r}; the bound is MAX_PART_BYTES in "
-                        "models/mini_omni2.py): is it the model's /chat server?")
+                        "models/providers/mini_omni2.py): is it the model's /chat server?")
                 return out
             self._seen = True
             part = bytes(self._buf[:i])

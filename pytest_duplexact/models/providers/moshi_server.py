@@ -24,7 +24,7 @@ each piece belongs to one Mimi frame; Kyutai's server sends it right after that 
 PersonaPlex's right before, so a piece within half a frame of the last audio is that audio's,
 and a later one waits for the next. Every audio message is an item of its own; a word (a piece
 starting with a space, plus the pieces continuing it) is the text of the item it started in,
-so its start is on the frame grid, as the stepped bridge times them (models/words.py).
+so its start is on the frame grid, as the stepped bridge times them (models/util/words.py).
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ class MoshiServerModel:
         try:
             t0 = time.monotonic()
             try:
-                with admitting():  # the server's lock: not model time (models/streaming.py)
+                with admitting():  # the server's lock: not model time (models/streaming_contract.py)
                     first = await asyncio.wait_for(ws.recv(), cfg.lock_timeout)
             except asyncio.TimeoutError:
                 err = TransientModelError(

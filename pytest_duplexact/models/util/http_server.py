@@ -99,7 +99,7 @@ async def bounded(response: httpx2.Response, label: str, what: str, *,
                 del body[max_bytes:]
                 break
             raise ModelError(f"{label}: {what}: the answer passed {max_bytes} bytes (the bound "
-                             "on an answer, MAX_ANSWER_BYTES in models/http_server.py)")
+                             "on an answer, MAX_ANSWER_BYTES in models/util/http_server.py)")
     return _plain(response, body)
 
 
