@@ -1,6 +1,6 @@
 """Batched stepping (``--duplexact-batch=B``, docs/runs.md): what B buys, on this machine.
 
-1. ``moshi``: the tests' tiny random Moshi (tests/models/moshi_tiny.py) on CPU through the real
+1. ``moshi``: the tests' tiny random Moshi (tests/models/providers/moshi_tiny.py) on CPU through the real
    pipelines (``Harness.record``: Direct, Simulator and barge-in on bundled instances, the
    lockstep of run/batch.py for B > 1, the plain stepped session for B = 1) at B = 1, 2, 4, 8,
    16: trials per second, x real time (trial audio seconds per wall second), the ratio to
@@ -107,7 +107,7 @@ def warm(model, batch: int) -> None:
     """The first calls at a new batch shape cost seconds (torch's first passes)."""
     import numpy as np
 
-    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.models.contract import SessionInfo
 
     x = np.zeros(model.frame_size, dtype=np.float32)
     if batch == 1:
@@ -125,7 +125,7 @@ def warm(model, batch: int) -> None:
 
 def part_moshi(args, work: Path) -> dict:
     from pytest_duplexact.models import resolve_model
-    from tests.models.moshi_tiny import write_checkpoints
+    from tests.models.providers.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(work / "moshi-tiny")
     model = resolve_model("moshi", **files, device="cpu", threads=str(args.threads))
@@ -144,7 +144,7 @@ def part_moshi(args, work: Path) -> dict:
 
 
 def part_harness(args, work: Path) -> dict:
-    from pytest_duplexact.models.silent import SilentModel
+    from pytest_duplexact.models.providers.silent import SilentModel
 
     class Silent80(SilentModel):
         frame_size = 1280  # 80 ms at 16 kHz: Moshi's step

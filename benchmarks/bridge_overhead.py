@@ -30,7 +30,7 @@ from _common import machine, stats_ms
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from tests.bridges.support import SERVER, scripted_server
 
 FRAME_S = 0.08

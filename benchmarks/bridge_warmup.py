@@ -1,7 +1,7 @@
 """The bridges' warm-up (docs/bridge-protocol.md section 8): the first trial's step 0 with and
 without it, on a cold and on a warm torch compile cache.
 
-The moshi bridge on the tests' tiny checkpoint (tests/models/moshi_tiny.py, this interpreter)
+The moshi bridge on the tests' tiny checkpoint (tests/models/providers/moshi_tiny.py, this interpreter)
 and, when ``$DUPLEXACT_UPSTREAM_DIR`` holds cofe-ai+flm-audio (and its ``.venv``), the
 FLM-Audio bridge on the upstream harness's tiny checkpoint (tests/upstream/stubs/flm_audio),
 torch.compile on for both. Each bridge is started four ways, in this order: cold cache +
@@ -79,7 +79,7 @@ def four_ways(argv: list[str], env: dict[str, str]) -> dict:
 
 
 def moshi(tmp: Path) -> tuple[list[str], dict[str, str]]:
-    from tests.models.moshi_tiny import write_checkpoints
+    from tests.models.providers.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(tmp / "moshi")
     argv = [sys.executable, "-m", "pytest_duplexact.bridges.moshi_bridge", "--port", "0",

@@ -328,7 +328,7 @@ class ScriptedModel:
         self.k = 0
 
     def step(self, frame):
-        from pytest_duplexact.models.base import StepOutput
+        from pytest_duplexact.models.contract import StepOutput
 
         a = self.k * self.frame_size
         out = self.track[a: a + self.frame_size]
@@ -387,7 +387,7 @@ def run_precision_case(case: dict, hosts, clips: list[Utterance]) -> dict:
     the gap and a second of C."""
     from pytest_duplexact.data.taxonomy import BACKCHANNEL_MAX_WORDS, OBSERVATION_PERIOD_S
     from pytest_duplexact.data.timeline import Cue
-    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.models.contract import SessionInfo
     from pytest_duplexact.pipelines import run_instance
     from pytest_duplexact.rules import hold_floor, take_turn
 
@@ -627,7 +627,7 @@ def gate_check(quick: bool, context_ms: tuple[int, ...] | None = None) -> dict:
     on every bundled clip and on the oracle's and endpoint's output for every bundled instance
     (every third in --quick). Differences are counted per track and measured in ms."""
     from pytest_duplexact.models import resolve_model
-    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.models.contract import SessionInfo
     from pytest_duplexact.pipelines import run_instance
 
     ds = load_dataset(bundled_root(), requires=requires)

@@ -3,7 +3,7 @@
 Times the adapter's frame loop (``models/moshi.py``: Mimi encode, ``LMGen.step``, Mimi decode)
 per 80 ms frame, one torch thread, on 10 s of noise, for:
 
-- ``mimi-tiny``: the tests' tiny Mimi (tests/models/moshi_tiny.py), encode + decode only;
+- ``mimi-tiny``: the tests' tiny Mimi (tests/models/providers/moshi_tiny.py), encode + decode only;
 - ``mimi-full``: the released Mimi architecture (loaders.get_mimi(None): random weights, the
   same compute), encode + decode only;
 - ``tiny``: the tests' whole tiny model through ``MoshiModel.step`` (what the tests run).
@@ -40,7 +40,7 @@ def mimi_loop(mimi, x: np.ndarray) -> None:
 
 
 def model_loop(model, x: np.ndarray) -> None:
-    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.models.contract import SessionInfo
 
     model.start(SessionInfo(instance=None))
     for k in range(len(x) // FRAME):
@@ -71,7 +71,7 @@ def main() -> int:
     from moshi.models import loaders
 
     from pytest_duplexact.models import resolve_model
-    from tests.models.moshi_tiny import fit_codebooks, mimi_config, write_checkpoints
+    from tests.models.providers.moshi_tiny import fit_codebooks, mimi_config, write_checkpoints
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

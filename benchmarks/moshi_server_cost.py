@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.models import resolve_model  # noqa: E402
-from pytest_duplexact.models.moshi_server import FRAME, SAMPLE_RATE  # noqa: E402
+from pytest_duplexact.models.providers.moshi_server import FRAME, SAMPLE_RATE  # noqa: E402
 
 MIMI = 1920
 

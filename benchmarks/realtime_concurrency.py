@@ -38,13 +38,13 @@ sys.path.insert(0, str(ROOT))
 from _common import load_module  # noqa: E402
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
-from pytest_duplexact.models.base import ModelError  # noqa: E402
-from pytest_duplexact.models.openai_realtime import factory  # noqa: E402
+from pytest_duplexact.models.contract import ModelError  # noqa: E402
+from pytest_duplexact.models.providers.gpt_realtime import factory  # noqa: E402
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex  # noqa: E402
 from pytest_duplexact.remote.retry import RetryPolicy  # noqa: E402
 
 fake = load_module("tests/fakes/realtime_server.py", "duplexact_fake_realtime_server")
-run_concurrently = load_module("tests/realtime/realtime_support.py",
+run_concurrently = load_module("tests/support/realtime.py",
                                "duplexact_realtime_support").run_concurrently
 
 

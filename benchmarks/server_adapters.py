@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
-from pytest_duplexact.models.lychee_fd import factory as lychee  # noqa: E402
-from pytest_duplexact.models.mini_omni2 import factory as mini_omni2  # noqa: E402
-from pytest_duplexact.models.socketio_omni import freeze_omni, vita_15  # noqa: E402
-from tests.realtime import realtime_support as rs  # noqa: E402
-from tests.realtime.test_open_servers import played_end, speech_clip  # noqa: E402
+from pytest_duplexact.models.providers.lychee_fd import factory as lychee  # noqa: E402
+from pytest_duplexact.models.providers.mini_omni2 import factory as mini_omni2  # noqa: E402
+from pytest_duplexact.models.providers.socketio_omni import freeze_omni, vita_15  # noqa: E402
+from tests.models.providers.test_open_servers import played_end, speech_clip  # noqa: E402
+from tests.support import realtime as rs  # noqa: E402
 
 sio = rs.load_fake_server("socketio_server")
 ly = rs.load_fake_server("lychee_server")

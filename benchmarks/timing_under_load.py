@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import load_module, machine  # noqa: E402
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
-from pytest_duplexact.models.openai_realtime import factory  # noqa: E402
+from pytest_duplexact.models.providers.gpt_realtime import factory  # noqa: E402
 from pytest_duplexact.pipelines.clock import TimingUnreliable  # noqa: E402
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex  # noqa: E402
 from pytest_duplexact.run.harness import Harness  # noqa: E402

@@ -31,7 +31,7 @@ from pytest_duplexact.rules import requires
 def tracks(quick: bool) -> list[tuple[str, str, np.ndarray]]:
     """(group, label, 16 kHz audio): clips, clips under each grid condition, model outputs."""
     from pytest_duplexact.models import resolve_model
-    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.models.contract import SessionInfo
     from pytest_duplexact.pipelines import run_instance
 
     ds = load_dataset(bundled_root(), requires=requires)

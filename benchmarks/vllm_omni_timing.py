@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 from _common import load_module  # noqa: E402
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
-from pytest_duplexact.models.vllm_omni import factory  # noqa: E402
+from pytest_duplexact.models.providers.vllm_omni import factory  # noqa: E402
 
-support = load_module("tests/realtime/realtime_support.py", "duplexact_realtime_support")
+support = load_module("tests/support/realtime.py", "duplexact_realtime_support")
 fake = support.fake
 SPEAK_S = 2.0
 

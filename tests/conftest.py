@@ -14,7 +14,7 @@ import pytest
 # Helper modules hold the assertions many tests share: give them pytest's messages. (Test
 # modules and conftests are rewritten anyway; these are imported first from here on.)
 pytest.register_assert_rewrite(
-    "tests.support", "tests.realtime.realtime_support", "tests.pipelines.helpers",
+    "tests.support", "tests.support.realtime", "tests.pipelines.helpers",
     "tests.rules.helpers", "tests.report.helpers", "tests.judges.judgekit",
     "tests.bridges.support", "tests.bridges.model_support", "tests.released.snapshot_builder")
 

@@ -153,7 +153,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-Floors = list[tuple[int, tuple[str, ...]]]  # (floor, module prefixes) per row of the table
+Floors = list[tuple[float, tuple[str, ...]]]  # (floor, module prefixes) per row of the table
 
 
 def _floor_table(markdown: str) -> Floors:
@@ -163,7 +163,7 @@ def _floor_table(markdown: str) -> Floors:
     rows: Floors = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 2 or not cells[0].isdigit():
+        if len(cells) < 2 or not re.fullmatch(r"\d+(\.\d+)?", cells[0]):
             continue  # prose, the header, the |---| line
         paths = re.findall(r"`([^`]+)`", cells[1])
         assert paths and re.sub(r"`[^`]+`|[,\s]|and", "", cells[1]) == "", \
@@ -172,7 +172,8 @@ def _floor_table(markdown: str) -> Floors:
         for p in paths:
             assert p.endswith(("/", ".py")), f"floor {cells[0]}: {p!r} is not a folder/ or a .py"
             mods.append(".".join([NAME, *p.removesuffix("/").removesuffix(".py").split("/")]))
-        rows.append((int(cells[0]), tuple(mods)))
+        # a room inside a floor's package sits on a part floor (3.1: above 3, below 4)
+        rows.append((float(cells[0]) if "." in cells[0] else int(cells[0]), tuple(mods)))
     assert rows, "no floor table under '## The floors'"
     return rows
 
@@ -364,3 +365,22 @@ def test_the_plain_types_are_imported_from_their_home():
             if target == f"{NAME}.data.instance" and taken:
                 bad.append(f"{name}: {sorted(taken)} from data.instance")
     assert not bad, "import these from data.annotations:\n" + "\n".join(bad)
+
+
+def test_a_part_floor_sits_between_two_floors():
+    """models/'s rooms: a decimal floor is above the whole floors below it and below the
+    next one; its rows go down among themselves like any other."""
+    rows = _floor_table(SYNTHETIC.replace(
+        "| 0 | `low/` | the bottom |",
+        "| 1.2 | `mid/up/` | a room of mid/ |\n| 1.1 | `mid/down/` | below it |\n"
+        "| 0 | `low/` | the bottom |"))
+    p = f"{NAME}."
+    graph = {p + "mid.up.a": {p + "mid.down.b", p + "low"},  # down within mid/: fine
+             p + "mid.down.b": {p + "mid.up.a"},             # up a part floor
+             p + "top.c": {p + "mid.up.a"},                  # floor 2 over 1.2: fine
+             p + "mid.d": {p + "mid.up.a"},                  # floor 1 under its room 1.2
+             NAME: set()}
+    assert _floor_violations(graph, rows) == [
+        (p + "mid.d", p + "mid.up.a", "floor 1 imports floor 1.2"),
+        (p + "mid.down.b", p + "mid.up.a", "floor 1.1 imports floor 1.2"),
+    ]

@@ -27,7 +27,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from ..models.moshi import FRAME_SIZE, SAMPLE_RATE, MoshiModel, MoshiOptions, load
+from ..models.providers.moshi import FRAME_SIZE, SAMPLE_RATE, MoshiModel, MoshiOptions, load
 from .kit import main as serve_main
 from .kit import typed_options
 
@@ -81,7 +81,7 @@ class BatchedMoshiBridge(MoshiBridge):
         self.model.warm_up_batch()
 
     def open(self, options: dict[str, str], trial: Any) -> "MoshiSlot":
-        from ..models.base import SessionInfo
+        from ..models.contract import SessionInfo
 
         typed_options(options, {})
         slot = self._free.pop(0)  # the kit admits at most max_sessions trials

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "validate":
         from .validate import main as run
     elif args.command == "models":
-        from ..models.listing import main as run
+        from .model_listing import main as run
     elif args.command in ("inspect", "import"):
         from ..released.commands import main as run
     elif args.command == "report":

@@ -2,21 +2,21 @@
 
 ``resolve_model(spec, **options)`` accepts, in this order:
 
-1. ``recorded:DIR`` — replay a folder of saved recordings (models/recorded.py);
-2. a built-in name (``BUILTINS``, models/builtins.py): silent, oracle, endpoint, gpt-realtime, gemini-live,
+1. ``recorded:DIR`` — replay a folder of saved recordings (models/providers/recorded.py);
+2. a built-in name (``BUILTINS``, models/catalogue/builtins.py): silent, oracle, endpoint, gpt-realtime, gemini-live,
    grok-voice, qwen-omni-realtime, minicpm-o, moshi, bridge (any server speaking the bridge
    protocol, docs/bridge-protocol.md), raon-speechchat, by name the models behind our
-   model bridges: flm-audio, bayling-duplex, voila (models/bridged.py), and the models
+   model bridges: flm-audio, bayling-duplex, voila (models/catalogue/model_bridges.py), and the models
    behind their authors' own servers: freeze-omni, vita-1.5, lychee-fd, mini-omni2;
 3. ``package.module:factory`` — an import path to a factory (class or function);
 4. a name registered in the ``pytest_duplexact.models`` entry-point group.
 
 ``preflight(spec, **options)`` checks the same without building the model. The factory is
 called with ``options`` as keyword arguments (strings when they come from the
-command line) and must return a stepped or streaming model (models/base.py). Modules are
+command line) and must return a stepped or streaming model (models/contract.py). Modules are
 imported only when named, so a missing optional dependency only matters to its model. What
 each built-in needs (packages, keys, checkpoint files) is declared in its row of
-models/builtins.py and checked before its module is imported.
+models/catalogue/builtins.py and checked before its module is imported.
 """
 
 from __future__ import annotations
@@ -25,13 +25,17 @@ import difflib
 import importlib
 import inspect
 import os
-import re
 import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from .base import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
-from .builtins import BUILTINS, RECORDED
+from . import moved
+from .adapter import Adapter, adapter_for, traits
+from .catalogue.builtins import BUILTINS, RECORDED
+from .contract import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
+from .model_options import value_problem
+
+moved.install()  # the paths of before models/ was arranged by role, for one release
 
 ENTRY_POINT_GROUP = "pytest_duplexact.models"
 RECORDED_PREFIX = "recorded:"
@@ -46,8 +50,7 @@ def is_stepped(model: Any) -> bool:
 
 def is_batched(model: Any) -> bool:
     """A stepped model that also offers the batched contract (base.BatchedSteppedModel)."""
-    return is_stepped(model) and all(callable(getattr(model, name, None)) for name in
-                                     ("open_batch", "start_slot", "step_batch", "finish_slot"))
+    return is_stepped(model) and traits(model).batched
 
 
 def is_streaming(model: Any) -> bool:
@@ -55,8 +58,8 @@ def is_streaming(model: Any) -> bool:
 
 
 def is_recorded(model: Any) -> bool:
-    """Models that return stored trials instead of running (models/recorded.py)."""
-    return not isinstance(model, type) and callable(getattr(model, "recording_for", None))
+    """Models that return stored trials instead of running (models/providers/recorded.py)."""
+    return not isinstance(model, type) and traits(model).recorded
 
 
 def _import(module_name: str):
@@ -144,53 +147,17 @@ def _check_options(factory, options: dict, spec: str) -> None:
     except TypeError as e:
         raise ValueError(f"model {spec!r} does not accept these options "
                          f"({', '.join(options) or 'none'}): {e}; its factory takes "
-                         f"{getattr(factory, '__name__', 'factory')}{sig}") from None
+                         f"{adapter_for(factory).__name__}{sig}") from None
     except ValueError:  # no signature available (builtins, C extensions): just call it
         return
     for name, value in options.items():
         param = sig.parameters.get(name)
         if param is not None:
-            problem = value_problem(param, value)
+            problem = value_problem(param.annotation, param.default, value)
             if problem:
                 declared = str(param).replace(repr(param.annotation), str(param.annotation))
                 raise ValueError(f"option {name}={value}: expected {problem}, as its factory "
                                  f"declares ({declared})")
-
-
-_SCALARS = {"bool": "true or false", "int": "an integer", "float": "a number"}
-_PLAIN = {"bool", "int", "float", "str", "None", "Optional", "Union", "typing"}
-_TRUE_FALSE = ("true", "false", "1", "0", "yes", "no", "on", "off")
-
-
-def value_problem(param: inspect.Parameter, value) -> str | None:
-    """What a command-line (string) value lacks to fit a factory parameter annotated (or
-    defaulted) as a bool, int or float, or None when it fits or the type says nothing we
-    can check (no annotation, a str, a class of the model's own)."""
-    if not isinstance(value, str):
-        return None
-    ann = param.annotation
-    if ann is inspect.Parameter.empty:
-        default = param.default
-        names = {type(default).__name__} if isinstance(default, (bool, int, float)) else set()
-    else:
-        names = set(re.findall(r"[A-Za-z_]\w*", ann if isinstance(ann, str) else
-                               getattr(ann, "__name__", str(ann))))
-    wanted = [t for t in _SCALARS if t in names]
-    if not wanted or names - _PLAIN:
-        return None
-    if "None" in names and value.lower() in ("none", "null", ""):
-        return None
-    for t in wanted:
-        try:
-            if t == "bool":
-                if value.lower() in _TRUE_FALSE:
-                    return None
-            else:
-                (int if t == "int" else float)(value)
-                return None
-        except ValueError:
-            pass
-    return " or ".join(_SCALARS[t] for t in wanted)
 
 
 def _check_needs(spec: str, options: dict) -> None:
@@ -212,9 +179,8 @@ def preflight(spec: str, **options) -> None:
     _check_needs(spec, options)
     factory = factory_for(spec)
     _check_options(factory, options, spec)
-    check = getattr(factory, "preflight", None)
-    if callable(check):
-        check(**options)
+    if callable(factory):
+        adapter_for(factory).preflight(**options)
 
 
 def probe(spec: str, **options):
@@ -223,17 +189,11 @@ def probe(spec: str, **options):
     ``probe(**options)``, else its ``reach(**options)`` (a description only); None for a
     model with neither. Raises with the client's one-line message when nothing usable
     answers."""
-    from .base import Probed
-
     spec = spec.strip()
     if spec.startswith(RECORDED_PREFIX):
         return None
     factory = factory_for(spec)
-    check = getattr(factory, "probe", None)
-    if callable(check):
-        return check(**options)
-    reach = getattr(factory, "reach", None)
-    return Probed(reach(**options)) if callable(reach) else None
+    return adapter_for(factory).probe(**options) if callable(factory) else None
 
 
 def resolve_model(spec: str, **options) -> Any:
@@ -245,7 +205,7 @@ def resolve_model(spec: str, **options) -> Any:
     _check_needs(spec, options)
     factory = factory_for(spec)
     _check_options(factory, options, spec)
-    model = factory(**options) if callable(factory) else factory
+    model = adapter_for(factory)(**options) if callable(factory) else factory
     if not (is_stepped(model) or is_streaming(model) or is_recorded(model)):
         raise TypeError(
             f"model {spec!r}: the factory returned {type(model).__name__}, which is neither a "
@@ -255,7 +215,7 @@ def resolve_model(spec: str, **options) -> Any:
 
 
 __all__ = [
-    "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
+    "Adapter", "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
     "StreamingModel", "UnknownModel", "factory_for", "is_recorded", "is_stepped", "is_streaming",
     "preflight", "probe", "registered_names", "resolve_model",
 ]

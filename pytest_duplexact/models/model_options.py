@@ -13,13 +13,15 @@ context per CA file every secure connection shares.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
+import re
 import ssl
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
-from .base import ModelError
-from .streaming import ServerUnreachable, TransientModelError
+from .contract import ModelError
+from .streaming_contract import ServerUnreachable, TransientModelError
 
 T = TypeVar("T")
 
@@ -34,26 +36,63 @@ class ModelConfigError(ModelError):
     like, where it is imported)."""
 
 
+_SCALARS = {"bool": "true or false", "int": "an integer", "float": "a number"}
+_PLAIN = {"bool", "int", "float", "str", "None", "Optional", "Union", "typing"}
+
+
+def _type_names(annotation: Any, default: Any) -> set[str]:
+    """The names in a parameter's or field's annotation (a string under ``from __future__
+    import annotations``); with none, the type of a scalar default."""
+    if annotation is inspect.Parameter.empty or annotation is dataclasses.MISSING:
+        return {type(default).__name__} if isinstance(default, (bool, int, float)) else set()
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__",
+                                                                   str(annotation))
+    return set(re.findall(r"[A-Za-z_]\w*", text))
+
+
+def _scalar(names: set[str], value: str) -> tuple[bool, Any]:
+    """(True, the value converted) when a command-line string fits the bool, int or float
+    ``names`` allow, (False, value) when it fits none of them; None for ``none``/``null``
+    where None is allowed."""
+    if "None" in names and value.lower() in ("none", "null", ""):
+        return True, None
+    for t in (t for t in _SCALARS if t in names):
+        if t == "bool":
+            if value.lower() in _TRUE + _FALSE:
+                return True, value.lower() in _TRUE
+            continue
+        try:
+            return True, (int if t == "int" else float)(value)
+        except ValueError:
+            pass
+    return False, value
+
+
+def value_problem(annotation: Any, default: Any, value: Any) -> str | None:
+    """What a command-line (string) value lacks to fit an option declared (or defaulted) as
+    a bool, int or float, or None when it fits or the type says nothing we can check (no
+    annotation, a str, a class of the model's own). The one reading of option values: a
+    user's factory's signature (the registry) and an adapter's dataclass (``coerce``)."""
+    if not isinstance(value, str):
+        return None
+    names = _type_names(annotation, default)
+    wanted = [t for t in _SCALARS if t in names]
+    if not wanted or names - _PLAIN or _scalar(names, value)[0]:
+        return None
+    return " or ".join(_SCALARS[t] for t in wanted)
+
+
 def coerce(label: str, field: dataclasses.Field, value: Any) -> Any:
     """One option value converted to its field's type (strings from the command line)."""
     if not isinstance(value, str):
         return value
-    kind = str(field.type)
-    if value.lower() in ("none", "null", "") and "None" in kind:
+    names = _type_names(field.type, field.default)
+    if "None" in names and value.lower() in ("none", "null", ""):
         return None
-    try:
-        if kind.startswith("bool"):
-            if value.lower() not in _TRUE + _FALSE:
-                raise ValueError(value)
-            return value.lower() in _TRUE
-        if kind.startswith("int"):
-            return int(value)
-        if kind.startswith("float"):
-            return float(value)
-    except ValueError:
-        raise ModelConfigError(f"{label} option {field.name}: expected {kind}, "
-                               f"got {value!r}") from None
-    return value
+    if value_problem(field.type, field.default, value) is not None:
+        raise ModelConfigError(f"{label} option {field.name}: expected {field.type}, "
+                               f"got {value!r}")
+    return _scalar(names, value)[1] if names & set(_SCALARS) else value
 
 
 def build(cls: type[T], label: str, key_env: str | None, options: dict[str, Any]) -> T:

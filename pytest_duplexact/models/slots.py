@@ -1,6 +1,6 @@
 """``step_batch`` for models whose trial state lives on the model object (the built-ins):
 each slot steps its own shallow copy of the model, so a slot's output is exactly what the
-model alone would give (``models/base.py``, ``BatchedSteppedModel``).
+model alone would give (``models/contract.py``, ``BatchedSteppedModel``).
 
 The copy is made at ``start_slot`` from the model as built, and ``start`` sets its trial
 state, as it does for one trial at a time; a subclass overriding ``step`` is stepped through
@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .base import SessionInfo
+from .contract import SessionInfo
 
 
 class PerSlotBatch:

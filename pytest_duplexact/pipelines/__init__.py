@@ -22,7 +22,8 @@ from typing import Any, Awaitable, Callable, Union
 from ..data.annotations import Instance
 from ..data.taxonomy import Pipeline
 from ..models import is_recorded, is_stepped, is_streaming
-from ..models.base import SessionInfo
+from ..models.adapter import traits
+from ..models.contract import SessionInfo
 from .bargein import BargeInReplay
 from .direct import DirectReplay
 from .duplex import Duplex, Recording
@@ -113,7 +114,7 @@ async def run_instance(instance: Instance, model: Any, info: SessionInfo | None 
     if info.instance is not instance:
         raise ValueError(f"SessionInfo is for instance {info.instance.id}, not {instance.id}")
     # a stepped model across a network (the bridge client) may fail transiently too
-    if is_streaming(model) or getattr(model, "retries_transient", False):
+    if is_streaming(model) or traits(model).retries_transient:
         from ..data.usage import add_counts
         from .streaming_duplex import run_with_retry
 

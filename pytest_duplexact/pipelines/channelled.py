@@ -24,7 +24,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..data.audio import SAMPLE_RATE
-from ..models.base import ModelError
+from ..models.adapter import traits
+from ..models.contract import ModelError
 from .channel import Channel, speech_level, trial_seed
 from .duplex import Duplex, Recording, Track
 
@@ -107,7 +108,8 @@ def echo_problem(channel: Channel, model) -> str | None:
     """Why ``channel``'s echo cannot run on a stepped ``model`` (None when it can): the model
     answers a whole frame at a time, so its output comes back no sooner than a frame later."""
     delay = channel.echo_delay_samples()
-    rate, frame = getattr(model, "sample_rate", None), getattr(model, "frame_size", None)
+    declared = traits(model)
+    rate, frame = declared.sample_rate, declared.frame_size
     if delay is None or not isinstance(rate, int) or not isinstance(frame, int) or rate <= 0:
         return None
     lag = frame * SAMPLE_RATE / rate + (0 if rate == SAMPLE_RATE else 0.01 * SAMPLE_RATE)

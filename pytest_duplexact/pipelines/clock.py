@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..data.results import LAG_KEYS as _KEYS
-from ..models.base import ModelError
+from ..models.contract import ModelError
 
 TICK_S = 0.010  # the ticker's period: a stall shorter than this is below what it can see
 RECENT_S = 1.0  # admission control looks at the stalls of the last second

@@ -26,7 +26,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..models.base import ModelError, SessionInfo
+from ..models.adapter import traits
+from ..models.contract import ModelError, SessionInfo
 from . import watchdog
 from .stepped import SteppedDuplex, model_name
 
@@ -56,7 +57,7 @@ class Batcher:
         if size < 1:
             raise ValueError(f"batch size must be >= 1, got {size}")
         self.model, self.size = model, size
-        self.reset_alone = bool(getattr(model, "slots_reset_alone", False))
+        self.reset_alone = traits(model).slots_reset_alone
         self.progress = watchdog.Watch()  # beats once per model call (the runner's deadline)
         self.abandoned = False  # the runner gave up on this lockstep (a model call hung)
         self._opened = False

@@ -15,7 +15,8 @@ import soxr
 
 from ..data.audio import SAMPLE_RATE
 from ..data.timeline import Word
-from ..models.base import ModelError, SessionInfo, StepOutput, SteppedModel
+from ..models.adapter import traits
+from ..models.contract import ModelError, SessionInfo, StepOutput, SteppedModel
 from . import watchdog
 from .duplex import Duplex, Recording, Track
 from .output_check import dtype_problem, level_problem
@@ -44,27 +45,8 @@ class StreamResampler:
         return self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
 
 
-def _step_many_of(model):
-    """``model.step_many`` when it answers for the model's own ``step``: a subclass that
-    overrides ``step`` but inherits ``step_many`` (a crashing or speaking variant of the
-    silent model) must be stepped frame by frame, or its ``step`` would never run."""
-    many = getattr(model, "step_many", None)
-    if not callable(many):
-        return None
-    if "step_many" in getattr(model, "__dict__", {}):
-        return many  # set on the instance
-
-    def owner(name: str):
-        return next((c for c in type(model).__mro__ if name in vars(c)), None)
-
-    step_owner, many_owner = owner("step"), owner("step_many")
-    if step_owner is None or many_owner is None or not issubclass(many_owner, step_owner):
-        return None
-    return many
-
-
 def model_name(model) -> str:
-    return str(getattr(model, "name", None) or type(model).__name__)
+    return traits(model).name
 
 
 class SteppedDuplex(Duplex):
@@ -81,8 +63,9 @@ class SteppedDuplex(Duplex):
         self.model = model
         self.info = info
         self.events: list[tuple[float, str]] = []
-        self._name = model_name(model)
-        rate, frame = getattr(model, "sample_rate", None), getattr(model, "frame_size", None)
+        declared = traits(model)
+        self._name = declared.name
+        rate, frame = declared.sample_rate, declared.frame_size
         for attr, v in (("sample_rate", rate), ("frame_size", frame)):
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ModelError(f"model {self._name}: {attr} must be a positive int, got {v!r}")
@@ -97,7 +80,7 @@ class SteppedDuplex(Duplex):
         self._steps = 0
         self._closed = False
         self._watch = watchdog.current()  # each answer from the model is a sign of progress
-        self._step_many = _step_many_of(model)
+        self._step_many = declared.step_many
         self._guard("start", lambda: self._start_model(info))
         self._answered()
 

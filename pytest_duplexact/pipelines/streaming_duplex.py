@@ -31,8 +31,9 @@ import numpy as np
 from ..data.audio import SAMPLE_RATE, resample
 from ..data.recording import Recording
 from ..data.timeline import Word
-from ..models.base import ModelError, SessionInfo, StreamingModel
-from ..models.streaming import (
+from ..models.adapter import traits
+from ..models.contract import ModelError, SessionInfo, StreamingModel
+from ..models.streaming_contract import (
     ADMISSION,
     DEFAULT_CHUNK_MS,
     AudioDelta,
@@ -345,7 +346,8 @@ class StreamingDuplex(Duplex):
         except (OSError, asyncio.TimeoutError) as e:
             raise ServerUnreachable(f"could not connect: {type(e).__name__}: {e}") from e
         if chunk_ms is None:
-            chunk_ms = getattr(model, "chunk_ms", DEFAULT_CHUNK_MS)
+            declared = traits(model).chunk_ms
+            chunk_ms = DEFAULT_CHUNK_MS if declared is None else declared
         duplex = cls(session, input_sample_rate=model.input_sample_rate,
                      output_sample_rate=model.output_sample_rate, chunk_ms=chunk_ms)
         if admission is not None:  # the server's queue before this session: apart

@@ -31,8 +31,8 @@ import time
 from types import FrameType
 from typing import Any, Awaitable, Callable, TypeVar
 
-from ..models.base import ModelError
-from ..models.streaming import ADMISSION, Admission
+from ..models.contract import ModelError
+from ..models.streaming_contract import ADMISSION, Admission
 
 T = TypeVar("T")
 

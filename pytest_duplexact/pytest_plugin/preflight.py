@@ -155,13 +155,13 @@ def check_data(spec: str, instances) -> None:
     from ..models import RECORDED_PREFIX
 
     if spec.strip().startswith(RECORDED_PREFIX):
-        from ..models.recorded import replay_problem
+        from ..models.providers.recorded import replay_problem
 
         why = replay_problem(spec.strip()[len(RECORDED_PREFIX):], {i.id for i in instances})
         if why:
             raise pytest.UsageError(f"--duplexact-model={spec}: {why}")
     if spec == "oracle":
-        from ..models.oracle import missing_clips
+        from ..models.providers.oracle import missing_clips
 
         why = missing_clips(instances)
         if why:

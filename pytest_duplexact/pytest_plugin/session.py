@@ -24,7 +24,8 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
-from ..models.base import ModelError
+from ..models.adapter import traits
+from ..models.contract import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
@@ -730,7 +731,7 @@ def _users_input(exc: Exception) -> bool:
 
 def _unreachable(exc: BaseException | None) -> bool:
     """The error, or one it was raised from, says nothing answered at the server's address."""
-    from ..models.streaming import ServerUnreachable
+    from ..models.streaming_contract import ServerUnreachable
 
     seen = 0
     while exc is not None and seen < 10:
@@ -741,15 +742,6 @@ def _unreachable(exc: BaseException | None) -> bool:
 
 
 def _unsupported(model, inst) -> str | None:
-    """Why ``model`` cannot run ``inst``'s pipeline, if it declares the ones it supports
-    (``pipelines``: taxonomy pipeline values, e.g. mini-omni2's ("direct",)), or says why
-    itself (``unsupported(pipeline)``: vllm-omni, from what its deployment advertises)."""
-    why = getattr(model, "unsupported", None)
-    if callable(why):
-        return why(inst.pipeline.value)
-    supported = getattr(model, "pipelines", None)
-    if not supported or inst.pipeline.value in supported:
-        return None
-    name = getattr(model, "name", type(model).__name__)
-    return (f"unsupported by this model: {name} runs only on {', '.join(supported)} replay, "
-            f"not {inst.pipeline.value}")
+    """Why ``model`` cannot run ``inst``'s pipeline (models.adapter.Traits: the pipelines it
+    declares, e.g. mini-omni2's ("direct",), or its own ``unsupported(pipeline)``)."""
+    return traits(model).why_unsupported(inst.pipeline.value)

@@ -18,7 +18,7 @@ def model_kind(spec: str, options: dict | None = None) -> tuple[str, bool, str]:
     (one connection, as the run's preflight makes); an import path's factory says when it is
     a class (else "unknown", not billed unless the price table knows its name)."""
     from ..models import RECORDED_PREFIX
-    from ..models.builtins import BUILTINS
+    from ..models.catalogue.builtins import BUILTINS
 
     if spec.startswith(RECORDED_PREFIX):
         return "replay", False, ""
@@ -54,6 +54,7 @@ def _factory_kind(spec: str) -> tuple[str, str]:
     import inspect
 
     from ..models import factory_for
+    from ..models.adapter import traits
 
     unknown = "unknown", "kind unknown: an import path's is known once it is built"
     try:
@@ -62,9 +63,10 @@ def _factory_kind(spec: str) -> tuple[str, str]:
         return unknown
     if not inspect.isclass(factory):
         return unknown
-    if inspect.iscoroutinefunction(getattr(factory, "connect", None)):
+    declared = traits(factory)
+    if declared.async_connect:
         return "streaming", f"streaming, as {factory.__name__} has an async connect"
-    if callable(getattr(factory, "step", None)):
+    if declared.steps:
         return "stepped", f"stepped, as {factory.__name__} has step"
     return unknown
 
@@ -123,7 +125,7 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
 
 
 def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:
-    from ..models.builtins import BUILTINS
+    from ..models.catalogue.builtins import BUILTINS
     from ..report.estimate import plan
 
     kind, billed, basis = model_kind(settings.model, dict(settings.options))

@@ -173,7 +173,7 @@ class Latency:
 
 def latency_value(o: InstanceOutcome) -> float | None:
     """The trial's latency: its action's diagnostic, else its onset latency
-    (rules/latency.py)."""
+    (rules/trial_latency.py)."""
     return o.timing if o.action in taxonomy.TIMING_DIAGNOSTIC else o.latency
 
 

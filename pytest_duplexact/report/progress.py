@@ -1,5 +1,5 @@
 """A running run's progress, as numbers and one line of text: what ``--duplexact-progress``
-shows while the instances run (pytest_plugin/progress.py draws it; nothing here touches the
+shows while the instances run (pytest_plugin/live_progress.py draws it; nothing here touches the
 terminal or reads a clock, so the estimator is tested on simulated schedules).
 
 Time left comes from the measured pace, in work, not in instances: each instance weighs the

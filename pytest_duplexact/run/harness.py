@@ -20,7 +20,8 @@ from ..data.results import ImmediateResult, InstanceOutcome, Verdict
 from ..data.taxonomy import TIMING_TOLERANCE_S
 from ..data.timeline import Segment, Timeline
 from ..listen.diagnosis import no_speech_diagnosis
-from ..models.base import SessionInfo
+from ..models.adapter import traits
+from ..models.contract import SessionInfo
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, run_watched
 from ..rules import scoring, trial_latency
 from .rundir import RunDir
@@ -158,7 +159,7 @@ class Harness:
         # a server that answers one request at a time (mini-omni2) says so: more in flight
         # would only queue behind each other and time the queue, not the model
         concurrency = min(knobs.concurrency,
-                          getattr(model, "max_concurrency", None) or knobs.concurrency)
+                          traits(model).max_concurrency or knobs.concurrency)
         if batch > 1:
             from ..models import is_batched
             from .batch import BatchRunner

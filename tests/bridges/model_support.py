@@ -139,7 +139,7 @@ def client_trial(url: str, instance, model: str = "bridge", **options):
     plugin's bridge client (``--duplexact-model=bridge --duplexact-model-option=url=URL``, or
     the model's name) and its stepped session: the Recording."""
     from pytest_duplexact.models import resolve_model
-    from pytest_duplexact.models.base import SessionInfo
+    from pytest_duplexact.models.contract import SessionInfo
     from pytest_duplexact.pipelines import DirectReplay, open_duplex
 
     stepped = resolve_model(model, url=url, **options)

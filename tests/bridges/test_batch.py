@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models import is_batched, resolve_model
-from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from pytest_duplexact.pipelines import run_instance
 from tests.bridges.support import served
 from tests.pipelines.helpers import direct_instance, run

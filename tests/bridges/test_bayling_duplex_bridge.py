@@ -15,8 +15,8 @@ import torch
 from pytest_duplexact.bridges import bayling_duplex
 from pytest_duplexact.bridges.bayling_duplex import BlockTokens
 from pytest_duplexact.bridges.modelkit import ModelMissing
+from pytest_duplexact.cli.model_listing import render
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.listing import render
 from pytest_duplexact.models.model_options import ModelConfigError
 from tests.bridges.model_stubs import SCALE, bayling
 from tests.bridges.model_stubs.tokenizer import write_vocab

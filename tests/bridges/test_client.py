@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import ModelError, SessionInfo
-from pytest_duplexact.models.endpoint import EndpointModel
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.models.providers.endpoint import EndpointModel
+from pytest_duplexact.models.streaming_contract import TransientModelError
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.bargein import BargeInReplay
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.bridges.support import scripted_server
 from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
-from tests.realtime.realtime_support import load_allowance
 from tests.support.builders import make_instance
+from tests.support.realtime import load_allowance
 
 
 def bridge(url: str, **options):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 
 DOC = Path(__file__).parents[2] / "docs" / "bridge-protocol.md"
 

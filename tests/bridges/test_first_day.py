@@ -30,8 +30,8 @@ import pytest
 
 from pytest_duplexact.bridges import typed_options, wire
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import SessionInfo
-from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.models.contract import SessionInfo
+from pytest_duplexact.models.streaming_contract import TransientModelError
 from tests.bridges.support import served
 from tests.bridges.test_example import example
 

@@ -27,7 +27,7 @@ from websockets.sync.client import connect
 
 from pytest_duplexact.bridges import wire
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from tests.bridges.hostile import KEY, KEY_ENV, audio_steps, hostile_server
 from tests.bridges.support import served
 from tests.bridges.test_kit import FRAME as KIT_FRAME

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_duplexact.bridges import wire
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from pytest_duplexact.models.model_options import ModelConfigError
 from tests.bridges.hostile import KEY, KEY_ENV, hostile_server, is_probe, lockstep, ready, silence
 from tests.support.tracebacks import shown_with_locals

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from pytest_duplexact.bridges import kit, wire
-from pytest_duplexact.models.bridge import BridgeClient
+from pytest_duplexact.models.providers.bridge import BridgeClient
 
 
 def test_the_kits_idle_limit_defaults_to_the_clients_step_timeout():

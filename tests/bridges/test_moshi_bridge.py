@@ -11,7 +11,7 @@ import pytest
 
 from pytest_duplexact.bridges import parser
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from tests.bridges.support import served
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is dep
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    from tests.models.moshi_tiny import write_checkpoints
+    from tests.models.providers.moshi_tiny import write_checkpoints
 
     return write_checkpoints(tmp_path_factory.mktemp("moshi-tiny"))
 

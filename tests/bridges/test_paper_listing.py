@@ -4,8 +4,9 @@ runnable when its adapter (and bridge module) exist in this install."""
 from __future__ import annotations
 
 from pytest_duplexact.cli import main
-from pytest_duplexact.models import BUILTINS, paper_models
-from pytest_duplexact.models.paper_models import ROSTER, ROUTES, Route
+from pytest_duplexact.models import BUILTINS
+from pytest_duplexact.models.catalogue import paper_models
+from pytest_duplexact.models.catalogue.paper_models import ROSTER, ROUTES, Route
 from tests.bridges.support import scripted_server
 
 PAPER = ["moshi", "freeze-omni", "mini-omni2", "vita-1.5", "voila", "flm-audio",

@@ -10,17 +10,17 @@ import shutil
 import pytest
 
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.raon_speechchat import RaonSpeechChat
-from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.models.providers.raon_speechchat import RaonSpeechChat
+from pytest_duplexact.models.streaming_contract import TransientModelError
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import RetryPolicy
 from tests.fakes.raon_gateway import DEMO_NAME, FakeRaonGateway, Script, demo_tls
 from tests.pipelines.helpers import cat, gap, spans, tone
-from tests.realtime.realtime_support import load_allowance
 from tests.support.builders import make_instance
+from tests.support.realtime import load_allowance
 
 QUICK = RetryPolicy(max_attempts=2, backoff_base=0.0)
 

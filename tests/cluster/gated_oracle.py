@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from pytest_duplexact.models.oracle import OracleModel
+from pytest_duplexact.models.providers.oracle import OracleModel
 
 HOLD_AT = 2
 HOLD_DEADLINE_S = 600.0

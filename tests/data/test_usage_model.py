@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data import usage
-from pytest_duplexact.models.streaming import ResponseDone
+from pytest_duplexact.models.streaming_contract import ResponseDone
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 
 

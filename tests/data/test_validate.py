@@ -149,7 +149,7 @@ def test_the_console_script_and_the_plugin_refuse_the_same_dataset(broken, tmp_p
     marker = home / "model-was-imported"
     (home / "marker_model.py").write_text(
         f"open({str(marker)!r}, 'w').close()\n"
-        "from pytest_duplexact.models.silent import SilentModel as factory\n")
+        "from pytest_duplexact.models.providers.silent import SilentModel as factory\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(home), env.get("PYTHONPATH")]))
     res = subprocess.run([sys.executable, "-m", "pytest", "--duplexact-model=marker_model:factory",

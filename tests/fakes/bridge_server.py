@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from pytest_duplexact.bridges import SessionEnded, main
-from pytest_duplexact.models.base import SessionInfo, StepOutput
+from pytest_duplexact.models.contract import SessionInfo, StepOutput
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ class SpeaksAt:
 
     def start(self, info: SessionInfo) -> None:
         from pytest_duplexact.data.audio import resample
-        from pytest_duplexact.models.endpoint import response
-        from pytest_duplexact.models.playback import Player, Speech
+        from pytest_duplexact.models.providers.endpoint import response
+        from pytest_duplexact.models.util.playback import Player, Speech
 
         reply = response()
         speech = Speech.of(resample(reply.audio, 16_000, self.sample_rate), reply.words,
@@ -88,7 +88,7 @@ class SpeaksAt:
 
 def make_model(script: Script):
     if script.model == "endpoint":
-        from pytest_duplexact.models.endpoint import EndpointModel
+        from pytest_duplexact.models.providers.endpoint import EndpointModel
 
         return EndpointModel()
     if script.model == "at":

@@ -39,7 +39,7 @@ def test_the_diagnosis_names_sound_without_speech_and_stray_words():
 
 BEEP = textwrap.dedent('''
     import numpy as np
-    from pytest_duplexact.models.base import StepOutput
+    from pytest_duplexact.models.contract import StepOutput
     from pytest_duplexact.data.timeline import Word
 
     class Beep:

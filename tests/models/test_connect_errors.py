@@ -8,10 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_duplexact.models import gemini_live, minicpm_duplex, openai_realtime
-from pytest_duplexact.models.base import ModelError
+from pytest_duplexact.models.contract import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.streaming import ServerUnreachable, TransientModelError
+from pytest_duplexact.models.providers import gemini_live
+from pytest_duplexact.models.providers import gpt_realtime as openai_realtime
+from pytest_duplexact.models.providers import minicpm_o as minicpm_duplex
+from pytest_duplexact.models.streaming_contract import ServerUnreachable, TransientModelError
 
 
 class HTTPFailure(Exception):
@@ -33,7 +35,7 @@ def gemini(e):
 
 
 def minicpm(e):
-    return minicpm_duplex._connect_error(e)
+    return minicpm_duplex.PEER.connect_error(e)
 
 
 CASES = [

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.models import lychee_fd, mini_omni2, minicpm_duplex, socketio_omni
 from pytest_duplexact.models.model_options import ModelConfigError
+from pytest_duplexact.models.providers import lychee_fd, mini_omni2, socketio_omni
+from pytest_duplexact.models.providers import minicpm_o as minicpm_duplex
 
 CASES = [
     ("lychee-fd", lychee_fd.factory, {"server_url": "http://127.0.0.1:7860"},

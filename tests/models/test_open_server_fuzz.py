@@ -28,11 +28,11 @@ import soundfile as sf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_duplexact.models import lychee_fd, mini_omni2
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.lychee_fd import LycheeSession
-from pytest_duplexact.models.mini_omni2 import MiniOmni2Session
-from pytest_duplexact.models.streaming import (
+from pytest_duplexact.models.contract import ModelError
+from pytest_duplexact.models.providers import lychee_fd, mini_omni2
+from pytest_duplexact.models.providers.lychee_fd import LycheeSession
+from pytest_duplexact.models.providers.mini_omni2 import MiniOmni2Session
+from pytest_duplexact.models.streaming_contract import (
     AudioDelta,
     Error,
     Event,

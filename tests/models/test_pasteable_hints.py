@@ -9,10 +9,10 @@ import argparse
 
 import pytest
 
+from pytest_duplexact.cli.model_listing import render
 from pytest_duplexact.models import preflight
-from pytest_duplexact.models.builtins import BUILTINS
-from pytest_duplexact.models.listing import render
-from pytest_duplexact.models.paper_models import paper_names
+from pytest_duplexact.models.catalogue.builtins import BUILTINS
+from pytest_duplexact.models.catalogue.paper_models import paper_names
 from pytest_duplexact.pytest_plugin import options
 
 _TAKES_VALUE = {"--duplexact-model-option", "-o"}  # the value follows as its own word

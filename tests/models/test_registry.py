@@ -14,9 +14,9 @@ from pytest_duplexact.models import (
     is_stepped,
     resolve_model,
 )
-from pytest_duplexact.models.endpoint import EndpointModel
-from pytest_duplexact.models.oracle import OracleModel
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.providers.endpoint import EndpointModel
+from pytest_duplexact.models.providers.oracle import OracleModel
+from pytest_duplexact.models.providers.silent import SilentModel
 from tests.pipelines.helpers import ScriptedModel
 
 
@@ -68,10 +68,10 @@ def test_recorded_prefix(tmp_path):
 
 
 def test_gpt_realtime_is_imported_only_when_asked_for():
-    sys.modules.pop("pytest_duplexact.models.openai_realtime", None)
+    sys.modules.pop("pytest_duplexact.models.providers.gpt_realtime", None)
     resolve_model("silent")
-    assert "pytest_duplexact.models.openai_realtime" not in sys.modules
-    assert BUILTINS["gpt-realtime"].factory == "pytest_duplexact.models.openai_realtime:factory"
+    assert "pytest_duplexact.models.providers.gpt_realtime" not in sys.modules
+    assert BUILTINS["gpt-realtime"].factory == "pytest_duplexact.models.providers.gpt_realtime:factory"
 
 
 def test_is_stepped_rejects_classes():

@@ -11,10 +11,11 @@ import json
 
 import pytest
 
-from pytest_duplexact.models import lychee_fd, preflight
-from pytest_duplexact.models.lychee_fd import LycheeSession
-from pytest_duplexact.models.streaming import Error, TranscriptDelta
-from pytest_duplexact.models.vllm_omni import VllmOmni
+from pytest_duplexact.models import preflight
+from pytest_duplexact.models.providers import lychee_fd
+from pytest_duplexact.models.providers.lychee_fd import LycheeSession
+from pytest_duplexact.models.providers.vllm_omni import VllmOmni
+from pytest_duplexact.models.streaming_contract import Error, TranscriptDelta
 from pytest_duplexact.remote import netsafety
 from pytest_duplexact.remote.netsafety import received_json, scrub_received
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from pytest_duplexact.cli.model_listing import render
 from pytest_duplexact.models import probe
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.listing import render
-from pytest_duplexact.models.minicpm_duplex import MiniCPMO, MiniCPMOSession
-from pytest_duplexact.models.minicpm_duplex import reach as minicpm_reach
+from pytest_duplexact.models.contract import ModelError
+from pytest_duplexact.models.providers.minicpm_o import MiniCPMO, MiniCPMOSession
+from pytest_duplexact.models.providers.minicpm_o import reach as minicpm_reach
 from tests.bridges.support import scripted_server
 from tests.fakes.hostile_ws import HostileWS, Inbox, hold
-from tests.realtime.realtime_support import load_fake_server
+from tests.support.realtime import load_fake_server
 
 sio_fake = load_fake_server("socketio_server")
 minicpm_fake = load_fake_server("minicpm_server")
@@ -160,7 +160,7 @@ def test_freeze_omni_at_an_http_url_to_its_tls_only_server_gets_the_https_hint()
 def test_the_http_probe_has_an_overall_deadline_a_trickling_server_cannot_stretch():
     """lychee-fd, mini-omni2, freeze-omni and vita-1.5 probe with one GET: a server that sends
     a byte every 0.1 s never trips a per-read timeout; the probe's deadline is on the whole."""
-    from pytest_duplexact.models import http_server
+    from pytest_duplexact.models.util import http_server
     from pytest_duplexact.pipelines.clock import Lateness, LoopMonitor
 
     async def trickle(reader, writer):

@@ -126,7 +126,7 @@ class ScriptedModel:
         self.k = 0
 
     def step(self, frame):
-        from pytest_duplexact.models.base import StepOutput
+        from pytest_duplexact.models.contract import StepOutput
 
         self.frames.append(len(frame))
         f0 = self.k * self.frame_size

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.base import SessionInfo
-from pytest_duplexact.models.streaming import admitting
+from pytest_duplexact.models.contract import SessionInfo
+from pytest_duplexact.models.streaming_contract import admitting
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.pipelines.watchdog import ModelTimeout, run_watched, watch_async
 from tests.fakes.raon_gateway import FakeRaonGateway, Script

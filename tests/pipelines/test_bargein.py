@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.timeline import Word
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.pipelines.bargein import OBSERVATION_S, TAKEOVER_MIN_SPEECH_S, BargeInReplay
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from tests.pipelines.helpers import SR, ScriptedModel, direct_instance, run

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.pipelines import channel as ch
 from pytest_duplexact.pipelines.channelled import ChannelledDuplex, echo_problem
 from pytest_duplexact.pipelines.direct import DirectReplay

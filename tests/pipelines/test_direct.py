@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay, push_in_chunks
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from tests.pipelines.helpers import SR, ScriptedModel, direct_instance, run

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
-from pytest_duplexact.models.base import ModelError, SessionInfo
-from pytest_duplexact.models.oracle import OracleModel
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.contract import ModelError, SessionInfo
+from pytest_duplexact.models.providers.oracle import OracleModel
+from pytest_duplexact.models.providers.silent import SilentModel
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from pytest_duplexact.rules import requires

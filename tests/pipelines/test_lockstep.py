@@ -10,10 +10,10 @@ import threading
 import numpy as np
 import pytest
 
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.endpoint import EndpointModel
-from pytest_duplexact.models.oracle import OracleModel
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.contract import ModelError
+from pytest_duplexact.models.providers.endpoint import EndpointModel
+from pytest_duplexact.models.providers.oracle import OracleModel
+from pytest_duplexact.models.providers.silent import SilentModel
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.lockstep import BatchedDuplex, Batcher
 from pytest_duplexact.pipelines.watchdog import ModelTimeout

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from pytest_duplexact.pipelines import (
     BargeInReplay,
     DirectReplay,

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.timeline import Word
-from pytest_duplexact.models.base import SessionInfo
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.contract import SessionInfo
+from pytest_duplexact.models.providers.silent import SilentModel
 from pytest_duplexact.pipelines.policy import SimulatorState
 from pytest_duplexact.pipelines.simulator import (
     MAX_WAIT_AFTER_SPEECH_S,

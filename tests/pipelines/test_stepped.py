@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.timeline import Word
-from pytest_duplexact.models.base import ModelError, SessionInfo, StepOutput
+from pytest_duplexact.models.contract import ModelError, SessionInfo, StepOutput
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from tests.pipelines.helpers import SR, ScriptedModel, direct_instance, run, spans, tone
 

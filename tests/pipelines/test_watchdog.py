@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from pytest_duplexact.models.base import ModelError, SessionInfo
+from pytest_duplexact.models.contract import ModelError, SessionInfo
 from pytest_duplexact.pipelines import run_instance, watchdog
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from pytest_duplexact.pipelines.watchdog import ModelTimeout, run_watched

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.listen.segmentation import Span, assign_words
-from pytest_duplexact.models.base import SessionInfo, StepOutput
-from pytest_duplexact.models.words import TextStream
+from pytest_duplexact.models.contract import SessionInfo, StepOutput
+from pytest_duplexact.models.util.words import TextStream
 from pytest_duplexact.pipelines.stepped import SteppedDuplex
 from tests.pipelines.helpers import SR, direct_instance, run
 

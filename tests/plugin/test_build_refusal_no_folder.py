@@ -82,7 +82,7 @@ def test_collect_only_leaves_a_named_folder_unmade(pytester):
 COUNTED = '''
 from pathlib import Path
 
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.providers.silent import SilentModel
 
 
 def factory(**options):

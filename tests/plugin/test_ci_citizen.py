@@ -103,8 +103,8 @@ def test_a_report_copy_points_at_its_run_directory(pytester):
 
 
 MISSES_AND_CRASHES = '''
-from pytest_duplexact.models.oracle import OracleModel
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.providers.oracle import OracleModel
+from pytest_duplexact.models.providers.silent import SilentModel
 
 STARTS = []
 

@@ -16,7 +16,7 @@ SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cachep
 
 CRASHY = textwrap.dedent('''
     """A stepped model that speaks like the oracle but crashes mid-instance on 'delayed'."""
-    from pytest_duplexact.models.oracle import OracleModel
+    from pytest_duplexact.models.providers.oracle import OracleModel
 
     class Crashy(OracleModel):
         def start(self, info):

@@ -50,13 +50,13 @@ def test_a_bridge_that_does_not_answer_says_so_and_hedges_at_the_concurrency(bun
 
 
 def test_an_import_path_class_says_its_kind_and_a_function_streams_at_the_concurrency(bundled):
-    kind, billed, basis = model_kind("pytest_duplexact.models.openai_realtime:OpenAIRealtime")
+    kind, billed, basis = model_kind("pytest_duplexact.models.providers.gpt_realtime:OpenAIRealtime")
     assert (kind, billed) == ("streaming", False)
     assert basis == "streaming, as OpenAIRealtime has an async connect"
-    assert model_kind("pytest_duplexact.models.silent:SilentModel")[0] == "stepped"
-    kind, _, basis = model_kind("pytest_duplexact.models.bridge:factory")
+    assert model_kind("pytest_duplexact.models.providers.silent:SilentModel")[0] == "stepped"
+    kind, _, basis = model_kind("pytest_duplexact.models.providers.bridge:factory")
     assert kind == "unknown" and "known once it is built" in basis
-    head = _head(bundled, "pytest_duplexact.models.bridge:factory")
+    head = _head(bundled, "pytest_duplexact.models.providers.bridge:factory")
     # was "19 min - 31 min at 1x if it streams" at concurrency 4
     assert "wall: 5 min - 8 min at 4 in flight if it streams" in head, head
     assert "(kind unknown: an import path's is known once it is built)" in head

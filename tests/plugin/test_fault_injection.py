@@ -23,7 +23,7 @@ FLAKY = textwrap.dedent('''
 
     import numpy as np
 
-    from pytest_duplexact.models.oracle import OracleModel
+    from pytest_duplexact.models.providers.oracle import OracleModel
 
     FAULTS = ("hang", "raise", "exit", "nan", "loud", "int16", None, None, None, None)
     NEVER = threading.Event()

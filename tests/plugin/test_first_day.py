@@ -65,7 +65,7 @@ def test_a_resume_that_cannot_know_the_model_says_what_is_missing(pytester):
 
 def test_a_bad_option_value_is_refused_before_any_run_directory_exists(pytester):
     pytester.makepyfile(my_model="""
-        from pytest_duplexact.models.silent import SilentModel
+        from pytest_duplexact.models.providers.silent import SilentModel
 
         def factory(frames: int = 3, loud: bool = False, label: str = "x"):
             return SilentModel()

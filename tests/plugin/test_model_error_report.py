@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 CRASHY = textwrap.dedent('''
-    from pytest_duplexact.models.oracle import OracleModel
+    from pytest_duplexact.models.providers.oracle import OracleModel
 
     class Crashy(OracleModel):
         def step(self, frame):

@@ -1,5 +1,5 @@
 """`pytest --duplexact-model=moshi` end to end on bundled instances, one per pipeline (direct,
-simulator, barge-in), with a tiny random checkpoint written by tests/models/moshi_tiny.py and
+simulator, barge-in), with a tiny random checkpoint written by tests/models/providers/moshi_tiny.py and
 loaded through the adapter's real options. Two runs with one seed are byte-identical; different
 inputs give different outputs."""
 
@@ -23,7 +23,7 @@ CONDITIONS = "take_turn.immediate,stop.direct_interruption,interrupt.help"
 
 @pytest.fixture(scope="module")
 def model_args(tmp_path_factory):
-    from tests.models.moshi_tiny import write_checkpoints
+    from tests.models.providers.moshi_tiny import write_checkpoints
 
     options = dict(write_checkpoints(tmp_path_factory.mktemp("moshi-tiny")), device="cpu",
                    threads="1")

@@ -109,7 +109,7 @@ def test_the_four_open_server_adapters_end_to_end(tmp_path):
 
 @pytest.mark.parametrize("name", ["freeze-omni", "vita-1.5", "lychee-fd", "mini-omni2"])
 def test_the_models_listing_names_each_adapter(name):
-    from pytest_duplexact.models.listing import render
+    from pytest_duplexact.cli.model_listing import render
 
     text, _ = render([name])
     assert text.startswith(f"{name}  (streaming)") and "server_url option" in text

@@ -11,8 +11,8 @@ import textwrap
 TONE_MODEL = textwrap.dedent('''
     import numpy as np
     from pytest_duplexact.data.timeline import Word
-    from pytest_duplexact.models.endpoint import EndpointModel
-    from pytest_duplexact.models.playback import Speech
+    from pytest_duplexact.models.providers.endpoint import EndpointModel
+    from pytest_duplexact.models.util.playback import Speech
 
     class Beeper(EndpointModel):
         """The endpoint's turn-taking, answering with a 220 Hz tone at a syllable rate (and

@@ -47,7 +47,7 @@ def test_the_plugin_refuses_at_start(pytester, monkeypatch):
 
 
 def test_gpt_realtime_refuses_a_clear_base_url(monkeypatch):
-    from pytest_duplexact.models.openai_realtime import ModelConfigError, factory
+    from pytest_duplexact.models.providers.gpt_realtime import ModelConfigError, factory
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
     monkeypatch.delenv(ENV_ALLOW, raising=False)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact.models.words import TextStream
+from pytest_duplexact.models.util.words import TextStream
 from pytest_duplexact.pipelines.streaming_duplex import PlaybackBuffer
 from pytest_duplexact.remote import netsafety
 from pytest_duplexact.remote.netsafety import ReceivedText, scrub_received
@@ -70,7 +70,7 @@ def test_a_key_split_across_frames_becomes_one_masked_word_with_its_times(cuts):
     parts = pieces(whole, cuts)
     stream, plain = TextStream(0.08), TextStream(0.08)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("pytest_duplexact.models.words.scrub_received", lambda t: t)
+        mp.setattr("pytest_duplexact.models.util.words.scrub_received", lambda t: t)
         unmasked = [w for k, p in enumerate(parts) for w in plain.feed_text(k, p)]
     words = [w for k, p in enumerate(parts) for w in stream.feed_text(k, p)]
     assert [(w.start, w.end) for w in words] == [(w.start, w.end) for w in unmasked]

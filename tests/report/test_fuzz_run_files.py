@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 
 from pytest_duplexact.data.recording import Recording
 from pytest_duplexact.data.recording_io import RECORDING_FILE, save_recording
-from pytest_duplexact.models.base import ModelError
-from pytest_duplexact.models.recorded import RecordedModel
+from pytest_duplexact.models.contract import ModelError
+from pytest_duplexact.models.providers.recorded import RecordedModel
 from pytest_duplexact.report.merge import main as merge_main
 from pytest_duplexact.run import journal
 from tests.pipelines.helpers import direct_instance

@@ -26,7 +26,7 @@ WORSE = textwrap.dedent('''
     """The oracle, but silent on take_turn.delayed: a deliberately worse model."""
     import numpy as np
 
-    from pytest_duplexact.models.oracle import OracleModel
+    from pytest_duplexact.models.providers.oracle import OracleModel
 
     class SilentWhenDelayed(OracleModel):
         def start(self, info):

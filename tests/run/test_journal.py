@@ -20,7 +20,7 @@ from pytest_duplexact.data import usage
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.data.recording_io import RECORDING_FILE, track_file
 from pytest_duplexact.judges import JudgePanel
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.providers.silent import SilentModel
 from pytest_duplexact.pipelines.simulator import RuleBasedSimulator
 from pytest_duplexact.pytest_plugin.configure import load_resumed
 from pytest_duplexact.rules import requires

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_duplexact.data import usage
 from pytest_duplexact.data.recording import Recording
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.pipelines import run_instance
 from pytest_duplexact.pipelines.clock import TimingUnreliable, TrialLate
 from pytest_duplexact.pipelines.duplex import Duplex

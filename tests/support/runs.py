@@ -82,8 +82,8 @@ model option, so runs with and without them are the same run to --duplexact-resu
 import os
 import time
 
-from pytest_duplexact.models.oracle import OracleModel
-from pytest_duplexact.models.silent import SilentModel
+from pytest_duplexact.models.providers.oracle import OracleModel
+from pytest_duplexact.models.providers.silent import SilentModel
 
 
 class Slow:

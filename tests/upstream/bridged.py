@@ -36,7 +36,7 @@ def check_listed(argv: Sequence[str]) -> None:
     """``duplexact models`` (models/paper_models.py) prints a start command for the same
     bridge with the same flags as the docs' (``--host`` aside: the docs' may listen on
     loopback only), so the harness running the one checks the other too."""
-    from pytest_duplexact.models.paper_models import ROUTES
+    from pytest_duplexact.models.catalogue.paper_models import ROUTES
 
     listed = [shlex.split(r.start) for routes in ROUTES.values() for r in routes
               if r.start.startswith(" ".join(argv[:3]) + " ")]

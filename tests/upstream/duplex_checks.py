@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.pipelines.direct import DirectReplay
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.pipelines.helpers import cat, gap, spans, tone

@@ -1,6 +1,6 @@
 """What the two ``moshi.server`` modules share (test_moshi_server.py: kyutai-labs/moshi;
 test_personaplex_server.py: NVIDIA/personaplex): the author's ``python -m moshi.server`` started
-from its checkout with the tiny random-weight checkpoint (tests/models/moshi_tiny.py), every
+from its checkout with the tiny random-weight checkpoint (tests/models/providers/moshi_tiny.py), every
 file local, ``--static none``, ``HF_HUB_OFFLINE=1`` and our sitecustomize first on its path
 (stubs/moshi_server: the network guard, the CPU shim); our real adapter
 (``--duplexact-model=moshi-server``) driven through the streaming pipeline against it.
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_duplexact.models.base import SessionInfo
+from pytest_duplexact.models.contract import SessionInfo
 from tests.upstream import support
 from tests.upstream.bridged import first_audio_s_of
 from tests.upstream.support import STUBS, Checkout, free_port
@@ -35,7 +35,7 @@ FIRST_AUDIO_S = 2 * 0.08  # the answer to input frame 1, as the stepped route pl
 def tiny_files(folder: Path) -> dict[str, str]:
     """The tiny checkpoint, and a config.json that names the tiny Mimi's config as a local
     file (``file://``: moshi's loaders then read it instead of the hub)."""
-    from tests.models.moshi_tiny import write_checkpoints
+    from tests.models.providers.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(folder)
     config = json.loads(Path(files["lm_config"]).read_text())
@@ -60,7 +60,12 @@ def personaplex_files(folder: Path) -> dict[str, str]:
     from moshi.models import loaders
     from safetensors.torch import save_file
 
-    from tests.models.moshi_tiny import fit_codebooks, lm_config, mimi_config, train_tokenizer
+    from tests.models.providers.moshi_tiny import (
+        fit_codebooks,
+        lm_config,
+        mimi_config,
+        train_tokenizer,
+    )
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -220,7 +225,7 @@ def no_outbound(server: MoshiServerProcess) -> None:
 def http_to_tls_line(url: str) -> str:
     """The preflight's line for an http:// URL to the TLS server."""
     from pytest_duplexact.models.model_options import ModelConfigError
-    from pytest_duplexact.models.moshi_server import probed
+    from pytest_duplexact.models.providers.moshi_server import probed
 
     plain = url.replace("wss://", "http://")
     with pytest.raises(ModelConfigError) as e:

@@ -86,7 +86,7 @@ START_S = 180.0   # the author's server must listen within this (imports, a VAD 
 def printed_command(model: str) -> str:
     """The start command ``duplexact models`` and docs/models.md print for ``model`` (its
     native-server route in models/paper_models.py), checked to be the one the docs show."""
-    from pytest_duplexact.models.paper_models import ROUTES
+    from pytest_duplexact.models.catalogue.paper_models import ROUTES
 
     start = ROUTES[model][0].start.split(": ", 1)[1]
     assert start in DOCS.read_text(encoding="utf-8"), \

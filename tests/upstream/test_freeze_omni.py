@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.models.socketio_omni import freeze_omni
-from pytest_duplexact.models.streaming import TransientModelError
+from pytest_duplexact.models.providers.socketio_omni import freeze_omni
+from pytest_duplexact.models.streaming_contract import TransientModelError
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
 from tests.fakes.fake_ws import energy_bounds
-from tests.realtime.realtime_support import event_kinds, run_trial
+from tests.support.realtime import event_kinds, run_trial
 from tests.upstream import support
 
 REPO = "VITA-MLLM/Freeze-Omni"

@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.models.mini_omni2 import factory as mini_omni2
-from pytest_duplexact.models.mini_omni2 import speech_seconds
+from pytest_duplexact.models.providers.mini_omni2 import factory as mini_omni2
+from pytest_duplexact.models.providers.mini_omni2 import speech_seconds
 from tests.fakes.fake_ws import energy_bounds
-from tests.realtime.realtime_support import run_trial
+from tests.support.realtime import run_trial
 from tests.upstream import support
 
 REPO = "gpt-omni/mini-omni2"
@@ -84,7 +84,7 @@ async def one_at_a_time(url: str) -> bool:
     import json
     import time
 
-    from pytest_duplexact.models.http_server import client, wav_bytes
+    from pytest_duplexact.models.util.http_server import client, wav_bytes
 
     body = json.dumps({"audio": base64.b64encode(wav_bytes(support.user_turns((0.0,), 1.5)))
                        .decode("ascii"), "stream_stride": 4, "max_tokens": 2048})

@@ -6,7 +6,7 @@ docs/models.md prints, driven by the plugin's bridge client and pipelines
 
 Environment: ``$DUPLEXACT_UPSTREAM_DIR/kyutai-labs+moshi.venv`` if present, else this
 interpreter (torch 2.13 CPU with moshi's model dependencies, as .ci/run installs them).
-Stubbed: nothing of moshi's code; the weights are random and tiny (tests/models/moshi_tiny.py).
+Stubbed: nothing of moshi's code; the weights are random and tiny (tests/models/providers/moshi_tiny.py).
 torch.compile stays on: the bridge's warm-up takes moshi's lazy compile before it listens.
 """
 
@@ -55,7 +55,7 @@ def test_the_bridge_runs_the_checkouts_moshi(moshi):
 
 def test_moshi_behind_the_printed_bridge_command(moshi, tmp_path):
     from pytest_duplexact.models import resolve_model
-    from tests.models.moshi_tiny import write_checkpoints
+    from tests.models.providers.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(tmp_path / "ckpt")
     argv = filled(printed_command("moshi"), moshi.python,

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models import resolve_model
-from pytest_duplexact.models.paper_models import MOSHI_START, ROUTES
+from pytest_duplexact.models.catalogue.paper_models import MOSHI_START, ROUTES
 from tests.upstream.moshi_family import (
     MoshiServerProcess,
     free_port,

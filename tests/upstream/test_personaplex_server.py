@@ -40,9 +40,9 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models import resolve_model
+from pytest_duplexact.models.catalogue.paper_models import OTHER_ROUTES, PERSONAPLEX_START
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.moshi_server import probed
-from pytest_duplexact.models.paper_models import OTHER_ROUTES, PERSONAPLEX_START
+from pytest_duplexact.models.providers.moshi_server import probed
 from tests.upstream.moshi_family import (
     MoshiServerProcess,
     free_port,

@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
-from pytest_duplexact.models.socketio_omni import vita_15
+from pytest_duplexact.models.providers.socketio_omni import vita_15
 from tests.fakes.fake_ws import energy_bounds
-from tests.realtime.realtime_support import event_kinds, run_trial
+from tests.support.realtime import event_kinds, run_trial
 from tests.upstream import support
 
 REPO = "whn09/VITA"

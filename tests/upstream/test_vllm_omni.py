@@ -37,9 +37,9 @@ import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.model_options import ModelConfigError
-from pytest_duplexact.models.streaming import TransientModelError
-from pytest_duplexact.models.vllm_omni import VllmOmni, factory, reach
-from tests.realtime.realtime_support import (
+from pytest_duplexact.models.providers.vllm_omni import VllmOmni, factory, reach
+from pytest_duplexact.models.streaming_contract import TransientModelError
+from tests.support.realtime import (
     fake,
     load_allowance,
     load_fake_server,
