@@ -34,6 +34,8 @@ from pytest_duplexact.models.base import SessionInfo
 from pytest_duplexact.models.streaming import TransientModelError
 from tests.bridges.support import served
 from tests.bridges.test_example import example
+from tests.support.inner_runs import runner, said
+from tests.support.servers import threaded
 
 NAME = "quiet-ckpt-7"  # the served model's name, which the report must show
 
@@ -63,11 +65,6 @@ def bridge():
         yield server
 
 
-def said(res) -> list[str]:
-    """Every non-empty line the run printed (stdout and stderr)."""
-    return [line for line in res.stdout.lines + res.stderr.lines if line.strip()]
-
-
 def refused_in_one_line(pytester, res, *words: str) -> str:
     lines = said(res)
     assert res.ret == 4, lines
@@ -81,9 +78,8 @@ def refused_in_one_line(pytester, res, *words: str) -> str:
     return line
 
 
-def run(pytester, *args, timeout=120):
-    return pytester.runpytest_subprocess("--duplexact-model=bridge", "-p", "no:cacheprovider",
-                                         "--duplexact-limit=1", *args, timeout=timeout)
+run = runner("--duplexact-model=bridge", "-p", "no:cacheprovider", "--duplexact-limit=1",
+             timeout=120)
 
 
 # --- the preflight: one line, exit 4, before any run folder --------------------------------
@@ -99,13 +95,8 @@ def plain_http():
     """An HTTP server that is not a bridge (a file server, as `python -m http.server`)."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              http.server.SimpleHTTPRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"ws://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded(server) as port:
+        yield f"ws://127.0.0.1:{port}"
 
 
 def test_a_bridge_not_started_is_one_line(pytester):
