@@ -13,7 +13,7 @@
    the fakes in a child process so their CPU is not counted; this process's CPU seconds per
    wall second, divided by N.
 
-    python benchmarks/moshi_server.py [--trials 5] [--sessions 1 4] [--out FILE]
+    python -m benchmarks.moshi_server [--trials 5] [--sessions 1 4] [--out FILE]
 
 Prints the figures and writes JSON. Sends nothing beyond 127.0.0.1.
 """
@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.models import resolve_model  # noqa: E402
 from pytest_duplexact.models.moshi_server import FRAME, SAMPLE_RATE  # noqa: E402
@@ -88,7 +87,6 @@ async def onsets(trials: int, tmp: Path) -> dict:
 
 FAKES = """
 import asyncio, sys
-sys.path.insert(0, {root!r})
 from tests.fakes.moshi_server import FakeMoshiServer, Script
 async def main():
     servers = [FakeMoshiServer(Script(text="one two three four five six seven eight"))
@@ -106,7 +104,7 @@ def cpu_per_session(n: int, seconds: float, tmp: Path) -> dict:
     from tests.pipelines.helpers import cat, gap, tone
     from tests.upstream.duplex_checks import trial
 
-    fakes = subprocess.Popen([sys.executable, "-c", FAKES.format(root=str(ROOT), n=n)],
+    fakes = subprocess.Popen([sys.executable, "-c", FAKES.format(n=n)], cwd=ROOT,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         urls = fakes.stdout.readline().split()
