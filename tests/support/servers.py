@@ -1,9 +1,10 @@
 """Servers for the tests and benchmarks, each with a guaranteed stop:
 
 - ``child(script, *args)``: a fake (tests/fakes/*.py, or any script that prints ``PORT <n>``
-  first and serves until its stdin closes) in its own process, so its work does not share
-  the test's event loop. The port is read with a deadline; stopping closes its stdin (the
-  fakes then write their ground truth), and terminates, then kills, one that does not end.
+  and serves until its stdin closes) in its own process, so its work does not share the
+  test's event loop. The port is read with a deadline; stopping closes its stdin (the fakes
+  then write their ground truth), and terminates, then kills, one that does not end. A
+  bridge (``ready=LISTENING, stops_on_stdin=False``) is stopped with SIGTERM instead.
 - ``threaded(server)``: a ``serve_forever`` server (``socketserver``, ``http.server``,
   ``websockets.sync``) bound to 127.0.0.1:0, served by a daemon thread and shut down on exit.
 - ``load_fake_server(name)``: a fake's module, loaded by path once (the fakes also run as
@@ -18,67 +19,92 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-PORT = re.compile(r"^PORT (\d+)$")  # the fakes' first line (fake_ws.serve_until_stdin_closes)
+# the fakes' first line (fake_ws.serve_until_stdin_closes)
+PORT = re.compile(r"^PORT (?P<port>\d+)$")
+# a bridge's (bridges/kit.py): ``listening on ws://127.0.0.1:8998 (model ...)``
+LISTENING = re.compile(r"listening on (?P<url>wss?://\S+?:(?P<port>\d+)\S*)")
 
 
 class Child:
-    """A server script in its own process; ``port`` is the one it printed. A ``with`` block
-    (or ``stop()``, which may come earlier) ends it."""
+    """A server in its own process, ready once it prints a line ``ready`` matches (``port``:
+    its ``port`` group; ``url``: its ``url`` group, if any). A ``with`` block (or ``stop()``,
+    which may come earlier) ends it: by closing its stdin (``stops_on_stdin``, the fakes), or
+    by SIGTERM (a bridge). Its stdout is read to the end, so a chatty child never blocks."""
 
-    def __init__(self, argv: list[str], *, env: dict | None = None, cwd: Path | None = None,
-                 stderr: Any = None, start_s: float = 60.0, stop_s: float = 30.0):
-        self.argv, self.stop_s = argv, stop_s
+    def __init__(self, argv: list[str], *, ready: re.Pattern = PORT, stops_on_stdin: bool = True,
+                 env: dict | None = None, cwd: Path | None = None, stderr: Any = None,
+                 start_s: float = 60.0, stop_s: float = 30.0):
+        self.argv, self.stops_on_stdin, self.stop_s = argv, stops_on_stdin, stop_s
+        self.name = Path(argv[1]).name if len(argv) > 1 else argv[0]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=stderr, text=True, env=env, cwd=cwd)
-        self.line = self._first_line(start_s)
-        m = PORT.match(self.line.strip())
-        if m is None:
-            self._end()
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            self._close_pipes()
-            raise ChildFailed(f"{Path(argv[1]).name} did not start: its first line is "
-                              f"{self.line!r}{' (stderr below)' if err else ''}\n{err[-3000:]}",
-                              err)
-        self.port = int(m[1])
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True, name="child-stdout")
+        self._reader.start()
+        self.line, self.match = self._ready(ready, start_s)
+        groups = self.match.groupdict()
+        self.port = int(groups["port"]) if groups.get("port") else None
+        self.url = groups.get("url")
 
-    def _first_line(self, deadline_s: float) -> str:
-        """Its first line, read in a helper thread: a child that prints nothing (hung in an
-        import, a full pipe) is ended at the deadline instead of blocking the test."""
-        box: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: box.put(self.proc.stdout.readline()), daemon=True,
-                         name="child-first-line").start()
-        try:
-            return box.get(timeout=deadline_s)
-        except queue.Empty:
-            self._end()
-            try:  # the reader sees the end of the pipe: let it return before the pipe closes
-                box.get(timeout=10)
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _ready(self, ready: re.Pattern, deadline_s: float) -> tuple[str, re.Match]:
+        """The first line ``ready`` matches, within ``deadline_s``: a child that prints none
+        (hung in an import, crashed) is ended and reported with what it printed."""
+        end, seen = time.monotonic() + deadline_s, []
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.0, end - time.monotonic()))
             except queue.Empty:
-                pass
-            self._close_pipes()
-            raise ChildFailed(f"{Path(self.argv[1]).name} printed no port within "
-                              f"{deadline_s:g} s", "") from None
+                self._fail(f"printed no ready line within {deadline_s:g} s", seen)
+            if line is None:
+                self._fail("closed its output before it was ready", seen)
+            seen.append(line)
+            m = ready.search(line)
+            if m:
+                return line, m
+
+    def _fail(self, what: str, seen: list[str]):
+        self._end()
+        err = self.proc.stderr.read() if self.proc.stderr else ""
+        self._close()
+        said = "".join(seen)[-2000:]
+        raise ChildFailed(f"{self.name} {what}; its output: {said!r}"
+                          f"{' (stderr below)' if err else ''}\n{err[-3000:]}", err)
 
     def stop(self) -> int:
-        """Close its stdin and wait for it; terminate, then kill, one still running after
-        ``stop_s``, and say so. Returns its exit status; a second call only returns it."""
+        """Close its stdin (or terminate it) and wait ``stop_s`` at most; then terminate, then
+        kill, one still running (a fake that did not stop when its stdin closed says so).
+        Returns its exit status; a second call only returns it."""
         if self.proc.poll() is None:
-            self.proc.stdin.close()
+            if self.stops_on_stdin:
+                self.proc.stdin.close()
+            else:
+                self.proc.terminate()
             try:
                 self.proc.wait(timeout=self.stop_s)
             except subprocess.TimeoutExpired:
-                self._end()
-                raise ChildFailed(f"{Path(self.argv[1]).name} did not stop within "
-                                  f"{self.stop_s:g} s of its stdin closing (killed)", "") from None
-        self._close_pipes()
+                if not self.stops_on_stdin:  # a stalled bridge: expected, killed
+                    self.proc.kill()
+                    self.proc.wait(timeout=10)
+                else:
+                    self._end()
+                    self._close()
+                    raise ChildFailed(f"{self.name} did not stop within {self.stop_s:g} s of "
+                                      f"its stdin closing (killed)", "") from None
+        self._close()
         return self.proc.returncode
 
     def _end(self) -> None:
-        """Terminate, then kill: the stop of a child that did not start or did not stop."""
+        """Terminate, then kill."""
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
@@ -86,7 +112,9 @@ class Child:
             self.proc.kill()
             self.proc.wait(timeout=10)
 
-    def _close_pipes(self) -> None:
+    def _close(self) -> None:
+        """The pipes, once the reader has seen the end of stdout (the child has ended)."""
+        self._reader.join(10)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
@@ -111,9 +139,10 @@ class ChildFailed(RuntimeError):
         self.stderr = stderr
 
 
-def child(script: Path | str, *args: str, python: str = sys.executable, **options: Any) -> Child:
-    """``python script *args`` started, its port read (``options``: ``env``, ``cwd``,
-    ``stderr``, ``start_s``, ``stop_s``). A bare name is a fake of tests/fakes."""
+def child(script: Path | str, *args: Any, python: str = sys.executable, **options: Any) -> Child:
+    """``python script *args`` started and ready (``options``: those of ``Child``). A bare
+    name is a fake of tests/fakes, which prints ``PORT <n>`` and stops when its stdin
+    closes."""
     path = Path(script) if Path(script).is_absolute() else FAKES / script
     return Child([python, str(path), *map(str, args)], **options)
 

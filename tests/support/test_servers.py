@@ -1,6 +1,6 @@
 """The kit's servers stop whatever happens: a child that prints its port, one that prints
 something else, one that prints nothing (the read's deadline), one that ignores its stdin
-closing (terminated), and a threaded server whose block raises."""
+closing (terminated), a bridge (SIGTERM), and a threaded server whose block raises."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from websockets.sync.client import connect
 from websockets.sync.server import serve
 
-from tests.support.servers import ChildFailed, child, threaded
+from tests.support.servers import LISTENING, ChildFailed, child, threaded
 
 SERVES = textwrap.dedent('''
     import sys
@@ -42,7 +42,8 @@ def test_a_child_gives_its_port_and_stops_when_its_stdin_closes(tmp_path):
 def test_a_child_that_does_not_start_is_one_error_with_its_stderr(tmp_path):
     failed = script(tmp_path, 'import sys\nprint("Traceback: no module x", file=sys.stderr)\n'
                               'print("starting")\n')
-    with pytest.raises(ChildFailed, match="its first line is 'starting\\\\n'") as e:
+    with pytest.raises(ChildFailed, match="closed its output before it was ready; its output: "
+                                          "'starting\\\\n'") as e:
         child(failed, stderr=subprocess.PIPE)
     assert "no module x" in e.value.stderr
 
@@ -50,7 +51,7 @@ def test_a_child_that_does_not_start_is_one_error_with_its_stderr(tmp_path):
 def test_reading_the_port_has_a_deadline(tmp_path):
     silent = script(tmp_path, "import time\ntime.sleep(60)\n")
     t0 = time.monotonic()
-    with pytest.raises(ChildFailed, match="printed no port within 0.5 s"):
+    with pytest.raises(ChildFailed, match="printed no ready line within 0.5 s"):
         child(silent, start_s=0.5)
     assert time.monotonic() - t0 < 20  # ended, not waited for
 
@@ -66,6 +67,16 @@ def test_a_child_that_ignores_its_stdin_is_terminated(tmp_path):
         with child(stubborn, stop_s=0.3) as again:
             raise KeyError("the test's failure")
     assert again.proc.returncode is not None
+
+
+def test_a_bridge_is_ready_at_its_listening_line_and_stopped_by_sigterm(tmp_path):
+    bridge = script(tmp_path, 'import time\nprint("loading weights")\n'
+                              'print("listening on ws://127.0.0.1:8998 (model m)", flush=True)\n'
+                              'time.sleep(60)\n')
+    t0 = time.monotonic()
+    with child(bridge, ready=LISTENING, stops_on_stdin=False) as served:
+        assert (served.url, served.port) == ("ws://127.0.0.1:8998", 8998)
+    assert served.proc.returncode == -15 and time.monotonic() - t0 < 20
 
 
 def test_a_threaded_server_is_shut_down_when_its_block_raises():
