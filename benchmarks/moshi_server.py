@@ -24,7 +24,7 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
+import re
 import sys
 import time
 from pathlib import Path
@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from pytest_duplexact.models import resolve_model  # noqa: E402
 from pytest_duplexact.models.moshi_server import FRAME, SAMPLE_RATE  # noqa: E402
+from tests.support.servers import Child  # noqa: E402
 
 MIMI = 1920
 
@@ -85,6 +86,7 @@ async def onsets(trials: int, tmp: Path) -> dict:
             "onset_err_ms_min": round(float(np.min(errs)), 1)}
 
 
+URLS = re.compile(r"^wss?://")  # the fakes' one line: their URLs
 FAKES = """
 import asyncio, sys
 from tests.fakes.moshi_server import FakeMoshiServer, Script
@@ -104,10 +106,9 @@ def cpu_per_session(n: int, seconds: float, tmp: Path) -> dict:
     from tests.pipelines.helpers import cat, gap, tone
     from tests.upstream.duplex_checks import trial
 
-    fakes = subprocess.Popen([sys.executable, "-c", FAKES.format(n=n)], cwd=ROOT,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        urls = fakes.stdout.readline().split()
+    with Child([sys.executable, "-c", FAKES.format(n=n)], ready=URLS, cwd=ROOT,
+               stop_s=10) as fakes:
+        urls = fakes.line.split()
         assert len(urls) == n, urls
         clip = cat(*[x for _ in range(int(seconds // 2)) for x in (tone(0.8), gap(1.2))])
 
@@ -119,9 +120,6 @@ def cpu_per_session(n: int, seconds: float, tmp: Path) -> dict:
         c0, w0 = time.process_time(), time.monotonic()
         asyncio.run(run())
         cpu, wall = time.process_time() - c0, time.monotonic() - w0
-    finally:
-        fakes.stdin.close()
-        fakes.wait(10)
     return {"sessions": n, "wall_s": round(wall, 1), "cpu_s": round(cpu, 2),
             "cpu_share_per_session_pct": round(100 * cpu / wall / n, 1)}
 
