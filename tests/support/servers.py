@@ -40,7 +40,7 @@ class Child:
                  env: dict | None = None, cwd: Path | None = None, stderr: Any = None,
                  start_s: float = 60.0, stop_s: float = 30.0):
         self.argv, self.stops_on_stdin, self.stop_s = argv, stops_on_stdin, stop_s
-        self.name = Path(argv[1]).name if len(argv) > 1 else argv[0]
+        self.name = Path(argv[1]).name if len(argv) > 1 and argv[1] != "-c" else argv[0]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=stderr, text=True, env=env, cwd=cwd)
         self._lines: queue.Queue[str | None] = queue.Queue()
