@@ -8,7 +8,6 @@ other processes competing for the cores). Throughput "per core" is always the CP
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -24,8 +23,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data import audio  # noqa: E402
 from pytest_duplexact.data.instance import (  # noqa: E402
@@ -156,15 +153,6 @@ def replicate_dataset(dst: Path, size: int, seed: int = 0, src: Path | None = No
     (dst / HEADER).write_text(json.dumps(header, indent=1) + "\n", encoding="utf-8")
     (dst / MANIFEST).write_text("\n".join(out) + "\n", encoding="utf-8")
     return dst
-
-
-def load_module(relpath: str, name: str):
-    """A module of the checkout by path (the fake servers live under tests/, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class TreePeak:

@@ -16,9 +16,9 @@ overall:
 * speed: segment audio seconds per second of transcription, CPU seconds per audio second
   (process time, every thread), and the model load time.
 
-    python benchmarks/asr_accuracy.py [--dataset DIR] [--beams 1 2 5] [--model DIR] [--json OUT]
+    python -m benchmarks.asr_accuracy [--dataset DIR] [--beams 1 2 5] [--model DIR] [--json OUT]
         [--noise clean white-35 babble-35 codec] [--roles reference recovery backchannel]
-    python benchmarks/asr_accuracy.py --transcribers tiny.en base [--threads 1]
+    python -m benchmarks.asr_accuracy --transcribers tiny.en base [--threads 1]
 
 ``--transcribers``: compare the offline transcribers by name (transcribe.py BUILTINS), one
 table row each (``base`` needs the asr-base extra; a name that cannot load is reported and

@@ -15,9 +15,9 @@
 Timings are wall and CPU seconds of this process; the machine is usually shared, so the load
 average is recorded with each part.
 
-    python benchmarks/batch_scaling.py                       # all three parts
-    python benchmarks/batch_scaling.py --parts moshi harness --sizes 1 2 4 8
-    python benchmarks/batch_scaling.py --parts rehearsal --size 432
+    python -m benchmarks.batch_scaling                       # all three parts
+    python -m benchmarks.batch_scaling --parts moshi harness --sizes 1 2 4 8
+    python -m benchmarks.batch_scaling --parts rehearsal --size 432
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, Clock, load_average, machine, replicate_dataset
-
+from benchmarks._common import ROOT, Clock, load_average, machine, replicate_dataset
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.harness import Harness, RunKnobs
@@ -175,8 +174,7 @@ def part_harness(args, work: Path) -> dict:
 
 
 def part_rehearsal(args, work: Path) -> dict:
-    from rehearsal import plugin
-
+    from benchmarks.rehearsal import plugin
     from tests.support.runs import comparable
 
     dataset = replicate_dataset(work / "dataset", args.size)

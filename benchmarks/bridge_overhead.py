@@ -11,7 +11,7 @@
    (lockstep: exact) and streaming (wall clock: one frame late by construction, plus the
    loop).
 
-    python benchmarks/bridge_overhead.py [--steps 2000] [--trials 4] [--out results.json]
+    python -m benchmarks.bridge_overhead [--steps 2000] [--trials 4] [--out results.json]
 """
 
 from __future__ import annotations
@@ -19,19 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, stats_ms
-
+from benchmarks._common import machine, stats_ms
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.contract import SessionInfo
-from tests.bridges.support import SERVER, scripted_server
+from tests.bridges.support import scripted_server
+from tests.support.servers import load_fake_server
 
 FRAME_S = 0.08
 
@@ -71,10 +69,7 @@ def round_trips(steps: int) -> dict:
 
 
 def _fake():
-    sys.path.insert(0, str(SERVER.parent))
-    import bridge_server
-
-    return bridge_server
+    return load_fake_server("bridge_server")
 
 
 def onset(output: np.ndarray, threshold: float = 0.01) -> float:

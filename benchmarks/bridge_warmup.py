@@ -11,7 +11,7 @@ command to ``listening on``, and the wall time of steps 0-2 of the first trial (
 over the raw protocol; no deadline, where the plugin's client gives up at ``step_timeout``,
 30 s). A cold cache is a fresh ``TORCHINDUCTOR_CACHE_DIR``.
 
-    python benchmarks/bridge_warmup.py [--models moshi,flm-audio] [--out results.json]
+    python -m benchmarks.bridge_warmup [--models moshi,flm-audio] [--out results.json]
 """
 
 from __future__ import annotations
@@ -27,9 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, machine
-
+from benchmarks._common import ROOT, machine
 from pytest_duplexact.bridges import wire
 from tests.bridges.model_support import serve_command
 

@@ -1,7 +1,7 @@
 """Channels (docs/channels.md): what each costs, and what each does to the endpoint baseline.
 
-    python benchmarks/channels.py [DIR]      # cost, then the runs (about 10 min on 2 cores)
-    python benchmarks/channels.py cost       # only the cost of each channel
+    python -m benchmarks.channels [DIR]      # cost, then the runs (about 10 min on 2 cores)
+    python -m benchmarks.channels cost       # only the cost of each channel
 
 DIR keeps the runs (a run whose report is there already is not run again); default a
 temporary folder.
@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data import taxonomy  # noqa: E402
 from pytest_duplexact.pipelines import channel as ch  # noqa: E402

@@ -1,9 +1,9 @@
 """Behaviour equivalence of two versions of the package (a restructuring must not
 change a single result).
 
-    python benchmarks/equivalence.py record REF_DIR        # runs with the package on PYTHONPATH
-    python benchmarks/equivalence.py compare REF_DIR NEW_DIR
-    python benchmarks/equivalence.py check REF_DIR         # record into a temp dir, compare
+    python -m benchmarks.equivalence record REF_DIR        # runs with the package on PYTHONPATH
+    python -m benchmarks.equivalence compare REF_DIR NEW_DIR
+    python -m benchmarks.equivalence check REF_DIR         # record into a temp dir, compare
 
 A recording is five plugin runs over the bundled fixture set, serial, from a scratch folder:
 the built-in ``silent``, ``oracle`` and ``endpoint`` models offline, and ``oracle`` and
@@ -17,7 +17,7 @@ chat requests the judges and the simulator sent (``requests.json``: model, messa
 name, in order; audio parts replaced by a digest of their bytes).
 
 The reference is made once from the original code (e.g. ``git worktree add /tmp/orig 700ed09``
-and ``PYTHONPATH=/tmp/orig python benchmarks/equivalence.py record REF``) and kept outside the
+and ``PYTHONPATH=/tmp/orig python -m benchmarks.equivalence record REF``) and kept outside the
 repository. A ``compare`` prints every difference and exits 1 when there is one.
 
 Known, intended difference: from the commit "Segment keeps its words" on, a model segment that
@@ -41,8 +41,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 KEY = "sk-equivalence-fake-0000000000"
 VOLATILE = ("created",)

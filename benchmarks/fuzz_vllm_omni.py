@@ -3,7 +3,7 @@
 a child pytest, then prints, per property, the examples hypothesis ran and the outcome, and
 the child's peak RSS (no hostile input may take it past 500 MB).
 
-    python benchmarks/fuzz_vllm_omni.py --examples 2000
+    python -m benchmarks.fuzz_vllm_omni --examples 2000
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ folders as FLAC and WAV (benchmarks/run_size.py), ``asr`` the offline transcribe
 agreement under noise (benchmarks/asr_accuracy.py). The full-size rehearsal is
 benchmarks/rehearsal.py (hours; not a part).
 
-    python benchmarks/harness_performance.py [--quick] [--out results.json]
+    python -m benchmarks.harness_performance [--quick] [--out results.json]
 
 Prints a table with the targets and writes every figure as JSON. ``--quick`` (~2 min) runs
 smaller versions of each part.
@@ -53,22 +53,17 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import asr_accuracy
-import run_size
-import vad_backends
-from _common import (
+from benchmarks import asr_accuracy, run_size, vad_backends
+from benchmarks._common import (
     ROOT,
     Clock,
     load_average,
-    load_module,
     machine,
     peak_rss_mb,
     plugin_run,
     replicate_dataset,
     stats_ms,
 )
-
 from pytest_duplexact.data import audio, recording_io
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.listen import degrade, segmentation, vad
@@ -260,7 +255,7 @@ def throughput_worker(args) -> dict:
 def spawn_worker(model: str, dataset: Path, run_dir: Path, limit: int, stride: int,
                  floor_sample: int) -> dict:
     out = run_dir.with_suffix(".json")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--model", model,
+    cmd = [sys.executable, "-m", "benchmarks.harness_performance", "--worker", "--model", model,
            "--dataset", str(dataset), "--run-dir", str(run_dir), "--limit", str(limit),
            "--stride", str(stride), "--floor-sample", str(floor_sample), "--out", str(out)]
     subprocess.run(cmd, check=True, cwd=str(ROOT))
@@ -508,7 +503,7 @@ def precision(quick: bool, conditions=PRECISION_CONDITIONS) -> dict:
 
 def live_concurrency(levels: list[tuple[int, int]], out_dir: Path) -> dict:
     """(concurrency, instances) levels through benchmarks/realtime_concurrency.py."""
-    rc = load_module("benchmarks/realtime_concurrency.py", "duplexact_bench_realtime_concurrency")
+    from benchmarks import realtime_concurrency as rc
     answer_ms, speak_s, chunk_ms = 400.0, 0.8, 20.0
     script = {"answer_after_ms": answer_ms, "speak_s": speak_s, "pace": 4.0}
 
@@ -544,7 +539,9 @@ def live_concurrency(levels: list[tuple[int, int]], out_dir: Path) -> dict:
 # --- 4. re-scoring ----------------------------------------------------------------------------
 
 def _fake_openai():
-    return load_module("tests/fakes/openai_server.py", "duplexact_bench_fake_openai").FakeOpenAI
+    from tests.fakes import FakeOpenAI
+
+    return FakeOpenAI
 
 
 def rescore(recorded_dir: Path, dataset: Path, stride: int, limit: int, work: Path) -> dict:

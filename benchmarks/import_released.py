@@ -9,7 +9,7 @@ metadata) holding at least ``--gb`` GB of audio bytes, made of noise bursts
 batches, so the peak should not follow the dataset's size; ``--gb 0.05`` vs ``--gb 1`` shows
 it.
 
-    python benchmarks/import_released.py [--gb 1.0] [--rows-per-group 64] [--keep DIR]
+    python -m benchmarks.import_released [--gb 1.0] [--rows-per-group 64] [--keep DIR]
 
 Needs ~2.5x the audio size in free disk (snapshot + converted FLAC); deletes it afterwards
 unless --keep.
@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import machine  # noqa: E402
 

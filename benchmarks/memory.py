@@ -11,7 +11,7 @@ on the number of instances: the target is a difference within a few MB.
 Also measures the run directory: bytes per instance folder (by file and by action), and the
 run-level files.
 
-    python benchmarks/memory.py [--model oracle] [--sizes 30 300] [--keep DIR] [--json OUT]
+    python -m benchmarks.memory [--model oracle] [--sizes 30 300] [--keep DIR] [--json OUT]
 
 Serial runs only (a worker's memory is the same story in each worker). Takes a few minutes
 with the oracle (it speaks, so the VAD runs on every recording); ``--model silent`` is quick
@@ -30,8 +30,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from _common import plugin_run
-
+from benchmarks._common import plugin_run
 from pytest_duplexact.data.instance import HEADER, MANIFEST, bundled_root
 
 

@@ -12,7 +12,7 @@ The full 7B LM is not timed: on one CPU core it is far from real time, and its w
 here. Figures: CPU seconds (and wall seconds) per second of audio; below 1.0 is faster than
 real time. Each is the median of three passes after one warm-up pass.
 
-    python benchmarks/moshi_rtf.py [--seconds 10] [--json OUT]
+    python -m benchmarks.moshi_rtf [--seconds 10] [--json OUT]
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT, Clock, machine
+
+from benchmarks._common import ROOT, Clock, machine
 
 FRAME = 1920
 

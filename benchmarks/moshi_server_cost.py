@@ -1,4 +1,4 @@
-"""What the moshi-server route (models/moshi_server.py) costs in time and CPU, against its fake
+"""What the moshi-server route (models/providers/moshi_server.py) costs in time and CPU, against its fake
 (tests/fakes/moshi_server.py: aiohttp, sphn's Ogg/Opus pages) on 127.0.0.1.
 
 1. The Opus round trip, no clock: sphn's encoder then decoder at 24 kHz, in the adapter's
@@ -13,7 +13,7 @@
    the fakes in a child process so their CPU is not counted; this process's CPU seconds per
    wall second, divided by N.
 
-    python benchmarks/moshi_server_cost.py [--trials 5] [--sessions 1 4] [--out FILE]
+    python -m benchmarks.moshi_server_cost [--trials 5] [--sessions 1 4] [--out FILE]
 
 Prints the figures and writes JSON. Sends nothing beyond 127.0.0.1.
 """
@@ -24,7 +24,7 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
+import re
 import sys
 import time
 from pathlib import Path
@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.models import resolve_model  # noqa: E402
 from pytest_duplexact.models.providers.moshi_server import FRAME, SAMPLE_RATE  # noqa: E402
+from tests.support.servers import Child  # noqa: E402
 
 MIMI = 1920
 
@@ -86,9 +86,9 @@ async def onsets(trials: int, tmp: Path) -> dict:
             "onset_err_ms_min": round(float(np.min(errs)), 1)}
 
 
+URLS = re.compile(r"^wss?://")  # the fakes' one line: their URLs
 FAKES = """
 import asyncio, sys
-sys.path.insert(0, {root!r})
 from tests.fakes.moshi_server import FakeMoshiServer, Script
 async def main():
     servers = [FakeMoshiServer(Script(text="one two three four five six seven eight"))
@@ -106,10 +106,9 @@ def cpu_per_session(n: int, seconds: float, tmp: Path) -> dict:
     from tests.pipelines.helpers import cat, gap, tone
     from tests.upstream.duplex_checks import trial
 
-    fakes = subprocess.Popen([sys.executable, "-c", FAKES.format(root=str(ROOT), n=n)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        urls = fakes.stdout.readline().split()
+    with Child([sys.executable, "-c", FAKES.format(n=n)], ready=URLS, cwd=ROOT,
+               stop_s=10) as fakes:
+        urls = fakes.line.split()
         assert len(urls) == n, urls
         clip = cat(*[x for _ in range(int(seconds // 2)) for x in (tone(0.8), gap(1.2))])
 
@@ -121,9 +120,6 @@ def cpu_per_session(n: int, seconds: float, tmp: Path) -> dict:
         c0, w0 = time.process_time(), time.monotonic()
         asyncio.run(run())
         cpu, wall = time.process_time() - c0, time.monotonic() - w0
-    finally:
-        fakes.stdin.close()
-        fakes.wait(10)
     return {"sessions": n, "wall_s": round(wall, 1), "cpu_s": round(cpu, 2),
             "cpu_share_per_session_pct": round(100 * cpu / wall / n, 1)}
 

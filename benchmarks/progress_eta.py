@@ -8,7 +8,7 @@
    progress line is timestamped as it arrives and its time left compared with when the run's
    last instance was in fact reported. ``--limit 3`` streams all 72 (~5-8 min at 4 in flight).
 
-    python benchmarks/progress_eta.py [--real] [--limit 1] [--concurrency 4]
+    python -m benchmarks.progress_eta [--real] [--limit 1] [--concurrency 4]
 
 Sends nothing beyond 127.0.0.1; uses a dummy key.
 """
@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 from pytest_duplexact.report.progress import weight  # noqa: E402
 from pytest_duplexact.rules import requires  # noqa: E402
 from tests.report.progress_sim import at_halfway, eta_errors  # noqa: E402
+from tests.support.servers import child  # noqa: E402
 
 CASES = {"steady": dict(), "1.3x + 2 s scoring, +-50 %": dict(slowdown=1.3, overhead=2,
                                                                jitter=0.5),
@@ -68,13 +68,9 @@ def real(limit: int, concurrency: int) -> None:
     speech = ROOT / "pytest_duplexact" / "models" / "assets" / "response.flac"
     script = json.dumps({"speech_file": str(speech), "speak_s": 3.0, "answer_after_ms": 300,
                          "text": "Sure, I can help you with that right away today."})
-    server = subprocess.Popen([sys.executable, str(ROOT / "tests/fakes/realtime_server.py"),
-                               "--script", script], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline().split()[1])
+    with child("realtime_server.py", "--script", script) as server:
         env = {**os.environ, "OPENAI_API_KEY": "sk-test-progress-0123456789",
-               "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "PYTHONPATH": str(ROOT)}
+               "OPENAI_BASE_URL": f"http://127.0.0.1:{server.port}/v1", "PYTHONPATH": str(ROOT)}
         env.pop("CI", None)
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [sys.executable, "-m", "pytest", "--duplexact-model=gpt-realtime",
@@ -89,9 +85,6 @@ def real(limit: int, concurrency: int) -> None:
                     seen.append((time.monotonic(), int(m.group(1)), int(m.group(2)),
                                  _seconds(m)))
             proc.wait(timeout=60)
-    finally:
-        server.stdin.close()
-        server.wait(timeout=20)
     end = seen[-1][0]  # the final line: written as the last instance was reported
     print(f"real: gpt-realtime vs the fake server, {seen[-1][2]} instances at concurrency "
           f"{concurrency}; each progress line: done, time left said, truth, error")

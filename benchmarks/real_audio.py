@@ -9,7 +9,7 @@ on the published words, with whether they agree. Then the summary: |onset error|
 (all outputs, and those with a quiet lead-in), verdict agreement where the published words
 agree with the audio, pauses closed.
 
-    DUPLEXACT_REALAUDIO_DIR=/path/to/checkouts python benchmarks/real_audio.py \\
+    DUPLEXACT_REALAUDIO_DIR=/path/to/checkouts python -m benchmarks.real_audio \\
         [--transcriber offline] [--json OUT]
 
 The outputs are read where the checkouts hold them and never copied (their licences).
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT  # noqa: F401 (puts the checkout on sys.path: tests.realaudio)
 
 from pytest_duplexact.data.results import flip_text
 from pytest_duplexact.listen.transcribe import get_transcriber

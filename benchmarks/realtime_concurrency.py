@@ -12,7 +12,7 @@ several concurrency levels, and reports
   time.monotonic(), so this isolates the harness from a fake server that falls behind);
 * the largest lag of an input chunk behind its wall-clock slot.
 
-    python benchmarks/realtime_concurrency.py [--instances 32] [--concurrency 1 4 16 32]
+    python -m benchmarks.realtime_concurrency [--instances 32] [--concurrency 1 4 16 32]
 
 Prints a table and writes JSON (``--out``). Sends nothing beyond 127.0.0.1; uses a dummy key.
 """
@@ -25,27 +25,23 @@ import json
 import math
 import os
 import platform
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from _common import load_module  # noqa: E402
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.contract import ModelError  # noqa: E402
 from pytest_duplexact.models.providers.gpt_realtime import factory  # noqa: E402
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex  # noqa: E402
 from pytest_duplexact.remote.retry import RetryPolicy  # noqa: E402
+from tests.support.realtime import run_concurrently  # noqa: E402
+from tests.support.servers import ChildFailed, child, load_fake_server  # noqa: E402
 
-fake = load_module("tests/fakes/realtime_server.py", "duplexact_fake_realtime_server")
-run_concurrently = load_module("tests/support/realtime.py",
-                               "duplexact_realtime_support").run_concurrently
+fake = load_fake_server("realtime_server")
 
 
 class ServerProcess:
@@ -53,23 +49,14 @@ class ServerProcess:
 
     def __init__(self, script: dict, log: Path):
         self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "fakes" / "realtime_server.py"),
-             "--script", json.dumps(script), "--log", str(log)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("PORT "):
-            self.proc.kill()
-            raise RuntimeError(f"fake server did not start: {line!r}")
-        self.base_url = f"http://127.0.0.1:{int(line.split()[1])}/v1"
+        self.child = child("realtime_server.py", "--script", json.dumps(script), "--log", log)
+        self.base_url = f"http://127.0.0.1:{self.child.port}/v1"
 
     def stop(self) -> list[dict]:
         """Stop the server; its log of every session's ground truth."""
-        self.proc.stdin.close()  # it serves until stdin closes
         try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.child.stop()
+        except ChildFailed:  # it did not stop and was killed: no log
             return []
         return json.loads(self.log.read_text())
 

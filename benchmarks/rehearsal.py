@@ -7,8 +7,8 @@ of the largest process in the run (the controller or a worker: ``_common.TreePea
 run folder's size, and
 the instances finished. Every run is a fresh process; the load average is recorded.
 
-    python benchmarks/rehearsal.py                      # 3,456 instances: ~20 min, idle 2 cores
-    python benchmarks/rehearsal.py --size 432 --out r.json   # a reduced rehearsal
+    python -m benchmarks.rehearsal                      # 3,456 instances: ~20 min, idle 2 cores
+    python -m benchmarks.rehearsal --size 432 --out r.json   # a reduced rehearsal
 
 Not part of benchmarks/harness_performance.py (too long); docs/benchmarks.md has what was run.
 """
@@ -24,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, TreePeak, load_average, machine, replicate_dataset
+from benchmarks._common import ROOT, TreePeak, load_average, machine, replicate_dataset
 
 RELEASED_INSTANCES = 3456
 MODELS = ("silent", "oracle", "endpoint")

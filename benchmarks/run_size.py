@@ -4,26 +4,23 @@ instance folder and per file, and the projected size of a run of the released be
 (3,456 instances) at the bundled set's mix of actions and trial lengths. A part of
 benchmarks/harness_performance.py (``size``); alone:
 
-    python benchmarks/run_size.py
+    python -m benchmarks.run_size
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_module, plugin_run
-
+from benchmarks._common import plugin_run
+from benchmarks.memory import disk_usage
 from pytest_duplexact.data.instance import bundled_root
 
 RELEASED_INSTANCES = 3456
 
 
 def measure(work: Path, model: str = "oracle") -> dict:
-    disk_usage = load_module("benchmarks/memory.py", "bench_memory").disk_usage
     out = {"model": model, "dataset": "bundled", "released_instances": RELEASED_INSTANCES,
            "formats": {}}
     for fmt in ("flac", "wav"):

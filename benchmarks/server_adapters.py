@@ -9,7 +9,7 @@ playing at 1x (both on time.monotonic(), the loop's clock). Then one interruptio
 playback stopped from the interruption event's send time. vita-1.5's trials run one at a time
 (its server shares one output queue among users).
 
-    python benchmarks/server_adapters.py [--trials 6] [--out FILE]
+    python -m benchmarks.server_adapters [--trials 6] [--out FILE]
 
 Prints one table and writes JSON. Sends nothing beyond 127.0.0.1.
 """
@@ -19,24 +19,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.providers.lychee_fd import factory as lychee  # noqa: E402
 from pytest_duplexact.models.providers.mini_omni2 import factory as mini_omni2  # noqa: E402
 from pytest_duplexact.models.providers.socketio_omni import freeze_omni, vita_15  # noqa: E402
-from tests.models.providers.test_open_servers import played_end, speech_clip  # noqa: E402
 from tests.support import realtime as rs  # noqa: E402
+from tests.support.builders import speech_clip  # noqa: E402
+from tests.support.servers import load_fake_server  # noqa: E402
 
-sio = rs.load_fake_server("socketio_server")
-ly = rs.load_fake_server("lychee_server")
-mo = rs.load_fake_server("miniomni_server")
+sio = load_fake_server("socketio_server")
+ly = load_fake_server("lychee_server")
+mo = load_fake_server("miniomni_server")
+played_end = load_fake_server("fake_http").played_end
 
 
 def bounds(rec):

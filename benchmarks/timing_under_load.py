@@ -21,7 +21,7 @@ state (N CPU-bound processes beside it) and concurrency:
   session (what ``--duplexact-estimate``'s sessions per core is computed from), and the CPU
   and the wall time the main thread spent scoring (``Harness.analyse``), per trial.
 
-    python benchmarks/timing_under_load.py [--hogs 0 2] [--concurrency 8 16 32]
+    python -m benchmarks.timing_under_load [--hogs 0 2] [--concurrency 8 16 32]
                                            [--instances 32] [--tolerance-ms 100]
                                            [--scoring worker|in-process|none]
 
@@ -36,7 +36,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import sys
 import tempfile
 import time
 from concurrent.futures import Future
@@ -46,11 +45,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import load_module, machine  # noqa: E402
-
+from benchmarks import realtime_concurrency as rc  # noqa: E402
+from benchmarks._common import machine  # noqa: E402
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.providers.gpt_realtime import factory  # noqa: E402
 from pytest_duplexact.pipelines.clock import TimingUnreliable  # noqa: E402
@@ -58,9 +55,9 @@ from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex  # noqa:
 from pytest_duplexact.run.harness import Harness  # noqa: E402
 from pytest_duplexact.run.offload import ScoringWorker  # noqa: E402
 from pytest_duplexact.run.prefetch import Prefetcher  # noqa: E402
+from tests.support.servers import load_fake_server  # noqa: E402
 
-rc = load_module("benchmarks/realtime_concurrency.py", "duplexact_bench_realtime_concurrency")
-fake = load_module("tests/fakes/realtime_server.py", "duplexact_fake_realtime_server")
+fake = load_fake_server("realtime_server")
 
 
 def _hog() -> None:  # a CPU-bound process beside the harness

@@ -2,7 +2,7 @@
 other, each in its own pytest process with ``DUPLEXACT_UPSTREAM_TABLE`` set, then one table of
 the rows they recorded (tests/upstream/support.py ``record_row``) and each module's outcome.
 
-    DUPLEXACT_UPSTREAM_DIR=/path/to/checkouts python benchmarks/upstream.py [-k freeze] [--out FILE]
+    DUPLEXACT_UPSTREAM_DIR=/path/to/checkouts python -m benchmarks.upstream [-k freeze] [--out FILE]
         [--dir test_vllm_omni=/path/to/other/checkouts]
 
 ``--dir MODULE=FOLDER`` runs that module with ``DUPLEXACT_UPSTREAM_DIR=FOLDER`` (vLLM-Omni's
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from tests.upstream.support import TABLE_ENV, UPSTREAM_ENV  # noqa: E402
 

@@ -18,7 +18,7 @@ fixtures.md). Reports, per clip role and overall:
 Both silero's own edges ("silero") and the refined edges the timeline uses ("refined") are
 shown, from the same network pass.
 
-    python benchmarks/vad_accuracy.py [--dataset DIR] [--merge-gap 0.3] [--json OUT] [--worst 5]
+    python -m benchmarks.vad_accuracy [--dataset DIR] [--merge-gap 0.3] [--json OUT] [--worst 5]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ raw spans differ, the largest per-frame probability difference, and each backend
 speed in multiples of real time per core. Part ``backends`` of benchmarks/harness_performance.py;
 alone:
 
-    python benchmarks/vad_backends.py [--quick]
+    python -m benchmarks.vad_backends [--quick]
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Clock, load_average
-
+from benchmarks._common import Clock, load_average
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.listen import degrade, vad, vad_network

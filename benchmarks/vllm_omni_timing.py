@@ -11,7 +11,7 @@ the trials are talked over (``barge_in_on_speech``: the fake cancels the respons
   minus the milliseconds of the fake's tone the recording holds (its energy), i.e. whether
   the server's history is told what a listener heard.
 
-    python benchmarks/vllm_omni_timing.py [--instances 8] [--concurrency 1 4]
+    python -m benchmarks.vllm_omni_timing [--instances 8] [--concurrency 1 4]
 
 With ``--upstream DIR`` (a folder holding a vllm-project+vllm-omni checkout that has the duplex
 endpoint, and its ``.venv``: tests/upstream/test_vllm_omni.py) the server is vLLM-Omni's own
@@ -26,22 +26,18 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from _common import load_module  # noqa: E402
 
 from pytest_duplexact.data.audio import SAMPLE_RATE  # noqa: E402
 from pytest_duplexact.models.providers.vllm_omni import factory  # noqa: E402
+from tests.support import realtime as support  # noqa: E402
+from tests.support.servers import child  # noqa: E402
 
-support = load_module("tests/support/realtime.py", "duplexact_realtime_support")
 fake = support.fake
 SPEAK_S = 2.0
 
@@ -91,20 +87,14 @@ def main() -> None:
         if args.upstream:
             checkout = Path(args.upstream) / "vllm-project+vllm-omni"
             python = Path(args.upstream) / "vllm-project+vllm-omni.venv" / "bin" / "python"
-            argv = [str(python), str(ROOT / "tests/upstream/stubs/vllm_omni_runtime.py"),
-                    "--log", str(log), "--max-sessions", str(max(args.concurrency))]
-            env = {**os.environ, "PYTHONPATH": str(checkout)}
+            server = child(ROOT / "tests/upstream/stubs/vllm_omni_runtime.py", "--log", log,
+                           "--max-sessions", max(args.concurrency), python=str(python),
+                           env={**os.environ, "PYTHONPATH": str(checkout)})
         else:
-            argv = [sys.executable, str(ROOT / "tests/fakes/vllm_omni_server.py"), "--log",
-                    str(log)]
-            env = None
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                env=env)
-        port = int(proc.stdout.readline().split()[1])
-        url = f"ws://127.0.0.1:{port}/v1/realtime?duplex=1"
-        runs = {c: asyncio.run(level(url, args.instances, c)) for c in args.concurrency}
-        proc.stdin.close()
-        proc.wait(timeout=30)
+            server = child("vllm_omni_server.py", "--log", log)
+        with server:
+            url = f"ws://127.0.0.1:{server.port}/v1/realtime?duplex=1"
+            runs = {c: asyncio.run(level(url, args.instances, c)) for c in args.concurrency}
         logged = json.loads(log.read_text())
         sessions = logged["sessions"] if isinstance(logged, dict) else logged
         truth = {s["session_id"]: s for s in sessions}

@@ -4,7 +4,6 @@ anything the protocol allows a server to send (or not) can be sent."""
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -12,6 +11,7 @@ import numpy as np
 from websockets.sync.server import ServerConnection, serve
 
 from pytest_duplexact.bridges import wire
+from tests.support.servers import threaded
 
 KEY_ENV = "DUPLEXACT_BRIDGE_API_KEY"
 KEY = "bk-LEAKCHECK-0123456789abcdef"  # set as the bridge key; must never be shown
@@ -44,14 +44,9 @@ def hostile_server(handler: Callable[[ServerConnection], None]) -> Iterator[str]
         except Exception:  # the client left or broke off: a hostile server does not care
             pass
 
-    with serve(guarded, "127.0.0.1", 0, max_size=None, compression=None) as server:
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"ws://127.0.0.1:{server.socket.getsockname()[1]}"
-        finally:
-            server.shutdown()
-            thread.join(30)
+    with serve(guarded, "127.0.0.1", 0, max_size=None, compression=None) as server, \
+            threaded(server) as port:
+        yield f"ws://127.0.0.1:{port}"
 
 
 def audio_steps(ws: ServerConnection) -> Iterator[int]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ from websockets.sync.client import connect
 import pytest_duplexact
 from pytest_duplexact.bridges import wire
 from tests.bridges.model_stubs import SITE
+from tests.support.servers import LISTENING, Child, ChildFailed
 
 ROOT = Path(pytest_duplexact.__file__).resolve().parent.parent
 
@@ -100,38 +99,15 @@ def serve_command(argv: Sequence[str], env: dict[str, str], *, what: str,
     """A bridge's command line in a process of its own (from the repository's root): waits
     at most ``timeout`` for its ``listening on URL`` line, yields its URL and log (stderr),
     stops it on exit."""
-    log = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe nobody drains
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=log, text=True,
-                            cwd=ROOT, env=env)
-    box: dict[str, str] = {}
-    got = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            if line.startswith("listening on "):
-                box["url"] = line.split()[2]
-                got.set()
-        got.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        if not got.wait(timeout) or "url" not in box:
-            proc.kill()
-            proc.wait(10)
+    with tempfile.TemporaryFile(mode="w+") as log:  # a file, not a pipe nobody drains
+        try:
+            server = Child(list(argv), ready=LISTENING, stops_on_stdin=False, stop_s=10,
+                           stderr=log, cwd=ROOT, env=env, start_s=timeout)
+        except ChildFailed as e:
             log.seek(0)
-            raise AssertionError(f"{what} did not start: {log.read()[-3000:]}")
-        yield Served(box["url"], log)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        log.close()
+            raise AssertionError(f"{what} did not start ({e}): {log.read()[-3000:]}") from None
+        with server:
+            yield Served(server.url, log)
 
 
 def client_trial(url: str, instance, model: str = "bridge", **options):

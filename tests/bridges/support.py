@@ -7,15 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import subprocess
-import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from pytest_duplexact.bridges import BridgeServer
+from tests.support.servers import LISTENING, child
 
 
 @contextmanager
@@ -59,7 +58,6 @@ def served(model: Any, port: int = 0, **server_options: Any) -> Iterator[BridgeS
 
 
 SERVER = Path(__file__).parents[1] / "fakes" / "bridge_server.py"
-_LISTENING = re.compile(r"listening on (wss?://\S+)")
 
 
 @contextmanager
@@ -67,24 +65,7 @@ def scripted_server(script: dict | None = None, *extra: str,
                     env: dict | None = None) -> Iterator[str]:
     """tests/fakes/bridge_server.py in its own process on 127.0.0.1; yields its URL. Stopped
     with SIGTERM (killed if a scripted stall holds it)."""
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--script",
-                             json.dumps(script or {}), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
-    try:
-        line = proc.stdout.readline()
-        m = _LISTENING.search(line)
-        if m is None:
-            proc.kill()
-            raise RuntimeError(f"the scripted bridge did not start: {line!r} "
-                               f"{proc.communicate(timeout=30)[1][-2000:]}")
-        yield m.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()
+    with child(SERVER, "--port", "0", "--script", json.dumps(script or {}), *extra,
+               ready=LISTENING, stops_on_stdin=False, stop_s=10, stderr=subprocess.PIPE,
+               env={**os.environ, **(env or {})}) as server:
+        yield server.url

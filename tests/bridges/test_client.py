@@ -1,11 +1,9 @@
-"""The plugin's bridge client (models/bridge.py) against the scripted bridge
+"""The plugin's bridge client (models/providers/bridge.py) against the scripted bridge
 (tests/fakes/bridge_server.py: the real kit in its own process on 127.0.0.1), below the
 pytest layer: stepped runs are compared sample for sample with the same model in process;
 streaming runs are short (they run at 1x)."""
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import pytest
@@ -23,6 +21,7 @@ from tests.bridges.support import scripted_server
 from tests.pipelines.helpers import cat, direct_instance, gap, run, simulator_instance, spans, tone
 from tests.support.builders import make_instance
 from tests.support.realtime import load_allowance
+from tests.support.servers import threaded
 
 
 def bridge(url: str, **options):
@@ -193,16 +192,14 @@ def test_a_server_answering_the_wrong_frame_size_is_a_clear_error():
                 return
             ws.send(wire.audio(np.zeros(100, np.float32)))
 
-    with serve(handler, "127.0.0.1", 0) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        model = bridge(f"ws://127.0.0.1:{server.socket.getsockname()[1]}")
+    with serve(handler, "127.0.0.1", 0) as server, threaded(server) as port:
+        model = bridge(f"ws://127.0.0.1:{port}")
         model.start(SessionInfo(instance=None))
         with pytest.raises(ModelError, match=r"bridge: the server answered step 0 \(0.00 s\) "
                                              r"with 100 samples; a stepped bridge answers "
                                              r"exactly frame=1920 \(its READY\)"):
             model.step(np.zeros(1920, np.float32))
         model.finish()
-        server.shutdown()
 
 
 def test_streaming_simulator_injects_the_cue_while_the_model_speaks(tmp_path):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from pytest_duplexact.models import resolve_model
 from pytest_duplexact.models.contract import SessionInfo
+from tests.support.servers import LISTENING, child
 
 DOC = Path(__file__).parents[2] / "docs" / "bridge-protocol.md"
 
@@ -29,23 +29,14 @@ def test_the_documented_example_bridge_runs(tmp_path):
     assert len(code.splitlines()) <= 40  # "about 30 lines on top of the kit"
     script = tmp_path / "my_bridge.py"
     script.write_text(code, encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "--gain", "0.25"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        url = re.search(r"listening on (ws://\S+)", line)
-        assert url, (line, proc.stderr.read() if not line else "")
-        model = resolve_model("bridge", url=url.group(1), delay_frames="3")
+    with child(script, "--port", "0", "--gain", "0.25", ready=LISTENING, stops_on_stdin=False,
+               stderr=subprocess.PIPE) as server:
+        model = resolve_model("bridge", url=server.url, delay_frames="3")
         assert (model.name, model.sample_rate, model.frame_size) == ("my-model", 24_000, 1_920)
         model.start(SessionInfo(instance=None))
         frames = [np.full(1920, 0.5 if k == 1 else 0.0, np.float32) for k in range(6)]
         outs = [model.step(f) for f in frames]
         model.finish()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        proc.stdout.close()
-        proc.stderr.close()
     # frame 1 comes back 3 frames later at a quarter of its level, with its word
     np.testing.assert_array_equal(outs[4].audio, np.full(1920, 0.125, np.float32))
     assert all(not o.audio.any() for k, o in enumerate(outs) if k != 4)

@@ -34,6 +34,8 @@ from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.models.streaming_contract import TransientModelError
 from tests.bridges.support import served
 from tests.bridges.test_example import example
+from tests.support.inner_runs import runner, said
+from tests.support.servers import LISTENING, child, threaded
 
 NAME = "quiet-ckpt-7"  # the served model's name, which the report must show
 
@@ -63,11 +65,6 @@ def bridge():
         yield server
 
 
-def said(res) -> list[str]:
-    """Every non-empty line the run printed (stdout and stderr)."""
-    return [line for line in res.stdout.lines + res.stderr.lines if line.strip()]
-
-
 def refused_in_one_line(pytester, res, *words: str) -> str:
     lines = said(res)
     assert res.ret == 4, lines
@@ -81,9 +78,8 @@ def refused_in_one_line(pytester, res, *words: str) -> str:
     return line
 
 
-def run(pytester, *args, timeout=120):
-    return pytester.runpytest_subprocess("--duplexact-model=bridge", "-p", "no:cacheprovider",
-                                         "--duplexact-limit=1", *args, timeout=timeout)
+run = runner("--duplexact-model=bridge", "-p", "no:cacheprovider", "--duplexact-limit=1",
+             timeout=120)
 
 
 # --- the preflight: one line, exit 4, before any run folder --------------------------------
@@ -99,13 +95,8 @@ def plain_http():
     """An HTTP server that is not a bridge (a file server, as `python -m http.server`)."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              http.server.SimpleHTTPRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"ws://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded(server) as port:
+        yield f"ws://127.0.0.1:{port}"
 
 
 def test_a_bridge_not_started_is_one_line(pytester):
@@ -294,18 +285,13 @@ raise SystemExit(main(Dying, prog="dying.py"))
 def test_a_bridge_that_dies_mid_run_stops_it_with_the_resume_line(pytester):
     script = pytester.path / "dying.py"
     script.write_text(DYING)
-    server = subprocess.Popen([sys.executable, str(script), "--port", "0"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        url = re.search(r"listening on (ws://\S+)", server.stdout.readline()).group(1)
+    with child(script, "--port", "0", ready=LISTENING, stops_on_stdin=False,
+               stderr=subprocess.DEVNULL) as server:
+        url = server.url
         res = pytester.runpytest_subprocess(
             "--duplexact-model=bridge", f"--duplexact-model-option=url={url}",
             "--duplexact-action=take_turn", "--duplexact-transcriber=native",
             "--duplexact-run-dir=run", "-p", "no:cacheprovider", timeout=300)
-    finally:
-        server.kill()
-        server.wait(timeout=30)
-        server.stdout.close()
     text = res.stdout.str()
     gone = [x for x in said(res) if "is gone" in x]
     assert len(gone) == 1, text
@@ -321,19 +307,12 @@ def test_a_bridge_that_dies_mid_run_stops_it_with_the_resume_line(pytester):
 def test_the_kits_max_sessions_and_a_port_in_use(tmp_path):
     script = tmp_path / "my_bridge.py"
     script.write_text(example(), encoding="utf-8")
-    first = subprocess.Popen([sys.executable, str(script), "--port", "0", "--max-sessions", "2"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = first.stdout.readline()
-        assert "2 trial(s) at once" in line, line
-        port = re.search(r"listening on ws://127\.0\.0\.1:(\d+)", line).group(1)
+    with child(script, "--port", "0", "--max-sessions", "2", ready=LISTENING,
+               stops_on_stdin=False, stderr=subprocess.PIPE) as first:
+        assert "2 trial(s) at once" in first.line, first.line
+        port = str(first.port)
         second = subprocess.run([sys.executable, str(script), "--port", port],
                                 capture_output=True, text=True, timeout=120)
-    finally:
-        first.terminate()
-        first.wait(timeout=30)
-        first.stdout.close()
-        first.stderr.close()
     lines = [x for x in (second.stdout + second.stderr).splitlines() if x.strip()]
     assert second.returncode == 1 and len(lines) == 1, lines
     assert f"cannot listen on 127.0.0.1:{port}: the address is already in use" in lines[0]

@@ -17,6 +17,7 @@ import numpy
 import websockets
 
 from tests.bridges.test_example import DOC, example
+from tests.support.servers import LISTENING, child
 
 ROOT = Path(__file__).parents[2]
 # the model's environment sees none of ours (the test run's PYTHONPATH names this checkout)
@@ -71,15 +72,7 @@ def test_a_wheel_of_the_checkout_installs_with_no_deps_and_serves(tmp_path):
     where = _run(str(python), "-c", "import pytest_duplexact.bridges as b; print(b.__file__)",
                  cwd=tmp_path, env=ALONE).stdout.strip()
     assert where.startswith(str(site)), where  # the wheel's copy, not this checkout's
-    proc = subprocess.Popen([str(python), str(script), "--port", "0"], cwd=tmp_path, env=ALONE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        proc.stdout.close()
-        err = proc.stderr.read()
-        proc.stderr.close()
-    assert re.match(r"listening on ws://127\.0\.0\.1:\d+ \(model my-model: stepped", line), \
-        (line, err[-2000:])
+    with child(script, "--port", "0", python=str(python), cwd=tmp_path, env=ALONE,
+               ready=LISTENING, stops_on_stdin=False, stderr=subprocess.PIPE) as served:
+        line = served.line
+    assert re.match(r"listening on ws://127\.0\.0\.1:\d+ \(model my-model: stepped", line), line

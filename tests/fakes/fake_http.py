@@ -46,6 +46,16 @@ class SpokenScript(JsonScript):
         return out
 
 
+def played_end(sends: list[tuple[float, int]], t0: float, rate: int = OUT_RATE) -> float:
+    """Where audio these fakes sent at (monotonic, samples) ends playing at 1x, in seconds
+    after ``t0``: each chunk plays from its arrival or the previous chunk's end, whichever is
+    later."""
+    end = 0.0
+    for at, n in sends:
+        end = max(at - t0, end) + n / rate
+    return end
+
+
 class FakeHTTPServer:
     """``async with`` serves ``self.app`` (built by ``routes``) on 127.0.0.1; ``sessions``
     holds each session's record, ``requests`` counts every request that reached a route."""

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from tests.support.servers import threaded
+
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -56,20 +58,19 @@ class FakeHub:
                 hub._serve(self, head=False)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.served = threaded(self.server)
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self):
-        self.thread.start()
+        self.served.start()
         return self
 
     def __exit__(self, *exc):
         self.closing.set()  # releases the silent and dripping handlers
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.stop()
 
     # --- responses ----------------------------------------------------------------------
     def _lfs(self, rel: str) -> bool:

@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.support.servers import threaded
+
 # --- what a scripted request does ---------------------------------------------------------
 
 
@@ -278,8 +280,7 @@ class FakeOpenAI:
         self._stop = threading.Event()
         self._httpd = _QuietServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,),
-                                        daemon=True)  # short poll: fast shutdown
+        self._served = threaded(self._httpd, poll_s=0.02)  # short poll: fast shutdown
 
     @property
     def url(self) -> str:
@@ -307,13 +308,12 @@ class FakeOpenAI:
         return self.of("audio/transcriptions")
 
     def start(self) -> "FakeOpenAI":
-        self._thread.start()
+        self._served.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()  # releases hanging handlers
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._served.stop()
 
     def __enter__(self) -> "FakeOpenAI":
         return self.start()

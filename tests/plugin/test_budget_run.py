@@ -10,10 +10,9 @@ server, which bills audio seconds."""
 from __future__ import annotations
 
 import os
-import socket
+import socketserver
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,9 @@ from pytest_duplexact.report.estimate import stream_bounds
 from pytest_duplexact.rules import requires
 from tests.fakes import FakeOpenAI
 from tests.plugin.test_realtime_run import KEY, realtime_server  # noqa: F401 (a fixture)
+from tests.support.inner_runs import run
 from tests.support.runs import read_report
+from tests.support.servers import threaded
 
 # the fake judge bills 10 input and 5 output tokens a call: 0.2 USD at these prices
 PRICES = '[models."gpt-5.4"]\ninput_tokens = 0.01\noutput_tokens = 0.02\n'
@@ -55,11 +56,6 @@ def judge(monkeypatch, pytester, judge_server):
     return judge_server
 
 
-def _run(pytester, server, *args):
-    return pytester.runpytest_subprocess(*JUDGED, f"--duplexact-judge-base-url={server.url}",
-                                         *args, timeout=300)
-
-
 def _started(run: Path) -> set[str]:
     """Instances whose trial began: each has a folder in the run directory."""
     return {p.name for p in (run / "instances").iterdir() if p.is_dir()}
@@ -84,7 +80,8 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert unbudgeted["totals"]["instances"] == 6
     per_trial = unbudgeted["cost"]["total"] / 6
     assert per_trial == pytest.approx(0.2)  # one judge call per immediate success
-    res = _run(pytester, judge, "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist)
+    res = run(pytester, *JUDGED, f"--duplexact-judge-base-url={judge.url}",
+              "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist)
     out = res.stdout.str()
     rep = read_report(pytester.path / "run")
     assert res.ret == pytest.ExitCode.INTERRUPTED, out
@@ -103,7 +100,8 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert line in out
     assert any("have no outcome" in n for n in rep["notes"])  # marked incomplete
     assert not (pytester.path / "run" / "budget-stop.json").exists()
-    again = _run(pytester, judge, f"--duplexact-resume={pytester.path / 'run'}", *xdist)
+    again = run(pytester, *JUDGED, f"--duplexact-judge-base-url={judge.url}",
+                f"--duplexact-resume={pytester.path / 'run'}", *xdist)
     assert again.ret == 0, again.stdout.str()
     resumed = read_report(pytester.path / "run")
     assert "budget" not in resumed
@@ -114,31 +112,17 @@ def test_estimate_only_calls_no_model(pytester, monkeypatch):
     """gpt-realtime pointed at a listener that counts connections: none arrives, nothing is
     written, and the estimate is printed (with -n 2 and a shard too)."""
     accepted = []
-    srv = socket.create_server(("127.0.0.1", 0))
-    srv.settimeout(0.2)
-    stop = threading.Event()
 
-    def count():
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            accepted.append(conn)
+    class Count(socketserver.BaseRequestHandler):
+        def handle(self):
+            accepted.append(self.client_address)
 
-    t = threading.Thread(target=count, daemon=True)
-    t.start()
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{srv.getsockname()[1]}/v1")
-    try:
-        res = pytester.runpytest_subprocess(
-            "--duplexact-model=gpt-realtime", "--duplexact-estimate", "-n", "2",
-            "--duplexact-shard=1/2", "--duplexact-concurrency=16", "-p", "no:cacheprovider",
-            timeout=120)
-    finally:
-        stop.set()
-        t.join(5)
-        srv.close()
+    with threaded(socketserver.TCPServer(("127.0.0.1", 0), Count)) as port:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+        res = run(pytester, "--duplexact-model=gpt-realtime", "--duplexact-estimate", "-n",
+                  "2", "--duplexact-shard=1/2", "--duplexact-concurrency=16", "-p",
+                  "no:cacheprovider", timeout=120)
     out = res.stdout.str()
     assert res.ret == 0, out + res.stderr.str()
     assert accepted == []

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.inner_runs import runner, said
+
 FACTORIES = '''
 def broken(**options):
     raise RuntimeError("weights not found: /models/ckpt.safetensors")
@@ -17,13 +19,7 @@ def picky(level="1", **options):
 '''
 
 
-def said(res) -> list[str]:
-    return [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
-
-
-def run(pytester, *args):
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--duplexact-limit=1",
-                                         "--duplexact-action=take_turn", *args, timeout=300)
+run = runner("-p", "no:cacheprovider", "--duplexact-limit=1", "--duplexact-action=take_turn")
 
 
 def refused(pytester, res, *words: str) -> str:

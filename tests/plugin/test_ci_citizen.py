@@ -9,14 +9,14 @@ from pathlib import Path
 
 from pytest_duplexact.data.taxonomy import ACTIONS
 from pytest_duplexact.report import job_summary, store
+from tests.support.inner_runs import runner
 from tests.support.runs import replicated_dataset
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-def run(pytester, *args):
-    return pytester.runpytest_subprocess(*args, *SMALL, timeout=300)
+run = runner(*SMALL)
 
 
 def test_the_job_summary_is_appended_never_overwritten(pytester, monkeypatch):

@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from pytest_duplexact.data import taxonomy
+from tests.support.inner_runs import run
 from tests.support.runs import read_report
 
 SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cacheprovider"]
@@ -33,10 +34,6 @@ CRASHY = textwrap.dedent('''
     def factory(**options):
         return Crashy(**options)
 ''')
-
-
-def run(pytester, *args):
-    return pytester.runpytest_subprocess(*args, timeout=300)
 
 
 def test_help_lists_every_option_with_its_ini_key(pytester):

@@ -6,8 +6,6 @@ each pipeline: Direct Replay (take_turn), Simulator Replay (stop) and Barge-in R
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +13,8 @@ import pytest
 
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.recording_io import track_file
+from tests.support.servers import child
 
-FAKES = Path(__file__).parents[1] / "fakes"
 # The fakes speak the endpoint model's bundled reply (real speech, so the VAD hears it).
 SPEECH = Path(__file__).parents[2] / "pytest_duplexact" / "models" / "assets" / "response.flac"
 CONDITIONS = "take_turn.immediate,stop.direct_interruption,interrupt.help"
@@ -42,15 +40,8 @@ KEY = "test-key-DUPLEXACT-never-written-0123456789"
 def adapter(request):
     name = request.param
     argv, env, url = ADAPTERS[name]
-    proc = subprocess.Popen([sys.executable, str(FAKES / argv[0]), *argv[1:]],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield name, env, url.format(port=int(line.split()[1]))
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=20)
+    with child(*argv) as fake:
+        yield name, env, url.format(port=fake.port)
 
 
 def test_end_to_end_run_over_all_three_pipelines(pytester, adapter, monkeypatch):

@@ -12,10 +12,7 @@ adapter. tests/realtime/test_gemini_live.py times ten concurrent sessions in one
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +20,12 @@ import pytest
 import soundfile as sf
 
 from pytest_duplexact.data.recording_io import track_file
+from tests.support.servers import child, load_fake_server
 
 # the [gemini] extra and the test CA maker (both in the dev extra)
 pytest.importorskip("google.genai")
 pytest.importorskip("trustme")
 
-SERVER = Path(__file__).parents[1] / "fakes" / "gemini_server.py"
 KEY = "AIza-test-DUPLEXACT-never-written-0123456789"
 CHUNK = 0.020
 TOLERANCE = 0.040
@@ -59,12 +56,7 @@ def _clock_of(session: dict) -> tuple[float, list[tuple[float, float]]]:
 
 
 def _fake():
-    name = "duplexact_fake_gemini_server"
-    if name not in sys.modules:  # registered first: its dataclasses look themselves up
-        spec = importlib.util.spec_from_file_location(name, SERVER)
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    return load_fake_server("gemini_server")
 
 
 class FakeProcess:
@@ -72,18 +64,12 @@ class FakeProcess:
 
     def __init__(self, tmp_path: Path):
         self.ca, self.log = tmp_path / "ca.pem", tmp_path / "truth.json"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--script", json.dumps(SCRIPT),
-             "--ca-out", str(self.ca), "--log", str(self.log)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        self.base_url = f"https://127.0.0.1:{int(line.split()[1])}"
+        self.child = child("gemini_server.py", "--script", json.dumps(SCRIPT),
+                           "--ca-out", self.ca, "--log", self.log)
+        self.base_url = f"https://127.0.0.1:{self.child.port}"
 
     def stop(self) -> list[dict]:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+        self.child.stop()
         return json.loads(self.log.read_text()) if self.log.exists() else []
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-FAKES = Path(__file__).parents[1] / "fakes"
+from tests.support.servers import child
+
 SPEECH = Path(__file__).parents[2] / "pytest_duplexact" / "models" / "assets" / "response.flac"
 PASSWORD = "pw-DUPLEXACT-never-written-0123456789"
 REPLY = {"speech_file": str(SPEECH)}
@@ -35,14 +36,6 @@ RUNS = {  # model -> (fake argv, conditions, options)
 }
 
 
-def start_fake(argv):
-    proc = subprocess.Popen([sys.executable, str(FAKES / argv[0]), *argv[1:]],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    assert line.startswith("PORT "), line
-    return proc, int(line.split()[1])
-
-
 def plugin_run(folder: Path, model: str, url: str, conditions: str, options: list[str]):
     folder.mkdir()
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-l",
@@ -61,8 +54,8 @@ def test_the_four_open_server_adapters_end_to_end(tmp_path):
     fakes, runs = [], {}
     try:
         for model, (argv, conditions, options) in RUNS.items():
-            proc, port = start_fake(argv)
-            fakes.append(proc)
+            fakes.append(child(*argv))
+            port = fakes[-1].port
             scheme = "https" if argv[0] == "socketio_server.py" else "http"  # HTTPS only
             url = f"{scheme}://user:{PASSWORD}@127.0.0.1:{port}"
             runs[model] = plugin_run(tmp_path / model, model, url, conditions, options)
@@ -74,9 +67,8 @@ def test_the_four_open_server_adapters_end_to_end(tmp_path):
         for proc in runs.values():
             if proc.poll() is None:
                 proc.kill()
-        for proc in fakes:
-            proc.stdin.close()
-            proc.wait(timeout=20)
+        for fake in fakes:
+            fake.stop()
 
     for model in RUNS:
         rep = json.loads((tmp_path / model / "run" / "report.json").read_text())

@@ -5,13 +5,12 @@ through --duplexact-concurrency. Real time: each trial streams its audio at 1x."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SERVER = Path(__file__).parents[1] / "fakes" / "realtime_server.py"
+from tests.support.servers import child
+
 KEY = "sk-test-DUPLEXACT-never-written-0123456789"
 
 
@@ -23,16 +22,8 @@ SCRIPT = json.dumps({"speech_file": str(SPEECH), "speak_s": 3.0, "answer_after_m
 
 @pytest.fixture
 def realtime_server():
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--script", SCRIPT],
-                            stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=20)
+    with child("realtime_server.py", "--script", SCRIPT) as fake:
+        yield f"http://127.0.0.1:{fake.port}/v1"
 
 
 def test_gpt_realtime_concurrent_run(pytester, realtime_server, monkeypatch):

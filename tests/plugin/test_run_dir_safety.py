@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 from pytest_duplexact.run.runlock import RunLock
+from tests.support.inner_runs import runner
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-def run(pytester, *args):
-    return pytester.runpytest_subprocess(*args, *SMALL, timeout=300)
+run = runner(*SMALL)
 
 
 def test_an_explicit_run_dir_holding_another_run_is_refused(pytester):

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-FAKE = Path(__file__).parents[1] / "fakes" / "vllm_omni_server.py"
+from tests.support.servers import child
+
 SPEECH = Path(__file__).parents[2] / "pytest_duplexact" / "models" / "assets" / "response.flac"
 CONDITIONS = "take_turn.immediate,stop.direct_interruption,interrupt.help"
 
@@ -25,21 +26,8 @@ def server(tmp_path):
     stdin closes, a function that stops it)."""
     log = tmp_path / "truth.json"
     script = {"speech_file": str(SPEECH), "speak_s": 3.5, "answer_after_ms": 300}
-    proc = subprocess.Popen([sys.executable, str(FAKE), "--script", json.dumps(script),
-                             "--log", str(log)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-
-    def stop():
-        if proc.poll() is None:
-            proc.stdin.close()
-            proc.wait(timeout=20)
-
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"ws://127.0.0.1:{int(line.split()[1])}/v1/realtime?duplex=1", log, stop
-    finally:
-        stop()
+    with child("vllm_omni_server.py", "--script", json.dumps(script), "--log", log) as fake:
+        yield f"ws://127.0.0.1:{fake.port}/v1/realtime?duplex=1", log, fake.stop
 
 
 def test_end_to_end_run_over_all_three_pipelines(pytester, server):

@@ -17,6 +17,7 @@ from pytest_duplexact.report.model import KEYS, Report, Summary, as_report
 from pytest_duplexact.run.rundir import json_text
 from pytest_duplexact.run.settings import RunSettings
 from tests.report.helpers import mixed_report, outcomes_for, settings
+from tests.support.inner_runs import run
 
 RUN = ["--duplexact-model=silent", "--duplexact-condition=take_turn.immediate",
        "--duplexact-limit=1", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
@@ -27,14 +28,14 @@ HOOK = re.search(r"```python\n(# conftest\.py\n.*?)```", REPORTS_MD.read_text(en
                  re.S).group(1)
 
 
-def _run(pytester, *args) -> tuple[str, dict]:
-    pytester.runpytest(*RUN, "--duplexact-run-dir=run", *args)
+def _report_of(pytester, *args) -> tuple[str, dict]:
+    run(pytester, *RUN, "--duplexact-run-dir=run", *args, inprocess=True)
     text = (pytester.path / "run" / "report.json").read_text(encoding="utf-8")
     return text, json.loads(text)
 
 
 def test_a_run_report_reads_back_and_writes_the_same_bytes(pytester):
-    text, stored = _run(pytester)
+    text, stored = _report_of(pytester)
     report = Report.from_json(stored)
     assert report.version == VERSION and report.run_dir == "."
     assert report.totals.instances == 1 and report.notes == ()
@@ -47,7 +48,7 @@ def test_a_run_report_reads_back_and_writes_the_same_bytes(pytester):
 def test_the_hook_adds_to_report_json(pytester, monkeypatch):
     monkeypatch.setenv("BUILD_ID", "42")
     pytester.makeconftest(HOOK)
-    text, stored = _run(pytester)
+    text, stored = _report_of(pytester)
     assert stored["extra"] == {"ci": {"build": "42", "instances": 1}}
     report = Report.from_json(stored)
     assert report.extra == stored["extra"] and list(report.to_json())[-1] == "extra"

@@ -18,6 +18,7 @@ import torch  # noqa: F401
 
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
+from tests.support.inner_runs import runner
 from tests.support.runs import replicated_dataset
 
 QUIET = ["-p", "no:cacheprovider", "-q"]
@@ -48,8 +49,7 @@ def _comparable(rep: dict) -> dict:
     return {k: v for k, v in rep.items() if k not in VOLATILE_KEYS + PROVENANCE_KEYS}
 
 
-def _run(pytester, *args):
-    return pytester.runpytest(*args, *QUIET)
+_run = runner(*QUIET, inprocess=True)
 
 
 def test_three_shards_merge_to_the_unsharded_report(pytester):

@@ -1,12 +1,16 @@
-"""The tests' shared builders of package data, one of each: timed words, segments, timelines
-and hand-made instances. A folder's own shapes built on these (the pipelines' tone
+"""The tests' shared builders of package data, one of each: timed words, segments, timelines,
+hand-made instances and a user clip of real speech. A folder's own shapes built on these (the pipelines' tone
 instances, the judges' clip-less trials, the rules' word-counted segments) live in its
 helper module."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
+import numpy as np
+
+import pytest_duplexact
 from pytest_duplexact.data import audio
 from pytest_duplexact.data.annotations import Annotations, Clip, Instance
 from pytest_duplexact.data.timeline import Cue, Segment, Span, Timeline, Word
@@ -68,3 +72,21 @@ def make_instance(tmp: Path | None, action: str, condition: str, clips: dict,
             texts.setdefault(role, made[role].text)
     return Instance(iid, action, condition, scenario, source, Annotations(**(ann or {})), made,
                     texts, manifest=manifest, line=line)
+
+
+@cache
+def bundled_speech() -> np.ndarray:
+    """The endpoint model's bundled reply (models/assets/response.flac), 16 kHz: real speech,
+    which a VAD hears as speech."""
+    return audio.read(Path(pytest_duplexact.__file__).parent / "models" / "assets"
+                      / "response.flac")
+
+
+def speech_clip(start: float, seconds: float, total: float) -> np.ndarray:
+    """``total`` seconds of 16 kHz input: the first ``seconds`` of the bundled speech from
+    ``start``, silence elsewhere."""
+    x = np.zeros(int(total * audio.SAMPLE_RATE), np.float32)
+    piece = bundled_speech()[: int(seconds * audio.SAMPLE_RATE)]
+    a = int(start * audio.SAMPLE_RATE)
+    x[a:a + len(piece)] = piece
+    return x

@@ -7,9 +7,6 @@ and ``run_concurrently``, many streaming trials at once outside pytest.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, NamedTuple
 
 import numpy as np
@@ -19,20 +16,7 @@ from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.contract import ModelError
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import STREAMING, RetryPolicy
-
-
-def load_fake_server(file: str = "realtime_server"):
-    """A fake server module, loaded by path once (the fakes run as scripts too, importing
-    their siblings by bare name; benchmarks load this module by path)."""
-    name = f"duplexact_fake_{file}"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "fakes" / f"{file}.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
+from tests.support.servers import load_fake_server
 
 fake = load_fake_server()
 minicpm_fake = load_fake_server("minicpm_server")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
+from tests.support.servers import threaded
 from tests.upstream.support import STUBS
 
 if str(STUBS) not in sys.path:
@@ -65,12 +65,11 @@ class Sidecar:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.served = threaded(self.server)
 
     def __enter__(self) -> "Sidecar":
-        self.thread.start()
+        self.served.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.served.stop()

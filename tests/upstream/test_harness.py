@@ -3,22 +3,17 @@ docs/models.md prints (support.docs_command) and benchmarks/upstream.py's table.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.upstream import support
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def bench():
-    spec = importlib.util.spec_from_file_location("upstream_bench", ROOT / "benchmarks" / "upstream.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import upstream
+
+    return upstream
 
 
 @pytest.fixture

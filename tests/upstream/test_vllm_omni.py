@@ -46,6 +46,7 @@ from tests.support.realtime import (
     run_trial,
     user_clip,
 )
+from tests.support.servers import ChildFailed, child
 from tests.upstream.support import checkout, record_row
 
 REPO = "vllm-project/vllm-omni"
@@ -162,23 +163,19 @@ class Runtime:
         if missing:
             pytest.skip(f"{ck.short}: {', '.join(missing)} absent")
         self.log = log
-        self.proc = subprocess.Popen(
-            [ck.python, str(RUNTIME), "--log", str(log), "--max-sessions", str(max_sessions)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(ck.path)})
-        line = self.proc.stdout.readline()
-        if not line.startswith("PORT "):
-            err = self.proc.communicate(timeout=30)[1]
-            if "ModuleNotFoundError" in err:
+        try:
+            self.child = child(RUNTIME, "--log", log, "--max-sessions", max_sessions,
+                               python=ck.python, env={**os.environ, "PYTHONPATH": str(ck.path)},
+                               stderr=subprocess.PIPE)
+        except ChildFailed as e:
+            if "ModuleNotFoundError" in e.stderr:
                 pytest.skip(f"their handler needs a package {ck.python} lacks: "
-                            f"{err.strip().splitlines()[-1]}")
-            raise AssertionError(err)
-        self.url = f"ws://127.0.0.1:{int(line.split()[1])}/v1/realtime?duplex=1"
+                            f"{e.stderr.strip().splitlines()[-1]}")
+            raise
+        self.url = f"ws://127.0.0.1:{self.child.port}/v1/realtime?duplex=1"
 
     def stop(self) -> dict:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
+        self.child.stop()
         return json.loads(self.log.read_text())
 
 

@@ -22,8 +22,6 @@ import asyncio
 import base64
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +38,12 @@ from pytest_duplexact.remote import netsafety
 from tests.fakes.hostile_vllm import CAPS, HostileVllm, created, escaped, half_escaped
 from tests.fakes.hostile_ws import Inbox
 from tests.support.fuzzing import fuzz
+from tests.support.servers import child
 
 KEY = "sk-fuzz-DUPLEXACT-0123456789abcdef"
 USER, PASSWORD = "alice", "hunter2-Fz"
 BASIC = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 LEAKS = (KEY, PASSWORD, BASIC)
-FAKE = Path(__file__).parents[2] / "fakes" / "hostile_vllm.py"
 
 @pytest.fixture(autouse=True)
 def key(monkeypatch):
@@ -232,20 +230,13 @@ def test_sessions_against_a_hostile_server_end_within_deadlines_and_leak_nothing
 
 def test_a_run_against_a_server_echoing_every_secret_writes_none_of_them(pytester):
     env = {**os.environ, "VLLM_OMNI_API_KEY": KEY}
-    proc = subprocess.Popen([sys.executable, str(FAKE)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        url = f"ws://{USER}:{PASSWORD}@127.0.0.1:{int(line.split()[1])}/v1/realtime?duplex=1"
+    with child("hostile_vllm.py", env=env) as fake:
+        url = f"ws://{USER}:{PASSWORD}@127.0.0.1:{fake.port}/v1/realtime?duplex=1"
         res = pytester.runpytest_subprocess(
             "--duplexact-model=vllm-omni", f"--duplexact-model-option=url={url}",
             "--duplexact-condition=take_turn.immediate", "--duplexact-limit=1",
             "--duplexact-run-dir=run", "--junitxml=junit.xml", "-rA", "--tb=long", "-l",
             "--duplexact-timing-tolerance=off", "-p", "no:cacheprovider", timeout=240)
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=20)
     out = res.stdout.str() + res.stderr.str()
     report = json.loads(Path(pytester.path, "run", "report.json").read_text())
     assert report["totals"]["errors"] == 1, out  # lost once (retried), then a final error

@@ -8,15 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_duplexact import models
-from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
 from pytest_duplexact.models.contract import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError
@@ -30,6 +26,7 @@ from pytest_duplexact.models.providers.mini_omni2 import factory as mini_omni2
 from pytest_duplexact.models.providers.socketio_omni import freeze_omni, vita_15
 from pytest_duplexact.models.streaming_contract import TransientModelError
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
+from tests.support.builders import speech_clip
 from tests.support.realtime import (
     assert_dropped_mid_instance,
     event_kinds,
@@ -39,31 +36,15 @@ from tests.support.realtime import (
     run_trial,
     user_clip,
 )
+from tests.support.servers import child
 
 sio_fake = load_fake_server("socketio_server")
 lychee_fake = load_fake_server("lychee_server")
 omni_fake = load_fake_server("miniomni_server")
 fake_http = load_fake_server("fake_http")
+played_end = fake_http.played_end
 
-FAKES = Path(__file__).resolve().parents[2] / "fakes"
 MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk plus load a loop stall adds
-SPEECH = audio.read(models.__file__.rsplit("/", 1)[0] + "/assets/response.flac")
-
-
-def played_end(sends, t0, rate=24_000):
-    """Where audio sent at these (monotonic, samples) times ends playing at 1x."""
-    end = 0.0
-    for at, n in sends:
-        end = max(at - t0, end) + n / rate
-    return end
-
-
-def speech_clip(start: float, seconds: float, total: float) -> np.ndarray:
-    x = np.zeros(int(total * SAMPLE_RATE), np.float32)
-    piece = SPEECH[: int(seconds * SAMPLE_RATE)]
-    a = int(start * SAMPLE_RATE)
-    x[a:a + len(piece)] = piece
-    return x
 
 
 def stall(rec) -> float:
@@ -214,15 +195,13 @@ async def socketio_hung():
 async def socketio_stopped_mid_session():
     """A server process that stops answering mid-session (SIGSTOP): engine.io's heartbeat
     (the server's ping interval + timeout, here 0.4 + 0.4 s) ends the session."""
-    proc = subprocess.Popen([sys.executable, str(FAKES / "socketio_server.py"), "--ping", "0.4"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = await asyncio.to_thread(child, "socketio_server.py", "--ping", "0.4")
     try:
-        port = int((await asyncio.to_thread(proc.stdout.readline)).split()[1])
-        model = freeze_omni(server_url=f"https://127.0.0.1:{port}", verify="false",
+        model = freeze_omni(server_url=f"https://127.0.0.1:{server.port}", verify="false",
                             transports="websocket")
         d = await StreamingDuplex.open(model, None)
         await d.push(user_clip([], total=0.3))
-        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(server.proc.pid, signal.SIGSTOP)
         with pytest.raises(TransientModelError, match="ended mid-instance"):
             # the heartbeat ends it within ~1 s; pushed 1 s at a time for up to 30 s, so that
             # only a session that never ends fails (6 s in one push once ran out under load)
@@ -231,9 +210,8 @@ async def socketio_stopped_mid_session():
         with pytest.raises(ModelError):
             await d.close()
     finally:
-        os.kill(proc.pid, signal.SIGCONT)
-        proc.stdin.close()
-        await asyncio.to_thread(proc.wait, 20)
+        os.kill(server.proc.pid, signal.SIGCONT)
+        await asyncio.to_thread(server.stop)
 
 
 @pytest.mark.asyncio
