@@ -27,6 +27,7 @@ from ..data.results import InstanceOutcome, Verdict
 from ..models.base import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
+from ..run.admission import concurrency_measured
 from ..run.harness import Harness
 from ..run.rundir import ERROR_FILE, RunDir, write_json
 from ..run.selection import SelectionError, select
@@ -40,6 +41,7 @@ from .termination import TerminationGuard
 LOST_AFTER = 3
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
+CONCURRENCY_PROPERTY = "duplexact_concurrency"  # ... and its admission (prefetch.measure)
 _UNSELECTED = pytest.mark.duplexact_unselected
 
 
@@ -153,6 +155,7 @@ class DuplexactSession:
         self._started = time.monotonic()
         self._billed: dict = {}  # usage.total of this invocation's own trials (controller)
         self._billed_ids: set[str] = set()  # ... the tests counted in it
+        self._admitted: dict[str, dict] = {}  # nodeid -> its trial's prefetch.measure()
         self._termination = TerminationGuard()  # SIGTERM stops like Ctrl-C (controller)
         self.progress = None  # progress.Progress, the live line (controller, when shown)
         if not self.worker:
@@ -298,6 +301,9 @@ class DuplexactSession:
             finally:
                 item.user_properties.append(
                     (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
+                measure = getattr(harness.prefetcher, "measure", None)
+                if measure is not None and (admitted := measure(inst.id)) is not None:
+                    item.user_properties.append((CONCURRENCY_PROPERTY, admitted))
         item.user_properties.append((PROPERTY, outcome.to_dict()))
         stages = [outcome.immediate, outcome.subsequent]
         bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
@@ -449,6 +455,8 @@ class DuplexactSession:
                 kept += [p for p in flat_properties(value) if p not in kept]
             elif name == USAGE_PROPERTY:
                 self.usage[report.nodeid] = value
+            elif name == CONCURRENCY_PROPERTY:
+                self._admitted[report.nodeid] = value
             else:
                 kept.append((name, value))
         report.user_properties = kept
@@ -621,7 +629,9 @@ class DuplexactSession:
             usage=usage.total(self.usage.values()), prices=prices, gates=run.gates,
             notes=notes, estimate=self.estimate,
             measured=model.Measured(round(time.monotonic() - self._started, 1),
-                                    len(self._billed_ids)),
+                                    len(self._billed_ids),
+                                    **(concurrency_measured(list(self._admitted.values()))
+                                       or {})),
             budget=self.budget.to_dict() if self.budget is not None else None,
             timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None,
