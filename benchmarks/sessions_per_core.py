@@ -12,8 +12,9 @@ told apart by what they received. Per level:
   (the server's t = 0 is the first input sample it received);
 * trials re-run, and trials ended "timing unreliable" (report.json's ``clock``);
 * our CPU per streamed audio second per session: the pytest process (and its scoring
-  worker) over every second of audio the scored trials streamed; the event loop thread's
-  share alone (``measured.loop_cpu_ms_per_stream_s``); the fake server's CPU apart;
+  worker) over every second of audio the server received (every attempt's session); the
+  event loop thread's share alone (``measured.loop_cpu_ms_per_stream_s``); the fake
+  server's CPU apart, over the same seconds;
 * the concurrency the run sustained (``measured.concurrency``: the AIMD cap's p50 / min);
 * wall time against the schedule's ideal: the instances' stream lengths packed in order on
   ``concurrency`` lanes (x ``--workers``), as the prefetcher starts them;
@@ -32,11 +33,13 @@ import argparse
 import heapq
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -155,8 +158,10 @@ def match(sessions: list[dict], streamed: dict[str, float]) -> dict[str, dict]:
 def stats_ms(values: list[float]) -> dict:
     if not values:
         return {"p50": None, "p95": None, "max": None, "n": 0}
-    a = np.abs(np.array(values)) * 1000
-    return {"p50": round(float(np.percentile(a, 50)), 1),
+    signed = np.array(values) * 1000
+    a = np.abs(signed)
+    return {"signed_p50": round(float(np.percentile(signed, 50)), 1),  # + : recorded late
+            "p50": round(float(np.percentile(a, 50)), 1),
             "p95": round(float(np.percentile(a, 95)), 1), "max": round(float(a.max()), 1),
             "n": int(len(a))}
 
@@ -207,7 +212,10 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
         sent = s["responses"][0].get("audio_start") if s.get("responses") else None
         if sent is not None and onsets.get(iid) is not None:
             errors.append(onsets[iid] - sent)
-    stream_total = sum(streamed.values())
+    # every attempt's session streamed (stopped ones included), as the server received it
+    stream_total = sum(s["input_ms"] for s in sessions) / 1000
+    kinds = Counter(re.sub(r"\d+(\.\d+)?", "N", i["error"].split(" (")[0])[:100]
+                    for i in rep["instances"] if i.get("error"))
     measured, clock = rep.get("measured") or {}, rep.get("clock") or {}
     ideal = ideal_wall(list(lengths.values()), concurrency * max(1, args.workers))
     return {
@@ -226,6 +234,8 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
         "wall_over_ideal": round(measured["wall_s"] / ideal, 2) if measured.get("wall_s")
         else None,
         "load_1m": load, "exit_status": pytest.proc.returncode,
+        "stream_s_total": round(stream_total, 1), "sessions": len(sessions),
+        "error_kinds": dict(kinds),
     }
 
 

@@ -80,8 +80,9 @@ def sustained(caps: list[int]) -> dict | None:
 
 def concurrency_measured(trials: list[dict]) -> dict | None:
     """``measured``'s figures from each trial's ``Prefetcher.measure`` (over the pytest
-    processes of the run): ``concurrency`` (requested, per process; sustained p50 / min) and
-    the loop's CPU per second of audio the scored trials streamed."""
+    processes of the run): ``concurrency`` (requested, per process; sustained p50 / min: the
+    cap each trial's last attempt was admitted under) and the loop's CPU per second a session
+    streamed (held a slot, every attempt's)."""
     if not trials:
         return None
     streamed = sum(t["stream_s"] for t in trials)

@@ -10,6 +10,7 @@ the CPU-heavy part of them (files, VAD) in the scoring worker's process (offload
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from concurrent.futures import Future
@@ -18,6 +19,10 @@ from typing import Callable
 from ..pipelines import watchdog
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
 from .admission import CONTROL_S, Aimd
+
+# the instance whose trial runs in this context (set by Prefetcher._guarded, read by quieter)
+_TRIAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("duplexact_prefetch_trial",
+                                                                   default=None)
 
 
 class Prefetcher:
@@ -48,7 +53,10 @@ class Prefetcher:
         self.admitted_under: dict[str, int] = {}  # instance id -> the cap it was admitted under
         self.loop_cpu_s = 0.0  # the loop thread's CPU so far (read by its control task)
         self._cpu_reported = 0.0  # ... of it already in a trial's measure()
-        self._streamed: dict[str, float] = {}  # instance id -> seconds its recording streamed
+        # instance id -> seconds its attempts held a slot (streaming at 1x), and the part of
+        # them it waited in ``quieter`` for a slot again
+        self._in_flight_s: dict[str, float] = {}
+        self._waited: dict[str, float] = {}
         self._cond: asyncio.Condition | None = None
         self._control: asyncio.Task | None = None
         self._start_loop()
@@ -107,8 +115,9 @@ class Prefetcher:
     async def quieter(self, attempt: int) -> None:
         """Before a trial's re-run for lateness (its slot held): halve the in-flight cap
         per attempt, give the slot back and wait for one under the new cap."""
+        asked = self._loop.time()
         if self.aimd is not None:
-            self.aimd.rerun(self._loop.time(), attempt)
+            self.aimd.rerun(asked, attempt)
         await self._release()
         waiting = asyncio.ensure_future(self._acquire())
         try:
@@ -121,14 +130,22 @@ class Prefetcher:
                 self._running += 1  # the slot _guarded gives back when the trial ends
             raise
         waiting.result()
+        trial = _TRIAL.get()
+        if trial is not None:  # the attempt that may count runs under this cap
+            self.admitted_under[trial] = self.limit
+            self._waited[trial] = self._waited.get(trial, 0.0) + self._loop.time() - asked
 
     async def _guarded(self, instance):
         await self._acquire()
         self.admitted_under[instance.id] = self.limit
+        _TRIAL.set(instance.id)  # this task's context, which its trial's tasks copy
+        start = self._loop.time()
         try:
             return await watch_async(lambda: self._run(instance), timeout=self.timeout,
                                      what=f"instance {instance.id}")
         finally:
+            self._in_flight_s[instance.id] = \
+                self._loop.time() - start - self._waited.pop(instance.id, 0.0)
             await self._release()
 
     def submit(self, instances, admit: Callable[[], bool] | None = None) -> None:
@@ -152,22 +169,19 @@ class Prefetcher:
         """The instance's Recording (started now if it was not prefetched); re-raises the
         trial's exception, so a failed session is that instance's error."""
         self.submit([instance])
-        recording = self._futures.pop(instance.id).result()
-        track = getattr(recording, "input", None)  # any result type the run callable gives
-        if track is not None:
-            self._streamed[instance.id] = len(track) / recording.sample_rate
-        return recording
+        return self._futures.pop(instance.id).result()
 
     def measure(self, instance_id: str) -> dict | None:
         """What this trial says of the run's concurrency (admission.concurrency_measured
-        sums them): the cap it was admitted under, its seconds streamed (0 for a trial that
-        ended in an error) and the loop thread's CPU since the last trial measured."""
+        sums them): the cap its last attempt was admitted under, the seconds its attempts
+        streamed (held a slot: a session streams at 1x, stopped attempts included) and the
+        loop thread's CPU since the last trial measured."""
         cap = self.admitted_under.pop(instance_id, None)
         if cap is None:
             return None
         cpu, self._cpu_reported = self.loop_cpu_s - self._cpu_reported, self.loop_cpu_s
         return {"requested": self.concurrency, "cap": cap,
-                "stream_s": round(self._streamed.pop(instance_id, 0.0), 3),
+                "stream_s": round(self._in_flight_s.pop(instance_id, 0.0), 3),
                 "loop_cpu_s": round(cpu, 4)}
 
     def close(self) -> None:

@@ -52,12 +52,6 @@ def test_failure_is_that_instance_only():
         p.close()
 
 
-class _Rec:
-    """A recording's shape as the prefetcher reads it: one second of input."""
-
-    input, sample_rate = [0.0] * 16000, 16000
-
-
 def _run_all(monkeypatch, lateness: float, n: int, concurrency: int):
     """``n`` trials of 0.2 s through a Prefetcher whose loop reports ``lateness`` (s) to its
     controller: (the cap each trial was admitted under, in order; the peak in flight after
@@ -74,7 +68,7 @@ def _run_all(monkeypatch, lateness: float, n: int, concurrency: int):
         await asyncio.sleep(0.2)
         with lock:
             live[0] -= 1
-        return _Rec()
+        return instance.id
 
     p = Prefetcher(run, concurrency=concurrency, tolerance=0.1)
     try:
@@ -94,7 +88,8 @@ def test_a_late_loop_lowers_the_cap_before_more_trials_are_admitted(monkeypatch)
     # are timers), so every later trial is admitted under the cut cap or lower
     caps, peak, measures = _run_all(monkeypatch, 0.08, 16, 8)
     assert max(caps[8:]) <= int(8 * DECREASE) and peak <= int(8 * DECREASE)
-    assert all(m["requested"] == 8 and m["stream_s"] == 1.0 for m in measures)
+    # in flight at least its 0.2 s (a busier machine only adds)
+    assert all(m["requested"] == 8 and m["stream_s"] >= 0.2 for m in measures)
     assert [m["cap"] for m in measures] == caps
 
 
@@ -108,14 +103,18 @@ def test_with_headroom_the_cap_stays_at_what_was_asked(monkeypatch):
     assert got["loop_cpu_ms_per_stream_s"] >= 0.0
 
 
-def test_a_rerun_lowers_the_cap_halved_per_attempt():
+def test_a_rerun_lowers_the_cap_halved_per_attempt_and_runs_under_it():
     p = Prefetcher(lambda i: None, concurrency=16, tolerance=0.1)
+
+    async def rerun(instance):  # as the harness's guard does before a late trial's re-run
+        await p.quieter(2)
+        return instance.id
+
+    p._run = rerun
     try:
-        async def rerun():
-            await p._acquire()
-            await p.quieter(2)
-        asyncio.run_coroutine_threadsafe(rerun(), p._loop).result(timeout=10)
+        assert p.result(inst(0)) == "i0"
         assert p.limit == 4
+        assert p.measure("i0")["cap"] == 4  # its counted attempt ran under the lowered cap
     finally:
         p.close()
     fixed = Prefetcher(lambda i: None, concurrency=16)  # no tolerance: no controller
