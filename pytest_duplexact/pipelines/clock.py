@@ -5,7 +5,7 @@ stamps its output, so each trial measures its own lateness and says it.
 * ``LoopMonitor``: one ticker per event loop, every ``TICK_S``; how late a tick wakes is a
   stall of the loop (a busy machine, a blocking call, another thread holding the GIL). It
   runs while at least one session watches it, and remembers the last second of stalls for
-  admission control (run/prefetch.py).
+  admission control (run/prefetch.py, run/admission.py).
 * ``Lateness``: one trial's three maxima, in seconds: input (a chunk sent after its slot),
   output (an event stamped after the loop was stalled: its stamp is late by about that
   much) and loop stall (any tick late while the trial streamed).
@@ -95,6 +95,7 @@ class LoopMonitor:
         self.last_tick: float | None = None
         self.last_stall = 0.0  # how late the last tick ran
         self._recent: deque[tuple[float, float]] = deque()  # (tick time, stall)
+        self._inputs: dict[int, float] = {}  # a watcher's input lag when last read
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -156,3 +157,15 @@ class LoopMonitor:
             return 0.0
         now = self.loop.time()
         return max([s for t, s in self._recent if t >= now - RECENT_S] + [self.late(now)])
+
+    def recent_lateness(self) -> float:
+        """What admission control backs off on (run/admission.py): the recent stall, or an
+        input lag a session reached since the last call (a chunk held back by a slow send as
+        well as by a late loop), whichever is larger."""
+        fresh, seen = 0.0, {}
+        for w in self._watchers:
+            seen[id(w)] = w.input
+            if w.input > self._inputs.get(id(w), 0.0):
+                fresh = max(fresh, w.input)
+        self._inputs = seen
+        return max(self.recent_stall(), fresh)

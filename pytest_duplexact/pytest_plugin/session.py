@@ -28,6 +28,7 @@ from ..models.adapter import traits
 from ..models.contract import ModelError
 from ..report.budget import STOP_FILE
 from ..run import journal
+from ..run.admission import concurrency_measured
 from ..run.harness import Harness
 from ..run.rundir import ERROR_FILE, RunDir, write_json
 from ..run.selection import SelectionError, select
@@ -41,6 +42,7 @@ from .session_state import ControllerState, WorkerState
 LOST_AFTER = 3
 PROPERTY = "duplexact"  # user_properties key of an instance's outcome
 USAGE_PROPERTY = "duplexact_usage"  # ... and of what it cost in remote calls
+CONCURRENCY_PROPERTY = "duplexact_concurrency"  # ... and its admission (prefetch.measure)
 _UNSELECTED = pytest.mark.duplexact_unselected
 
 
@@ -282,6 +284,9 @@ class DuplexactSession:
             finally:
                 item.user_properties.append(
                     (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
+                measure = getattr(harness.prefetcher, "measure", None)
+                if measure is not None and (admitted := measure(inst.id)) is not None:
+                    item.user_properties.append((CONCURRENCY_PROPERTY, admitted))
         item.user_properties.append((PROPERTY, outcome.to_dict()))
         stages = [outcome.immediate, outcome.subsequent]
         bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
@@ -438,6 +443,8 @@ class DuplexactSession:
                 kept += [p for p in flat_properties(value) if p not in kept]
             elif name == USAGE_PROPERTY:
                 ctl.usage[report.nodeid] = value
+            elif name == CONCURRENCY_PROPERTY:
+                ctl.admitted[report.nodeid] = value
             else:
                 kept.append((name, value))
         report.user_properties = kept
@@ -619,7 +626,9 @@ class DuplexactSession:
             usage=usage.total(ctl.usage.values()), prices=prices, gates=run.gates,
             notes=notes, estimate=ctl.estimate,
             measured=model.Measured(round(time.monotonic() - ctl.started, 1),
-                                    len(ctl.billed_ids)),
+                                    len(ctl.billed_ids),
+                                    **(concurrency_measured(list(ctl.admitted.values()))
+                                       or {})),
             budget=ctl.budget.to_dict() if ctl.budget is not None else None,
             timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
             baseline_alpha=run.baseline_alpha if baseline else None,

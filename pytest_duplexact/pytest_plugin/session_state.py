@@ -29,6 +29,7 @@ class ControllerState:
     started: float = 0.0  # time.monotonic() once the run is configured
     billed: dict = field(default_factory=dict)  # usage.total of this invocation's own trials
     billed_ids: set[str] = field(default_factory=set)  # ... the tests counted in it
+    admitted: dict[str, dict] = field(default_factory=dict)  # nodeid -> its trial's prefetch.measure()
     termination: TerminationGuard = field(default_factory=TerminationGuard)  # SIGTERM: Ctrl-C
     progress: Any = None  # live_progress.Progress, the live line (when shown)
     report: Any = None  # report.model.Report, once finish() has built it

@@ -72,7 +72,11 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
         if measured is not None:  # beside the estimate: how far to trust it
             report = report.replace(measured={
                 "wall_s": measured.wall_s, "cost": (report.cost or {}).get("total"),
-                "instances": measured.instances})
+                "instances": measured.instances,
+                # only where trials streamed with --duplexact-concurrency above 1
+                **({"concurrency": dict(measured.concurrency),
+                    "loop_cpu_ms_per_stream_s": measured.loop_cpu_ms_per_stream_s}
+                   if measured.concurrency is not None else {})})
     if budget is not None:
         report = report.replace(budget=budget)
     if baseline:  # regression gate (report/baseline.py): significant drops fail the run

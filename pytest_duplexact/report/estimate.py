@@ -34,6 +34,14 @@ from ..pipelines import simulator as _simulator
 # flight, docs/benchmarks.md). A CPU core streams at most about 1000 / it sessions on time,
 # before scoring and the rest of the machine take their share.
 LOOP_CPU_MS_PER_STREAM_S = 14.0
+# the share of its core one event loop may spend on live sessions and stay punctual (the
+# rest: scoring's share of this process, the ticker's wake-ups, the machine's other work)
+LOOP_SHARE = 0.7
+
+
+def sessions_per_loop(cpu_ms_per_stream_s: float) -> int:
+    """Live sessions one event loop (one core, one pytest process) holds on time."""
+    return max(1, int(1000 * LOOP_SHARE / cpu_ms_per_stream_s))
 
 
 def stream_bounds(inst, branches: bool = True) -> tuple[float, float]:
@@ -224,7 +232,23 @@ def plan(instances, settings, *, prices: dict, kind: str, billed_model: bool,
                  "source": prices.get("source", "bundled"), "services": services,
                  "total": [round(total[0], 4), round(total[1], 4)], "complete": complete},
         "previous_run": previous["_name"] if previous else None,
+        **(_loop_cpu(previous) if kind == "streaming" else {}),
     }
+
+
+def _loop_cpu(previous: dict | None) -> dict:
+    """What a live session costs this process's event loop, and the cores there are: measured
+    by the stored run when it streamed with --duplexact-concurrency, else the benchmark's
+    figure."""
+    import os
+
+    got = ((previous or {}).get("measured") or {}).get("loop_cpu_ms_per_stream_s")
+    measured = isinstance(got, (int, float)) and not isinstance(got, bool) and got > 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"loop_cpu_ms_per_stream_s": float(got) if measured else LOOP_CPU_MS_PER_STREAM_S,
+            "loop_cpu_basis": (f"measured by {previous['_name']}" if measured else
+                               "benchmarks/timing_under_load.py"),
+            "cores": cores or 1}
 
 
 def _span(lo: float, hi: float, unit: str = "", digits: int = 2) -> str:
@@ -273,11 +297,20 @@ def describe(est: dict) -> list[str]:
     lines = [head]
     if kind == "streaming":
         lanes = est["concurrency"] * max(1, est["workers"])
-        lines.append(f"    harness CPU: about {LOOP_CPU_MS_PER_STREAM_S:.0f} ms per streamed "
-                     f"second per live session (benchmarks/timing_under_load.py): at most "
-                     f"~{1000 / LOOP_CPU_MS_PER_STREAM_S:.0f} sessions per core; {lanes} in "
-                     f"flight take ~{lanes * LOOP_CPU_MS_PER_STREAM_S / 10:.0f}% of a core "
-                     "before scoring (keep headroom: docs/realtime.md, timing integrity)")
+        cpu = est.get("loop_cpu_ms_per_stream_s", LOOP_CPU_MS_PER_STREAM_S)
+        basis = est.get("loop_cpu_basis", "benchmarks/timing_under_load.py")
+        cores, holds = est.get("cores", 1), sessions_per_loop(cpu)
+        lines.append(f"    harness CPU: about {cpu:.0f} ms per streamed second per live session "
+                     f"({basis}): at most ~{1000 / cpu:.0f} sessions per core; {lanes} in "
+                     f"flight take ~{lanes * cpu / 10:.0f}% of a core before scoring (keep "
+                     "headroom: docs/realtime.md, timing integrity)")
+        lines.append(f"    this machine: one pytest process (one event loop) holds ~{holds} "
+                     f"live sessions on time" + (
+                         f", its {cores} cores ~{holds * cores} with -n {cores}"
+                         if cores > 1 else "") + (
+                         f"; {est['concurrency']} per process is more than one loop holds: "
+                         "the run lowers it to what it sustains (measured.concurrency)"
+                         if est["concurrency"] > holds else ""))
     for label, s in cost["services"].items():
         if s["cost"] == [0.0, 0.0] and "note" not in s:
             continue
@@ -317,6 +350,29 @@ def versus(report) -> str | None:
         parts.append(f"cost {_span(t[0], t[1], ' ' + cur)} estimated for all, "
                      f"{got['cost']:.2f} {cur} measured")
     return "; ".join(parts)
+
+
+def concurrency_line(report) -> str | None:
+    """One line: the concurrency the run sustained (``measured.concurrency``) and, when one
+    event loop could not hold what was asked, how many pytest processes would (terminal,
+    Markdown)."""
+    from .model import as_report
+
+    got = as_report(report).measured or {}
+    conc, cpu = got.get("concurrency"), got.get("loop_cpu_ms_per_stream_s")
+    if not conc:
+        return None
+    asked = conc["requested"]
+    line = (f"Concurrency: {asked} requested per process, sustained {conc['sustained_p50']} "
+            f"(p50) / {conc['sustained_min']} (min)")
+    if cpu:
+        line += f"; loop CPU {cpu:.1f} ms per streamed second"
+        holds = sessions_per_loop(cpu)
+        if conc["sustained_min"] < asked and holds < asked:
+            line += (f": one event loop holds about {holds} live sessions, so -n "
+                     f"{-(-asked // holds)} (pytest-xdist, one loop per core) would hold "
+                     f"{asked} (docs/realtime.md, more than one core)")
+    return line
 
 
 def combine(estimates: list[dict]) -> dict:

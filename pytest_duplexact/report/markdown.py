@@ -168,10 +168,12 @@ def render(report: Report | dict, failures: bool = True) -> str:
 
         head, *lines = describe_cost(report.cost)
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
-    from .estimate import versus
+    from .estimate import concurrency_line, versus
 
     line = versus(report)
     if line:
+        out += ["", _esc(line)]
+    if (line := concurrency_line(report)) is not None:
         out += ["", _esc(line)]
 
     out += ["", "### The paper's 14 models (Table 4)", ""] + _paper_table(report)

@@ -160,6 +160,10 @@ class Measured:
 
     wall_s: float
     instances: int
+    # streaming trials in flight (run/admission.py concurrency_measured): requested per
+    # process, sustained p50 / min; the loop's CPU per second streamed. None: not measured
+    concurrency: Mapping | None = None
+    loop_cpu_ms_per_stream_s: float | None = None
 
 
 def _tuple(x):

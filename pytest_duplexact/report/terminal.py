@@ -136,10 +136,12 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
         from .cost import describe as describe_cost
 
         out += describe_cost(report.cost)
-    from .estimate import versus
+    from .estimate import concurrency_line, versus
 
     line = versus(report)
     if line:
+        out.append(line)
+    if (line := concurrency_line(report)) is not None:
         out.append(line)
     out += report.note_lines()
     if gate_results:

@@ -109,6 +109,23 @@ def test_the_monitor_reads_stalls_from_tick_times():
     loop.close()
 
 
+def test_admission_sees_an_input_lag_once_when_it_is_reached(monkeypatch):
+    loop = asyncio.new_event_loop()
+    mon = LoopMonitor(loop)
+    monkeypatch.setattr(mon, "recent_stall", lambda: 0.0)  # the loop itself kept up
+    a, b = Lateness(), Lateness()
+    mon._watchers += [a, b]
+    assert mon.recent_lateness() == 0.0
+    a.input = 0.08  # a chunk held back (a slow send), the ticker punctual
+    assert mon.recent_lateness() == pytest.approx(0.08)
+    assert mon.recent_lateness() == 0.0  # a running maximum: only a new one is fresh
+    a.input, b.input = 0.09, 0.03
+    assert mon.recent_lateness() == pytest.approx(0.09)
+    monkeypatch.setattr(mon, "recent_stall", lambda: 0.2)
+    assert mon.recent_lateness() == pytest.approx(0.2)  # the stall, when larger
+    loop.close()
+
+
 def test_the_registry_does_not_keep_a_finished_loop_alive():
     import gc
     import weakref

@@ -74,6 +74,12 @@ def test_a_trial_that_stalls_the_loop_is_rerun_then_unreliable_never_scored(pyte
     outcome = json.loads(next(Path(pytester.path, "run").rglob("outcome.json")).read_text())
     assert outcome["clock"]["unreliable"] is True
     assert "1 re-run, 1 timing unreliable (errors, in no rate)" in out, out
+    # its last attempt ran under the cap its re-runs lowered: 2 halved per attempt, at least 1
+    assert rep["measured"]["concurrency"] == {"requested": 2, "sustained_p50": 1,
+                                              "sustained_min": 1}
+    assert rep["measured"]["loop_cpu_ms_per_stream_s"] >= 0  # its attempts streamed
+    assert "Concurrency: 2 requested per process, sustained 1 (p50) / 1 (min); loop CPU " \
+        in out, out
     props = {p.get("name"): p.get("value")
              for p in ET.parse(Path(pytester.path, "junit.xml")).iter("property")}
     assert props["duplexact.timing.unreliable"] == "1" and props["duplexact.reruns"] == "2"

@@ -166,3 +166,41 @@ def test_the_estimate_is_plain_json(bundled):
     est = plan(bundled, RunSettings(model="gpt-realtime"), prices=load_prices(),
                kind="streaming", billed_model=True)
     assert json.loads(json.dumps(est)) == est
+
+
+def test_the_sessions_a_machine_holds_come_from_a_stored_runs_measured_cpu(bundled):
+    previous = {"_name": "stored run 0004_gpt-realtime.json", "model": "gpt-realtime",
+                "measured": {"loop_cpu_ms_per_stream_s": 20.0}}
+    est = plan(bundled, RunSettings(model="gpt-realtime"), prices=load_prices(),
+               kind="streaming", billed_model=True, concurrency=64, previous=previous)
+    assert est["loop_cpu_ms_per_stream_s"] == 20.0
+    lines = describe({**est, "cores": 2})
+    assert "about 20 ms per streamed second per live session (measured by stored run " \
+           "0004_gpt-realtime.json)" in lines[1]
+    # 70 % of a core at 20 ms a session: 35 per loop, 70 on two cores with -n 2
+    assert "one pytest process (one event loop) holds ~35 live sessions on time, its 2 " \
+           "cores ~70 with -n 2; 64 per process is more than one loop holds" in lines[2]
+    without = plan(bundled, RunSettings(model="gpt-realtime"), prices=load_prices(),
+                   kind="streaming", billed_model=True)
+    assert without["loop_cpu_basis"] == "benchmarks/timing_under_load.py"
+    stepped = plan(bundled, RunSettings(model="oracle"), prices=load_prices(), kind="stepped",
+                   billed_model=False)
+    assert "loop_cpu_ms_per_stream_s" not in stepped  # no live session: no figure
+
+
+def test_the_concurrency_line_says_what_was_sustained_and_when_more_processes_would_hold():
+    from pytest_duplexact.report.estimate import concurrency_line
+    from pytest_duplexact.report.model import Report
+
+    def line(**measured):
+        return concurrency_line(Report(measured={"wall_s": 1.0, "instances": 3, **measured}))
+
+    assert line() is None  # a run without trials in flight
+    held = {"requested": 16, "sustained_p50": 16, "sustained_min": 16}
+    assert line(concurrency=held, loop_cpu_ms_per_stream_s=5.0) == (
+        "Concurrency: 16 requested per process, sustained 16 (p50) / 16 (min); loop CPU 5.0 ms "
+        "per streamed second")
+    lowered = {"requested": 256, "sustained_p50": 96, "sustained_min": 40}
+    assert line(concurrency=lowered, loop_cpu_ms_per_stream_s=10.0).endswith(
+        ": one event loop holds about 70 live sessions, so -n 4 (pytest-xdist, one loop per "
+        "core) would hold 256 (docs/realtime.md, more than one core)")
