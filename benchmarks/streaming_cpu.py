@@ -24,6 +24,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,33 +43,119 @@ SPEECH_END_S = 1.0  # the clip's tone ("speech") ends here; the fake answers aft
 
 
 # --- the fakes, each served from a child process ---------------------------------------------
+# Each ``serve`` is an async context manager yielding (url, environment the client needs).
 
 @contextlib.asynccontextmanager
-async def _realtime_server() -> AsyncIterator[str]:
+async def _realtime_server() -> AsyncIterator[tuple[str, dict]]:
     from tests.fakes import realtime_server as fake
 
     script = fake.Script(answer_after_ms=300.0, speak_s=1.0, pace=4.0)
     async with fake.FakeRealtimeServer(script) as server:
-        yield server.base_url
+        yield server.base_url, {}
+
+
+@contextlib.asynccontextmanager
+async def _gemini_server() -> AsyncIterator[tuple[str, dict]]:
+    from tests.fakes import gemini_server as fake
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ca = str(Path(tmp) / "ca.pem")
+        ctx, _ = fake.make_tls(ca)
+        async with fake.FakeGeminiServer(ctx, fake.Script(speak_s=1.0)) as server:
+            yield server.base_url, {"SSL_CERT_FILE": ca}
+
+
+@contextlib.asynccontextmanager
+async def _vllm_omni_server() -> AsyncIterator[tuple[str, dict]]:
+    from tests.fakes import vllm_omni_server as fake
+
+    async with fake.FakeVllmOmniServer(fake.Script(max_sessions=256)) as server:
+        yield server.url, {}
+
+
+@contextlib.asynccontextmanager
+async def _socketio_server() -> AsyncIterator[tuple[str, dict]]:
+    from tests.fakes import socketio_server as fake
+
+    script = fake.Script(segments=2, segment_s=0.6, max_users=256)
+    async with fake.FakeOmniServer("freeze-omni", script) as server:
+        yield server.url, {}
+
+
+@contextlib.asynccontextmanager
+async def _moshi_server() -> AsyncIterator[tuple[str, dict]]:
+    from tests.fakes import moshi_server as fake
+
+    async with fake.FakeMoshiServer() as server:
+        yield server.url, {}
+
+
+@contextlib.asynccontextmanager
+async def _bridge_server() -> AsyncIterator[tuple[str, dict]]:
+    from pytest_duplexact.bridges.kit import BridgeServer
+    from tests.fakes import bridge_server as fake
+
+    model = fake.ScriptedBridge(fake.Script(model="at", mode="streaming", speak_at_s=1.5))
+    server = BridgeServer(model, max_sessions=1)
+    url = await server.start("127.0.0.1", 0)
+    try:
+        yield url, {}
+    finally:
+        await server.close()
 
 
 @dataclass(frozen=True)
 class Adapter:
     """How to serve an adapter's fake (in the child) and build the model (here)."""
 
-    serve: Callable[[], Any]          # an async context manager yielding the URL
-    build: Callable[[str], Any]       # URL -> model
-    max_concurrency: int | None = None
+    serve: Callable[[], Any]          # an async context manager yielding (url, env)
+    build: Callable[[str, float], Any]  # (url, chunk_ms) -> model
+    max_concurrency: int | None = None  # the server's own limit (one session at a time)
 
 
-def _gpt_realtime(url: str):
+def _gpt_realtime(url: str, chunk_ms: float):
     from pytest_duplexact.models.openai_realtime import factory
 
-    return factory(base_url=url, silence_duration_ms="200")
+    return factory(base_url=url, silence_duration_ms="200", chunk_ms=str(chunk_ms))
+
+
+def _gemini_live(url: str, chunk_ms: float):
+    from pytest_duplexact.models.gemini_live import factory
+
+    return factory(base_url=url, silence_duration_ms="200", chunk_ms=str(chunk_ms))
+
+
+def _vllm_omni(url: str, chunk_ms: float):
+    from pytest_duplexact.models.vllm_omni import factory
+
+    return factory(url=url)
+
+
+def _freeze_omni(url: str, chunk_ms: float):
+    from pytest_duplexact.models.socketio_omni import freeze_omni
+
+    return freeze_omni(server_url=url, verify="false")
+
+
+def _moshi(url: str, chunk_ms: float):
+    from pytest_duplexact.models.moshi_server import factory
+
+    return factory(url=url)
+
+
+def _bridge(url: str, chunk_ms: float):
+    from pytest_duplexact.models.bridge import factory
+
+    return factory(url=url)
 
 
 ADAPTERS: dict[str, Adapter] = {
     "gpt-realtime": Adapter(_realtime_server, _gpt_realtime),
+    "gemini-live": Adapter(_gemini_server, _gemini_live),
+    "vllm-omni": Adapter(_vllm_omni_server, _vllm_omni),
+    "freeze-omni": Adapter(_socketio_server, _freeze_omni),
+    "bridge-streaming": Adapter(_bridge_server, _bridge, max_concurrency=1),
+    "moshi-server": Adapter(_moshi_server, _moshi, max_concurrency=1),
 }
 
 
@@ -78,8 +165,8 @@ def _serve(name: str) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        async with ADAPTERS[name].serve() as url:
-            print(f"URL {url}", flush=True)
+        async with ADAPTERS[name].serve() as (url, env):
+            print(f"URL {json.dumps({'url': url, 'env': env})}", flush=True)
             while True:
                 line = await loop.run_in_executor(None, sys.stdin.readline)
                 if not line:
@@ -100,7 +187,8 @@ class Child:
         if not line.startswith("URL "):
             self.stop()
             raise RuntimeError(f"the {name} fake did not start: {line!r}")
-        self.url = line.split(None, 1)[1].strip()
+        served = json.loads(line.split(None, 1)[1])
+        self.url, self.env = served["url"], served["env"]
 
     def cpu(self) -> float:
         self.proc.stdin.write("cpu\n")
@@ -135,10 +223,8 @@ async def _session(model, x: np.ndarray, lags: list[float]) -> None:
     await d.close()
 
 
-async def level(adapter: Adapter, url: str, sessions: int, concurrency: int,
-                x: np.ndarray, child: Child) -> dict:
-    model = adapter.build(url)
-    gate = asyncio.Semaphore(min(concurrency, adapter.max_concurrency or concurrency))
+async def level(model, sessions: int, concurrency: int, x: np.ndarray, child: Child) -> dict:
+    gate = asyncio.Semaphore(concurrency)
     lags: list[float] = []
     errors: list[str] = []
     policy = RetryPolicy(max_attempts=2, backoff_base=0.1, jitter=True)
@@ -150,38 +236,53 @@ async def level(adapter: Adapter, url: str, sessions: int, concurrency: int,
             except ModelError as e:
                 errors.append(str(e))
 
-    fake0, ours0, wall0 = child.cpu(), time.process_time(), time.perf_counter()
+    fake0, ours0, wall0 = child.cpu(), os.times(), time.perf_counter()
     await asyncio.gather(*(one() for _ in range(sessions)))
-    ours, wall = time.process_time() - ours0, time.perf_counter() - wall0
+    ours1, wall = os.times(), time.perf_counter() - wall0
     fake = child.cpu() - fake0
+    user, system = ours1.user - ours0.user, ours1.system - ours0.system
     streamed = sessions * len(x) / SAMPLE_RATE
-    return {"sessions": sessions, "concurrency": gate._value, "clip_s": len(x) / SAMPLE_RATE,
-            "wall_s": round(wall, 2), "ours_cpu_s": round(ours, 3),
-            "fake_cpu_s": round(fake, 3),
-            "ours_ms_per_audio_s": round(1000 * ours / streamed, 2),
-            "fake_ms_per_audio_s": round(1000 * fake / streamed, 2),
-            "max_input_lag_ms": round(1000 * max(lags, default=0.0), 1),
-            "errors": errors}
+
+    def per_s(cpu: float) -> float:
+        return round(1000 * cpu / streamed, 2)
+
+    return {"sessions": sessions, "concurrency": concurrency, "clip_s": len(x) / SAMPLE_RATE,
+            "wall_s": round(wall, 2), "ours_cpu_s": round(user + system, 3),
+            "fake_cpu_s": round(fake, 3), "ours_ms_per_audio_s": per_s(user + system),
+            "ours_user_ms_per_audio_s": per_s(user),
+            "ours_system_ms_per_audio_s": per_s(system), "fake_ms_per_audio_s": per_s(fake),
+            "max_input_lag_ms": round(1000 * max(lags, default=0.0), 1), "errors": errors}
 
 
-async def measure(name: str, sessions: int, concurrency: int, clip_s: float) -> dict:
+async def measure(name: str, args: argparse.Namespace) -> dict:
     adapter = ADAPTERS[name]
     child = Child(name)
     try:
-        x = clip(clip_s)
+        os.environ.update(child.env)
+        model = adapter.build(child.url, args.chunk_ms)
+        x = clip(args.clip_s)
+        # a server that holds one session at a time streams them one after the other
+        concurrency = min(args.concurrency, adapter.max_concurrency or args.concurrency)
+        sessions = args.sessions if concurrency == args.concurrency else \
+            min(args.sessions, args.serial_sessions)
         # warm-up (imports, the SDK client, first connections): not measured
-        await level(adapter, child.url, 2, 2, x, child)
-        return await level(adapter, child.url, sessions, concurrency, x, child)
+        await level(model, min(2, sessions), min(2, concurrency), x, child)
+        row = await level(model, sessions, concurrency, x, child)
+        return {**row, "chunk_ms": args.chunk_ms}
     finally:
         child.stop()
+        for key in child.env:
+            os.environ.pop(key, None)
 
 
 def table(rows: dict[str, dict]) -> str:
-    out = ["| adapter | sessions | concurrency | ours ms / audio s / session | fake's "
-           "| max input lag ms | errors | wall s |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| adapter | sessions | at once | ours: ms CPU / audio s / session (user + system) "
+           "| the fake's (its process) | max input lag ms | errors | wall s |",
+           "|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         out.append(f"| {name} | {r['sessions']} | {r['concurrency']} | "
-                   f"{r['ours_ms_per_audio_s']:.1f} | {r['fake_ms_per_audio_s']:.1f} | "
+                   f"{r['ours_ms_per_audio_s']:.1f} ({r['ours_user_ms_per_audio_s']:.1f} + "
+                   f"{r['ours_system_ms_per_audio_s']:.1f}) | {r['fake_ms_per_audio_s']:.1f} | "
                    f"{r['max_input_lag_ms']:.1f} | {len(r['errors'])} | {r['wall_s']:.1f} |")
     return "\n".join(out)
 
@@ -191,7 +292,11 @@ def main() -> None:
     parser.add_argument("--adapters", nargs="+", default=list(ADAPTERS), choices=list(ADAPTERS))
     parser.add_argument("--sessions", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--serial-sessions", type=int, default=4,
+                        help="sessions for a server that holds one at a time")
     parser.add_argument("--clip-s", type=float, default=4.0)
+    parser.add_argument("--chunk-ms", type=float, default=20.0,
+                        help="the OpenAI-style adapters' chunk_ms (docs/realtime.md)")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "duplexact-runs" / "benchmarks" / "streaming_cpu.json")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
@@ -199,10 +304,12 @@ def main() -> None:
     if args.serve:
         _serve(args.serve)
         return
-    os.environ["OPENAI_API_KEY"] = "sk-fake-benchmark"  # never a real key against a fake
+    # never a real key against a fake
+    os.environ["OPENAI_API_KEY"] = "sk-fake-benchmark"
+    os.environ["GEMINI_API_KEY"] = "AIza-fake-benchmark"
     rows = {}
     for name in args.adapters:
-        rows[name] = asyncio.run(measure(name, args.sessions, args.concurrency, args.clip_s))
+        rows[name] = asyncio.run(measure(name, args))
         print(f"{name}: {rows[name]['ours_ms_per_audio_s']} ms", file=sys.stderr, flush=True)
     print(table(rows))
     report = {"benchmark": "streaming_cpu", "python": platform.python_version(),
