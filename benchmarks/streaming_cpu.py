@@ -3,15 +3,18 @@
 Each adapter's fake server (tests/fakes/) runs in a child process of its own (this module
 with ``--serve``), so its work neither shares our event loop nor counts as ours: the child
 reports its own ``time.process_time()`` when asked. In this process, N sessions at
-concurrency C each stream the same clip through the adapter and ``StreamingDuplex`` exactly
-as Direct Replay does (40 ms pushes on the wall clock), the fake answering each turn; our
-``time.process_time()`` over the level, divided by the audio seconds streamed (sessions x
-clip length), is the figure: CPU milliseconds per streamed audio second per session.
+concurrency C each run a Direct Replay trial through the adapter and ``StreamingDuplex`` (a
+bundled instance's user track, replicated over the sessions, then the observation period's
+silence, in the pipeline's 40 ms pushes on the wall clock), the fake answering each turn. Our
+CPU time (user + system, ``os.times()``) over the level, divided by the audio seconds
+streamed, is the figure: CPU milliseconds per streamed audio second per session. A server
+that holds one session at a time (moshi-server, the scripted bridge) streams
+``--serial-sessions`` one after the other.
 
     python -m benchmarks.streaming_cpu [--adapters gpt-realtime ...] [--sessions 48]
-                                       [--concurrency 32] [--clip-s 4] [--out FILE]
+                                       [--concurrency 32] [--chunk-ms 20] [--out FILE]
 
-Prints one table and writes JSON. Sends nothing beyond 127.0.0.1 (a dummy key).
+Prints one table and writes JSON. Sends nothing beyond 127.0.0.1 (dummy keys).
 """
 
 from __future__ import annotations
@@ -32,14 +35,16 @@ from typing import Any, AsyncIterator, Callable
 
 import numpy as np
 
+from pytest_duplexact.data import audio
 from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.data.instance import bundled_root
+from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.pipelines.direct import push_in_chunks
 from pytest_duplexact.pipelines.streaming import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEECH_END_S = 1.0  # the clip's tone ("speech") ends here; the fake answers after it
 
 
 # --- the fakes, each served from a child process ---------------------------------------------
@@ -207,46 +212,52 @@ class Child:
 
 # --- one level ------------------------------------------------------------------------------
 
-def clip(total_s: float) -> np.ndarray:
-    x = np.zeros(int(round(total_s * SAMPLE_RATE)), np.float32)
-    a, b = int(0.2 * SAMPLE_RATE), int(SPEECH_END_S * SAMPLE_RATE)
-    x[a:b] = 0.3 * np.sin(2 * np.pi * 300 * np.arange(b - a) / SAMPLE_RATE)
-    return x
+def user_clips(limit: int = 12) -> list[np.ndarray]:
+    """The bundled instances' user tracks (the Direct Replay input), a few distinct ones."""
+    paths = sorted((bundled_root() / "audio").glob("*.user.flac"))[:limit]
+    return [audio.read(path) for path in paths]
 
 
-async def _session(model, x: np.ndarray, lags: list[float]) -> None:
+async def _session(model, user: np.ndarray, observation_s: float, lags: list[float]) -> None:
+    """One Direct Replay trial: the user's track, then the observation's silence, in the
+    pipeline's 40 ms pushes on the wall clock."""
     d = await StreamingDuplex.open(model, None)
     try:
-        await push_in_chunks(d, x)
+        await push_in_chunks(d, user)
+        await push_in_chunks(d, audio.silence(observation_s))
     finally:
         lags.append(d.max_input_lag)
     await d.close()
 
 
-async def level(model, sessions: int, concurrency: int, x: np.ndarray, child: Child) -> dict:
+async def level(model, sessions: int, concurrency: int, clips: list[np.ndarray],
+                observation_s: float, child: Child) -> dict:
     gate = asyncio.Semaphore(concurrency)
     lags: list[float] = []
     errors: list[str] = []
     policy = RetryPolicy(max_attempts=2, backoff_base=0.1, jitter=True)
 
-    async def one() -> None:
+    async def one(user: np.ndarray) -> None:
         async with gate:
             try:
-                await run_with_retry(lambda: _session(model, x, lags), policy)
+                await run_with_retry(lambda: _session(model, user, observation_s, lags),
+                                     policy)
             except ModelError as e:
                 errors.append(str(e))
 
     fake0, ours0, wall0 = child.cpu(), os.times(), time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(sessions)))
+    users = [clips[i % len(clips)] for i in range(sessions)]  # the instances, replicated
+    await asyncio.gather(*(one(user) for user in users))
     ours1, wall = os.times(), time.perf_counter() - wall0
     fake = child.cpu() - fake0
     user, system = ours1.user - ours0.user, ours1.system - ours0.system
-    streamed = sessions * len(x) / SAMPLE_RATE
+    streamed = sum(len(u) / SAMPLE_RATE + observation_s for u in users)
 
     def per_s(cpu: float) -> float:
         return round(1000 * cpu / streamed, 2)
 
-    return {"sessions": sessions, "concurrency": concurrency, "clip_s": len(x) / SAMPLE_RATE,
+    return {"sessions": sessions, "concurrency": concurrency,
+            "streamed_s": round(streamed, 1),
             "wall_s": round(wall, 2), "ours_cpu_s": round(user + system, 3),
             "fake_cpu_s": round(fake, 3), "ours_ms_per_audio_s": per_s(user + system),
             "ours_user_ms_per_audio_s": per_s(user),
@@ -260,14 +271,14 @@ async def measure(name: str, args: argparse.Namespace) -> dict:
     try:
         os.environ.update(child.env)
         model = adapter.build(child.url, args.chunk_ms)
-        x = clip(args.clip_s)
+        clips = user_clips()
         # a server that holds one session at a time streams them one after the other
         concurrency = min(args.concurrency, adapter.max_concurrency or args.concurrency)
         sessions = args.sessions if concurrency == args.concurrency else \
             min(args.sessions, args.serial_sessions)
         # warm-up (imports, the SDK client, first connections): not measured
-        await level(model, min(2, sessions), min(2, concurrency), x, child)
-        row = await level(model, sessions, concurrency, x, child)
+        await level(model, min(2, sessions), min(2, concurrency), clips[:1], 0.5, child)
+        row = await level(model, sessions, concurrency, clips, args.observation_s, child)
         return {**row, "chunk_ms": args.chunk_ms}
     finally:
         child.stop()
@@ -294,7 +305,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--serial-sessions", type=int, default=4,
                         help="sessions for a server that holds one at a time")
-    parser.add_argument("--clip-s", type=float, default=4.0)
+    parser.add_argument("--observation-s", type=float, default=OBSERVATION_PERIOD_S,
+                        help="silence after each user track (Direct Replay's)")
     parser.add_argument("--chunk-ms", type=float, default=20.0,
                         help="the OpenAI-style adapters' chunk_ms (docs/realtime.md)")
     parser.add_argument("--out", type=Path,
