@@ -477,6 +477,8 @@ class StreamingDuplex(Duplex):
         first = self._resampler.emitted  # y covers input [first, base + len(x) - lag)
         y = self._resampler(x)
         lag, out = self._resampler.lag, self._resampler.out_index
+        origin = out(first)
+        done = 0  # y's samples sent so far
         if self._t0 is None:  # t = 0 on the send clock's next grid line (pacing.py)
             self._slot0 = self._pacer.start()
             self._t0 = self._pacer.time(self._slot0)
@@ -490,9 +492,9 @@ class StreamingDuplex(Duplex):
             self._check()
             j = min(len(x), i + self.chunk)
             # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
-            a = max(first, k - lag)
-            b = max(a, base + j - lag)
-            piece = y[out(a) - out(first): out(b) - out(first)]
+            upto = out(max(first, base + j - lag)) - origin
+            piece = y[done:upto]
+            done = max(done, upto)
             try:
                 await self.session.send(piece)
                 self._watch.beats += 1
