@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -316,6 +317,9 @@ def main() -> None:
     if args.serve:
         _serve(args.serve)
         return
+    # a session that the fake closes while its last chunk is in flight makes asyncio log
+    # every write after it (hundreds of lines at 48 sessions): a figure, not a log, is wanted
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     # never a real key against a fake
     os.environ["OPENAI_API_KEY"] = "sk-fake-benchmark"
     os.environ["GEMINI_API_KEY"] = "AIza-fake-benchmark"
