@@ -287,6 +287,38 @@ async def measure(name: str, args: argparse.Namespace) -> dict:
             os.environ.pop(key, None)
 
 
+class _NoSend:
+    """A session that sends nothing and never answers: the duplex's own cost, alone."""
+
+    async def send(self, pcm) -> None:
+        pass
+
+    async def events(self):
+        await asyncio.Event().wait()
+        yield None  # never reached
+
+    async def truncate(self, item_id: str, audio_end_ms: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+async def duplex_alone(sessions: int, seconds: float = 5.0) -> float:
+    """CPU ms per audio second per session of ``StreamingDuplex`` itself (24 kHz model,
+    40 ms pushes of a prerecorded track), ``sessions`` at once, with no network."""
+    user = audio.silence(seconds) + np.float32(0.01)
+
+    async def one() -> None:
+        d = StreamingDuplex(_NoSend(), input_sample_rate=24_000, output_sample_rate=24_000)
+        await push_in_chunks(d, user)
+        await d.close()
+
+    cpu0 = time.process_time()
+    await asyncio.gather(*(one() for _ in range(sessions)))
+    return round(1000 * (time.process_time() - cpu0) / (sessions * seconds), 2)
+
+
 def table(rows: dict[str, dict]) -> str:
     out = ["| adapter | sessions | at once | ours: ms CPU / audio s / session (user + system) "
            "| the fake's (its process) | max input lag ms | errors | wall s |",
@@ -328,9 +360,12 @@ def main() -> None:
         rows[name] = asyncio.run(measure(name, args))
         print(f"{name}: {rows[name]['ours_ms_per_audio_s']} ms", file=sys.stderr, flush=True)
     print(table(rows))
+    alone = asyncio.run(duplex_alone(args.concurrency))
+    print(f"StreamingDuplex alone (no network), {args.concurrency} sessions: {alone} ms CPU "
+          "per audio second per session")
     report = {"benchmark": "streaming_cpu", "python": platform.python_version(),
               "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-              "adapters": rows}
+              "adapters": rows, "duplex_alone_ms_per_audio_s": alone}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
