@@ -64,6 +64,13 @@ class Pacer:
         waiters.append(fut)
         return fut
 
+    def forget(self, slot: int, fut: asyncio.Future) -> None:
+        """Drop a waiter that stopped waiting (its trial was cancelled): the registry must not
+        keep a finished loop alive through its futures."""
+        waiters = self._waiters.get(slot)
+        if waiters is not None and fut in waiters:
+            waiters.remove(fut)
+
     def _release(self, slot: int) -> None:
         for fut in self._waiters.pop(slot, ()):
             if not fut.done():  # a cancelled waiter (its trial stopped) is skipped

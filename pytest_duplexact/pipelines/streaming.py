@@ -462,7 +462,11 @@ class StreamingDuplex(Duplex):
         send clock (pacing.py)."""
         fut = self._pacer.wait(self._slot0 + k)
         if fut is not None:
-            await fut
+            try:
+                await fut
+            except asyncio.CancelledError:
+                self._pacer.forget(self._slot0 + k, fut)
+                raise
 
     async def push(self, samples: np.ndarray) -> None:
         x = np.asarray(samples, dtype=np.float32)
