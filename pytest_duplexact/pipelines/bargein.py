@@ -71,6 +71,7 @@ class BargeInReplay:
             """Push ``clip`` until a takeover (the index after the last chunk sent) or its
             end (None)."""
             nonlocal sent_until
+            duplex.expect(clip)  # pushed whole unless the model takes over
             for i in range(0, len(clip), step):
                 await duplex.push(clip[i: i + step])
                 tracker.update()

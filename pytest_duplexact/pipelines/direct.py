@@ -29,6 +29,9 @@ async def push_in_chunks(duplex: Duplex, samples: np.ndarray, chunk_s: float = C
         if len(samples):
             await duplex.push(samples)
         return
+    expect = getattr(duplex, "expect", None)  # Duplex's hint (a duck-typed one may lack it)
+    if expect is not None:
+        expect(samples)
     step = max(1, int(round(chunk_s * SAMPLE_RATE)))
     for i in range(0, len(samples), step):
         await duplex.push(samples[i: i + step])

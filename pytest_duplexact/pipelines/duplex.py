@@ -57,6 +57,10 @@ class Duplex(abc.ABC):
     async def push(self, samples: np.ndarray) -> None:
         """Send input audio (16 kHz float32); returns when that audio has been consumed."""
 
+    def expect(self, samples: np.ndarray) -> None:
+        """A hint: the next pushes will most likely carry ``samples`` (a prerecorded clip), so
+        work per push may be done once ahead. Pushing anything else stays correct."""
+
     @abc.abstractmethod
     def heard(self) -> np.ndarray:
         """Model output heard so far, 16 kHz, aligned to the input clock."""

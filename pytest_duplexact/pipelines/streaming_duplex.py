@@ -1,7 +1,7 @@
 """The streaming duplex: hosted realtime models on the wall clock (docs/writing-an-adapter.md).
 
 A ``StreamingModel`` adapter only speaks its provider's protocol (the contract:
-models/streaming.py); everything about *time* lives here, once, for every hosted model:
+models/streaming_contract.py); everything about *time* lives here, once, for every hosted model:
 
 * ``StreamingDuplex`` implements the pipelines' ``Duplex`` for a streaming session. t = 0 is
   the instant the first input sample is sent; input goes out in small chunks on an absolute
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
@@ -54,6 +55,7 @@ from . import clock, watchdog
 from .clock import Lateness, LoopMonitor
 from .duplex import Duplex, Track
 from .output_check import dtype_problem, level_problem
+from .pacing import Pacer
 from .stepped import StreamResampler
 
 log = logging.getLogger(__name__)
@@ -243,7 +245,12 @@ class _InputResampler:
     the last ``LOOKAHEAD`` input samples (4 ms), with the earlier input as left context, and
     the held-back samples go out with the next push. Without that, every push boundary
     would carry a click (~45 dB SNR with 20-40 ms pushes; >100 dB with it). Output counts
-    follow the cumulative input, so no rounding drift builds up."""
+    follow the cumulative input, so no rounding drift builds up.
+
+    A one-shot resample costs the same whether it is given 40 ms or 40 s (most of it is the
+    filter's setup), so the input the pipeline is about to push (``expect``: a prerecorded
+    clip, the observation's silence) is resampled once, with the same left context; pushes
+    that carry it are served from that output, any other push takes the path above."""
 
     LOOKAHEAD = 64
     CONTEXT = 640
@@ -251,12 +258,68 @@ class _InputResampler:
     def __init__(self, to_rate: int):
         self.to_rate = to_rate
         self.lag = 0 if to_rate == SAMPLE_RATE else self.LOOKAHEAD
+        # the left context starts where an input sample falls on an output sample, so the
+        # context's output grid is the signal's (no sub-sample shift at a 22.05 kHz rate)
+        self._align = SAMPLE_RATE // math.gcd(SAMPLE_RATE, to_rate)
         self.emitted = 0   # input index up to which output has been produced
         self._total = 0    # input samples received
         self._recent = np.zeros(0, dtype=np.float32)  # input ending at _total
+        # the expected input resampled ahead: (its input index, its samples, output from
+        # input index ``_ahead_first``), and how much of it the pushes have carried
+        self._ahead: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._ahead_first = 0
+        self._ahead_used = 0
 
     def out_index(self, k: int) -> int:
         return int(round(k * self.to_rate / SAMPLE_RATE))
+
+    def _context_start(self) -> int:
+        start = max(0, self.emitted - self.CONTEXT)
+        return start - start % self._align
+
+    def expect(self, upcoming: np.ndarray) -> None:
+        """The next pushes will most likely carry ``upcoming``: resample it now, once."""
+        self._settle()
+        if self.lag == 0 or len(upcoming) == 0:
+            return
+        first = self._context_start()
+        known = self._recent[len(self._recent) - (self._total - first):]
+        y = resample(np.concatenate([known, upcoming]), SAMPLE_RATE, self.to_rate)
+        self._ahead = (self._total, np.asarray(upcoming, dtype=np.float32), y)
+        self._ahead_first, self._ahead_used = first, 0
+
+    def _settle(self) -> None:
+        """Leave the expected input: what of it was pushed becomes the recent input."""
+        if self._ahead is None:
+            return
+        at, upcoming, _ = self._ahead
+        used = upcoming[: self._ahead_used]
+        keep = self._total - self._context_start()
+        self._recent = np.concatenate([self._recent, used])[-keep:] if keep else \
+            np.zeros(0, np.float32)
+        self._ahead = None
+
+    def _from_ahead(self, block: np.ndarray) -> np.ndarray | None:
+        if self._ahead is None:
+            return None
+        at, upcoming, y = self._ahead
+        pos = self._ahead_used
+        if at + pos != self._total or not np.array_equal(block, upcoming[pos: pos + len(block)]):
+            return None
+        self._total += len(block)
+        self._ahead_used += len(block)
+        upto = max(self.emitted, self._total - self.lag)
+        base = self.out_index(self._ahead_first)
+        piece = self._padded(y, self.out_index(self.emitted) - base, self.out_index(upto) - base)
+        self.emitted = upto
+        return piece
+
+    @staticmethod
+    def _padded(y: np.ndarray, a: int, b: int) -> np.ndarray:
+        piece = y[a:b]
+        if len(piece) < b - a:
+            piece = np.concatenate([piece, np.zeros(b - a - len(piece), np.float32)])
+        return piece
 
     def __call__(self, block: np.ndarray) -> np.ndarray:
         """Output for input [emitted, received - lag)."""
@@ -264,19 +327,20 @@ class _InputResampler:
             self._total += len(block)
             self.emitted = self._total
             return block
+        piece = self._from_ahead(block)
+        if piece is not None:
+            return piece
+        self._settle()
         self._recent = np.concatenate([self._recent, block])
         self._total += len(block)
         upto = max(self.emitted, self._total - self.lag)
-        first = max(0, self.emitted - self.CONTEXT)
+        first = self._context_start()
         y = resample(self._recent[len(self._recent) - (self._total - first):], SAMPLE_RATE,
                      self.to_rate)
-        a, b = self.out_index(self.emitted) - self.out_index(first), \
-            self.out_index(upto) - self.out_index(first)
-        piece = y[a:b]
-        if len(piece) < b - a:
-            piece = np.concatenate([piece, np.zeros(b - a - len(piece), np.float32)])
+        piece = self._padded(y, self.out_index(self.emitted) - self.out_index(first),
+                             self.out_index(upto) - self.out_index(first))
         self.emitted = upto
-        keep = self._total - max(0, upto - self.CONTEXT)
+        keep = self._total - self._context_start()
         self._recent = self._recent[len(self._recent) - keep:]
         return piece
 
@@ -316,6 +380,8 @@ class StreamingDuplex(Duplex):
         self._sent = 0                 # 16 kHz input samples sent
         self._t0: float | None = None  # loop time of the first input sample
         self._loop = asyncio.get_running_loop()
+        self._pacer = Pacer.of(self._loop)
+        self._slot0 = 0                # the send clock's slot of t0
         self._failure: ModelError | None = None
         self._closing = False
         # the harness's own lateness on this trial (clock.py): input, output stamps, loop
@@ -325,7 +391,7 @@ class StreamingDuplex(Duplex):
         self._tolerance = clock.TOLERANCE.get()  # over it, the trial stops (TrialLate)
         self._watch = watchdog.current()  # each answer from the session is progress
         self.usage: dict = {}  # the session's own usage report, taken at close()
-        self.admission_s = 0.0  # waiting to be admitted before t = 0 (models.streaming)
+        self.admission_s = 0.0  # waiting to be admitted before t = 0 (models.streaming_contract)
         attach = getattr(session, "attach_playback", None)
         if callable(attach):  # a protocol that reports playback to its server
             attach(self.played_ms)
@@ -389,6 +455,21 @@ class StreamingDuplex(Duplex):
         if self._failure is not None:
             raise self._failure
 
+    def expect(self, samples: np.ndarray) -> None:
+        """The next pushes will most likely carry ``samples``: resample them once, now."""
+        self._resampler.expect(np.asarray(samples, dtype=np.float32))
+
+    async def _until(self, k: int) -> None:
+        """Wait for input sample ``k``'s wall-clock slot (t0 + k / 16 kHz) on the loop's one
+        send clock (pacing.py)."""
+        fut = self._pacer.wait(self._slot0 + k)
+        if fut is not None:
+            try:
+                await fut
+            except asyncio.CancelledError:
+                self._pacer.forget(self._slot0 + k, fut)
+                raise
+
     async def push(self, samples: np.ndarray) -> None:
         x = np.asarray(samples, dtype=np.float32)
         if x.ndim != 1:
@@ -402,23 +483,24 @@ class StreamingDuplex(Duplex):
         first = self._resampler.emitted  # y covers input [first, base + len(x) - lag)
         y = self._resampler(x)
         lag, out = self._resampler.lag, self._resampler.out_index
+        origin = out(first)
+        done = 0  # y's samples sent so far
+        if self._t0 is None:  # t = 0 on the send clock's next grid line (pacing.py)
+            self._slot0 = self._pacer.start()
+            self._t0 = self._pacer.time(self._slot0)
         for i in range(0, len(x), self.chunk):
             k = base + i
-            if self._t0 is None:
-                self._t0 = self._loop.time()
-            due = self._t0 + k / SAMPLE_RATE
-            delay = due - self._loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                self.lateness.input = max(self.lateness.input, -delay)
+            await self._until(k)
+            # sent after its slot: a stall, or the sessions sent before it on this tick
+            late = self._loop.time() - (self._t0 + k / SAMPLE_RATE)
+            self.lateness.input = max(self.lateness.input, late)
             self._too_late()
             self._check()
             j = min(len(x), i + self.chunk)
             # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
-            a = max(first, k - lag)
-            b = max(a, base + j - lag)
-            piece = y[out(a) - out(first): out(b) - out(first)]
+            upto = out(max(first, base + j - lag)) - origin
+            piece = y[done:upto]
+            done = max(done, upto)
             try:
                 await self.session.send(piece)
                 self._watch.beats += 1
@@ -430,9 +512,7 @@ class StreamingDuplex(Duplex):
             self._inputs.append(x[i:j])
             self._sent = base + j
         # "consumed" = the wall clock has reached the end of the pushed audio
-        delay = self._t0 + self._sent / SAMPLE_RATE - self._loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await self._until(self._sent)
         self._check()
 
     # -- output --

@@ -159,8 +159,38 @@ def remember_url_credentials(url: str | None, name: str = "server_url password")
 
 def _secret_values(env: collections.abc.Mapping) -> list[tuple[str, str]]:
     """(value, name) of every key known, the longest first (a key inside a longer one)."""
+    if env is os.environ:
+        return _ENVIRONMENT.values()
+    return _secrets_of(env)
+
+
+def _secrets_of(env: collections.abc.Mapping) -> list[tuple[str, str]]:
     values = [(v, k) for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= 8]
     return sorted(values + list(_CONFIGURED.items()), key=lambda p: -len(p[0]))
+
+
+class _EnvironmentSecrets:
+    """``_secrets_of(os.environ)``, worked out again only when the environment or the
+    configured secrets changed: every message a streaming session receives is scrubbed, and
+    reading the environment variable by variable cost more than the scrub itself. The check
+    compares whole copies (a C-level dict comparison), so any change at all is seen."""
+
+    def __init__(self) -> None:
+        self._env: dict | None = None
+        self._configured: dict[str, str] = {}
+        self._values: list[tuple[str, str]] = []
+
+    def values(self) -> list[tuple[str, str]]:
+        raw = getattr(os.environ, "_data", None)  # the bytes behind os.environ (CPython)
+        if raw is None:
+            return _secrets_of(os.environ)
+        if raw != self._env or _CONFIGURED != self._configured:
+            self._values = _secrets_of(os.environ)
+            self._env, self._configured = dict(raw), dict(_CONFIGURED)
+        return self._values
+
+
+_ENVIRONMENT = _EnvironmentSecrets()
 
 
 def mask_secrets(text: str, env: dict | None = None) -> str:

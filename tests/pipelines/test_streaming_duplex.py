@@ -94,7 +94,7 @@ async def test_input_goes_out_on_an_absolute_schedule_without_drift():
     push = int(0.13 * SAMPLE_RATE)
     slots = [p * push + m for p in range(7) for m in range(0, push, d.chunk)]
     assert len(session.sends) == len(slots)
-    t0 = session.sends[0][0]
+    t0 = d.started_at  # the first sample's slot (the send clock's grid line)
     late = []
     for (at, _), k in zip(session.sends, slots):
         due = t0 + k / SAMPLE_RATE

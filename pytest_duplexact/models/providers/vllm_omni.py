@@ -85,6 +85,7 @@ from ..streaming_contract import (
     admitting,
     stop_and_close,
 )
+from ..util.pcm import b64_pcm, from_b64_pcm16
 from ..util.server_session import started
 from ..util.ws_session import WsPeer, receive
 
@@ -373,16 +374,6 @@ PEER = WsPeer(LABEL, KEY_ENV, rejected="the server refused the connection",
               transient=TRANSIENT_HTTP, busy="at capacity or busy")
 
 
-def encode(pcm: np.ndarray, fmt: str) -> str:
-    x = np.clip(np.asarray(pcm, dtype=np.float32), -1.0, 1.0)
-    raw = (np.round(x * 32767).astype("<i2") if fmt == "pcm16" else x.astype("<f4")).tobytes()
-    return base64.b64encode(raw).decode("ascii")
-
-
-def decode_pcm16(data: str) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(data), dtype="<i2").astype(np.float32) / 32768.0
-
-
 @dataclass
 class _Response:
     """One assistant response as the ack loop tracks it."""
@@ -500,7 +491,7 @@ class VllmOmniSession:
         for chunk in self._chunks.push(pcm):
             duration = 1000 * len(chunk) / self._rate
             self._audio_end_ms += duration
-            msg = {"type": "input_audio_buffer.append", "audio": encode(chunk, self._fmt),
+            msg = {"type": "input_audio_buffer.append", "audio": b64_pcm(chunk, self._fmt),
                    "format": self._fmt, "sample_rate_hz": self._rate,
                    "duration_ms": round(duration), "audio_end_ms": round(self._audio_end_ms)}
             try:
@@ -571,7 +562,7 @@ class VllmOmniSession:
         if fmt not in (None, "pcm16"):
             raise ModelError(f"{LABEL}: output audio format {fmt!r}; pcm16 expected")
         out = self._speak(rid) if self._speaking != rid else []
-        audio = decode_pcm16(msg["delta"])
+        audio = from_b64_pcm16(msg["delta"])
         ahead = self.usage["audio_out_s"] + len(audio) / self._model.output_sample_rate \
             - (time.monotonic() - self._opened)
         if ahead > wire.MAX_AHEAD_S:
