@@ -410,6 +410,10 @@ class StreamingDuplex(Duplex):
                 await asyncio.sleep(delay)
             else:
                 self.lateness.input = max(self.lateness.input, -delay)
+                # a late chunk still yields the loop: sent back to back (a send rarely
+                # suspends), a catch-up would hold it, and every other session's input and
+                # output, for as long as the catch-up lasts (seen: a minute under load)
+                await asyncio.sleep(0)
             self._too_late()
             self._check()
             j = min(len(x), i + self.chunk)
