@@ -463,12 +463,17 @@ class StreamingDuplex(Duplex):
         """Wait for input sample ``k``'s wall-clock slot (t0 + k / 16 kHz) on the loop's one
         send clock (pacing.py)."""
         fut = self._pacer.wait(self._slot0 + k)
-        if fut is not None:
-            try:
-                await fut
-            except asyncio.CancelledError:
-                self._pacer.forget(self._slot0 + k, fut)
-                raise
+        if fut is None:
+            # a late chunk still yields the loop: sent back to back (a send rarely suspends),
+            # a catch-up would hold it, and every other session's input and output, for as
+            # long as the catch-up lasts (seen: a minute under load)
+            await asyncio.sleep(0)
+            return
+        try:
+            await fut
+        except asyncio.CancelledError:
+            self._pacer.forget(self._slot0 + k, fut)
+            raise
 
     async def push(self, samples: np.ndarray) -> None:
         x = np.asarray(samples, dtype=np.float32)

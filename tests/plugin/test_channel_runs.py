@@ -6,6 +6,7 @@ never into a run of another channel; recorded: re-scores a channelled run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,11 +53,24 @@ def test_endpoint_interrupts_itself_under_its_echo(pytester):
     assert "through channel clean, B through channel echo:-6@50" in text
 
 
-def test_oracle_under_a_phone_line_is_unchanged(pytester):
+@pytest.fixture(scope="module")
+def clean_and_phone(tmp_path_factory) -> Path:
+    """The oracle, autosaved, through no channel and through a phone line (one instance of two
+    conditions each): one pair of runs for the tests of both that read them."""
+    home = tmp_path_factory.mktemp("channels")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "DUPLEXACT_TEST_"))}
     for name, extra in (("clean", []), ("phone", ["--duplexact-channel=phone"])):
-        pytester.runpytest_subprocess("--duplexact-model=oracle", f"--duplexact-run-dir={name}",
-                                      *extra, *ONE_EACH, timeout=300).assert_outcomes(passed=2)
-    clean, phone = (_verdicts(_report(pytester.path / n)) for n in ("clean", "phone"))
+        res = subprocess.run([sys.executable, "-m", "pytest", "--duplexact-model=oracle",
+                              f"--duplexact-run-dir={name}", "--duplexact-autosave",
+                              "--duplexact-storage=store", *extra, *ONE_EACH],
+                             cwd=home, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0 and "2 passed" in res.stdout, res.stdout + res.stderr
+    return home
+
+
+def test_oracle_under_a_phone_line_is_unchanged(clean_and_phone):
+    clean, phone = (_verdicts(_report(clean_and_phone / n)) for n in ("clean", "phone"))
     assert {k: v[0] for k, v in clean.items()} == {k: v[0] for k, v in phone.items()}
     take_turn = next(k for k in clean if k.startswith("take_turn"))
     assert clean[take_turn] == phone[take_turn]  # scheduled from the annotations alone
@@ -64,6 +78,13 @@ def test_oracle_under_a_phone_line_is_unchanged(pytester):
     # 18 ms (docs/channels.md): at most one 20 ms frame later
     stop = next(k for k in clean if k.startswith("stop"))
     assert 0 <= phone[stop][1] - clean[stop][1] <= 0.02 + 1e-6
+
+
+def test_autosaved_runs_under_two_channels_make_a_robustness_section(clean_and_phone):
+    assert "robustness" not in _report(clean_and_phone / "clean")
+    sec = _report(clean_and_phone / "phone")["robustness"]
+    assert [r["channel"] for r in sec["channels"]] == ["clean", "phone"]
+    assert sec["channels"][1]["pairing"] == "paired"
 
 
 def test_a_channelled_run_resumes_exactly_and_only_itself(pytester):
@@ -106,14 +127,3 @@ def test_an_echo_shorter_than_a_frame_is_refused_before_the_run(pytester):
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "at least 20 ms" in res.stderr.str()
     assert not (pytester.path / "r").exists()
-
-
-def test_autosaved_runs_under_two_channels_make_a_robustness_section(pytester):
-    for name, extra in (("clean", []), ("phone", ["--duplexact-channel=phone"])):
-        pytester.runpytest_subprocess("--duplexact-model=silent", f"--duplexact-run-dir={name}",
-                                      "--duplexact-autosave", "--duplexact-storage=store",
-                                      *extra, *ONE_EACH, timeout=300)
-    assert "robustness" not in _report(pytester.path / "clean")
-    sec = _report(pytester.path / "phone")["robustness"]
-    assert [r["channel"] for r in sec["channels"]] == ["clean", "phone"]
-    assert sec["channels"][1]["pairing"] == "paired"

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from pytest_duplexact.bridges import wire
 from pytest_duplexact.models.contract import ModelError
 from pytest_duplexact.models.model_options import ModelConfigError
+from pytest_duplexact.models.providers import vllm_omni
 from pytest_duplexact.models.providers.vllm_omni import (
     Deployment,
     VllmOmni,
@@ -210,8 +212,11 @@ def test_an_absurd_sample_rate_is_the_servers_error_naming_the_bound(audio, side
     assert "free the machine" not in text and "\n" not in text
 
 
-def test_a_flood_of_events_is_the_servers_error_naming_the_bound():
+def test_a_flood_of_events_is_the_servers_error_naming_the_bound(monkeypatch):
     flood = ['{"type": "response.listen"}'] * (wire.MAX_EVENTS_PER_S + 5)
+    # the flood arrives within one second: on the session's clock, held still (reading 1,005
+    # events takes over a second of a loaded machine, which would be no flood at all)
+    monkeypatch.setattr(vllm_omni, "time", SimpleNamespace(monotonic=lambda: 100.0))
     with pytest.raises(ModelError, match=rf"sent more than {wire.MAX_EVENTS_PER_S} events in "
                                          "one second .*a flood, a server error") as e:
         asyncio.run(translated(session(flood), len(flood)))
