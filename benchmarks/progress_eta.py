@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
-from pytest_duplexact.report.progress import weight  # noqa: E402
 from pytest_duplexact.rules import requires  # noqa: E402
+from pytest_duplexact.spend.pace import weight  # noqa: E402
 from tests.report.progress_sim import at_halfway, eta_errors  # noqa: E402
 
 CASES = {"steady": dict(), "1.3x + 2 s scoring, +-50 %": dict(slowdown=1.3, overhead=2,

@@ -25,12 +25,12 @@ import pytest
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
 from ..models.base import ModelError
-from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.harness import Harness
 from ..run.rundir import ERROR_FILE, RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
+from ..spend.budget import STOP_FILE
 from . import configure, model_errors, preflight
 from .config import RunConfig
 from .termination import TerminationGuard
@@ -579,7 +579,7 @@ class DuplexactSession:
             return None
         config, run = self.config, self.run_config
         outcomes = [InstanceOutcome.from_dict(d) for d in self.outcomes.values()]
-        from ..report.cost import PriceError, load_prices
+        from ..spend.cost import PriceError, load_prices
 
         try:
             prices = load_prices(run.prices)

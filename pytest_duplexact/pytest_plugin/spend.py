@@ -104,8 +104,8 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
     """(estimate, the lines to show before the run, budget or None): the estimate always (the
     header line, report.json), the budget with --duplexact-max-cost / -wall; with
     --duplexact-estimate, print the estimate and end before anything is created."""
-    from ..report.cost import PriceError, load_prices
-    from ..report.estimate import describe
+    from ..spend.cost import PriceError, load_prices
+    from ..spend.estimate import describe
 
     try:
         prices = load_prices(run.prices)
@@ -124,11 +124,11 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
 
 def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:
     from ..models.builtins import BUILTINS
-    from ..report.estimate import plan
+    from ..spend.estimate import plan
 
     kind, billed, basis = model_kind(settings.model, dict(settings.options))
     if not billed and settings.model not in BUILTINS:  # an import path with a price bills
-        from ..report.estimate import price_entry, priced_name
+        from ..spend.estimate import price_entry, priced_name
 
         billed = price_entry(prices, priced_name(settings)) is not None
     return plan(instances, settings, prices=prices, kind=kind, kind_basis=basis,
@@ -141,7 +141,7 @@ def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: i
 def budget_for(run: RunConfig, estimate: dict, prices: dict):
     """The run's Budget, or None without --duplexact-max-cost / --duplexact-max-wall; refused
     (UsageError) where a service the run uses has no price."""
-    from ..report.budget import Budget, BudgetError, parse_duration
+    from ..spend.budget import Budget, BudgetError, parse_duration
 
     run.need("max-cost")
     max_cost, wall = run.max_cost, run.max_wall

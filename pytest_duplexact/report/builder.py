@@ -55,7 +55,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
         if judges and (judged := judges_section(usage)) is not None:
             sections["judges"] = judged  # which judges, and whether S is the paper's kind
         if prices is not None:
-            from .cost import estimate as cost_estimate
+            from ..spend.cost import estimate as cost_estimate
 
             sections["cost"] = cost_estimate(usage, prices)
     from .timing import section as timing_section

@@ -164,11 +164,11 @@ def render(report: Report | dict, failures: bool = True) -> str:
         out += ["", "### Baseline comparison", ""] + _baseline(report.baseline)
 
     if report.cost and report.cost["services"]:
-        from .cost import describe as describe_cost
+        from ..spend.cost import describe as describe_cost
 
         head, *lines = describe_cost(report.cost)
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
-    from .estimate import versus
+    from ..spend.estimate import versus
 
     line = versus(report)
     if line:

@@ -238,9 +238,9 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
     usages = [rep.usage for _, rep in loaded if rep.usage is not None]
     estimates = [rep.estimate for _, rep in loaded if rep.estimate]
     from ..data.usage import total
+    from ..spend.cost import load_prices
+    from ..spend.estimate import combine
     from .builder import build
-    from .cost import load_prices
-    from .estimate import combine
 
     try:
         # the function the plugin builds its report with: usage (each shard's total; their

@@ -133,10 +133,10 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if report.usage:
         out += [""] + describe(report.usage)
     if report.cost and not (report.usage and all_local(report.usage)):
-        from .cost import describe as describe_cost
+        from ..spend.cost import describe as describe_cost
 
         out += describe_cost(report.cost)
-    from .estimate import versus
+    from ..spend.estimate import versus
 
     line = versus(report)
     if line:

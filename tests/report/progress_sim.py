@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import random
 
-from pytest_duplexact.report.progress import Pace
+from pytest_duplexact.spend.pace import Pace
 
 
 def schedule(work: list[float], lanes: int, *, slowdown: float = 1.0, overhead: float = 0.5,

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_duplexact.report.budget import Budget, BudgetError, parse_duration
-from pytest_duplexact.report.cost import load_prices
+from pytest_duplexact.spend.budget import Budget, BudgetError, parse_duration
+from pytest_duplexact.spend.cost import load_prices
 
 PRICES = {"currency": "USD", "models": {"m": {"audio_in_s": 1.0}}}
 

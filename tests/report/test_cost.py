@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.report import cost, markdown
+from pytest_duplexact.report import markdown
+from pytest_duplexact.spend import cost
 from tests.report.helpers import mixed_report
 
 USAGE = {
@@ -83,7 +84,7 @@ def test_a_realtime_session_with_its_token_usage_is_priced_completely():
 def test_a_server_that_reports_no_tokens_is_priced_from_its_audio_seconds():
     """Issue 32 item 14: the spend was 0 (the tokens were absent), so a budget never stopped;
     now the seconds are priced through [audio_rates], as the estimate prices them."""
-    from pytest_duplexact.report.budget import Budget
+    from pytest_duplexact.spend.budget import Budget
 
     usage = {"model": {"model": "gpt-realtime", "sessions": 1, "responses": 2,
                        "audio_in_s": 10.0, "audio_out_s": 4.0}}

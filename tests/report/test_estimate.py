@@ -11,10 +11,10 @@ import pytest
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.data.taxonomy import OBSERVATION_PERIOD_S, Pipeline
 from pytest_duplexact.pipelines import bargein, simulator
-from pytest_duplexact.report.cost import load_prices
-from pytest_duplexact.report.estimate import Workload, describe, plan, stream_bounds
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.settings import RunSettings
+from pytest_duplexact.spend.cost import load_prices
+from pytest_duplexact.spend.estimate import Workload, describe, plan, stream_bounds
 
 # OpenAI's Realtime guide (our reading, prices.toml): 10 input / 20 output audio tokens a
 # second, at the bundled per-token prices
@@ -156,7 +156,7 @@ def test_a_price_file_can_say_how_audio_becomes_tokens(tmp_path, bundled):
                                                         pytest.approx(hi * 50 * 1e-5, abs=1e-4)]
     bad = tmp_path / "bad.toml"
     bad.write_text('[audio_rates."my-voice"]\ntokens = { audio = "sideways", per_s = 1 }\n')
-    from pytest_duplexact.report.cost import PriceError
+    from pytest_duplexact.spend.cost import PriceError
 
     with pytest.raises(PriceError, match=r"bad.toml: field 'audio_rates.my-voice.tokens'"):
         load_prices(bad)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
-from pytest_duplexact.report.progress import Pace, Spend, Tally, clock, status, weight
 from pytest_duplexact.rules import requires
+from pytest_duplexact.spend.pace import Pace, Spend, Tally, clock, status, weight
 from tests.report.progress_sim import at_halfway, eta_errors
 
 

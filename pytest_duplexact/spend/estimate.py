@@ -298,7 +298,7 @@ def describe(est: dict) -> list[str]:
 def versus(report) -> str | None:
     """One line: the estimate beside what the run measured (terminal, Markdown); ``report``:
     a ``model.Report`` or a report dict."""
-    from .model import as_report
+    from ..report.model import as_report
 
     report = as_report(report)
     est, got = report.estimate, report.measured
