@@ -99,8 +99,8 @@ def audio_seconds(run_dir: Path) -> float:
 
 
 def robustness(scratch: Path) -> None:
-    from pytest_duplexact.report import baseline
     from pytest_duplexact.report.model import as_report
+    from pytest_duplexact.report.sections import baseline
     from pytest_duplexact.report.stats import rate_of
 
     reports, cpus = {}, {}

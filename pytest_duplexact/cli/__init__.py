@@ -115,15 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command in ("inspect", "import"):
         from ..released.cli import main as run
     elif args.command == "report":
-        from ..report.cli import main as run
+        from ..report.views.show import main as run
     elif args.command == "compare":
-        from ..report.compare import main as run
+        from ..report.views.compare import main as run
     elif args.command == "robustness":
-        from ..report.robustness import main as run
+        from ..report.sections.robustness import main as run
     elif args.command == "rescore":
         from .rescore import main as run
     else:
-        from ..report.merge import main as run
+        from ..report.store.merge import main as run
     return run(args)
 
 

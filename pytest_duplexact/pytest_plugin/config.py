@@ -151,7 +151,7 @@ class RunConfig:
     @property
     def store(self) -> Path:
         """The store folder of --duplexact-autosave / --duplexact-compare."""
-        from ..report.store import DEFAULT_STORE
+        from ..report.store.saved import DEFAULT_STORE
 
         return Path(self.invocation_dir, self.storage or DEFAULT_STORE)
 
@@ -196,7 +196,7 @@ def _model_options(items) -> tuple[tuple[str, str], ...]:
 
 
 def _gates(exprs) -> tuple:
-    from ..report import gates
+    from ..report.sections import gates
 
     try:
         return tuple(gates.parse(g) for g in exprs)

@@ -61,7 +61,7 @@ def suite_properties(report) -> list[tuple[str, str]]:
     out = [(FLAT_PREFIX + "model", str(report.model)),
            (FLAT_PREFIX + "instances", str(report.totals.instances)),
            (FLAT_PREFIX + "errors", str(report.totals.errors))]
-    from ..report.timing import properties
+    from ..report.sections.timing import properties
 
     out += properties(report.clock)
     for action in summary.actions:

@@ -552,7 +552,7 @@ class DuplexactSession:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
         if self.worker or self.report is None:
             return
-        from ..report.terminal import render
+        from ..report.views.terminal import render
 
         for line in render(self.report, self.gate_results):
             terminalreporter.write_line(line)
@@ -692,7 +692,7 @@ class DuplexactSession:
         """The robustness section (report/robustness.py) over the run store, when it holds
         runs of this model and data under another channel; a store that cannot be read
         leaves the report without it."""
-        from ..report import robustness
+        from ..report.sections import robustness
 
         try:
             sec = robustness.section(report, robustness.stored_reports(self.run_config.store))
@@ -705,7 +705,8 @@ class DuplexactSession:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
         Actions job summary. Either failing is said, never fatal: the run dir has the
         report."""
-        from ..report import job_summary, store
+        from ..report.store import saved as store
+        from ..report.views import job_summary
 
         if self.run_config.autosave:
             try:

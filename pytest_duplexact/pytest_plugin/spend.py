@@ -83,7 +83,7 @@ def previous_report(store: Path, settings) -> dict | None:
     or None; unreadable entries are passed over. As the estimate takes it: the stored JSON
     with its ``_name`` (report/estimate.py ``plan``)."""
     from ..report.model import Report
-    from ..report.store import entries
+    from ..report.store.saved import entries
 
     for _, path in reversed(entries(store)):
         try:

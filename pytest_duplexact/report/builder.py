@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import build_report, lookup
 from .model import Measured, Report, StoredGate
-from .timing import FOUND
+from .sections.timing import FOUND
 
 
 def base(outcomes, settings, model: str, selected: Iterable[str] | None = None) -> Report:
@@ -40,7 +40,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
     ``baseline_ignore_borderline``: its flips of borderline verdicts set aside;
     ``timing_tolerance_ms``: the run's timing tolerance (ms, None: off), as the ``clock``
     section states it (``timing.FOUND``: the largest the outcomes' clocks say)."""
-    from . import gates as gates_mod
+    from .sections import gates as gates_mod
 
     report = base(outcomes, settings, model, selected)
     results = [gates_mod.evaluate(g, lookup(report)) for g in gates]
@@ -49,7 +49,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
         "incomplete": tuple(sorted(incomplete)) if incomplete is not None else None,
         "notes": tuple(notes)}
     if usage is not None:
-        from .judging import section as judges_section
+        from .sections.judging import section as judges_section
 
         sections["usage"] = usage
         if judges and (judged := judges_section(usage)) is not None:
@@ -58,13 +58,13 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
             from ..spend.cost import estimate as cost_estimate
 
             sections["cost"] = cost_estimate(usage, prices)
-    from .timing import section as timing_section
+    from .sections.timing import section as timing_section
 
     # wall-clock trials only
     sections["clock"] = timing_section(outcomes, timing_tolerance_ms)
     report = report.replace(**sections)
     if report.released is not None:  # only runs on the released data
-        from .paper_comparison import paper_section
+        from .sections.paper_comparison import paper_section
 
         report = report.replace(paper_comparison=paper_section(report))
     if estimate is not None:
@@ -76,7 +76,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
     if budget is not None:
         report = report.replace(budget=budget)
     if baseline:  # regression gate (report/baseline.py): significant drops fail the run
-        from .baseline import DEFAULT_ALPHA, gate
+        from .sections.baseline import DEFAULT_ALPHA, gate
 
         alpha = DEFAULT_ALPHA if baseline_alpha is None else baseline_alpha
         report = report.replace(baseline=gate(report, baseline, alpha,

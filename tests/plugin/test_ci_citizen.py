@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from pytest_duplexact.data.taxonomy import ACTIONS
-from pytest_duplexact.report import job_summary, store
+from pytest_duplexact.report.store import saved as store
+from pytest_duplexact.report.views import job_summary
 from tests.support.runs import replicated_dataset
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
@@ -96,7 +97,7 @@ def test_a_report_copy_points_at_its_run_directory(pytester):
     copy = json.loads(Path(pytester.path, "out/copy.json").read_text())
     inside = json.loads(Path(pytester.path, "runs/a/report.json").read_text())
     assert copy["run_dir"] == "../runs/a" and inside["run_dir"] == "."
-    from pytest_duplexact.report.html import render
+    from pytest_duplexact.report.views.html import render
 
     page = render(copy, report_path=Path(pytester.path, "out/copy.json"))
     assert "recordings not found" not in page

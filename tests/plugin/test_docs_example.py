@@ -40,7 +40,7 @@ def documented_run(tmp_path, module: str, code: str, *args: str) -> dict:
 
 
 def assert_playable(report: dict, tmp_path) -> None:
-    from pytest_duplexact.report.html import render
+    from pytest_duplexact.report.views.html import render
 
     page = render(report, report_path=tmp_path / "run" / "report.json")
     assert "<audio" in page and "recordings not found" not in page

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_duplexact.data import paper as paper_data
-from pytest_duplexact.report.paper_comparison import paper_section
+from pytest_duplexact.report.sections.paper_comparison import paper_section
 from tests.report.helpers import outcomes_for, report
 
 KEY = "take_turn.immediate"

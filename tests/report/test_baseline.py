@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pytest_duplexact.report import baseline
-from pytest_duplexact.report.terminal import render
+from pytest_duplexact.report.sections import baseline
+from pytest_duplexact.report.views.terminal import render
 from tests.report.helpers import outcomes_for, report
 
 

@@ -9,12 +9,12 @@ import json
 from types import SimpleNamespace
 
 from pytest_duplexact.data.results import InstanceOutcome, outcome_problem
-from pytest_duplexact.report import baseline
 from pytest_duplexact.report.aggregate import Counts, aggregate
-from pytest_duplexact.report.compare import main as compare_main
-from pytest_duplexact.report.html import render as render_html
-from pytest_duplexact.report.markdown import render as render_markdown
-from pytest_duplexact.report.terminal import render as render_terminal
+from pytest_duplexact.report.sections import baseline
+from pytest_duplexact.report.views.compare import main as compare_main
+from pytest_duplexact.report.views.html import render as render_html
+from pytest_duplexact.report.views.markdown import render as render_markdown
+from pytest_duplexact.report.views.terminal import render as render_terminal
 from tests.report.helpers import outcomes_for, report
 
 FLIP = {"edge": "onset", "at": 5.45, "shift": 0.1, "segment": 0, "verdict": "failure"}
@@ -71,8 +71,8 @@ def test_every_view_gives_the_count_per_action_and_marks_failed_borderline_insta
 
 
 def test_a_failed_borderline_instance_shows_what_would_flip_it(tmp_path):
-    from pytest_duplexact.report.html import _failures_section
     from pytest_duplexact.report.model import as_report
+    from pytest_duplexact.report.views.html import _failures_section
 
     rep = report(take_turn(3, 0, 1))
     assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(rep)
@@ -86,8 +86,8 @@ def test_a_report_from_before_borderline_verdicts_shows_no_count():
                                                for a in rep["summary"]["actions"].values()]:
         counts.pop("borderline_I")
     assert not any(x.startswith("Borderline") for x in render_terminal(rep))
-    from pytest_duplexact.report.html import _borderline_section
     from pytest_duplexact.report.model import as_report
+    from pytest_duplexact.report.views.html import _borderline_section
 
     assert "before borderline verdicts" in _borderline_section(as_report(rep))
 
@@ -137,7 +137,7 @@ def test_duplexact_compare_ignores_borderline_flips_when_told(tmp_path, capsys):
 
 
 def test_merge_carries_borderline_flips_and_counts(tmp_path):
-    from pytest_duplexact.report.merge import merge
+    from pytest_duplexact.report.store.merge import merge
     from pytest_duplexact.run.selection import shard_of
     from tests.report.helpers import settings
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.report import html as html_view
+from pytest_duplexact.report.views import html as html_view
 from tests.report.helpers import mixed_report, write_run_dir
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

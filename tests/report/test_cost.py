@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_duplexact.report import markdown
+from pytest_duplexact.report.views import markdown
 from pytest_duplexact.spend import cost
 from tests.report.helpers import mixed_report
 

@@ -34,7 +34,7 @@ from pytest_duplexact.data.recording import Recording
 from pytest_duplexact.data.recording_io import RECORDING_FILE, save_recording
 from pytest_duplexact.models.base import ModelError
 from pytest_duplexact.models.recorded import RecordedModel
-from pytest_duplexact.report.merge import main as merge_main
+from pytest_duplexact.report.store.merge import main as merge_main
 from pytest_duplexact.run import journal
 from tests.pipelines.helpers import direct_instance
 from tests.report.test_merge import _shards

@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_duplexact.report import gates
+from pytest_duplexact.report.sections import gates
 
 
 def report_lookup(values):

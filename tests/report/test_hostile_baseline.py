@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pytest_duplexact.report.baseline import BaselineError, gate, load
+from pytest_duplexact.report.sections.baseline import BaselineError, gate, load
 from tests.report.helpers import mixed_report
 
 BROKEN = {  # what was done to the stored report -> the field the message names
@@ -43,7 +43,7 @@ def test_a_baseline_spoiled_mid_run_fails_the_gate_without_raising(tmp_path, mon
     path = tmp_path / "base.json"
     path.write_text(json.dumps(rep))
     load(path)  # fine at the start
-    from pytest_duplexact.report import baseline
+    from pytest_duplexact.report.sections import baseline
 
     spoiled = copy.deepcopy(rep)  # replaced mid-run, read past load's checks
     spoiled["summary"]["actions"]["wait"]["counts"]["n_I"] = "three"

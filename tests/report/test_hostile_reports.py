@@ -7,8 +7,8 @@ import argparse
 import json
 
 from pytest_duplexact.remote import calls
-from pytest_duplexact.report import cli as report_cli
-from pytest_duplexact.report import markdown
+from pytest_duplexact.report.views import markdown
+from pytest_duplexact.report.views import show as report_cli
 from tests.report.helpers import mixed_report
 
 

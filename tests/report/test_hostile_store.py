@@ -6,7 +6,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from pytest_duplexact.report import store
+from pytest_duplexact.report.store import saved as store
 
 WRITERS = 8
 

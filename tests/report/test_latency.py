@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.results import ImmediateResult, InstanceOutcome, Verdict
-from pytest_duplexact.report import gates, lookup
+from pytest_duplexact.report import lookup
 from pytest_duplexact.report.aggregate import Latency, aggregate
-from pytest_duplexact.report.terminal import latency_table
+from pytest_duplexact.report.sections import gates
+from pytest_duplexact.report.views.terminal import latency_table
 from pytest_duplexact.rules.latency import onset_latency, responded
 from tests.report.helpers import outcome, report
 from tests.support.builders import make_instance, seg, timeline
@@ -103,7 +104,7 @@ def test_compare_shows_median_latency_deltas_with_n(tmp_path, capsys):
     import json
 
     from pytest_duplexact.cli import main as duplexact
-    from pytest_duplexact.report.latency import deltas
+    from pytest_duplexact.report.views.latency_rows import deltas
 
     a = report([_timed(k, 0.4 + 0.1 * k) for k in range(5)])  # p50 0.6
     b = report([_timed(k, 1.0 + 0.1 * k) for k in range(4)]  # p50 1.15, one silent trial
@@ -131,7 +132,7 @@ def test_the_html_timing_chart_draws_p10_and_p90():
     beside the instances' dots and the paper's medians."""
     import re
 
-    from pytest_duplexact.report.charts import timings_chart
+    from pytest_duplexact.report.views.charts import timings_chart
 
     values = [0.2 + 0.1 * k for k in range(10)]
     outs = [dataclasses.replace(outcome("stop", "direct_interruption", k, True, timing=v),

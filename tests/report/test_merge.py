@@ -10,7 +10,7 @@ import re
 import pytest
 
 from pytest_duplexact.report import VOLATILE_KEYS
-from pytest_duplexact.report.merge import PROVENANCE_KEYS, MergeError, main, merge
+from pytest_duplexact.report.store.merge import PROVENANCE_KEYS, MergeError, main, merge
 from pytest_duplexact.run.selection import shard_of
 from tests.report.helpers import mixed_report, report, settings
 
@@ -245,9 +245,9 @@ def test_a_merged_channelled_run_has_the_unsharded_runs_robustness_section(tmp_p
     """The section reads the run store: merge builds it again over the merged run (a shard's
     own section compared one shard only), equal to the unsharded run's."""
     from pytest_duplexact.data.results import InstanceOutcome
-    from pytest_duplexact.report import robustness
     from pytest_duplexact.report.model import Report
-    from pytest_duplexact.report.store import save
+    from pytest_duplexact.report.sections import robustness
+    from pytest_duplexact.report.store.saved import save
     from tests.report.helpers import outcomes_for
 
     def run(successes, **over):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pytest_duplexact.report.merge import main
+from pytest_duplexact.report.store.merge import main
 from tests.report.test_merge import _edit, _shards
 
 

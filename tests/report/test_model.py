@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.report import VERSION, build_report, lookup, terminal
+from pytest_duplexact.report import VERSION, build_report, lookup
 from pytest_duplexact.report.builder import build, passed
 from pytest_duplexact.report.model import KEYS, Report, Summary, as_report
+from pytest_duplexact.report.views import terminal
 from pytest_duplexact.run.rundir import json_text
 from pytest_duplexact.run.settings import RunSettings
 from tests.report.helpers import mixed_report, outcomes_for, settings
@@ -121,7 +122,7 @@ def test_the_report_is_also_the_read_only_mapping_it_was():
 
 
 def test_build_is_build_report_plus_the_run_sections():
-    from pytest_duplexact.report.gates import parse
+    from pytest_duplexact.report.sections.gates import parse
 
     outs = outcomes_for("wait.inter_sentential_pause", 6, 5)
     run = RunSettings.from_dict(settings())

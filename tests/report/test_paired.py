@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.results import InstanceOutcome
-from pytest_duplexact.report import baseline, paired
-from pytest_duplexact.report.compare_html import render as render_page
-from pytest_duplexact.report.markdown import render as render_markdown
+from pytest_duplexact.report import paired
+from pytest_duplexact.report.sections import baseline
 from pytest_duplexact.report.stats import mcnemar_exact, paired_difference
+from pytest_duplexact.report.views.compare_page import render as render_page
+from pytest_duplexact.report.views.markdown import render as render_markdown
 from tests.report.helpers import (
     outcome,
     outcomes_for,

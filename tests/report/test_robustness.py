@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 
-from pytest_duplexact.report import robustness
-from pytest_duplexact.report.html import render as html
-from pytest_duplexact.report.markdown import render as markdown
 from pytest_duplexact.report.model import Report
-from pytest_duplexact.report.terminal import render as terminal
+from pytest_duplexact.report.sections import robustness
+from pytest_duplexact.report.views.html import render as html
+from pytest_duplexact.report.views.markdown import render as markdown
+from pytest_duplexact.report.views.terminal import render as terminal
 from tests.report.helpers import outcomes_for, report
 
 
@@ -56,7 +56,7 @@ def test_every_view_shows_it():
 
 
 def test_a_store_of_reports(tmp_path):
-    from pytest_duplexact.report.store import save
+    from pytest_duplexact.report.store.saved import save
 
     store = tmp_path / "store"
     for rep in (_run(18, None, "a"), _run(2, "echo:-6@50", "b")):

@@ -17,7 +17,7 @@ import silero_vad  # noqa: F401
 import torch  # noqa: F401
 
 from pytest_duplexact.report import VOLATILE_KEYS
-from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
+from pytest_duplexact.report.store.merge import PROVENANCE_KEYS, merge
 from tests.support.runs import replicated_dataset
 
 QUIET = ["-p", "no:cacheprovider", "-q"]
@@ -135,7 +135,7 @@ def test_auto_shards_from_a_job_array_merge_by_glob(pytester, monkeypatch, capsy
     ``duplexact merge 'duplexact-runs/*/report.json'``: the unsharded report."""
     import argparse
 
-    from pytest_duplexact.report.merge import main as merge_main
+    from pytest_duplexact.report.store.merge import main as merge_main
 
     sel = ["--duplexact-model=silent", "--duplexact-action=take_turn,wait"]
     _run(pytester, *sel, "--duplexact-run-dir=full", "--duplexact-report=full.json")

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_duplexact.data.results import InstanceOutcome, outcome_problem, success
 from pytest_duplexact.pytest_plugin.config import _timing_tolerance
-from pytest_duplexact.report.timing import line, properties, section
+from pytest_duplexact.report.sections.timing import line, properties, section
 
 
 def _outcome(i, clock=None, error=None):
@@ -72,7 +72,8 @@ def test_a_bad_tolerance_is_one_line(bad):
 
 
 def test_every_view_says_it_and_a_stepped_report_has_no_section():
-    from pytest_duplexact.report import builder, html, markdown, terminal
+    from pytest_duplexact.report import builder
+    from pytest_duplexact.report.views import html, markdown, terminal
     from pytest_duplexact.run.settings import RunSettings
 
     outs = [_outcome(0, _clock(3.0)), _outcome(1, _clock(240.0, reruns=2, unreliable=True),

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from pytest_duplexact.report import html as html_view
-from pytest_duplexact.report import markdown
+from pytest_duplexact.report.views import html as html_view
+from pytest_duplexact.report.views import markdown
 from tests.report.helpers import mixed_report, write_run_dir
 
 FAILED = {  # of mixed_report: 1 wait, 3 take_turn, 1 stop (S), 1 recover, 1 error
@@ -63,7 +63,7 @@ def test_markdown_lists_failed_instances_with_reasons(rep):
 
 
 def test_markdown_gates_and_baseline(rep):
-    from pytest_duplexact.report import baseline
+    from pytest_duplexact.report.sections import baseline
 
     r = dict(rep)
     r["gates"] = [{"gate": "wait.I>=0.9", "passed": False,

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from ..data import taxonomy
-from ..data.suggest import did_you_mean
+from ...data import taxonomy
+from ...data.suggest import did_you_mean
 
 SECONDS = ("T", "p10", "p50", "p90")  # metrics in seconds; the others are rates
 LATENCY_TIMED = tuple(taxonomy.TIMING_DIAGNOSTIC) + ("take_turn", "backchannel")

@@ -41,8 +41,8 @@ def save(report, store: Path) -> Path:
     """Write ``report`` (a ``model.Report`` or a report dict) as the store's next entry;
     returns its path. Numbering and writing happen under the store's lock: runs finishing at
     once each get their own number."""
-    from ..run.rundir import write_json
-    from .model import as_report
+    from ...run.rundir import write_json
+    from ..model import as_report
 
     report = as_report(report)
     store.mkdir(parents=True, exist_ok=True)

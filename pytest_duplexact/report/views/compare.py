@@ -14,9 +14,10 @@ reports too); 2: a report cannot be read.
 
 from __future__ import annotations
 
-from . import MALFORMED, latency, read_report, refuse
-from . import baseline as baseline_mod
-from .model import Report, as_report
+from .. import MALFORMED, read_report, refuse
+from ..model import Report, as_report
+from ..sections import baseline as baseline_mod
+from . import latency_rows as latency
 from .terminal import _table
 
 REQUIRED = ("model", "settings", "summary", "instances")
@@ -87,7 +88,7 @@ def main(args) -> int:
     for line in render_lines(section, a, b, str(args.a), str(args.b)):
         print(line)
     if getattr(args, "html", None):
-        from .compare_html import write
+        from .compare_page import write
         from .html import DEFAULT_EMBED_LIMIT
 
         out = write(section, a, b, args.html, a_path=args.a, b_path=args.b,

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..data import taxonomy
-from .model import Report, as_report
-from .stats import rate_of
+from ...data import taxonomy
+from ..model import Report, as_report
+from ..stats import rate_of
 
 CLEAN = "clean"
 
@@ -24,7 +24,7 @@ def channel_of(report: Report) -> str:
 
 
 def _same_run_kind(a: Report, b: Report) -> bool:
-    from ..run.settings import RunSettings, SettingsError
+    from ...run.settings import RunSettings, SettingsError
 
     try:
         sa, sb = RunSettings.from_dict(a.settings), RunSettings.from_dict(b.settings)
@@ -124,7 +124,7 @@ def main(args) -> int:
     (the first one's model and data) and the store's."""
     from pathlib import Path
 
-    from . import MALFORMED, read_report, refuse
+    from .. import MALFORMED, read_report, refuse
 
     try:
         reports = [as_report(read_report(p)) for p in args.reports]
@@ -142,8 +142,8 @@ def main(args) -> int:
 
 def stored_reports(store) -> list[Report]:
     """Every readable report of the run store (store.py); an unreadable one is skipped."""
-    from . import MALFORMED, read_report
-    from .store import entries
+    from .. import MALFORMED, read_report
+    from ..store.saved import entries
 
     out = []
     for _, path in entries(store):

@@ -4,11 +4,12 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 
 from __future__ import annotations
 
-from ..data import paper as paper_data
-from ..data import taxonomy
-from .aggregate import NA
-from .judging import s_note
-from .model import Report, as_report
+from ...data import paper as paper_data
+from ...data import taxonomy
+from ..aggregate import NA
+from ..model import Report, as_report
+from ..sections.judging import s_note
+from ..stats import rate_of
 from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_rate_value)
     action_rows,
     borderline_line,
@@ -20,7 +21,6 @@ from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_ra
     fmt_rate_value,
     fmt_timing,
 )
-from .stats import rate_of
 
 MAX_LISTED_FAILURES = 200  # a PR comment has a size limit; the HTML view lists every one
 
@@ -95,7 +95,7 @@ def render(report: Report | dict, failures: bool = True) -> str:
                f"{report.created or ''}")
     if report.shards:
         out.append(f"Merged from {len(report.shards)} shard report(s).")
-    from .timing import line as timing_line
+    from ..sections.timing import line as timing_line
 
     if (timing := timing_line(report.clock)) is not None:
         out += ["", timing]
@@ -137,11 +137,11 @@ def render(report: Report | dict, failures: bool = True) -> str:
                       + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows,
                       "lrrr" + "r" * len(acts))
     if report.paper_comparison:
-        from .paper_comparison import render_lines
+        from ..sections.paper_comparison import render_lines
 
         out += ["", "### The paper side by side (released data)", ""]
         out += ["    " + line for line in render_lines(report.paper_comparison)]
-    from . import latency
+    from . import latency_rows as latency
 
     if found := latency.rows(report):
         out += ["", "### Latency (s) and no response", ""]
@@ -149,7 +149,7 @@ def render(report: Report | dict, failures: bool = True) -> str:
                       [[r.label] + latency.cells(r) for r in found],
                       "ll" + "r" * (len(latency.HEADER) - 2))
     if report.robustness:
-        from .robustness import markdown as robustness_table
+        from ..sections.robustness import markdown as robustness_table
 
         out += ["", "### Robustness: I by channel", ""] + robustness_table(report.robustness)
 
@@ -164,11 +164,11 @@ def render(report: Report | dict, failures: bool = True) -> str:
         out += ["", "### Baseline comparison", ""] + _baseline(report.baseline)
 
     if report.cost and report.cost["services"]:
-        from ..spend.cost import describe as describe_cost
+        from ...spend.cost import describe as describe_cost
 
         head, *lines = describe_cost(report.cost)
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
-    from ..spend.estimate import versus
+    from ...spend.estimate import versus
 
     line = versus(report)
     if line:
@@ -182,7 +182,7 @@ def render(report: Report | dict, failures: bool = True) -> str:
 
 
 def _baseline(b: dict) -> list[str]:
-    from .baseline import against, change_text, flip_line, verdict
+    from ..sections.baseline import against, change_text, flip_line, verdict
 
     out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
     if b.get("path"):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import taxonomy
-from .baseline import against, css_class
+from ...data import taxonomy
+from ..model import Report, as_report
+from ..sections.baseline import against, css_class
 from .charts import paired_deltas_chart
 from .html import (
     AUDIO_MODES,
@@ -28,7 +29,6 @@ from .html import (
     _table,
     instance_media,
 )
-from .model import Report, as_report
 from .rows import borderline_flips, borderline_text
 
 SIDE_CSS = (".pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}"
@@ -83,7 +83,7 @@ def _flip(f: dict, sides: dict, roots: dict, audio: str, embedded: bool,
 
 def _latency_deltas(a: Report, b: Report) -> str:
     """Each action's and condition's median latency in both runs, n, and the change."""
-    from .latency import DELTA_HEADER, delta_cells, deltas
+    from .latency_rows import DELTA_HEADER, delta_cells, deltas
 
     found = deltas(a, b)
     if not found:

@@ -13,10 +13,10 @@ significant".
 
 from __future__ import annotations
 
-from ..data import paper as paper_data
-from ..data import taxonomy
-from .model import Report, as_report
-from .stats import drop_test, holm, rate_of
+from ...data import paper as paper_data
+from ...data import taxonomy
+from ..model import Report, as_report
+from ..stats import drop_test, holm, rate_of
 
 ALPHA = 0.05
 PAPER_TOTAL = 4691

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 
-from ..data import taxonomy
-from ..data.timeline import count_words
+from ...data import taxonomy
+from ...data.timeline import count_words
 
 LANES = ("user speech", "cue", "rule window", "model speech (VAD)", "model segments", "events")
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import MALFORMED, read_report, refuse
-from . import baseline as baseline_mod
+from .. import MALFORMED, read_report, refuse
+from ..sections import baseline as baseline_mod
 
 
 def main(args) -> int:
@@ -29,7 +29,7 @@ def main(args) -> int:
 
 
 def _render(args, stored: dict) -> int:
-    from .model import as_report
+    from ..model import as_report
 
     report = as_report(stored)  # parsed once; every view reads the typed report
     status = 0

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..data import taxonomy
-from ..run.settings import RunSettings, SettingsError
-from . import ReportFileError, paired, read_report, typed_report
+from ...data import taxonomy
+from ...run.settings import RunSettings, SettingsError
+from .. import ReportFileError, paired, read_report, typed_report
+from ..model import Report, as_report
+from ..stats import drop_test, holm, mcnemar_exact, rate_of
 from .count_checks import count_problems
 from .judging import section as judges_of
-from .model import Report, as_report
-from .stats import drop_test, holm, mcnemar_exact, rate_of
 
 DEFAULT_ALPHA = 0.05
 METHOD = ("unpaired one-sided test of a drop per action and condition (I and S): Fisher's "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..data.results import worst_lag_ms as worst_ms
+from ...data.results import worst_lag_ms as worst_ms
 
 FOUND = object()  # section's tolerance when the caller knows none: the largest the clocks say
 

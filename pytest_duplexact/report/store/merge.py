@@ -28,19 +28,19 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..data.results import (
+from ...data.results import (
     InstanceOutcome,
     finite_number,
     outcome_problem,
     over_tolerance,
     worst_lag_ms,
 )
-from ..run.journal import usage_problem
-from ..run.rundir import write_json
-from ..run.selection import SelectionError
-from ..run.settings import RunSettings, SettingsError
-from . import ReportFileError, read_report, typed_report
-from .model import Report
+from ...run.journal import usage_problem
+from ...run.rundir import write_json
+from ...run.selection import SelectionError
+from ...run.settings import RunSettings, SettingsError
+from .. import ReportFileError, read_report, typed_report
+from ..model import Report
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
 
@@ -237,10 +237,10 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
                      + " differ between the shards: not merged")
     usages = [rep.usage for _, rep in loaded if rep.usage is not None]
     estimates = [rep.estimate for _, rep in loaded if rep.estimate]
-    from ..data.usage import total
-    from ..spend.cost import load_prices
-    from ..spend.estimate import combine
-    from .builder import build
+    from ...data.usage import total
+    from ...spend.cost import load_prices
+    from ...spend.estimate import combine
+    from ..builder import build
 
     try:
         # the function the plugin builds its report with: usage (each shard's total; their
@@ -269,8 +269,8 @@ def _with_robustness(report: Report, loaded: list[tuple[Path, Report]],
     """The unsharded run's robustness section: built over the merged report and the run store
     when a shard has one (its run read the store) or ``store`` is given. A shard's own section
     cannot be carried: its row for this channel, and its paired tests, are one shard's."""
-    from . import robustness
-    from .store import DEFAULT_STORE
+    from ..sections import robustness
+    from .saved import DEFAULT_STORE
 
     if store is None and not any(rep.robustness for _, rep in loaded):
         return report

@@ -21,9 +21,11 @@ import io
 import os
 from pathlib import Path
 
-from ..data import paper as paper_data
-from ..data import taxonomy
-from ..run.rundir import RunDir
+from ...data import paper as paper_data
+from ...data import taxonomy
+from ...run.rundir import RunDir
+from ..model import Report, as_report
+from ..stats import rate_of
 from . import markdown as md
 from . import rows as view_rows
 from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
@@ -35,8 +37,6 @@ from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     timings_chart,
 )
 from .lanes import LANES, lanes_svg  # noqa: F401 (part of this module's interface)
-from .model import Report, as_report
-from .stats import rate_of
 
 AUDIO_MODES = ("embed", "link", "none")
 # Failed instances whose audio is embedded (chosen round-robin over conditions, so every
@@ -60,7 +60,7 @@ def audio_data_uri(path: Path) -> str:
     WAV where this libsndfile cannot encode Vorbis."""
     import soundfile as sf
 
-    from ..data.audio import resample
+    from ...data.audio import resample
 
     data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     mono = data.mean(axis=1)
@@ -228,13 +228,13 @@ def _summary(report: Report) -> str:
         out.append('<p class="muted">No gates were set (--duplexact-gate).</p>')
     b = report.baseline
     if b:
-        from .baseline import css_class
+        from ..sections.baseline import css_class
 
         out.append(f'<p class="{css_class(b)}">{_esc(b["message"])} '
                    '(<a href="#baseline">details</a>)</p>')
     for note in report.note_lines():
         out.append(f'<p class="note">{_esc(note)}</p>')
-    from .timing import line as timing_line
+    from ..sections.timing import line as timing_line
 
     if (timing := timing_line(report.clock)) is not None:
         out.append(f'<p class="{"warn" if report.clock["unreliable"] else "note"}">'
@@ -249,7 +249,7 @@ def _summary(report: Report) -> str:
 
 def _s_mark(report: dict) -> str:
     """Under every table and chart of S: the self-hosted judge's mark (report/judging.py)."""
-    from .judging import s_note
+    from ..sections.judging import s_note
 
     note = s_note(report)
     return f'<p class="warn"><b>S</b>: {_esc(note)}</p>' if note else ""
@@ -330,7 +330,7 @@ def _paper_section(report: Report) -> str:
 
 def _latency_table(report: Report) -> str:
     """Latency p10 / p50 / p90 with n and the no-response rate (report/latency.py)."""
-    from . import latency
+    from . import latency_rows as latency
 
     found = latency.rows(report)
     if not found:
@@ -343,7 +343,7 @@ def _latency_table(report: Report) -> str:
 
 def _robustness_section(sec: dict) -> str:
     """Action x channel I rates (report/robustness.py): the Markdown table as HTML."""
-    from .robustness import cell
+    from ..sections.robustness import cell
 
     acts = sec["actions"]
     rows = [[row["channel"]] + [cell(row["actions"][a]) for a in acts]
@@ -361,7 +361,7 @@ def _robustness_section(sec: dict) -> str:
 def _baseline_section(b: dict, in_report: bool = True) -> str:
     """The comparison's verdict, method and table; ``in_report=False`` (the comparison page,
     which shows the verdict, warnings and flips itself) leaves those out."""
-    from .baseline import (
+    from ..sections.baseline import (
         against,
         change_text,
         css_class,

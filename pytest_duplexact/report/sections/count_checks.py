@@ -4,7 +4,7 @@ more successes than trials is refused by field, not a crash at the end of a run.
 
 from __future__ import annotations
 
-from ..data import taxonomy
+from ...data import taxonomy
 
 _RATE_FIELDS = tuple(f for m in taxonomy.RATE_KINDS for f in (f"n_{m}", f"{m}_success"))
 

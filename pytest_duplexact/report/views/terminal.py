@@ -3,9 +3,10 @@ interrupt / recover) and Table 16 (per condition "I / S (n_S)") layouts, one mod
 
 from __future__ import annotations
 
-from ..data import taxonomy
-from .aggregate import NA
-from .model import Report, as_report
+from ...data import taxonomy
+from ..aggregate import NA
+from ..model import Report, as_report
+from ..stats import Rate, rate_of
 from .rows import (
     ConditionRow,
     action_rows,
@@ -14,7 +15,6 @@ from .rows import (
     fmt_rate,
     fmt_timing,
 )
-from .stats import Rate, rate_of
 
 WIDE_MARK = "~"
 WIDE_LEGEND = ("~ = 95% Wilson interval wider than +/-10 points (small n): a rough "
@@ -80,7 +80,7 @@ def corpus_table(report: Report | dict) -> list[str]:
 
 def latency_table(report: Report | dict) -> list[str]:
     """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/latency.py)."""
-    from . import latency
+    from . import latency_rows as latency
 
     found = latency.rows(report)
     if not found:
@@ -93,7 +93,7 @@ def latency_table(report: Report | dict) -> list[str]:
 def render(report: Report | dict, gate_results=()) -> list[str]:
     """``gate_results``: the gates to print (each with a ``message``), live ones: a stored
     report's are printed by the caller that wants them (cli.py)."""
-    from .judging import s_note
+    from ..sections.judging import s_note
 
     report = as_report(report)
     model = report.model_label or "?"
@@ -111,11 +111,11 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if report.summary.corpora:
         out += ["", "Per corpus (I / S (n_S))"] + corpus_table(report)
     out += latency_table(report)
-    from .robustness import terminal_lines
+    from ..sections.robustness import terminal_lines
 
     out += terminal_lines(report)
     if report.paper_comparison:
-        from .paper_comparison import render_lines
+        from ..sections.paper_comparison import render_lines
 
         out += [""] + render_lines(report.paper_comparison)
     if any(WIDE_MARK in line for line in out):
@@ -124,8 +124,8 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if errors:
         out.append(f"{errors} instance(s) ended in a harness/model error and enter no "
                    "rate (see the errors above).")
-    from ..data.usage import all_local, describe
-    from .timing import line as timing_line
+    from ...data.usage import all_local, describe
+    from ..sections.timing import line as timing_line
 
     if (timing := timing_line(report.clock)) is not None:
         out.append(timing)
@@ -133,10 +133,10 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
     if report.usage:
         out += [""] + describe(report.usage)
     if report.cost and not (report.usage and all_local(report.usage)):
-        from ..spend.cost import describe as describe_cost
+        from ...spend.cost import describe as describe_cost
 
         out += describe_cost(report.cost)
-    from ..spend.estimate import versus
+    from ...spend.estimate import versus
 
     line = versus(report)
     if line:
@@ -146,7 +146,7 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
         out += ["", "Gates:"]
         out += [f"  {g.message}" for g in gate_results]
     if report.baseline:
-        from .baseline import render_lines
+        from ..sections.baseline import render_lines
 
         out += ["", "Baseline:"]
         out += [f"  {line}" for line in render_lines(report.baseline)]

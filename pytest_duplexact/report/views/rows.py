@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data import taxonomy
-from ..data.results import flip_text
-from . import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
-from . import why_no_rate
-from .aggregate import NA
-from .model import Report, as_report
-from .stats import Rate, rate_of
+from ...data import taxonomy
+from ...data.results import flip_text
+from .. import timing_cell as fmt_timing  # noqa: F401 (the views' timing cell)
+from .. import why_no_rate
+from ..aggregate import NA
+from ..model import Report, as_report
+from ..stats import Rate, rate_of
 
 
 @dataclass(frozen=True)

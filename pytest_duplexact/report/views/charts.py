@@ -7,11 +7,11 @@ from __future__ import annotations
 import io
 import re
 
-from ..data import paper as paper_data
-from ..data import taxonomy
+from ...data import paper as paper_data
+from ...data import taxonomy
+from ..model import Report, as_report
+from ..stats import rate_of
 from . import markdown as md
-from .model import Report, as_report
-from .stats import rate_of
 
 SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S",
                   "unspecified": "U"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..data import taxonomy
-from .model import Report, as_report
+from ...data import taxonomy
+from ..model import Report, as_report
 
 WHAT = {"take_turn": "onset after the user's end", "backchannel": "onset after the point",
         "stop": "yield latency", "interrupt": "timing vs target",
@@ -24,7 +24,7 @@ class LatencyRow:
 
 
 def paper_range(action: str, condition: str | None) -> tuple[float, float] | None:
-    from ..data.paper import load
+    from ...data.paper import load
 
     t15 = load().table15
     keys = ([f"{action}.{condition}"] if condition else
