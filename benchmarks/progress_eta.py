@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
 from pytest_duplexact.rules import requires  # noqa: E402
 from pytest_duplexact.spend.pace import weight  # noqa: E402
-from tests.report.progress_sim import at_halfway, eta_errors  # noqa: E402
+from tests.spend.pace_sim import at_halfway, eta_errors  # noqa: E402
 
 CASES = {"steady": dict(), "1.3x + 2 s scoring, +-50 %": dict(slowdown=1.3, overhead=2,
                                                                jitter=0.5),

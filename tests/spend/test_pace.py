@@ -8,7 +8,7 @@ import pytest
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.rules import requires
 from pytest_duplexact.spend.pace import Pace, Spend, Tally, clock, status, weight
-from tests.report.progress_sim import at_halfway, eta_errors
+from tests.spend.pace_sim import at_halfway, eta_errors
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ from pytest_duplexact.models.recorded import RecordedModel
 from pytest_duplexact.report.store.merge import main as merge_main
 from pytest_duplexact.run import journal
 from tests.pipelines.helpers import direct_instance
-from tests.report.test_merge import _shards
+from tests.report.store.test_merge import _shards
 
 _LONG = int(__import__("os").environ.get("DUPLEXACT_FUZZ_EXAMPLES", "0"))
 MEMORY_BOUND = 500 << 20  # growth of the process's peak RSS over one property

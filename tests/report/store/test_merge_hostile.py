@@ -10,7 +10,7 @@ import json
 import pytest
 
 from pytest_duplexact.report.store.merge import main
-from tests.report.test_merge import _edit, _shards
+from tests.report.store.test_merge import _edit, _shards
 
 
 def _merge(paths, output, capsys) -> tuple[int, str]:

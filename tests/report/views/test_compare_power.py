@@ -112,7 +112,7 @@ def test_each_player_s_label_stays_beside_its_player(runs, tmp_path):
     import re
     import subprocess
 
-    from tests.report.test_chromium import CHROMIUM, FLAGS
+    from tests.report.views.test_chromium import CHROMIUM, FLAGS
 
     if not Path(CHROMIUM).is_file():
         pytest.skip("headless Chromium not installed (Debian: apt-get install -y chromium)")
