@@ -20,7 +20,7 @@ import sys
 
 
 def _page_audio(p, whose: str, unit: str) -> None:
-    """The HTML page's audio options (report/html.py AUDIO_MODES)."""
+    """The HTML page's audio options (report/views/html.py AUDIO_MODES)."""
     p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
                    help=f"{whose}' audio in the HTML page: embedded, linked, or none")
     p.add_argument("--embed-limit", type=int, help=f"embed audio for at most N {unit}")

@@ -158,7 +158,7 @@ class RunConfig:
     @property
     def timing_tolerance_ms(self) -> float | None:
         """The timing tolerance as the outcomes' ``clock`` says it (ms); None: off. What a
-        resumed or reported trial is judged against (journal.py, report/timing.py)."""
+        resumed or reported trial is judged against (journal.py, report/sections/timing.py)."""
         return None if self.timing_tolerance is None else round(self.timing_tolerance * 1000, 1)
 
     def knobs(self) -> RunKnobs:

@@ -1,5 +1,5 @@
 """``--duplexact-progress``: what a running run says about itself (the numbers and the line:
-report/progress.py). On the controller only: under pytest-xdist it sees every worker's test
+spend/pace.py). On the controller only: under pytest-xdist it sees every worker's test
 reports (the outcomes ride on them), so it counts for the whole run.
 
 - ``bar``: one status line redrawn in place with pytest's own ``TerminalReporter.rewrite``

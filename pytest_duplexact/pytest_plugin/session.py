@@ -146,7 +146,7 @@ class DuplexactSession:
             else:
                 self.resumed, self.messages, self.rescore = configure.load_resumed(
                     self.run_dir, self.settings, wanted, run.timing_tolerance_ms)
-        self.estimate: dict | None = None  # report/estimate.py (controller)
+        self.estimate: dict | None = None  # spend/estimate.py (controller)
         self.budget = None  # report/budget.Budget (controller), with --duplexact-max-cost/-wall
         self._stop_file = self.run_dir / STOP_FILE  # how the controller stops workers
         self._pytest_session: pytest.Session | None = None
@@ -457,7 +457,7 @@ class DuplexactSession:
             if self.budget is not None:
                 self._check_budget()
 
-    # --- the budget (report/budget.py) ---------------------------------------------------------
+    # --- the budget (spend/budget.py) ---------------------------------------------------------
 
     def _bill(self, nodeid: str) -> None:
         """Add a finished test's usage to what this invocation's own trials billed (outcomes a
@@ -689,7 +689,7 @@ class DuplexactSession:
         return report.replace(extra=extra, notes=(*(report.notes or ()), note)), None
 
     def _with_robustness(self, report):
-        """The robustness section (report/robustness.py) over the run store, when it holds
+        """The robustness section (report/sections/robustness.py) over the run store, when it holds
         runs of this model and data under another channel; a store that cannot be read
         leaves the report without it."""
         from ..report.sections import robustness

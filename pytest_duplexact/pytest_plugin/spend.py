@@ -1,4 +1,4 @@
-"""The run's estimate and budget, from its RunConfig (report/estimate.py, report/budget.py hold the
+"""The run's estimate and budget, from its RunConfig (spend/estimate.py, spend/budget.py hold the
 logic; this module only reads the run's configuration, the store and the pytest-xdist
 layout)."""
 
@@ -79,9 +79,9 @@ def workers(config) -> int:
 
 
 def previous_report(store: Path, settings) -> dict | None:
-    """The newest stored report of the same model with the same options (report/store.py),
+    """The newest stored report of the same model with the same options (report/store/saved.py),
     or None; unreadable entries are passed over. As the estimate takes it: the stored JSON
-    with its ``_name`` (report/estimate.py ``plan``)."""
+    with its ``_name`` (spend/estimate.py ``plan``)."""
     from ..report.model import Report
     from ..report.store.saved import entries
 
@@ -159,7 +159,7 @@ def budget_for(run: RunConfig, estimate: dict, prices: dict):
                 label, model = unpriced[0]
                 raise BudgetError(f"no price for {model!r} ({label.replace('_', ' ')}), so "
                                   "its spend cannot be counted; add it with "
-                                  "--duplexact-prices=FILE (report/prices.toml shows the "
+                                  "--duplexact-prices=FILE (spend/prices.toml shows the "
                                   "layout)")
         n = estimate["instances"] or 1
         return Budget(max_cost, max_wall, prices,

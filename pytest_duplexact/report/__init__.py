@@ -15,6 +15,9 @@ from ..run.rundir import loads_bounded
 from ..run.settings import RunSettings
 from .aggregate import aggregate
 from .model import SCHEMA, VERSION, Report, as_report
+from .moved import install as _keep_moved_paths
+
+_keep_moved_paths()  # ``import pytest_duplexact.report.html``: the old paths, one release
 
 # differ between otherwise identical runs: the time, where a copy of the report sits relative
 # to its run directory, and the invocation's plan and wall time (its estimate depends on -n,
@@ -174,3 +177,12 @@ def lookup(report: Report | dict):
         return c["S"], ""
 
     return get
+
+
+def __getattr__(name: str):
+    """``from pytest_duplexact.report import html``: a module that moved (moved.py)."""
+    from .moved import MOVED, moved
+
+    if name in MOVED:
+        return moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,10 +33,10 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
     ``usage``: the run's total (``data/usage.total``), None when nothing recorded any (then
     no usage, judges or cost either); ``prices``: the price table (``cost.load_prices``), None
     when it could not be read (no cost); ``judges``: whether to write the judges section when
-    the usage names judges; ``gates``: the parsed gates (report/gates.py), evaluated here;
+    the usage names judges; ``gates``: the parsed gates (report/sections/gates.py), evaluated here;
     ``notes``: what makes the report incomplete; ``estimate`` with ``measured``: the plan
     before the run and what this invocation measured; ``budget``: the budget's state;
-    ``baseline``: the path of a stored report to gate against (report/baseline.py),
+    ``baseline``: the path of a stored report to gate against (report/sections/baseline.py),
     ``baseline_ignore_borderline``: its flips of borderline verdicts set aside;
     ``timing_tolerance_ms``: the run's timing tolerance (ms, None: off), as the ``clock``
     section states it (``timing.FOUND``: the largest the outcomes' clocks say)."""
@@ -75,7 +75,7 @@ def build(outcomes, settings, model: str, *, selected: Iterable[str] | None = No
                 "instances": measured.instances})
     if budget is not None:
         report = report.replace(budget=budget)
-    if baseline:  # regression gate (report/baseline.py): significant drops fail the run
+    if baseline:  # regression gate (report/sections/baseline.py): significant drops fail the run
         from .sections.baseline import DEFAULT_ALPHA, gate
 
         alpha = DEFAULT_ALPHA if baseline_alpha is None else baseline_alpha

@@ -188,7 +188,7 @@ class Report(Mapping):
     incomplete: tuple[str, ...] | None = None  # a merge --allow-incomplete lacks these
     notes: tuple[str, ...] | None = None
     usage: Mapping | None = None
-    clock: Mapping | None = None  # the harness's own lateness (report/timing.py): streaming
+    clock: Mapping | None = None  # the harness's own lateness (report/sections/timing.py): streaming
     judges: Mapping | None = None
     cost: Mapping | None = None
     paper_comparison: Mapping | None = None
@@ -196,7 +196,7 @@ class Report(Mapping):
     measured: Mapping | None = None
     budget: Mapping | None = None
     baseline: Mapping | None = None
-    # every channel the run store holds for this model and data (report/robustness.py)
+    # every channel the run store holds for this model and data (report/sections/robustness.py)
     robustness: Mapping | None = None
     run_dir: str | None = None
     shards: tuple[Mapping, ...] | None = None

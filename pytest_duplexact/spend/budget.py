@@ -1,7 +1,7 @@
 """A budget that stops a run cleanly (``--duplexact-max-cost=USD``, ``--duplexact-max-wall``).
 
 Spend is measured, never predicted: the billed usage the instances reported so far (the
-figures the report prices, report/cost.py). Before each new trial starts, that spend plus what
+figures the report prices, spend/cost.py). Before each new trial starts, that spend plus what
 the trials already in flight will cost (the mean measured cost of a trial, or the estimate's
 upper bound per instance before any trial finished) must stay below the budget; otherwise no
 new trial starts, the trials in flight finish and are scored, and the run ends incomplete,

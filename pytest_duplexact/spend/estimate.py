@@ -2,7 +2,7 @@
 wall time and the expected cost of each billed service (docs/runs.md, "Before a run").
 
 Everything here is a function of the selection (each instance's clip durations and its
-pipeline's fixed windows), the price table (report/prices.toml) and, when there is one, a
+pipeline's fixed windows), the price table (spend/prices.toml) and, when there is one, a
 stored earlier run of the same model. No model is called and nothing is downloaded, so
 ``--duplexact-estimate`` works offline for any model.
 
@@ -295,13 +295,9 @@ def describe(est: dict) -> list[str]:
     return lines
 
 
-def versus(report) -> str | None:
-    """One line: the estimate beside what the run measured (terminal, Markdown); ``report``:
-    a ``model.Report`` or a report dict."""
-    from ..report.model import as_report
-
-    report = as_report(report)
-    est, got = report.estimate, report.measured
+def versus(est: dict | None, got: dict | None) -> str | None:
+    """One line: a report's ``estimate`` beside what the run ``measured`` (terminal,
+    Markdown); None unless it has both."""
     if not est or not got:
         return None
     cur = est["cost"]["currency"]

@@ -10,7 +10,7 @@ import html as html_lib
 import json
 
 # The VAD's native modules, imported once (in-process pytester runs; see
-# tests/report/test_runs.py).
+# tests/report/store/test_merge_runs.py).
 import silero_vad  # noqa: F401
 import torch  # noqa: F401
 

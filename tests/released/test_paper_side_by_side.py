@@ -1,4 +1,4 @@
-"""report/paper_comparison.py: coverage of the paper's 4,691 and per-condition tests against Table 16."""
+"""report/sections/paper_comparison.py: coverage of the paper's 4,691 and per-condition tests against Table 16."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 concurrency), each taking its audio seconds times a slowdown plus a fixed overhead (scoring),
 reported in order (pytest reports test k once instance k is done, whatever finished before
 it). What ``report.progress.Pace`` says at each report, against the truth. Shared by
-tests/report/test_progress.py and benchmarks/progress_eta.py."""
+tests/spend/test_pace.py and benchmarks/progress_eta.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The budget's decision (pytest_duplexact/report/budget.py), below the wall clock: a run that
+"""The budget's decision (pytest_duplexact/spend/budget.py), below the wall clock: a run that
 admits trials by it passes its budget by at most one trial's cost."""
 
 from __future__ import annotations

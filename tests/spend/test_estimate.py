@@ -1,4 +1,4 @@
-"""The estimate before a run (pytest_duplexact/report/estimate.py): seconds to stream, wall time
+"""The estimate before a run (pytest_duplexact/spend/estimate.py): seconds to stream, wall time
 and cost, checked by hand against the clip durations and the price table."""
 
 from __future__ import annotations

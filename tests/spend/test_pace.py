@@ -1,5 +1,5 @@
-"""The live progress's numbers (report/progress.py): the time left from the measured pace on
-simulated schedules (tests/report/progress_sim.py), the tally and the line."""
+"""The live progress's numbers (spend/pace.py): the time left from the measured pace on
+simulated schedules (tests/spend/pace_sim.py), the tally and the line."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def _pair(x) -> bool:
 
 
 def _estimate_problem(est) -> str | None:
-    """Why a shard's ``estimate`` (report/estimate.py ``plan``) cannot be summed, or None."""
+    """Why a shard's ``estimate`` (spend/estimate.py ``plan``) cannot be summed, or None."""
     if not isinstance(est, dict):
         return f"'estimate' is {_short(est)}, not an object"
     checks = {"instances": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,

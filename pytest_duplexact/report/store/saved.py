@@ -2,7 +2,7 @@
 ``--benchmark-compare``): ``--duplexact-autosave`` keeps every run's report in a store folder
 (default ``.duplexact/`` where pytest was started), numbered ``0001_<model>_<time>.json``;
 ``--duplexact-compare[=ID|latest]`` makes a stored report the run's baseline, gated with the
-significance-aware comparison of report/baseline.py.
+significance-aware comparison of report/sections/baseline.py.
 """
 
 from __future__ import annotations

@@ -248,7 +248,7 @@ def _summary(report: Report) -> str:
 
 
 def _s_mark(report: dict) -> str:
-    """Under every table and chart of S: the self-hosted judge's mark (report/judging.py)."""
+    """Under every table and chart of S: the self-hosted judge's mark (report/sections/judging.py)."""
     from ..sections.judging import s_note
 
     note = s_note(report)
@@ -293,7 +293,7 @@ def _corpora_section(report: Report) -> str:
 def _paper_comparison_section(section: dict) -> str:
     out = [f'<p class="warn">{_esc(section["note"])}</p>',
            f'<p class="muted">{_esc(section["method"])}</p>']
-    def paper_n(r):  # for I the paper's n is a lower bound (report/paper_comparison.py)
+    def paper_n(r):  # for I the paper's n is a lower bound (report/sections/paper_comparison.py)
         return ("\u2265" if r["paper_n_is_lower_bound"] else "=") + str(r["paper_n"])
 
     rows = [[f"{r['action']}.{r['condition']}", r["metric"], r["model"],
@@ -329,7 +329,7 @@ def _paper_section(report: Report) -> str:
 
 
 def _latency_table(report: Report) -> str:
-    """Latency p10 / p50 / p90 with n and the no-response rate (report/latency.py)."""
+    """Latency p10 / p50 / p90 with n and the no-response rate (report/views/latency_rows.py)."""
     from . import latency_rows as latency
 
     found = latency.rows(report)
@@ -342,7 +342,7 @@ def _latency_table(report: Report) -> str:
 
 
 def _robustness_section(sec: dict) -> str:
-    """Action x channel I rates (report/robustness.py): the Markdown table as HTML."""
+    """Action x channel I rates (report/sections/robustness.py): the Markdown table as HTML."""
     from ..sections.robustness import cell
 
     acts = sec["actions"]

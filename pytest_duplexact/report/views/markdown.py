@@ -170,7 +170,7 @@ def render(report: Report | dict, failures: bool = True) -> str:
         out += ["", "### Cost", "", head, ""] + [f"- {_esc(ln.strip())}" for ln in lines]
     from ...spend.estimate import versus
 
-    line = versus(report)
+    line = versus(report.estimate, report.measured)
     if line:
         out += ["", _esc(line)]
 

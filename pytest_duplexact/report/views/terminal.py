@@ -79,7 +79,7 @@ def corpus_table(report: Report | dict) -> list[str]:
 
 
 def latency_table(report: Report | dict) -> list[str]:
-    """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/latency.py)."""
+    """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/views/latency_rows.py)."""
     from . import latency_rows as latency
 
     found = latency.rows(report)
@@ -138,7 +138,7 @@ def render(report: Report | dict, gate_results=()) -> list[str]:
         out += describe_cost(report.cost)
     from ...spend.estimate import versus
 
-    line = versus(report)
+    line = versus(report.estimate, report.measured)
     if line:
         out.append(line)
     out += report.note_lines()

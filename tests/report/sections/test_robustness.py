@@ -1,4 +1,4 @@
-"""The robustness section (report/robustness.py): action x channel I rates over a model's
+"""The robustness section (report/sections/robustness.py): action x channel I rates over a model's
 runs under several channels, tested against the clean run, in report.json, the terminal, the
 Markdown and the HTML page, from the run store."""
 
