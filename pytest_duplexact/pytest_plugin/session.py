@@ -617,15 +617,15 @@ class DuplexactSession:
         baseline = self.baseline
         # the same function merge builds its report with: every section, in report.json order
         report = builder.build(
-            outcomes, self.settings, run.model, selected=[i.id for i in self.instances],
-            usage=usage.total(self.usage.values()), prices=prices, gates=run.gates,
-            notes=notes, estimate=self.estimate,
-            measured=model.Measured(round(time.monotonic() - self._started, 1),
-                                    len(self._billed_ids)),
-            budget=self.budget.to_dict() if self.budget is not None else None,
-            timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
-            baseline_alpha=run.baseline_alpha if baseline else None,
-            baseline_ignore_borderline=run.baseline_ignore_borderline)
+            builder.Ran(outcomes, self.settings, run.model, [i.id for i in self.instances]),
+            builder.Spent(
+                usage=usage.total(self.usage.values()), prices=prices, estimate=self.estimate,
+                measured=model.Measured(round(time.monotonic() - self._started, 1),
+                                        len(self._billed_ids)),
+                budget=self.budget.to_dict() if self.budget is not None else None),
+            gates=run.gates, notes=notes, timing_tolerance_ms=run.timing_tolerance_ms,
+            baseline=builder.BaselineGate(baseline, run.baseline_alpha,
+                                          run.baseline_ignore_borderline) if baseline else None)
         if run.autosave or run.compare:  # the store's runs of this model under other channels
             report = self._with_robustness(report)
         report, hook_failed = self._run_report_hook(report)

@@ -4,16 +4,9 @@ gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Iterable
 
-from .. import __version__
-from ..data import taxonomy
-from ..data.results import InstanceOutcome
 from ..run.rundir import loads_bounded
-from ..run.settings import RunSettings
-from .aggregate import aggregate
 from .model import SCHEMA, VERSION, Report, as_report
 from .moved import install as _keep_moved_paths
 
@@ -80,32 +73,6 @@ def refuse(command: str, e: Exception, where: str = "") -> int:
         print(f"duplexact {command}: {where}malformed report ({type(e).__name__}: {e}); "
               "re-create it from its run directory (docs/report-format.md)", file=sys.stderr)
     return 2
-
-
-def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str,
-                 selected: Iterable[str] | None = None) -> dict:
-    """The sections every report has, as a dict (a run's final report is
-    ``builder.build``'s). ``selected``: the ids of every instance the run's selection holds
-    (default: those with an outcome), so a merge can tell which of them no report has."""
-    outcomes = sorted(outcomes, key=lambda o: o.id)
-    selected = sorted(set(selected) if selected is not None else {o.id for o in outcomes})
-    agg = aggregate(outcomes).to_dict()
-    return {
-        "schema": SCHEMA,
-        "version": VERSION,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "generator": f"pytest-duplexact {__version__}",
-        "model": model,
-        "settings": settings.to_dict(),
-        "taxonomy": [{"action": c.action, "condition": c.id, "label": c.label,
-                      "pipeline": c.pipeline.value} for c in taxonomy.CONDITIONS],
-        "totals": {"instances": len(outcomes), "errors": sum(o.error is not None
-                                                             for o in outcomes)},
-        "summary": agg,
-        "instances": [o.to_dict() for o in outcomes],
-        "selected": selected,
-        "gates": [],
-    }
 
 
 def why_no_rate(c: dict) -> str:

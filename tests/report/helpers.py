@@ -16,7 +16,7 @@ from pytest_duplexact.data.results import (
     SubsequentResult,
     Verdict,
 )
-from pytest_duplexact.report import build_report
+from pytest_duplexact.report.builder import Ran, base
 from pytest_duplexact.run.settings import RunSettings
 
 SCENARIOS = ("casual", "meeting", "interview")
@@ -62,7 +62,7 @@ def outcomes_for(condition_key: str, n: int, successes: int, s_ok=None, timing=N
 
 def report(outcomes, model="toy", **settings_over) -> dict:
     stored = RunSettings.from_dict(settings(model=model, **settings_over))
-    return json.loads(json.dumps(build_report(list(outcomes), stored, model)))
+    return json.loads(json.dumps(base(Ran(list(outcomes), stored, model)).to_json()))
 
 
 def mixed_report(model="toy") -> dict:

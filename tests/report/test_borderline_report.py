@@ -161,7 +161,7 @@ def test_the_plugin_option_reaches_the_gate(tmp_path):
     """--duplexact-baseline-ignore-borderline is read into the RunConfig, and the report's
     builder (the plugin's and merge's) hands it to the gate."""
     from pytest_duplexact.pytest_plugin.config import RunConfig
-    from pytest_duplexact.report.builder import build
+    from pytest_duplexact.report.builder import BaselineGate, Ran, build
     from pytest_duplexact.run.settings import RunSettings
     from tests.plugin.test_run_config import _Config
     from tests.report.helpers import settings
@@ -174,8 +174,8 @@ def test_the_plugin_option_reaches_the_gate(tmp_path):
     path.write_text(json.dumps(base))
     stored = RunSettings.from_dict(settings())
     for ignore, passed in ((False, False), (True, True)):
-        rep = build(take_turn(12, 0, 12), stored, "toy", baseline=str(path),
-                    baseline_ignore_borderline=ignore)
+        rep = build(Ran(take_turn(12, 0, 12), stored, "toy"),
+                    baseline=BaselineGate(str(path), ignore_borderline=ignore))
         assert rep.baseline["passed"] is passed
 
 

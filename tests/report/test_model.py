@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.report import VERSION, build_report, lookup
-from pytest_duplexact.report.builder import build, passed
-from pytest_duplexact.report.model import KEYS, Report, Summary, as_report
+from pytest_duplexact.report import VERSION, lookup
+from pytest_duplexact.report.builder import Ran, Spent, base, build, passed
+from pytest_duplexact.report.model import KEYS, Report, Summary, Totals, as_report
 from pytest_duplexact.report.views import terminal
 from pytest_duplexact.run.rundir import json_text
 from pytest_duplexact.run.settings import RunSettings
@@ -92,7 +92,7 @@ def test_built_and_merged_shapes_round_trip():
 
 def test_an_older_report_without_later_sections_is_read_and_rendered():
     rep = mixed_report()
-    for key in ("selected", "gates", "taxonomy"):  # build_report's: notes are the run's
+    for key in ("selected", "gates", "taxonomy"):  # base's: notes are the run's
         del rep[key]
     report = Report.from_json(rep)
     assert report.selected is None and report.gates is None and report.notes is None
@@ -121,14 +121,14 @@ def test_the_report_is_also_the_read_only_mapping_it_was():
     assert as_report(report) is report
 
 
-def test_build_is_build_report_plus_the_run_sections():
+def test_build_is_the_base_report_plus_the_run_sections():
     from pytest_duplexact.report.sections.gates import parse
 
     outs = outcomes_for("wait.inter_sentential_pause", 6, 5)
     run = RunSettings.from_dict(settings())
-    report = build(outs, run, "toy", gates=[parse("wait.I>=0.9")], notes=["a note"],
-                   budget={"max_cost": 1.0})
-    plain = build_report(outs, run, "toy")
+    report = build(Ran(outs, run, "toy"), Spent(budget={"max_cost": 1.0}),
+                   gates=[parse("wait.I>=0.9")], notes=["a note"])
+    plain = base(Ran(outs, run, "toy")).to_json()
     got = report.to_json()
     assert {k: v for k, v in got.items() if k not in ("created", "gates", "notes", "budget")} \
         == {k: v for k, v in plain.items() if k not in ("created", "gates")}
@@ -188,3 +188,15 @@ def test_a_hook_that_fails_exits_or_is_interrupted_still_leaves_report_json(pyte
             "written without what hooks add (extra)") in result.stdout.str()
     stored = json.loads((pytester.path / "run" / "report.json").read_text(encoding="utf-8"))
     assert stored["totals"]["instances"] == 1 and "extra" not in stored
+
+
+def test_the_base_report_is_built_typed_and_reads_back_as_itself():
+    """No dict first: ``base`` makes the typed sections, and report.json's form of them
+    parses back to the same report."""
+    outs = outcomes_for("wait.inter_sentential_pause", 4, 3)
+    report = base(Ran(outs, RunSettings.from_dict(settings()), "toy", selected=["zz", "a"]))
+    assert isinstance(report.totals, Totals) and isinstance(report.summary, Summary)
+    assert report.selected == tuple(sorted({"zz", "a"}))
+    assert report.instances == tuple(o.to_dict() for o in sorted(outs, key=lambda o: o.id))
+    text = json.dumps(report.to_json())
+    assert json.dumps(Report.from_json(json.loads(text)).to_json()) == text

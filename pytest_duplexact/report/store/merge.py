@@ -240,21 +240,21 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
     from ...data.usage import total
     from ...spend.cost import load_prices
     from ...spend.estimate import combine
-    from ..builder import build
+    from ..builder import Ran, Spent, build
 
     try:
         # the function the plugin builds its report with: usage (each shard's total; their
         # sum is the whole run's), judges (as each shard's run wrote them, over the whole
         # run), cost, the paper side by side, as an unsharded run has them
         report = build(
-            outcomes, settings, first.model, selected=selected,
-            usage=total(usages) if usages else None, prices=load_prices() if usages else None,
-            judges=any(rep.judges is not None for _, rep in loaded), notes=notes,
-            incomplete=incomplete,
-            # shards run in parallel: their walls overlap
-            estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
-            else None,
-            timing_tolerance_ms=tolerance,
+            Ran(outcomes, settings, first.model, selected),
+            Spent(usage=total(usages) if usages else None,
+                  prices=load_prices() if usages else None,
+                  judges=any(rep.judges is not None for _, rep in loaded),
+                  # shards run in parallel: their walls overlap
+                  estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
+                  else None),
+            notes=notes, incomplete=incomplete, timing_tolerance_ms=tolerance,
             shards=[{"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
                      "instances": len(rep.instances), "run_dir": _run_dir_of(p, rep)}
                     for (p, rep), theirs in zip(loaded, parsed)])

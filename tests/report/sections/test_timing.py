@@ -78,12 +78,12 @@ def test_every_view_says_it_and_a_stepped_report_has_no_section():
 
     outs = [_outcome(0, _clock(3.0)), _outcome(1, _clock(240.0, reruns=2, unreliable=True),
                                                error="TimingUnreliable: timing unreliable")]
-    report = builder.build(outs, RunSettings(model="m"), "m")
+    report = builder.build(builder.Ran(outs, RunSettings(model="m"), "m"))
     sentence = line(report.clock)
     assert report.to_json()["clock"]["unreliable"] == 1
     assert sentence in terminal.render(report)
     assert sentence in markdown.render(report)
     assert sentence.replace("'", "&#x27;") in html.render(report)
-    stepped = builder.build([_outcome(0)], RunSettings(model="m"), "m")
+    stepped = builder.build(builder.Ran([_outcome(0)], RunSettings(model="m"), "m"))
     assert "clock" not in stepped.to_json()
     assert not any(x.startswith("Timing (") for x in terminal.render(stepped))
