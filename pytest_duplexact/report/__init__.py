@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..run.rundir import loads_bounded
-from .model import SCHEMA, VERSION, Report, as_report
+from .model import SCHEMA, VERSION, Report
 from .moved import install as _keep_moved_paths
 
 _keep_moved_paths()  # ``import pytest_duplexact.report.html``: the old paths, one release
@@ -100,17 +100,16 @@ def timing_cell(t: dict | None) -> str:
     return format_timing(Timing.from_dict(t) if t else None)
 
 
-def counts_of(report: Report | dict, action: str, condition: str | None = None) -> dict | None:
-    return as_report(report).summary.counts(action, condition)
+def counts_of(report: Report, action: str, condition: str | None = None) -> dict | None:
+    return report.summary.counts(action, condition)
 
 
-def timing_of(report: Report | dict, action: str, condition: str | None = None) -> dict | None:
-    return as_report(report).summary.timing(action, condition)
+def timing_of(report: Report, action: str, condition: str | None = None) -> dict | None:
+    return report.summary.timing(action, condition)
 
 
-def lookup(report: Report | dict):
+def lookup(report: Report):
     """The gates' view of a report: (value or None, why it is missing)."""
-    report = as_report(report)  # parsed once, not per gate
 
     def get(action: str, condition: str | None, metric: str):
         where = action if condition is None else f"{action}.{condition}"

@@ -15,7 +15,7 @@ from pytest_duplexact.report.views.compare import main as compare_main
 from pytest_duplexact.report.views.html import render as render_html
 from pytest_duplexact.report.views.markdown import render as render_markdown
 from pytest_duplexact.report.views.terminal import render as render_terminal
-from tests.report.helpers import outcomes_for, report
+from tests.report.helpers import outcomes_for, parsed, report
 
 FLIP = {"edge": "onset", "at": 5.45, "shift": 0.1, "segment": 0, "verdict": "failure"}
 
@@ -60,23 +60,22 @@ def test_a_malformed_borderline_entry_is_refused_by_field():
 
 def test_every_view_gives_the_count_per_action_and_marks_failed_borderline_instances():
     rep = report(take_turn(24, 20, 7) + outcomes_for("wait.inter_sentential_pause", 3, 3))
-    line = next(x for x in render_terminal(rep) if x.startswith("Borderline I verdicts"))
+    line = next(x for x in render_terminal(parsed(rep)) if x.startswith("Borderline I verdicts"))
     assert line.endswith("wait 0 of 3, take_turn 7 of 24")
-    md = render_markdown(rep)
+    md = render_markdown(parsed(rep))
     assert "take_turn 7 of 24" in md
     assert "onset at 5.45 s moved" not in md  # no borderline failure
-    page = render_html(rep, audio="none")
+    page = render_html(parsed(rep), audio="none")
     assert 'id="borderline"' in page and "take_turn 7 of 24" in page
     assert page.count("onset at 5.45 s moved +0.10 s") == 7
 
 
 def test_a_failed_borderline_instance_shows_what_would_flip_it(tmp_path):
-    from pytest_duplexact.report.model import as_report
     from pytest_duplexact.report.views.html import _failures_section
 
     rep = report(take_turn(3, 0, 1))
-    assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(rep)
-    section = _failures_section(as_report(rep), [], "none", tmp_path, 0)
+    assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(parsed(rep))
+    section = _failures_section(parsed(rep), [], "none", tmp_path, 0)
     assert section.count('class="warn borderline"') == 1
 
 
@@ -85,11 +84,10 @@ def test_a_report_from_before_borderline_verdicts_shows_no_count():
     for counts in [rep["summary"]["total"]] + [a["counts"]
                                                for a in rep["summary"]["actions"].values()]:
         counts.pop("borderline_I")
-    assert not any(x.startswith("Borderline") for x in render_terminal(rep))
-    from pytest_duplexact.report.model import as_report
+    assert not any(x.startswith("Borderline") for x in render_terminal(parsed(rep)))
     from pytest_duplexact.report.views.html import _borderline_section
 
-    assert "before borderline verdicts" in _borderline_section(as_report(rep))
+    assert "before borderline verdicts" in _borderline_section(parsed(rep))
 
 
 def runs(marked: int):
@@ -102,14 +100,14 @@ def runs(marked: int):
 
 def test_the_gate_fails_on_borderline_flips_unless_told_to_ignore_them():
     base, now = runs(12)
-    section = baseline.compare(now, base)
+    section = baseline.compare(parsed(now), parsed(base))
     assert not section["passed"] and "take_turn.I" in section["drops"]
     assert all(f["borderline"] == ["current"] and "ignored" not in f
                for f in section["flips"])
     assert "[borderline in this run]" in baseline.flip_line(section["flips"][0])
     assert "12 borderline" in "\n".join(baseline.render_lines(section))
 
-    ignoring = baseline.compare(now, base, ignore_borderline=True)
+    ignoring = baseline.compare(parsed(now), parsed(base), ignore_borderline=True)
     assert ignoring["passed"] and ignoring["ignore_borderline"] is True
     assert all(f["ignored"] for f in ignoring["flips"])
     assert {s["target"] for s in ignoring["not_compared"]} >= {"take_turn.I",
@@ -119,7 +117,7 @@ def test_the_gate_fails_on_borderline_flips_unless_told_to_ignore_them():
 
 def test_ignoring_borderline_flips_still_fails_on_the_others():
     base, now = runs(0)
-    section = baseline.compare(now, base, ignore_borderline=True)
+    section = baseline.compare(parsed(now), parsed(base), ignore_borderline=True)
     assert not section["passed"]
     row = next(r for r in section["comparisons"] if r["target"] == "take_turn.I")
     assert row["borderline_ignored"] == 0 and row["pairs"] == 12

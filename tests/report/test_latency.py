@@ -16,7 +16,7 @@ from pytest_duplexact.report.aggregate import Latency, aggregate
 from pytest_duplexact.report.sections import gates
 from pytest_duplexact.report.views.terminal import latency_table
 from pytest_duplexact.rules.latency import onset_latency, responded
-from tests.report.helpers import outcome, report
+from tests.report.helpers import outcome, parsed, report
 from tests.support.builders import make_instance, seg, timeline
 
 
@@ -77,9 +77,9 @@ def test_responded_needs_substantive_speech():
 def test_terminal_and_gates():
     outs = [_timed(k, 0.5 + 0.1 * k) for k in range(10)] + [_timed(20, None, False)]
     rep = report(outs)
-    text = "\n".join(latency_table(rep))
+    text = "\n".join(latency_table(parsed(rep)))
     assert "Take Turn / Delayed" in text and "9% (1/11)" in text
-    get = lookup(rep)
+    get = lookup(parsed(rep))
     p90 = gates.evaluate(gates.parse("take_turn.p90<=1.4"), get)
     assert p90.passed and p90.value == pytest.approx(np.percentile([0.5 + 0.1 * k
                                                                     for k in range(10)], 90))
@@ -109,7 +109,7 @@ def test_compare_shows_median_latency_deltas_with_n(tmp_path, capsys):
     a = report([_timed(k, 0.4 + 0.1 * k) for k in range(5)])  # p50 0.6
     b = report([_timed(k, 1.0 + 0.1 * k) for k in range(4)]  # p50 1.15, one silent trial
                + [_timed(4, None, responded=False)], channel="phone")
-    found = {(d["action"], d["condition"]): d for d in deltas(a, b)}
+    found = {(d["action"], d["condition"]): d for d in deltas(parsed(a), parsed(b))}
     assert set(found) == {("take_turn", None), ("take_turn", "delayed")}
     d = found[("take_turn", "delayed")]
     assert (d["a"]["n"], d["b"]["n"], d["b"]["no_response"]) == (5, 4, 0.2)
@@ -142,7 +142,7 @@ def test_the_html_timing_chart_draws_p10_and_p90():
     rep = report(outs)
     lat = rep["summary"]["actions"]["stop"]["condition_latency"]["direct_interruption"]
     assert lat["p10"] == pytest.approx(np.percentile(values, 10))
-    svg = timings_chart(rep)
+    svg = timings_chart(parsed(rep))
     for q in ("p10", "p90"):
         for key in ("stop-direct_interruption", "recover-revise"):
             group = re.search(rf'<g id="latency-{q}-{key}">(.*?)</g>', svg, re.S)

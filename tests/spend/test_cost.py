@@ -6,7 +6,7 @@ import pytest
 
 from pytest_duplexact.report.views import markdown
 from pytest_duplexact.spend import cost
-from tests.report.helpers import mixed_report
+from tests.report.helpers import mixed_report, parsed
 
 USAGE = {
     "model": {"model": "gpt-realtime", "sessions": 3, "responses": 4, "audio_in_s": 47.3,
@@ -60,7 +60,7 @@ def test_a_rescore_from_the_cache_costs_nothing():
 def test_markdown_shows_the_cost():
     rep = mixed_report()
     rep["cost"] = cost.estimate(USAGE, cost.load_prices())
-    text = markdown.render(rep)
+    text = markdown.render(parsed(rep))
     assert "### Cost" in text and "Estimated cost: 0.0700 USD + unpriced services" in text
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from ...data import taxonomy
 from ...run.settings import RunSettings, SettingsError
 from .. import ReportFileError, paired, read_report, typed_report
-from ..model import Report, as_report
+from ..model import Report
 from ..stats import drop_test, holm, mcnemar_exact, rate_of
 from .count_checks import count_problems
 from .judging import section as judges_of
@@ -119,7 +119,7 @@ def _unpaired(current: Report, baseline: Report) -> tuple[list[dict], list[dict]
     return rows, skipped
 
 
-def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFAULT_ALPHA,
+def compare(current: Report, baseline: Report, alpha: float = DEFAULT_ALPHA,
             path: str | None = None, ignore_borderline: bool = False) -> dict:
     """The report's ``baseline`` section: every comparison with its p-values, which dropped,
     whether the run passes (no significant drop), and, paired, the flips.
@@ -127,7 +127,6 @@ def compare(current: Report | dict, baseline: Report | dict, alpha: float = DEFA
     aside (paired.compare), so they alone never fail the gate."""
     if not 0.0 < alpha < 1.0:
         raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
-    current, baseline = as_report(current), as_report(baseline)  # parsed once
     why = paired.unpairable(current, baseline)
     flips: list[dict] = []
     if why is None:
@@ -350,7 +349,7 @@ def check_option(path: str | None, alpha) -> None:
         raise BaselineError(f"baseline alpha must be in (0, 1), got {alpha}")
 
 
-def gate(report: Report | dict, path: str, alpha: float = DEFAULT_ALPHA,
+def gate(report: Report, path: str, alpha: float = DEFAULT_ALPHA,
          ignore_borderline: bool = False) -> dict:
     """``compare`` against the report stored at ``path``; a baseline that cannot be read at
     the end of the run fails the gate and says why (never passes silently)."""

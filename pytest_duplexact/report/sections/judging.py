@@ -33,9 +33,7 @@ def s_note(report) -> str | None:
     """The mark every view puts on S: ``self-hosted judge: not comparable with the paper's
     GPT-5.4 (text judge qwen2.5 at http://127.0.0.1:8000/v1)``, or None. ``report``: a
     ``model.Report`` or a report dict."""
-    from ..model import as_report
 
-    report = as_report(report)
     sec = report.judges or section(report.usage)
     if not sec or not sec.get("self_hosted"):
         return None

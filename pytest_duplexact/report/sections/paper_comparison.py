@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...data import paper as paper_data
 from ...data import taxonomy
-from ..model import Report, as_report
+from ..model import Report
 from ..stats import drop_test, holm, rate_of
 
 ALPHA = 0.05
@@ -33,9 +33,9 @@ def _two_sided(k1: int, n1: int, k2: int, n2: int) -> tuple[str, float]:
     return t1, min(1.0, 2.0 * min(p1, p2))
 
 
-def paper_section(report: Report | dict) -> dict:
+def paper_section(report: Report) -> dict:
     paper = paper_data.load()
-    summary = as_report(report).summary
+    summary = report.summary
     coverage, rows = [], []
     for c in taxonomy.CONDITIONS:
         counts = summary.counts(c.action, c.id)

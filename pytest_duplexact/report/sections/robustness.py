@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ...data import taxonomy
-from ..model import Report, as_report
+from ..model import Report
 from ..stats import rate_of
 
 CLEAN = "clean"
@@ -41,15 +41,14 @@ def _shard(report: Report) -> bool:
     return isinstance(sel, dict) and sel.get("shard") is not None
 
 
-def section(current: Report | dict, stored: Iterable[Report | dict],
+def section(current: Report, stored: Iterable[Report],
             alpha: float = 0.05) -> dict | None:
     """The section over ``current`` and the ``stored`` reports like it; None unless they hold
     more than one channel."""
     from .baseline import compare
 
-    current = as_report(current)
     newest: dict[str, Report] = {}
-    for rep in map(as_report, stored):
+    for rep in stored:
         if not _same_run_kind(current, rep) or _shard(rep):
             continue
         ch = channel_of(rep)
@@ -127,7 +126,7 @@ def main(args) -> int:
     from .. import MALFORMED, read_report, refuse
 
     try:
-        reports = [as_report(read_report(p)) for p in args.reports]
+        reports = [Report.from_json(read_report(p)) for p in args.reports]
     except MALFORMED as e:
         return refuse("robustness", e)
     stored = stored_reports(Path(args.store)) if args.store else []
@@ -148,7 +147,7 @@ def stored_reports(store) -> list[Report]:
     out = []
     for _, path in entries(store):
         try:
-            out.append(as_report(read_report(path, ("model", "settings", "summary",
+            out.append(Report.from_json(read_report(path, ("model", "settings", "summary",
                                                     "instances"))))
         except MALFORMED:
             continue

@@ -42,9 +42,7 @@ def save(report, store: Path) -> Path:
     returns its path. Numbering and writing happen under the store's lock: runs finishing at
     once each get their own number."""
     from ...run.rundir import write_json
-    from ..model import as_report
 
-    report = as_report(report)
     store.mkdir(parents=True, exist_ok=True)
     stamp = re.sub(r"[^0-9T]", "", str(report.created or ""))[:15] or "undated"
     with _locked(store):

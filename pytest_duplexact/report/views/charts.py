@@ -1,6 +1,6 @@
 """The HTML report's charts: matplotlib figures as inline SVG (no network at view time), one
-function per section (actions, conditions, heatmap, scenarios, timings). Reads the JSON report
-only; page.py (html.py) places them."""
+function per section (actions, conditions, heatmap, scenarios, timings). Reads the typed
+report and the rows every view shares (rows.py); html.py places them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import re
 
 from ...data import paper as paper_data
 from ...data import taxonomy
-from ..model import Report, as_report
+from ..model import Report
 from ..stats import rate_of
-from . import markdown as md
+from .rows import action_rows, condition_rows
 
 SCENARIO_SHORT = {"casual": "C", "meeting": "M", "interview": "I", "customer_service": "S",
                   "unspecified": "U"}
@@ -69,8 +69,8 @@ def _style(ax, ylabel="%"):
     ax.set_axisbelow(True)
 
 
-def actions_chart(report: dict) -> str:
-    rows = md.action_rows(report)
+def actions_chart(report: Report) -> str:
+    rows = action_rows(report)
     fig = _figure(8.0, 3.0)
     ax = fig.add_subplot()
     x = list(range(len(rows)))
@@ -84,10 +84,10 @@ def actions_chart(report: dict) -> str:
     return _svg(fig)
 
 
-def conditions_chart(report: dict) -> str:
+def conditions_chart(report: Report) -> str:
     """The paper's Figure 3 for this run: per-condition I (top) and S (bottom) with Wilson
     whiskers, and the paper's mean over its models as a marker."""
-    rows = md.condition_rows(report)
+    rows = condition_rows(report)
     pr = paper_data.load()
     fig = _figure(max(6.0, 0.42 * len(rows) + 1.5), 5.6)
     axes = fig.subplots(2, 1, sharex=True)
@@ -126,10 +126,9 @@ def conditions_chart(report: dict) -> str:
     return _svg(fig)
 
 
-def heatmap_rows(report: Report | dict) -> tuple[list[str], list[list[float | None]]]:
+def heatmap_rows(report: Report) -> tuple[list[str], list[list[float | None]]]:
     """Rows of the follow-through failure map (1 - S in %, None = not measured): this run
     pooled, this run per scenario, then the paper's models (Table 4's S)."""
-    report = as_report(report)
     model = "this run" if report.model is None else report.model_label
     summary = report.summary
     acts = summary.actions
@@ -154,7 +153,7 @@ def heatmap_rows(report: Report | dict) -> tuple[list[str], list[list[float | No
     return labels, values
 
 
-def heatmap_chart(report: Report | dict) -> str:
+def heatmap_chart(report: Report) -> str:
     import numpy as np
     from matplotlib import colormaps
 
@@ -179,9 +178,9 @@ def heatmap_chart(report: Report | dict) -> str:
     return _svg(fig)
 
 
-def scenarios_chart(report: Report | dict) -> str:
+def scenarios_chart(report: Report) -> str:
     """Figure 5 for one model: per action, per scenario, I and S with Wilson whiskers."""
-    summary = as_report(report).summary
+    summary = report.summary
     actions = [a for a in taxonomy.ACTIONS if a in summary.actions]
     fig = _figure(max(6.0, 1.25 * len(actions) + 1), 3.2)
     ax = fig.add_subplot()
@@ -219,10 +218,10 @@ def scenarios_chart(report: Report | dict) -> str:
     return _svg(fig)
 
 
-def timing_values(report: Report | dict) -> dict[str, dict[str, list[float]]]:
+def timing_values(report: Report) -> dict[str, dict[str, list[float]]]:
     """Per timed action, per condition: the instances' timing diagnostics (seconds)."""
     out: dict[str, dict[str, list[float]]] = {}
-    for inst in as_report(report).instances:  # outcome records (InstanceOutcome.to_dict)
+    for inst in report.instances:  # outcome records (InstanceOutcome.to_dict)
         if inst["action"] in taxonomy.TIMING_DIAGNOSTIC and inst.get("timing") is not None \
                 and not inst.get("error"):
             out.setdefault(inst["action"], {}).setdefault(inst["condition"], []).append(
@@ -230,12 +229,12 @@ def timing_values(report: Report | dict) -> dict[str, dict[str, list[float]]]:
     return out
 
 
-def timings_chart(report: Report | dict) -> str | None:
+def timings_chart(report: Report) -> str | None:
     values = timing_values(report)
     if not values:
         return None
     pr = paper_data.load()
-    summary = as_report(report).summary
+    summary = report.summary
     actions = [a for a in taxonomy.TIMING_DIAGNOSTIC if a in values]
     widths = [max(2, len(taxonomy.conditions_of(a))) for a in actions]
     fig = _figure(max(5.0, 0.9 * sum(widths) + 1.5), 3.4)

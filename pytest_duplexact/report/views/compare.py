@@ -15,7 +15,7 @@ reports too); 2: a report cannot be read.
 from __future__ import annotations
 
 from .. import MALFORMED, read_report, refuse
-from ..model import Report, as_report
+from ..model import Report
 from ..sections import baseline as baseline_mod
 from . import latency_rows as latency
 from .terminal import _table
@@ -44,9 +44,8 @@ def latency_lines(a: Report, b: Report) -> list[str]:
                                       + latency.delta_cells(d) for d in found])
 
 
-def render_lines(section: dict, a: Report | dict, b: Report | dict, a_path: str,
+def render_lines(section: dict, a: Report, b: Report, a_path: str,
                  b_path: str) -> list[str]:
-    a, b = as_report(a), as_report(b)
     out = [f"A: {a_path}: {baseline_mod.against(section)}",
            f"B: {b_path}: {b.model_label} ({b.created})"]
     channels = [(r.settings or {}).get("channel") or "clean" for r in (a, b)]
@@ -79,8 +78,8 @@ def main(args) -> int:
     alpha = getattr(args, "alpha", None) or baseline_mod.DEFAULT_ALPHA
     try:
         # each parsed once; the comparison and both views read the typed reports
-        a = as_report(read_report(args.a, REQUIRED, label="A: "))
-        b = as_report(read_report(args.b, REQUIRED, label="B: "))
+        a = Report.from_json(read_report(args.a, REQUIRED, label="A: "))
+        b = Report.from_json(read_report(args.b, REQUIRED, label="B: "))
         section = baseline_mod.compare(b, a, alpha, str(args.a),
                                        bool(getattr(args, "ignore_borderline", False)))
     except MALFORMED as e:  # a ReportFileError (BaselineError is one) or a hand-edited report

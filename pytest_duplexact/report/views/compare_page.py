@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...data import taxonomy
-from ..model import Report, as_report
+from ..model import Report
 from ..sections.baseline import against, css_class
 from .charts import paired_deltas_chart
 from .html import (
@@ -93,13 +93,12 @@ def _latency_deltas(a: Report, b: Report) -> str:
             + _table(DELTA_HEADER, [[d["label"]] + delta_cells(d) for d in found], left={0}))
 
 
-def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_path=None, out_path=None,
+def render(section: dict, a: Report, b: Report, *, a_path=None, b_path=None, out_path=None,
            audio: str = "embed", embed_limit: int = DEFAULT_EMBED_LIMIT) -> str:
     """The page as a string. ``section``: baseline.compare(b, a); ``audio`` as for the report
     page, the embed limit counted in flips (each embeds both runs' tracks)."""
     if audio not in AUDIO_MODES:
         raise HtmlError(f"audio must be one of {', '.join(AUDIO_MODES)}, got {audio!r}")
-    a, b = as_report(a), as_report(b)
     roots = {"A (baseline)": _recording_roots(a, Path(a_path) if a_path else None, ()),
              "B (this run)": _recording_roots(b, Path(b_path) if b_path else None, ())}
     out_dir = Path(out_path).resolve().parent if out_path else Path.cwd()
@@ -138,7 +137,7 @@ def render(section: dict, a: Report | dict, b: Report | dict, *, a_path=None, b_
             f"<nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n")
 
 
-def write(section: dict, a: Report | dict, b: Report | dict, out_path, **kw) -> Path:
+def write(section: dict, a: Report, b: Report, out_path, **kw) -> Path:
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(section, a, b, out_path=out, **kw), encoding="utf-8")

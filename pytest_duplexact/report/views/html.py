@@ -24,9 +24,7 @@ from pathlib import Path
 from ...data import paper as paper_data
 from ...data import taxonomy
 from ...run.rundir import RunDir
-from ..model import Report, as_report
-from ..stats import rate_of
-from . import markdown as md
+from ..model import Report
 from . import rows as view_rows
 from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
     actions_chart,
@@ -147,8 +145,7 @@ def _chart(svg: str | None, empty: str) -> str:
     return f'<div class="chart">{svg}</div>' if svg else f'<p class="muted">{_esc(empty)}</p>'
 
 
-def _recording_roots(report: Report | dict, report_path: Path | None, extra) -> list[Path]:
-    report = as_report(report)
+def _recording_roots(report: Report, report_path: Path | None, extra) -> list[Path]:
     roots = [Path(p) for p in extra]
     if report_path is not None:
         roots.append(Path(report_path).resolve().parent)
@@ -247,7 +244,7 @@ def _summary(report: Report) -> str:
     return "".join(out)
 
 
-def _s_mark(report: dict) -> str:
+def _s_mark(report: Report) -> str:
     """Under every table and chart of S: the self-hosted judge's mark (report/sections/judging.py)."""
     from ..sections.judging import s_note
 
@@ -255,39 +252,29 @@ def _s_mark(report: dict) -> str:
     return f'<p class="warn"><b>S</b>: {_esc(note)}</p>' if note else ""
 
 
-def _action_table(report: dict) -> str:
-    rows = [[r.label, md.fmt_rate(r.I), r.I.n, md.fmt_rate(r.S), r.S.n,
-             md.fmt_timing(r.timing) if r.timed else "", r.n, r.notes]
-            for r in md.action_rows(report)]
+def _action_table(report: Report) -> str:
+    rows = [[r.label, view_rows.fmt_rate(r.I), r.I.n, view_rows.fmt_rate(r.S), r.S.n,
+             view_rows.fmt_timing(r.timing) if r.timed else "", r.n, r.notes]
+            for r in view_rows.action_rows(report)]
     return _table(["Action", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S",
                    "T median (IQR, n) s", "n", "not in a rate"], rows, left={7})
 
 
-def _condition_table(report: dict) -> str:
+def _condition_table(report: Report) -> str:
     pr = paper_data.load()
     rows = []
-    for r in md.condition_rows(report):
+    for r in view_rows.condition_rows(report):
         mi, ms = pr.condition_mean(r.key)
-        paper_cell = f"{md.fmt_rate_value(mi)} / {md.fmt_rate_value(ms)}"
-        rows.append([f"{r.action_label} / {r.label}", md.fmt_rate(r.I), r.I.n,
-                     md.fmt_rate(r.S), r.S.n, r.n, r.notes, paper_cell])
+        paper_cell = f"{view_rows.fmt_rate_value(mi)} / {view_rows.fmt_rate_value(ms)}"
+        rows.append([f"{r.action_label} / {r.label}", view_rows.fmt_rate(r.I), r.I.n,
+                     view_rows.fmt_rate(r.S), r.S.n, r.n, r.notes, paper_cell])
     return _table(["Condition", "I % [95% CI]", "n_I", "S % [95% CI]", "n_S", "n",
                    "not in a rate", "paper mean I / S"], rows, left={6})
 
 
 def _corpora_section(report: Report) -> str:
     """Per corpus (released data only): pooled I / S, then per action."""
-    summary = report.summary
-    acts = [a for a in taxonomy.ACTIONS if a in summary.actions]
-    rows = []
-    for corpus, c in summary.corpora.items():
-        per = [summary.corpus_counts(a, corpus) for a in acts]
-        rows.append([corpus, md.fmt_rate(rate_of(c, "I")), md.fmt_rate(rate_of(c, "S")),
-                     c["n"]] + ["\u2013" if x is None else
-                                f"{md.fmt_rate(rate_of(x, 'I'), ci=False)} / "
-                                f"{md.fmt_rate(rate_of(x, 'S'), ci=False)}" for x in per])
-    return _table(["Corpus", "I % [95% CI]", "S % [95% CI]", "n"]
-                  + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows)
+    return _table(view_rows.corpus_header(report), view_rows.corpus_rows(report))
 
 
 def _paper_comparison_section(section: dict) -> str:
@@ -311,17 +298,9 @@ def _paper_comparison_section(section: dict) -> str:
 def _paper_section(report: Report) -> str:
     pr = paper_data.load()
     same = report.totals.instances == pr.instances
-    out = [f'<p class="{"note" if same else "warn"}">{_esc(md.paper_note(report))}</p>']
-    mine = {r.action: r for r in md.action_rows(report)}
-    header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
-                          taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
-    rows = [[f"{report.model_label} (this run)"]
-            + [md.run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
-    for m in pr.models:
-        rows.append([m.name] + [md.paper_cell(pr.action(m.name, a),
-                                              a in taxonomy.TIMING_DIAGNOSTIC)
-                                for a in taxonomy.ACTIONS])
-    out.append(_table(header, rows, ["mine"] + [""] * len(pr.models)))
+    out = [f'<p class="{"note" if same else "warn"}">{_esc(view_rows.paper_note(report))}</p>']
+    rows = view_rows.paper_rows(report, f"{report.model_label} (this run)")
+    out.append(_table(view_rows.PAPER_HEADER, rows, ["mine"] + [""] * len(pr.models)))
     out.append('<p class="muted">Table 4 of the paper: I / S in %, T the median timing in '
                'seconds (Stop: yield latency; Interrupt: timing difference; Recover: '
                'recovery latency); \u2013 = not evaluated on Simulator Replay.</p>')
@@ -330,15 +309,15 @@ def _paper_section(report: Report) -> str:
 
 def _latency_table(report: Report) -> str:
     """Latency p10 / p50 / p90 with n and the no-response rate (report/views/latency_rows.py)."""
-    from . import latency_rows as latency
+    from . import latency_rows
 
-    found = latency.rows(report)
+    found = latency_rows.rows(report)
     if not found:
         return ""
     return ('<p class="muted">Latency as a distribution, every trial (not only successes); '
             'no response: no substantive model speech in the trial, counted apart from late; '
             'paper medians: the range of its models\' Table 15 medians.</p>'
-            + _table(latency.HEADER, [[r.label] + latency.cells(r) for r in found]))
+            + _table(latency_rows.HEADER, [[r.label] + latency_rows.cells(r) for r in found]))
 
 
 def _robustness_section(sec: dict) -> str:
@@ -443,7 +422,7 @@ def _borderline_section(report: Report) -> str:
     table = []
     for inst in marked:
         iid = _esc(inst["id"])
-        name = f'<a href="#i-{iid}">{iid}</a>' if md.failed(inst) else iid
+        name = f'<a href="#i-{iid}">{iid}</a>' if view_rows.failed(inst) else iid
         table.append([name, _esc(inst["immediate"]["verdict"]),
                       _esc(view_rows.borderline_text(inst, limit=8))])
     if table:
@@ -455,7 +434,7 @@ def _borderline_section(report: Report) -> str:
 
 def _failures_section(report: Report, roots: list[Path], audio: str, out_dir: Path,
                       embed_limit: int) -> str:
-    bad = [i for i in report.instances if md.failed(i)]
+    bad = [i for i in report.instances if view_rows.failed(i)]
     if not bad:
         return '<p class="muted">No failed instance.</p>'
     embed = _embed_choice(bad, embed_limit) if audio == "embed" else set()
@@ -468,7 +447,7 @@ def _failures_section(report: Report, roots: list[Path], audio: str, out_dir: Pa
                    "link every recording instead.</p>")
     missing = 0
     for inst in bad:
-        stage, reason = md.failure_reason(inst)
+        stage, reason = view_rows.failure_reason(inst)
         folder = _instance_folder(inst, roots)
         cond = taxonomy.condition(inst["action"], inst["condition"])
         head = (f'<div class="failure" id="i-{_esc(inst["id"])}"><h3>{_esc(inst["id"])}</h3>'
@@ -499,7 +478,7 @@ def _failures_section(report: Report, roots: list[Path], audio: str, out_dir: Pa
     return "".join(out)
 
 
-def render(report: Report | dict, *, report_path: str | Path | None = None,
+def render(report: Report, *, report_path: str | Path | None = None,
            out_path: str | Path | None = None, audio: str = "embed",
            embed_limit: int = DEFAULT_EMBED_LIMIT, recordings=()) -> str:
     """The page as a string. ``audio``: 'embed' (base64 in the page, failed instances only,
@@ -507,7 +486,6 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
     ``recordings``: extra run directories to look for instance folders in."""
     if audio not in AUDIO_MODES:
         raise HtmlError(f"audio must be one of {', '.join(AUDIO_MODES)}, got {audio!r}")
-    report = as_report(report)
     roots = _recording_roots(report, Path(report_path) if report_path else None, recordings)
     out_dir = Path(out_path).resolve().parent if out_path else Path.cwd()
     model = report.model_label or "?"
@@ -519,7 +497,7 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
         + _chart(actions_chart(report), "no actions ran") + _action_table(report)
         + _s_mark(report) + "</section>",
         '<section id="conditions"><h2>Conditions (the paper\'s Figure 3 and Table 16)</h2>'
-        + _chart(conditions_chart(report) if md.condition_rows(report) else None,
+        + _chart(conditions_chart(report) if view_rows.condition_rows(report) else None,
                  "no conditions ran") + _condition_table(report) + _s_mark(report)
         + "</section>",
         '<section id="heatmap"><h2>Follow-through failure (1 \u2212 S), Figure 4 style</h2>'
@@ -575,7 +553,7 @@ def render(report: Report | dict, *, report_path: str | Path | None = None,
             f"</p></header><nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n")
 
 
-def write(report: Report | dict, out_path: str | Path, **kw) -> Path:
+def write(report: Report, out_path: str | Path, **kw) -> Path:
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(report, out_path=out, **kw), encoding="utf-8")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...data import taxonomy
-from ..model import Report, as_report
+from ..model import Report
 
 WHAT = {"take_turn": "onset after the user's end", "backchannel": "onset after the point",
         "stop": "yield latency", "interrupt": "timing vs target",
@@ -34,8 +34,8 @@ def paper_range(action: str, condition: str | None) -> tuple[float, float] | Non
     return (min(medians), max(medians)) if medians else None
 
 
-def rows(report: Report | dict) -> list[LatencyRow]:
-    summary = as_report(report).summary
+def rows(report: Report) -> list[LatencyRow]:
+    summary = report.summary
     out = []
     for action in taxonomy.ACTIONS:
         pooled = summary.latency(action)
@@ -73,7 +73,7 @@ def cells(row: LatencyRow) -> list[str]:
 HEADER = ["", "measure", "p10", "p50", "p90", "n", "no response", "paper medians"]
 
 
-def deltas(a: Report | dict, b: Report | dict) -> list[dict]:
+def deltas(a: Report, b: Report) -> list[dict]:
     """Per action and condition measured in either run: each run's p50 (s) with its n and
     no-response rate, and B's p50 minus A's (None unless both have one). A descriptive
     change: latency has no paired test here."""

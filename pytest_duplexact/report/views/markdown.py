@@ -4,66 +4,29 @@ paper's 14 models beside this one, and the failed instances. Reads the JSON repo
 
 from __future__ import annotations
 
-from ...data import paper as paper_data
-from ...data import taxonomy
-from ..aggregate import NA
-from ..model import Report, as_report
+from ..model import Report
 from ..sections.judging import s_note
-from ..stats import rate_of
-from .rows import (  # noqa: F401 (fmt_rate_value: html.py reads it as md.fmt_rate_value)
+from .rows import (
+    PAPER_HEADER,
     action_rows,
     borderline_line,
     borderline_text,
     condition_rows,
+    corpus_header,
+    corpus_rows,
     failed,
     failure_reason,
     fmt_rate,
-    fmt_rate_value,
     fmt_timing,
+    paper_note,
+    paper_rows,
 )
 
 MAX_LISTED_FAILURES = 200  # a PR comment has a size limit; the HTML view lists every one
 
 
-def paper_cell(cell: dict | None, timed: bool) -> str:
-    """Table 4's cell: ``I / S`` or ``I / T / S``; '-' where the model was not evaluated."""
-    if cell is None:
-        return "\u2013"
-
-    def r(v):
-        return NA if v is None else f"{100 * v:.1f}"
-
-    if timed:
-        t = NA if cell["T"] is None else f"{cell['T']:.2f}"
-        return f"{r(cell['I'])} / {t} / {r(cell['S'])}"
-    return f"{r(cell['I'])} / {r(cell['S'])}"
-
-
-def run_action_cell(row: dict | None) -> str:
-    if row is None:
-        return "\u2013"
-    i, s = fmt_rate(row.I, ci=False), fmt_rate(row.S, ci=False)
-    if row.timed:
-        t = row.timing
-        tt = NA if not t or not t.get("n") else f"{t['median']:.2f}"
-        return f"{i} / {tt} / {s}"
-    return f"{i} / {s}"
-
-
-def paper_note(report: Report | dict) -> str:
-    """The caveat printed wherever the paper's numbers stand beside a run."""
-    p = paper_data.load()
-    report = as_report(report)
-    n = report.totals.instances
-    judged = f" Its S: {note}." if (note := s_note(report)) else ""
-    if n == p.instances:
-        return f"{p.note} This run also measured {n} instances.{judged}"
-    return (f"{p.note} This run measured {n} instance(s): different data, so the paper's rows "
-            f"are context, not a comparison.{judged}")
-
-
-def dataset_line(report: Report | dict) -> str:
-    s = as_report(report).settings or {}
+def dataset_line(report: Report) -> str:
+    s = report.settings or {}
     fp = (s.get("dataset_fingerprint") or "")[:12]
     return f"`{s.get('dataset', '?')}` (fingerprint {fp})"
 
@@ -85,8 +48,7 @@ def _table(header: list[str], rows: list[list[str]], align: str | None = None) -
     return out
 
 
-def render(report: Report | dict, failures: bool = True) -> str:
-    report = as_report(report)
+def render(report: Report, failures: bool = True) -> str:
     model = report.model_label or "?"
     tot = report.totals
     out = [f"## DuplexAct: {_esc(model)}", ""]
@@ -122,20 +84,12 @@ def render(report: Report | dict, failures: bool = True) -> str:
                    "not in a rate"], rows, "llrrrrrl")
     out += mark
 
-    summary = report.summary
-    if summary.corpora:  # data that names corpora (the released set)
-        acts = [a for a in taxonomy.ACTIONS if a in summary.actions]
-        rows = []
-        for corpus, c in summary.corpora.items():
-            per = [summary.corpus_counts(a, corpus) for a in acts]
-            rows.append([_esc(corpus), fmt_rate(rate_of(c, "I")), fmt_rate(rate_of(c, "S")),
-                         str(c["n"])] + ["–" if x is None else
-                                         f"{fmt_rate(rate_of(x, 'I'), ci=False)} / "
-                                         f"{fmt_rate(rate_of(x, 'S'), ci=False)}" for x in per])
+    if report.summary.corpora:  # data that names corpora (the released set)
+        header = corpus_header(report)
+        # the corpus name is escaped here and again as a cell, as this view always wrote it
+        rows = [[_esc(r[0])] + r[1:] for r in corpus_rows(report)]
         out += ["", "### Corpora", ""]
-        out += _table(["Corpus", "I % [95% CI]", "S % [95% CI]", "n"]
-                      + [taxonomy.ACTION_LABELS[a] + " I / S" for a in acts], rows,
-                      "lrrr" + "r" * len(acts))
+        out += _table(header, rows, "lrr" + "r" * (len(header) - 3))
     if report.paper_comparison:
         from ..sections.paper_comparison import render_lines
 
@@ -215,17 +169,9 @@ def _baseline(b: dict) -> list[str]:
 
 
 def _paper_table(report: Report) -> list[str]:
-    p = paper_data.load()
     out = [f"> {paper_note(report)}", ""]
-    header = ["Model"] + [taxonomy.ACTION_LABELS[a] + (" I / T / S" if a in
-                          taxonomy.TIMING_DIAGNOSTIC else " I / S") for a in taxonomy.ACTIONS]
-    mine = {r.action: r for r in action_rows(report)}
-    rows = [[f"**{report.model_label or 'this run'} (this run)**"]
-            + [run_action_cell(mine.get(a)) for a in taxonomy.ACTIONS]]
-    for m in p.models:
-        rows.append([m.name] + [paper_cell(p.action(m.name, a), a in taxonomy.TIMING_DIAGNOSTIC)
-                                for a in taxonomy.ACTIONS])
-    return out + _table(header, rows, "l" + "r" * len(taxonomy.ACTIONS))
+    rows = paper_rows(report, f"**{report.model_label or 'this run'} (this run)**")
+    return out + _table(PAPER_HEADER, rows, "l" + "r" * (len(PAPER_HEADER) - 1))
 
 
 def _failures(report: Report) -> list[str]:

@@ -16,22 +16,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import MALFORMED, read_report, refuse
+from ..model import Report
 from ..sections import baseline as baseline_mod
 
 
 def main(args) -> int:
     try:
-        report = read_report(args.report, ("model", "settings", "summary", "totals",
-                                           "instances"))
+        # parsed once; every view reads the typed report
+        report = Report.from_json(read_report(args.report, ("model", "settings", "summary",
+                                                            "totals", "instances")))
         return _render(args, report)
     except MALFORMED as e:  # a ReportFileError (BaselineError is one) or a hand-edited report
         return refuse("report", e, f"{args.report}: ")
 
 
-def _render(args, stored: dict) -> int:
-    from ..model import as_report
-
-    report = as_report(stored)  # parsed once; every view reads the typed report
+def _render(args, report: Report) -> int:
     status = 0
     if getattr(args, "baseline", None):
         alpha = getattr(args, "baseline_alpha", None) or baseline_mod.DEFAULT_ALPHA

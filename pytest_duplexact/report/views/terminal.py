@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...data import taxonomy
 from ..aggregate import NA
-from ..model import Report, as_report
+from ..model import Report
 from ..stats import Rate, rate_of
 from .rows import (
     ConditionRow,
@@ -43,7 +43,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def action_table(report: Report | dict) -> list[str]:
+def action_table(report: Report) -> list[str]:
     rows = [["action", "I", "S (n_S)", "T median (IQR, n)", "n", "valid I", "notes"]]
     for r in action_rows(report):
         s = NA if r.S.value is None else f"{_rate(r.S)} ({r.S.n})"
@@ -52,7 +52,7 @@ def action_table(report: Report | dict) -> list[str]:
     return _table(rows)
 
 
-def condition_table(report: Report | dict) -> list[str]:
+def condition_table(report: Report) -> list[str]:
     rows = [["condition", "I / S (n_S)", "n", "notes"]]
     for r in condition_rows(report):
         rows.append([f"{r.action_label} / {r.label}", cell(r), str(r.n), r.notes])
@@ -67,9 +67,9 @@ def _counts_cell(c: dict | None) -> str:
     return f"{_rate(i)} / {NA if s.value is None else f'{_rate(s)} ({s.n})'}"
 
 
-def corpus_table(report: Report | dict) -> list[str]:
+def corpus_table(report: Report) -> list[str]:
     """Per corpus, pooled and per action (only data whose instances name their corpus)."""
-    summary = as_report(report).summary
+    summary = report.summary
     acts = [a for a in taxonomy.ACTIONS if a in summary.actions]
     rows = [["corpus", "all"] + [taxonomy.ACTION_LABELS[a] for a in acts]]
     for corpus, c in summary.corpora.items():
@@ -78,7 +78,7 @@ def corpus_table(report: Report | dict) -> list[str]:
     return _table(rows)
 
 
-def latency_table(report: Report | dict) -> list[str]:
+def latency_table(report: Report) -> list[str]:
     """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/views/latency_rows.py)."""
     from . import latency_rows as latency
 
@@ -90,12 +90,11 @@ def latency_table(report: Report | dict) -> list[str]:
             "speech in the trial; paper medians: its models' Table 15 range"] + table
 
 
-def render(report: Report | dict, gate_results=()) -> list[str]:
+def render(report: Report, gate_results=()) -> list[str]:
     """``gate_results``: the gates to print (each with a ``message``), live ones: a stored
     report's are printed by the caller that wants them (cli.py)."""
     from ..sections.judging import s_note
 
-    report = as_report(report)
     model = report.model_label or "?"
     note = s_note(report)
     mark = [f"S: {note}"] if note else []

@@ -10,11 +10,11 @@ import pytest
 
 from pytest_duplexact.report.sections import baseline
 from pytest_duplexact.report.views.terminal import render
-from tests.report.helpers import outcomes_for, report
+from tests.report.helpers import outcomes_for, typed
 
 
 def _run(delayed_ok: int, immediate_ok: int = 20, n: int = 20, start: int = 0, **settings):
-    return report(outcomes_for("take_turn.delayed", n, delayed_ok, start=start)
+    return typed(outcomes_for("take_turn.delayed", n, delayed_ok, start=start)
                   + outcomes_for("take_turn.immediate", n, immediate_ok, start=start),
                   **settings)
 
@@ -59,9 +59,9 @@ def test_small_drop_within_chance_does_not_fire():
 def test_holm_correction_keeps_a_borderline_drop_from_firing():
     # one-sided Fisher p for 10/10 -> 5/10 is 0.016: significant alone, not after Holm
     # over 3 comparisons where the action-level p is larger
-    cur = report(outcomes_for("take_turn.delayed", 10, 5, start=OTHER_IDS)
+    cur = typed(outcomes_for("take_turn.delayed", 10, 5, start=OTHER_IDS)
                  + outcomes_for("take_turn.immediate", 10, 10, start=OTHER_IDS))
-    base = report(outcomes_for("take_turn.delayed", 10, 10)
+    base = typed(outcomes_for("take_turn.delayed", 10, 10)
                   + outcomes_for("take_turn.immediate", 10, 10))
     sec = baseline.compare(cur, base)
     row = next(r for r in sec["comparisons"] if r["target"] == "take_turn.delayed.I")
@@ -70,8 +70,8 @@ def test_holm_correction_keeps_a_borderline_drop_from_firing():
 
 
 def test_improvements_never_fire_and_S_is_compared():
-    base = report(outcomes_for("stop.direct_interruption", 30, 30, s_ok=lambda k: k < 27))
-    cur = report(outcomes_for("stop.direct_interruption", 30, 30, s_ok=lambda k: k < 10))
+    base = typed(outcomes_for("stop.direct_interruption", 30, 30, s_ok=lambda k: k < 27))
+    cur = typed(outcomes_for("stop.direct_interruption", 30, 30, s_ok=lambda k: k < 10))
     sec = baseline.compare(cur, base)
     assert sec["drops"] == ["stop.S", "stop.direct_interruption.S"]
     assert baseline.compare(base, cur)["passed"]
@@ -79,7 +79,7 @@ def test_improvements_never_fire_and_S_is_compared():
 
 def test_groups_missing_on_one_side_are_listed_not_failed():
     base = _run(15)
-    cur = report(outcomes_for("take_turn.delayed", 20, 15))
+    cur = typed(outcomes_for("take_turn.delayed", 20, 15))
     sec = baseline.compare(cur, base)
     assert sec["passed"]
     assert {"target": "take_turn.immediate.I",
@@ -115,7 +115,7 @@ def test_gate_turns_an_unreadable_baseline_into_a_failure(tmp_path):
 
 def test_terminal_shows_the_baseline_and_the_wide_marks():
     rep = _run(2, start=OTHER_IDS)
-    rep["baseline"] = baseline.compare(rep, _run(18))
+    rep = rep.replace(baseline=baseline.compare(rep, _run(18)))
     text = "\n".join(render(rep))
     assert "Baseline:" in text and "FAILED baseline" in text
     assert "dropped take_turn.delayed.I" in text

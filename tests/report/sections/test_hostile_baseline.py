@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pytest_duplexact.report.sections.baseline import BaselineError, gate, load
-from tests.report.helpers import mixed_report
+from tests.report.helpers import mixed_report, parsed
 
 BROKEN = {  # what was done to the stored report -> the field the message names
     "non-numeric count": (lambda a: a["wait"]["counts"].__setitem__("n_I", "three"),
@@ -50,5 +50,5 @@ def test_a_baseline_spoiled_mid_run_fails_the_gate_without_raising(tmp_path, mon
     # ... and an instance the paired comparison reads (same ids: the gate pairs them)
     spoiled["instances"][0]["immediate"] = "success"
     monkeypatch.setattr(baseline, "load", lambda p: spoiled)
-    section = gate(rep, str(path))
+    section = gate(parsed(rep), str(path))
     assert section["passed"] is False and str(path) in section["message"]

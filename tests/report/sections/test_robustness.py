@@ -11,7 +11,7 @@ from pytest_duplexact.report.sections import robustness
 from pytest_duplexact.report.views.html import render as html
 from pytest_duplexact.report.views.markdown import render as markdown
 from pytest_duplexact.report.views.terminal import render as terminal
-from tests.report.helpers import outcomes_for, report
+from tests.report.helpers import outcomes_for, parsed, report
 
 
 def _run(successes: int, channel: str | None, created: str, model: str = "toy") -> Report:
@@ -27,7 +27,7 @@ def test_channels_side_by_side_with_their_tests():
     phone_old = _run(10, "phone", "2026-01-01T00:00:00Z")
     phone = _run(17, "phone", "2026-01-03T00:00:00Z")
     other_model = _run(0, "phone", "2026-01-04T00:00:00Z", model="other")
-    sec = robustness.section(echo, [clean, phone_old, phone, other_model])
+    sec = robustness.section(parsed(echo), [clean, phone_old, phone, other_model])
     assert [r["channel"] for r in sec["channels"]] == ["clean", "echo:-6@50", "phone"]
     by = {r["channel"]: r for r in sec["channels"]}
     assert by["echo:-6@50"]["actions"]["take_turn"]["mark"] == "*"  # 18 -> 2 of 20, paired
@@ -41,12 +41,12 @@ def test_channels_side_by_side_with_their_tests():
 
 
 def test_one_channel_is_no_section():
-    assert robustness.section(_run(18, None, "a"), [_run(3, None, "b")]) is None
+    assert robustness.section(parsed(_run(18, None, "a")), [_run(3, None, "b")]) is None
 
 
 def test_every_view_shows_it():
     clean, echo = _run(18, None, "a"), _run(2, "echo:-6@50", "b")
-    rep = echo.replace(robustness=robustness.section(echo, [clean]))
+    rep = echo.replace(robustness=robustness.section(parsed(echo), [clean]))
     back = Report.from_json(json.loads(json.dumps(rep.to_json())))
     assert back.robustness == rep.robustness
     assert "Robustness: I by channel" in "\n".join(terminal(back))
@@ -60,12 +60,12 @@ def test_a_store_of_reports(tmp_path):
 
     store = tmp_path / "store"
     for rep in (_run(18, None, "a"), _run(2, "echo:-6@50", "b")):
-        save(rep, store)
+        save(parsed(rep), store)
     (store / "0003_broken_x.json").write_text("{")
     stored = robustness.stored_reports(store)
     assert len(stored) == 2
     current = _run(17, "phone", "c")
-    sec = robustness.section(current, stored)
+    sec = robustness.section(parsed(current), stored)
     assert [r["channel"] for r in sec["channels"]] == ["clean", "echo:-6@50", "phone"]
 
 
@@ -76,5 +76,5 @@ def test_a_stored_shard_is_not_its_channels_run():
     shard = Report.from_json(dict(_run(0, "phone", "c").to_json(), settings=dict(
         _run(0, "phone", "c").settings, selection=dict(clean.settings["selection"],
                                                        shard="1/2"))))
-    sec = robustness.section(echo, [clean, shard])
+    sec = robustness.section(parsed(echo), [clean, shard])
     assert [r["channel"] for r in sec["channels"]] == ["clean", "echo:-6@50"]

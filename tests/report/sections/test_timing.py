@@ -9,6 +9,7 @@ import pytest
 from pytest_duplexact.data.results import InstanceOutcome, outcome_problem, success
 from pytest_duplexact.pytest_plugin.config import _timing_tolerance
 from pytest_duplexact.report.sections.timing import line, properties, section
+from tests.report.helpers import parsed
 
 
 def _outcome(i, clock=None, error=None):
@@ -81,9 +82,9 @@ def test_every_view_says_it_and_a_stepped_report_has_no_section():
     report = builder.build(builder.Ran(outs, RunSettings(model="m"), "m"))
     sentence = line(report.clock)
     assert report.to_json()["clock"]["unreliable"] == 1
-    assert sentence in terminal.render(report)
-    assert sentence in markdown.render(report)
-    assert sentence.replace("'", "&#x27;") in html.render(report)
+    assert sentence in terminal.render(parsed(report))
+    assert sentence in markdown.render(parsed(report))
+    assert sentence.replace("'", "&#x27;") in html.render(parsed(report))
     stepped = builder.build(builder.Ran([_outcome(0)], RunSettings(model="m"), "m"))
     assert "clock" not in stepped.to_json()
-    assert not any(x.startswith("Timing (") for x in terminal.render(stepped))
+    assert not any(x.startswith("Timing (") for x in terminal.render(parsed(stepped)))

@@ -12,7 +12,7 @@ import pytest
 from pytest_duplexact.report import VOLATILE_KEYS
 from pytest_duplexact.report.store.merge import PROVENANCE_KEYS, MergeError, main, merge
 from pytest_duplexact.run.selection import shard_of
-from tests.report.helpers import mixed_report, report, settings
+from tests.report.helpers import mixed_report, parsed, report, settings
 
 
 def _sel(shard):
@@ -256,16 +256,16 @@ def test_a_merged_channelled_run_has_the_unsharded_runs_robustness_section(tmp_p
         return report(outs, **over)
 
     store = tmp_path / "store"
-    save(run(18), store)  # the clean run
+    save(parsed(run(18)), store)  # the clean run
     full = run(3, channel="echo:-6@50")
-    unsharded = robustness.section(Report.from_json(full), robustness.stored_reports(store))
+    unsharded = robustness.section(parsed(full), robustness.stored_reports(store))
     assert unsharded["channels"][1]["flips_to_failure"] == 15
     paths = []
     for k in (1, 2):
         part = [InstanceOutcome.from_dict(d) for d in full["instances"]
                 if shard_of(d["id"], 2) == k]
         rep = Report.from_json(report(part, channel="echo:-6@50", selection=_sel(f"{k}/2")))
-        rep = rep.replace(robustness=robustness.section(rep, robustness.stored_reports(store)))
+        rep = rep.replace(robustness=robustness.section(parsed(rep), robustness.stored_reports(store)))
         p = tmp_path / f"shard{k}.json"
         p.write_text(json.dumps(rep.to_json()))
         paths.append(p)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+from pytest_duplexact.report.model import Report
 from pytest_duplexact.report.store import saved as store
 
 WRITERS = 8
@@ -13,7 +14,8 @@ WRITERS = 8
 
 def _save(folder: str, k: int, barrier) -> None:
     barrier.wait()
-    store.save({"model": f"m{k}", "created": "2026-12-01T10:00:00Z", "k": k}, Path(folder))
+    store.save(Report.from_json({"model": f"m{k}", "created": "2026-12-01T10:00:00Z", "k": k}),
+               Path(folder))
 
 
 def test_eight_processes_saving_at_once_each_keep_their_report(tmp_path):

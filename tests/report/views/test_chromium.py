@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.report.views import html as html_view
-from tests.report.helpers import mixed_report, write_run_dir
+from tests.report.helpers import mixed_report, parsed, write_run_dir
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(
@@ -65,7 +65,7 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_page_renders_every_section_and_plays_its_audio(tmp_path):
     rep = mixed_report()
     report_path = write_run_dir(tmp_path / "run", rep)
-    page = html_view.render(rep, report_path=report_path)
+    page = html_view.render(parsed(rep), report_path=report_path)
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace("<head>", "<head>" + HEAD_PROBE, 1)
                      .replace("</body>", PROBE + "</body>"))
@@ -87,7 +87,8 @@ def test_page_renders_every_section_and_plays_its_audio(tmp_path):
 def test_screenshot_is_not_blank(tmp_path):
     rep = mixed_report()
     page = tmp_path / "page.html"
-    html_view.write(rep, page, report_path=write_run_dir(tmp_path / "run", rep), audio="none")
+    html_view.write(parsed(rep), page, report_path=write_run_dir(tmp_path / "run", rep),
+                    audio="none")
     shot = tmp_path / "shot.png"
     res = _chromium(tmp_path, "--hide-scrollbars", "--window-size=1280,2400",
                     f"--screenshot={shot}", page.as_uri())

@@ -9,7 +9,7 @@ import json
 from pytest_duplexact.remote import calls
 from pytest_duplexact.report.views import markdown
 from pytest_duplexact.report.views import show as report_cli
-from tests.report.helpers import mixed_report
+from tests.report.helpers import mixed_report, parsed
 
 
 def test_markdown_escapes_html_in_ids_reasons_and_model():
@@ -19,7 +19,7 @@ def test_markdown_escapes_html_in_ids_reasons_and_model():
                i["immediate"]["verdict"] == "failure")
     bad["id"] = "x</details><script>alert(1)</script>"
     bad["immediate"]["reason"] = "<b>bold</b> & | pipes"
-    text = markdown.render(rep)
+    text = markdown.render(parsed(rep))
     assert "<script>" not in text and "<img" not in text and "<b>" not in text
     assert "x&lt;/details&gt;&lt;script&gt;" in text
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; \\| pipes" in text

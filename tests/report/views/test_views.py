@@ -13,7 +13,7 @@ import soundfile as sf
 
 from pytest_duplexact.report.views import html as html_view
 from pytest_duplexact.report.views import markdown
-from tests.report.helpers import mixed_report, write_run_dir
+from tests.report.helpers import mixed_report, parsed, write_run_dir
 
 FAILED = {  # of mixed_report: 1 wait, 3 take_turn, 1 stop (S), 1 recover, 1 error
     "wait-inter_sentential_pause-interview-05", "take_turn-delayed-casual-03",
@@ -28,7 +28,7 @@ def rep():
 
 
 def test_markdown_tables_carry_n_and_intervals(rep):
-    text = markdown.render(rep)
+    text = markdown.render(parsed(rep))
     # 5 of 6 wait: Wilson [43.6, 97.0]
     assert "| Wait | 83.3 [43.6\u201397.0]~ | 6 | n/a | 0 |" in text
     # stop: S 4 of 5 with T median over 5 timings
@@ -41,7 +41,7 @@ def test_markdown_tables_carry_n_and_intervals(rep):
 
 
 def test_markdown_shows_the_paper_models_with_the_caveat(rep):
-    text = markdown.render(rep)
+    text = markdown.render(parsed(rep))
     assert "### The paper's 14 models (Table 4)" in text
     assert "4,691 instances" in text and "context, not a comparison" in text
     assert "| **toy (this run)** | 83.3~ / n/a | \u2013 | 50.0~ / n/a |" in text
@@ -54,7 +54,7 @@ def test_markdown_shows_the_paper_models_with_the_caveat(rep):
 
 
 def test_markdown_lists_failed_instances_with_reasons(rep):
-    text = markdown.render(rep)
+    text = markdown.render(parsed(rep))
     assert "7 failed instance(s)" in text
     for iid in FAILED:
         assert f"| {iid} |" in text
@@ -68,8 +68,8 @@ def test_markdown_gates_and_baseline(rep):
     r = dict(rep)
     r["gates"] = [{"gate": "wait.I>=0.9", "passed": False,
                    "message": "FAILED wait.I>=0.9: wait.I = 83.3%, needs >= 90.0%"}]
-    r["baseline"] = baseline.compare(r, r)
-    text = markdown.render(r)
+    r["baseline"] = baseline.compare(parsed(r), parsed(r))
+    text = markdown.render(parsed(r))
     assert "- \u274c FAILED wait.I>=0.9" in text
     assert "### Baseline comparison" in text and "passed baseline" in text
 
@@ -103,7 +103,7 @@ def run_dir(rep, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(rep, run_dir):
-    return html_view.render(rep, report_path=run_dir)
+    return html_view.render(parsed(rep), report_path=run_dir)
 
 
 def test_html_has_every_section_and_chart(page):
@@ -155,22 +155,22 @@ def test_html_lanes_show_the_timeline(page):
 
 def test_html_link_mode_and_limit(rep, run_dir, tmp_path):
     out = tmp_path / "sub" / "page.html"
-    html_view.write(rep, out, report_path=run_dir, audio="link")
+    html_view.write(parsed(rep), out, report_path=run_dir, audio="link")
     p = _parse(out.read_text())
     assert len(p.audio) == 2 * len(FAILED)
     for src in p.audio:
         assert not src.startswith("data:")
         assert (out.parent / src).resolve().is_file()
-    limited = _parse(html_view.render(rep, report_path=run_dir, embed_limit=2))
+    limited = _parse(html_view.render(parsed(rep), report_path=run_dir, embed_limit=2))
     assert len(limited.audio) == 4
-    none = _parse(html_view.render(rep, report_path=run_dir, audio="none"))
+    none = _parse(html_view.render(parsed(rep), report_path=run_dir, audio="none"))
     assert none.audio == []
     with pytest.raises(html_view.HtmlError):
-        html_view.render(rep, audio="mp3")
+        html_view.render(parsed(rep), audio="mp3")
 
 
 def test_html_without_recordings_says_so(rep):
-    page = html_view.render(rep, report_path=Path("/nonexistent/report.json"))
+    page = html_view.render(parsed(rep), report_path=Path("/nonexistent/report.json"))
     assert "Recordings of 7 failed instance(s) were not found" in page
     assert "<audio" not in page
 
@@ -185,7 +185,7 @@ def test_embed_choice_spreads_over_conditions():
 
 
 def test_heatmap_rows_are_one_minus_S(rep):
-    labels, values = html_view.heatmap_rows(rep)
+    labels, values = html_view.heatmap_rows(parsed(rep))
     assert labels[0] == "toy (this run)"
     stop = __import__("pytest_duplexact.data.taxonomy", fromlist=["ACTIONS"]).ACTIONS.index("stop")
     assert values[0][stop] == pytest.approx(20.0)  # S = 4 / 5
@@ -205,7 +205,7 @@ def test_the_html_summary_reads_as_words(rep):
     r["settings"]["model_options"] = {"ckpt": "step-4000"}
     r["settings"]["transcriber"] = "auto"
     r["usage"] = {"transcriber": {"model": "offline:tiny.en", "calls": 0}}
-    page = html_view.render(r)
+    page = html_view.render(parsed(r))
     assert "actions: take_turn, wait; at most 2 per condition (seed 7); shard 1/3" in page
     assert "ckpt=step-4000" in page
     assert "auto (used: offline:tiny.en)" in page
