@@ -189,7 +189,8 @@ class Report(Mapping):
     incomplete: tuple[str, ...] | None = None  # a merge --allow-incomplete lacks these
     notes: tuple[str, ...] | None = None
     usage: Mapping | None = None
-    clock: Mapping | None = None  # the harness's own lateness (report/sections/timing.py): streaming
+    # the harness's own lateness (report/sections/timing.py): streaming runs only
+    clock: Mapping | None = None
     judges: Mapping | None = None
     cost: Mapping | None = None
     paper_comparison: Mapping | None = None

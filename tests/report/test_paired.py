@@ -163,8 +163,8 @@ def test_comparison_page_shows_each_flip_from_both_runs_side_by_side(tmp_path):
     a = write_run_dir(tmp_path / "a", base, seconds=1.0)
     b = write_run_dir(tmp_path / "b", cur, seconds=1.0)
     sec = baseline.compare(parsed(cur), parsed(base), path=str(a))
-    page = render_page(sec, parsed(base), parsed(cur), a_path=a, b_path=b, out_path=tmp_path / "c.html",
-                       audio="link")
+    page = render_page(sec, parsed(base), parsed(cur), a_path=a, b_path=b,
+                       out_path=tmp_path / "c.html", audio="link")
     for s in ("summary", "deltas", "flips"):
         assert f'<section id="{s}">' in page
     assert page.count('<div class="pair">') == len(sec["flips"]) == 9

@@ -4,8 +4,8 @@ The baseline gate's comparison (baseline.compare: paired on the same instances, 
 exact test, Newcombe intervals and the flips; unpaired when the instance sets differ) between
 two stored reports, printed in full: every comparison with its change and p-values, and every
 flip with both runs' reasons, and each action's and condition's median latency in both runs
-with its n and the change (latency.deltas). ``--html`` writes the comparison page
-(compare_html.py): the per-condition deltas with their intervals, the latency deltas, the
+with its n and the change (latency_rows.deltas). ``--html`` writes the comparison page
+(compare_page.py): the per-condition deltas with their intervals, the latency deltas, the
 flip list, and each flip's lanes and audio from both runs side by side.
 
 Exit 0: no significant drop; 1: a significant drop (so the command is a CI gate on stored
@@ -17,7 +17,7 @@ from __future__ import annotations
 from .. import MALFORMED, read_report, refuse
 from ..model import Report
 from ..sections import baseline as baseline_mod
-from . import latency_rows as latency
+from . import latency_rows
 from .terminal import _table
 
 REQUIRED = ("model", "settings", "summary", "instances")
@@ -36,12 +36,12 @@ def table_lines(section: dict) -> list[str]:
 
 def latency_lines(a: Report, b: Report) -> list[str]:
     """Per action and condition: each run's median latency with its n, and the change."""
-    found = latency.deltas(a, b)
+    found = latency_rows.deltas(a, b)
     if not found:
         return []
     return ["", "Latency per action and condition (p50 in s, n; change = B - A, "
-            "descriptive):"] + _table([latency.DELTA_HEADER] + [[d["label"]]
-                                      + latency.delta_cells(d) for d in found])
+            "descriptive):"] + _table([latency_rows.DELTA_HEADER] + [[d["label"]]
+                                      + latency_rows.delta_cells(d) for d in found])
 
 
 def render_lines(section: dict, a: Report, b: Report, a_path: str,

@@ -245,7 +245,8 @@ def _summary(report: Report) -> str:
 
 
 def _s_mark(report: Report) -> str:
-    """Under every table and chart of S: the self-hosted judge's mark (report/sections/judging.py)."""
+    """Under every table and chart of S: the self-hosted judge's mark
+    (report/sections/judging.py)."""
     from ..sections.judging import s_note
 
     note = s_note(report)

@@ -95,13 +95,13 @@ def render(report: Report, failures: bool = True) -> str:
 
         out += ["", "### The paper side by side (released data)", ""]
         out += ["    " + line for line in render_lines(report.paper_comparison)]
-    from . import latency_rows as latency
+    from . import latency_rows
 
-    if found := latency.rows(report):
+    if found := latency_rows.rows(report):
         out += ["", "### Latency (s) and no response", ""]
-        out += _table(["Action / condition"] + latency.HEADER[1:],
-                      [[r.label] + latency.cells(r) for r in found],
-                      "ll" + "r" * (len(latency.HEADER) - 2))
+        out += _table(["Action / condition"] + latency_rows.HEADER[1:],
+                      [[r.label] + latency_rows.cells(r) for r in found],
+                      "ll" + "r" * (len(latency_rows.HEADER) - 2))
     if report.robustness:
         from ..sections.robustness import markdown as robustness_table
 

@@ -2,8 +2,8 @@
 report (of a run or of a merge) without running anything.
 
 Prints the terminal tables; writes the HTML page and / or the Markdown when asked; with
-``--baseline`` compares against that stored report first (report/sections/baseline.py) and exits 1 on
-a significant drop, so the command doubles as a CI gate on stored reports. Exit 2: a file
+``--baseline`` compares against that stored report first (report/sections/baseline.py) and
+exits 1 on a significant drop, so the command doubles as a CI gate on stored reports. Exit 2: a file
 cannot be read or is not a DuplexAct report.
 
 Optional attributes of ``args`` (used when the console script offers them): ``audio``

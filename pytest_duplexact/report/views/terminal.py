@@ -79,13 +79,13 @@ def corpus_table(report: Report) -> list[str]:
 
 
 def latency_table(report: Report) -> list[str]:
-    """Latency p10 / p50 / p90 (s) with n, and the no-response rate (report/views/latency_rows.py)."""
-    from . import latency_rows as latency
+    """Latency p10 / p50 / p90 (s) with n, and the no-response rate (latency_rows.py)."""
+    from . import latency_rows
 
-    found = latency.rows(report)
+    found = latency_rows.rows(report)
     if not found:
         return []
-    table = _table([latency.HEADER] + [[r.label] + latency.cells(r) for r in found])
+    table = _table([latency_rows.HEADER] + [[r.label] + latency_rows.cells(r) for r in found])
     return ["", "Latency in s (p10 / p50 / p90, n); no response = no substantive model "
             "speech in the trial; paper medians: its models' Table 15 range"] + table
 

@@ -1,6 +1,6 @@
-"""The regression gate's decisions on synthetic reports (report/sections/baseline.py). Runs built with
-``start=`` other ids than their baseline are compared unpaired (the fallback); the paired
-comparison has its own tests (test_paired.py)."""
+"""The regression gate's decisions on synthetic reports (report/sections/baseline.py). Runs
+built with ``start=`` other ids than their baseline are compared unpaired (the fallback); the
+paired comparison has its own tests (test_paired.py)."""
 
 from __future__ import annotations
 

@@ -265,7 +265,8 @@ def test_a_merged_channelled_run_has_the_unsharded_runs_robustness_section(tmp_p
         part = [InstanceOutcome.from_dict(d) for d in full["instances"]
                 if shard_of(d["id"], 2) == k]
         rep = Report.from_json(report(part, channel="echo:-6@50", selection=_sel(f"{k}/2")))
-        rep = rep.replace(robustness=robustness.section(parsed(rep), robustness.stored_reports(store)))
+        rep = rep.replace(robustness=robustness.section(parsed(rep),
+                                                        robustness.stored_reports(store)))
         p = tmp_path / f"shard{k}.json"
         p.write_text(json.dumps(rep.to_json()))
         paths.append(p)
