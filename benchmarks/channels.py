@@ -98,8 +98,8 @@ def audio_seconds(run_dir: Path) -> float:
 
 
 def robustness(scratch: Path) -> None:
-    from pytest_duplexact.report import baseline
-    from pytest_duplexact.report.model import as_report
+    from pytest_duplexact.report.model import Report
+    from pytest_duplexact.report.sections import baseline
     from pytest_duplexact.report.stats import rate_of
 
     reports, cpus = {}, {}
@@ -110,13 +110,13 @@ def robustness(scratch: Path) -> None:
         if cpus[spec] is not None:
             print(f"endpoint {spec}: {cpus[spec]:.1f} s CPU for {secs:.0f} s of trials "
                   f"({cpus[spec] / secs * 1000:.1f} ms CPU per audio second)", flush=True)
-    clean = as_report(reports["clean"])
+    clean = Report.from_json(reports["clean"])
     actions = [a for a in taxonomy.ACTIONS if a in clean.summary.actions]
     print("\n| channel | " + " | ".join(taxonomy.ACTION_LABELS[a] for a in actions)
           + " | flips (to failure / to success) |")
     print("|" + " --- |" * (len(actions) + 2))
     for spec in CHANNELS:
-        rep = as_report(reports[spec])
+        rep = Report.from_json(reports[spec])
         sig = set()
         flips = (0, 0)
         if spec != "clean":
@@ -141,7 +141,7 @@ def robustness(scratch: Path) -> None:
             run("oracle", "clean", scratch / "oracle-clean")[0]
         print(f"\n{model}, clean: latency (s) p10 / p50 / p90 (n); no response")
         for a in actions:
-            lat = as_report(rep).summary.latency(a)
+            lat = Report.from_json(rep).summary.latency(a)
             if lat and (lat["n"] or lat["trials"]):
                 p = "/".join("-" if lat[k] is None else f"{lat[k]:.2f}"
                              for k in ("p10", "p50", "p90"))

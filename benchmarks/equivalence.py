@@ -50,6 +50,9 @@ _PORT = re.compile(r"127\.0\.0\.1:\d+")
 _WALL = re.compile(r"(wall_s\": |wall )[0-9.]+")
 
 
+_PROGRESS = re.compile(r"duplexact \d+/\d+ \|")
+
+
 def _mask(text: str) -> str:
     return _WALL.sub(r"\g<1>0", _PORT.sub("127.0.0.1:<port>", text))
 OFFLINE = ("silent", "oracle", "endpoint")
@@ -144,11 +147,14 @@ def _strip(obj):
 
 def _terminal(log: Path, run_root: Path) -> list[str]:
     """pytest's output of a run (failure reasons, timelines, the Table 4 / 16 summaries)
-    without its durations and with the run's own folder masked."""
+    without its durations and with the run's own folder masked. The live progress lines are
+    left out: they are printed by the clock (every tenth of the run or every minute) and carry
+    its elapsed time and time left, which differ between any two runs of the same code; what
+    they tally is compared in report.json."""
     if not log.is_file():
         return []
     return [_mask(line.replace(str(run_root), "<runs>")) for line in log.read_text().splitlines()
-            if not re.search(r" in [0-9.]+s\b", line)]
+            if not re.search(r" in [0-9.]+s\b", line) and not _PROGRESS.match(line)]
 
 
 def _same_file(a: Path, b: Path, strip_fields: bool) -> bool:

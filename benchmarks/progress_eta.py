@@ -1,7 +1,7 @@
-"""How right is the live progress's time left (``--duplexact-progress``, report/progress.py)?
+"""How right is the live progress's time left (``--duplexact-progress``, spend/pace.py)?
 
 1. Simulated: the bundled 72 instances at concurrency 1-8, reported in order, under several
-   slowdowns, overheads and jitters (tests/report/progress_sim.py): the relative error of the
+   slowdowns, overheads and jitters (tests/spend/pace_sim.py): the relative error of the
    time left at the halfway point, and the worst between a quarter and three quarters.
 2. ``--real``: one real streaming run, gpt-realtime against the fake realtime server on
    127.0.0.1 (tests/fakes/realtime_server.py) at ``--concurrency``, in ``lines`` mode; each
@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset  # noqa: E402
-from pytest_duplexact.report.progress import weight  # noqa: E402
 from pytest_duplexact.rules import requires  # noqa: E402
-from tests.report.progress_sim import at_halfway, eta_errors  # noqa: E402
+from pytest_duplexact.spend.pace import weight  # noqa: E402
+from tests.spend.pace_sim import at_halfway, eta_errors  # noqa: E402
 from tests.support.servers import child  # noqa: E402
 
 CASES = {"steady": dict(), "1.3x + 2 s scoring, +-50 %": dict(slowdown=1.3, overhead=2,

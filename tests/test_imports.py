@@ -297,6 +297,7 @@ Prose with a `code/` span that is not a row.
 | 1 | `side/` | beside the middle |
 | 0 | `low/` | the bottom |
 | 3 | `low/lifted.py` | one module of low/ that sits above the rest and top/ |
+| 1.5 | `mid/upper/` | a storey of the middle floor, above it |
 
 ## Next section
 
@@ -307,7 +308,8 @@ Prose with a `code/` span that is not a row.
 def test_the_floor_table_is_read_from_the_markdown():
     rows = _floor_table(SYNTHETIC)
     assert rows == [(2, (f"{NAME}.top", f"{NAME}.entry")), (1, (f"{NAME}.mid",)),
-                    (1, (f"{NAME}.side",)), (0, (f"{NAME}.low",)), (3, (f"{NAME}.low.lifted",))]
+                    (1, (f"{NAME}.side",)), (0, (f"{NAME}.low",)), (3, (f"{NAME}.low.lifted",)),
+                    (1.5, (f"{NAME}.mid.upper",))]
     assert _row_of(f"{NAME}.low.lifted", rows) == 4  # the longest path wins
     assert _row_of(f"{NAME}.low.other", rows) == 3
     assert _row_of(f"{NAME}.lowly", rows) is None  # a prefix of the name is not a package
@@ -325,11 +327,14 @@ def test_the_floor_check_finds_a_violation():
              p + "low.d": {p + "low.e", p + "side.c"},   # own row fine; up to floor 1 not
              p + "low.lifted": {p + "low.e", p + "top.a"},  # lifted above top/: fine
              p + "low.e": {p + "low.lifted"},            # its own package, but floor 3
+             p + "mid.upper.f": {p + "mid.b"},           # a storey above its floor: fine
+             p + "mid.g": {p + "mid.upper.f"},           # up a storey
              NAME: set()}
     assert _floor_violations(graph, rows) == [
         (p + "low.d", p + "side.c", "floor 0 imports floor 1"),
         (p + "low.e", p + "low.lifted", "floor 0 imports floor 3"),
         (p + "mid.b", p + "top.a", "floor 1 imports floor 2"),
+        (p + "mid.g", p + "mid.upper.f", "floor 1 imports floor 1.5"),
         (p + "side.c", p + "mid.b", "floor 1 imports another row of its own floor"),
     ]
 

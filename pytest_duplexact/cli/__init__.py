@@ -20,7 +20,7 @@ import sys
 
 
 def _page_audio(p, whose: str, unit: str) -> None:
-    """The HTML page's audio options (report/html.py AUDIO_MODES)."""
+    """The HTML page's audio options (report/views/html.py AUDIO_MODES)."""
     p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
                    help=f"{whose}' audio in the HTML page: embedded, linked, or none")
     p.add_argument("--embed-limit", type=int, help=f"embed audio for at most N {unit}")
@@ -115,15 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command in ("inspect", "import"):
         from ..released.commands import main as run
     elif args.command == "report":
-        from ..report.cli import main as run
+        from ..report.views.show import main as run
     elif args.command == "compare":
-        from ..report.compare import main as run
+        from ..report.views.compare import main as run
     elif args.command == "robustness":
-        from ..report.robustness import main as run
+        from ..report.sections.robustness import main as run
     elif args.command == "rescore":
         from .rescore import main as run
     else:
-        from ..report.merge import main as run
+        from ..report.store.merge import main as run
     return run(args)
 
 

@@ -141,7 +141,7 @@ def main(args) -> int:
                   f"and no report; see above", file=sys.stderr)
         return rc or 1
     print("", flush=True)
-    from ..report.compare import main as compare
+    from ..report.views.compare import main as compare
 
     return compare(Namespace(a=str(rd.report_file), b=str(new_report),
                              html=getattr(args, "html", None), alpha=args.alpha,

@@ -151,14 +151,14 @@ class RunConfig:
     @property
     def store(self) -> Path:
         """The store folder of --duplexact-autosave / --duplexact-compare."""
-        from ..report.store import DEFAULT_STORE
+        from ..report.store.saved import DEFAULT_STORE
 
         return Path(self.invocation_dir, self.storage or DEFAULT_STORE)
 
     @property
     def timing_tolerance_ms(self) -> float | None:
         """The timing tolerance as the outcomes' ``clock`` says it (ms); None: off. What a
-        resumed or reported trial is judged against (journal.py, report/timing.py)."""
+        resumed or reported trial is judged against (journal.py, report/sections/timing.py)."""
         return None if self.timing_tolerance is None else round(self.timing_tolerance * 1000, 1)
 
     def knobs(self) -> RunKnobs:
@@ -196,7 +196,7 @@ def _model_options(items) -> tuple[tuple[str, str], ...]:
 
 
 def _gates(exprs) -> tuple:
-    from ..report import gates
+    from ..report.sections import gates
 
     try:
         return tuple(gates.parse(g) for g in exprs)

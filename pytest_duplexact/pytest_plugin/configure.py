@@ -13,7 +13,7 @@ import pytest
 
 from .. import __version__
 from ..data.instance import DatasetError, bundled_root, check_dataset
-from ..report.store import slug
+from ..report.store.saved import slug
 from ..rules import requires
 from ..run import journal
 from ..run.rundir import RUN_FILE, RunDir, claim_new

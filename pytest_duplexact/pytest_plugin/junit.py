@@ -53,15 +53,13 @@ def flat_properties(outcome: dict) -> list[tuple[str, str]]:
 def suite_properties(report) -> list[tuple[str, str]]:
     """The run's rates: ``duplexact.<action>.I`` and ``duplexact.<action>.<condition>.I`` (and
     S, T where measured), with totals. ``report``: a ``report.model.Report`` (or its dict)."""
-    from ..report.model import as_report
     from ..report.stats import rate_of
 
-    report = as_report(report)
     summary = report.summary
     out = [(FLAT_PREFIX + "model", str(report.model)),
            (FLAT_PREFIX + "instances", str(report.totals.instances)),
            (FLAT_PREFIX + "errors", str(report.totals.errors))]
-    from ..report.timing import properties
+    from ..report.sections.timing import properties
 
     out += properties(report.clock)
     for action in summary.actions:

@@ -1,5 +1,5 @@
 """``--duplexact-progress``: what a running run says about itself (the numbers and the line:
-report/progress.py). On the controller only: under pytest-xdist it sees every worker's test
+spend/pace.py). On the controller only: under pytest-xdist it sees every worker's test
 reports (the outcomes ride on them), so it counts for the whole run.
 
 - ``bar``: one status line redrawn in place with pytest's own ``TerminalReporter.rewrite``
@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from ..report.progress import Pace, Spend, Tally, status, weight
+from ..spend.pace import Pace, Spend, Tally, status, weight
 
 LINE_EVERY_S = 60.0  # lines mode: at least this often while instances finish
 LINE_STEPS = 10  # ... and at every tenth of the run
@@ -61,7 +61,7 @@ class Progress:
     outcomes, billed usage, budget)."""
 
     def __init__(self, session, mode: str, tr):
-        from ..report.cost import load_prices
+        from ..spend.cost import load_prices
 
         self.session, self.mode, self.tr = session, mode, tr
         self.by_test = session.by_test()  # test name -> its instance
@@ -88,7 +88,7 @@ class Progress:
                           if i.id in ids and i.id not in s.resumed})
 
     def _spend(self) -> Spend | None:
-        from ..report.cost import estimate
+        from ..spend.cost import estimate
 
         budget = self.session.controller.budget
         if budget is not None and budget.max_cost is not None:

@@ -95,7 +95,7 @@ OPTIONS: tuple[Opt, ...] = (
         "gate's significance test: a significant drop fails the run.", kind="optional",
         const="latest", metavar="ID|latest"),
     Opt("prices", "TOML price table for the report's estimated cost; its entries replace the "
-        "bundled ones by model name (pytest_duplexact/report/prices.toml shows the layout).",
+        "bundled ones by model name (pytest_duplexact/spend/prices.toml shows the layout).",
         metavar="FILE"),
     Opt("estimate", "Print the run's estimate (instances, audio to stream, ideal wall time, "
         "expected cost where prices are known) and exit without calling the model "

@@ -171,8 +171,8 @@ def check_data(spec: str, instances) -> None:
 def check_baseline(run: RunConfig) -> str | None:
     """The baseline report this run is gated against: --duplexact-baseline, or the stored run
     --duplexact-compare names (resolved now, before this run can be stored itself)."""
-    from ..report.baseline import BaselineError, check_option
-    from ..report.store import StoreError, find
+    from ..report.sections.baseline import BaselineError, check_option
+    from ..report.store.saved import StoreError, find
 
     path, ref = run.baseline, run.compare
     if path and ref:

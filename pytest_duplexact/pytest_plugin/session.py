@@ -26,13 +26,13 @@ from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
 from ..models.adapter import traits
 from ..models.contract import ModelError
-from ..report.budget import STOP_FILE
 from ..run import journal
 from ..run.admission import concurrency_measured
 from ..run.harness import Harness
 from ..run.rundir import ERROR_FILE, RunDir, write_json
 from ..run.selection import SelectionError, select
 from ..run.settings import RunSettings, SettingsError
+from ..spend.budget import STOP_FILE
 from . import configure, model_errors, preflight
 from .config import RunConfig
 from .session_state import ControllerState, WorkerState
@@ -453,7 +453,7 @@ class DuplexactSession:
             if ctl.budget is not None:
                 self._check_budget()
 
-    # --- the budget (report/budget.py) ---------------------------------------------------------
+    # --- the budget (spend/budget.py) ---------------------------------------------------------
 
     def _bill(self, nodeid: str) -> None:
         """Add a finished test's usage to what this invocation's own trials billed (outcomes a
@@ -554,7 +554,7 @@ class DuplexactSession:
         ctl = self.controller
         if self.worker or ctl.report is None:
             return
-        from ..report.terminal import render
+        from ..report.views.terminal import render
 
         for line in render(ctl.report, ctl.gate_results):
             terminalreporter.write_line(line)
@@ -584,7 +584,7 @@ class DuplexactSession:
             return None
         config, run = self.config, self.run_config
         outcomes = [InstanceOutcome.from_dict(d) for d in ctl.outcomes.values()]
-        from ..report.cost import PriceError, load_prices
+        from ..spend.cost import PriceError, load_prices
 
         try:
             prices = load_prices(run.prices)
@@ -622,17 +622,17 @@ class DuplexactSession:
         baseline = ctl.baseline
         # the same function merge builds its report with: every section, in report.json order
         report = builder.build(
-            outcomes, self.settings, run.model, selected=[i.id for i in self.instances],
-            usage=usage.total(ctl.usage.values()), prices=prices, gates=run.gates,
-            notes=notes, estimate=ctl.estimate,
-            measured=model.Measured(round(time.monotonic() - ctl.started, 1),
-                                    len(ctl.billed_ids),
-                                    **(concurrency_measured(list(ctl.admitted.values()))
-                                       or {})),
-            budget=ctl.budget.to_dict() if ctl.budget is not None else None,
-            timing_tolerance_ms=run.timing_tolerance_ms, baseline=baseline,
-            baseline_alpha=run.baseline_alpha if baseline else None,
-            baseline_ignore_borderline=run.baseline_ignore_borderline)
+            builder.Ran(outcomes, self.settings, run.model, [i.id for i in self.instances]),
+            builder.Spent(
+                usage=usage.total(ctl.usage.values()), prices=prices, estimate=ctl.estimate,
+                measured=model.Measured(round(time.monotonic() - ctl.started, 1),
+                                        len(ctl.billed_ids),
+                                        **(concurrency_measured(list(ctl.admitted.values()))
+                                           or {})),
+                budget=ctl.budget.to_dict() if ctl.budget is not None else None),
+            gates=run.gates, notes=notes, timing_tolerance_ms=run.timing_tolerance_ms,
+            baseline=builder.BaselineGate(baseline, run.baseline_alpha,
+                                          run.baseline_ignore_borderline) if baseline else None)
         if run.autosave or run.compare:  # the store's runs of this model under other channels
             report = self._with_robustness(report)
         report, hook_failed = self._run_report_hook(report)
@@ -696,10 +696,10 @@ class DuplexactSession:
         return report.replace(extra=extra, notes=(*(report.notes or ()), note)), None
 
     def _with_robustness(self, report):
-        """The robustness section (report/robustness.py) over the run store, when it holds
+        """The robustness section (report/sections/robustness.py) over the run store, when it holds
         runs of this model and data under another channel; a store that cannot be read
         leaves the report without it."""
-        from ..report import robustness
+        from ..report.sections import robustness
 
         try:
             sec = robustness.section(report, robustness.stored_reports(self.run_config.store))
@@ -712,7 +712,8 @@ class DuplexactSession:
         """Where else the report goes: the run store (--duplexact-autosave) and the GitHub
         Actions job summary. Either failing is said, never fatal: the run dir has the
         report."""
-        from ..report import job_summary, store
+        from ..report.store import saved as store
+        from ..report.views import job_summary
 
         ctl = self.controller
 

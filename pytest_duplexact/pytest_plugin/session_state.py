@@ -24,7 +24,7 @@ class ControllerState:
     outcomes: dict[str, dict] = field(default_factory=dict)  # nodeid -> outcome dict
     usage: dict[str, dict] = field(default_factory=dict)  # nodeid -> its remote-service cost
     expected: set[str] | None = None  # instance ids pytest collected to run
-    estimate: dict | None = None  # report/estimate.py
+    estimate: dict | None = None  # spend/estimate.py
     budget: Any = None  # report/budget.Budget, with --duplexact-max-cost/-wall
     started: float = 0.0  # time.monotonic() once the run is configured
     billed: dict = field(default_factory=dict)  # usage.total of this invocation's own trials

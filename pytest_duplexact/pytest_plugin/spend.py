@@ -1,4 +1,4 @@
-"""The run's estimate and budget, from its RunConfig (report/estimate.py, report/budget.py hold the
+"""The run's estimate and budget, from its RunConfig (spend/estimate.py, spend/budget.py hold the
 logic; this module only reads the run's configuration, the store and the pytest-xdist
 layout)."""
 
@@ -81,11 +81,11 @@ def workers(config) -> int:
 
 
 def previous_report(store: Path, settings) -> dict | None:
-    """The newest stored report of the same model with the same options (report/store.py),
+    """The newest stored report of the same model with the same options (report/store/saved.py),
     or None; unreadable entries are passed over. As the estimate takes it: the stored JSON
-    with its ``_name`` (report/estimate.py ``plan``)."""
+    with its ``_name`` (spend/estimate.py ``plan``)."""
     from ..report.model import Report
-    from ..report.store import entries
+    from ..report.store.saved import entries
 
     for _, path in reversed(entries(store)):
         try:
@@ -106,8 +106,8 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
     """(estimate, the lines to show before the run, budget or None): the estimate always (the
     header line, report.json), the budget with --duplexact-max-cost / -wall; with
     --duplexact-estimate, print the estimate and end before anything is created."""
-    from ..report.cost import PriceError, load_prices
-    from ..report.estimate import describe
+    from ..spend.cost import PriceError, load_prices
+    from ..spend.estimate import describe
 
     try:
         prices = load_prices(run.prices)
@@ -126,11 +126,11 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
 
 def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:
     from ..models.catalogue.builtins import BUILTINS
-    from ..report.estimate import plan
+    from ..spend.estimate import plan
 
     kind, billed, basis = model_kind(settings.model, dict(settings.options))
     if not billed and settings.model not in BUILTINS:  # an import path with a price bills
-        from ..report.estimate import price_entry, priced_name
+        from ..spend.estimate import price_entry, priced_name
 
         billed = price_entry(prices, priced_name(settings)) is not None
     return plan(instances, settings, prices=prices, kind=kind, kind_basis=basis,
@@ -143,7 +143,7 @@ def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: i
 def budget_for(run: RunConfig, estimate: dict, prices: dict):
     """The run's Budget, or None without --duplexact-max-cost / --duplexact-max-wall; refused
     (UsageError) where a service the run uses has no price."""
-    from ..report.budget import Budget, BudgetError, parse_duration
+    from ..spend.budget import Budget, BudgetError, parse_duration
 
     run.need("max-cost")
     max_cost, wall = run.max_cost, run.max_wall
@@ -161,7 +161,7 @@ def budget_for(run: RunConfig, estimate: dict, prices: dict):
                 label, model = unpriced[0]
                 raise BudgetError(f"no price for {model!r} ({label.replace('_', ' ')}), so "
                                   "its spend cannot be counted; add it with "
-                                  "--duplexact-prices=FILE (report/prices.toml shows the "
+                                  "--duplexact-prices=FILE (spend/prices.toml shows the "
                                   "layout)")
         n = estimate["instances"] or 1
         return Budget(max_cost, max_wall, prices,

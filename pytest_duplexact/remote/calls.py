@@ -89,7 +89,7 @@ class Counters:
     ``errors``: logical requests that ended without a usable answer; ``retries``: extra
     attempts; ``invalid_answers``: answers that arrived but were unusable. ``billed``: what
     the service reported it billed for the calls made (``input_tokens``, ``output_tokens``,
-    ``audio_s``), unusable answers included, cache hits not (report/cost.py prices it)."""
+    ``audio_s``), unusable answers included, cache hits not (spend/cost.py prices it)."""
 
     requests: int = 0
     calls: int = 0

@@ -4,17 +4,13 @@ gate reads. Shape documented in docs/report-format.md; ``version`` bumps on any 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-from typing import Iterable
 
-from .. import __version__
-from ..data import taxonomy
-from ..data.results import InstanceOutcome
 from ..run.rundir import loads_bounded
-from ..run.settings import RunSettings
-from .aggregate import aggregate
-from .model import SCHEMA, VERSION, Report, as_report
+from .model import SCHEMA, VERSION, Report
+from .moved import install as _keep_moved_paths
+
+_keep_moved_paths()  # ``import pytest_duplexact.report.views.html``: the old paths, one release
 
 # differ between otherwise identical runs: the time, where a copy of the report sits relative
 # to its run directory, and the invocation's plan and wall time (its estimate depends on -n,
@@ -79,32 +75,6 @@ def refuse(command: str, e: Exception, where: str = "") -> int:
     return 2
 
 
-def build_report(outcomes: list[InstanceOutcome], settings: RunSettings, model: str,
-                 selected: Iterable[str] | None = None) -> dict:
-    """The sections every report has, as a dict (a run's final report is
-    ``builder.build``'s). ``selected``: the ids of every instance the run's selection holds
-    (default: those with an outcome), so a merge can tell which of them no report has."""
-    outcomes = sorted(outcomes, key=lambda o: o.id)
-    selected = sorted(set(selected) if selected is not None else {o.id for o in outcomes})
-    agg = aggregate(outcomes).to_dict()
-    return {
-        "schema": SCHEMA,
-        "version": VERSION,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "generator": f"pytest-duplexact {__version__}",
-        "model": model,
-        "settings": settings.to_dict(),
-        "taxonomy": [{"action": c.action, "condition": c.id, "label": c.label,
-                      "pipeline": c.pipeline.value} for c in taxonomy.CONDITIONS],
-        "totals": {"instances": len(outcomes), "errors": sum(o.error is not None
-                                                             for o in outcomes)},
-        "summary": agg,
-        "instances": [o.to_dict() for o in outcomes],
-        "selected": selected,
-        "gates": [],
-    }
-
-
 def why_no_rate(c: dict) -> str:
     """What kept a group's instances out of its rates, each stage's own, e.g. '3 excluded,
     2 not judged (I), 1 errors' (an excluded trial or an error is the whole instance)."""
@@ -130,17 +100,16 @@ def timing_cell(t: dict | None) -> str:
     return format_timing(Timing.from_dict(t) if t else None)
 
 
-def counts_of(report: Report | dict, action: str, condition: str | None = None) -> dict | None:
-    return as_report(report).summary.counts(action, condition)
+def counts_of(report: Report, action: str, condition: str | None = None) -> dict | None:
+    return report.summary.counts(action, condition)
 
 
-def timing_of(report: Report | dict, action: str, condition: str | None = None) -> dict | None:
-    return as_report(report).summary.timing(action, condition)
+def timing_of(report: Report, action: str, condition: str | None = None) -> dict | None:
+    return report.summary.timing(action, condition)
 
 
-def lookup(report: Report | dict):
+def lookup(report: Report):
     """The gates' view of a report: (value or None, why it is missing)."""
-    report = as_report(report)  # parsed once, not per gate
 
     def get(action: str, condition: str | None, metric: str):
         where = action if condition is None else f"{action}.{condition}"
@@ -174,3 +143,12 @@ def lookup(report: Report | dict):
         return c["S"], ""
 
     return get
+
+
+def __getattr__(name: str):
+    """``from pytest_duplexact.report import html``: a module that moved (moved.py)."""
+    from .moved import MOVED, moved
+
+    if name in MOVED:
+        return moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

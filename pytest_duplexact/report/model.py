@@ -14,8 +14,9 @@ keeps its bytes. Keys this release does not know are kept (``other``) and writte
 the known ones.
 
 Every view, merge, the baseline gate and ``duplexact compare`` read the typed fields
-(``report.totals.errors``, ``report.summary.counts(a, c)``), a stored report parsed once at
-their entry (``as_report``). No module of the package indexes a report by key any more, but
+(``report.totals.errors``, ``report.summary.counts(a, c)``), a stored report parsed once where
+it is read (``Report.from_json``, after ``read_report``'s checks); no function takes a report
+dict. No module of the package indexes a report by key any more, but
 the estimate (``estimate.plan``'s ``previous``: an unchecked store entry with its ``_name``,
 read leniently for its usage and instance count). A ``Report`` stays a read-only mapping over
 its JSON form (``report["totals"]["errors"]``) for callers outside it that still index it
@@ -192,7 +193,8 @@ class Report(Mapping):
     incomplete: tuple[str, ...] | None = None  # a merge --allow-incomplete lacks these
     notes: tuple[str, ...] | None = None
     usage: Mapping | None = None
-    clock: Mapping | None = None  # the harness's own lateness (report/timing.py): streaming
+    # the harness's own lateness (report/sections/timing.py): streaming runs only
+    clock: Mapping | None = None
     judges: Mapping | None = None
     cost: Mapping | None = None
     paper_comparison: Mapping | None = None
@@ -200,7 +202,7 @@ class Report(Mapping):
     measured: Mapping | None = None
     budget: Mapping | None = None
     baseline: Mapping | None = None
-    # every channel the run store holds for this model and data (report/robustness.py)
+    # every channel the run store holds for this model and data (report/sections/robustness.py)
     robustness: Mapping | None = None
     run_dir: str | None = None
     shards: tuple[Mapping, ...] | None = None
@@ -305,8 +307,3 @@ class Report(Mapping):
     def gate_list(self) -> tuple[StoredGate, ...]:
         return self.gates or ()
 
-
-def as_report(report) -> Report:
-    """A view's entry: a ``Report`` as it is, a report dict (loaded from disk, or
-    ``build_report``'s) parsed once."""
-    return report if isinstance(report, Report) else Report.from_json(report)

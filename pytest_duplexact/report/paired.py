@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..data import taxonomy
 from ..data.results import InstanceOutcome
 from .aggregate import Counts
-from .model import Report, as_report
+from .model import Report
 from .stats import Rate, mcnemar_exact, paired_difference
 
 METHOD = ("paired per instance: McNemar's exact test (two-sided binomial test on the "
@@ -34,11 +34,11 @@ class PairingError(ValueError):
     """An instance record that cannot be read; the message names the report and instance."""
 
 
-def unpairable(current: Report | dict, baseline: Report | dict) -> str | None:
+def unpairable(current: Report, baseline: Report) -> str | None:
     """Why the two reports cannot be compared instance by instance, or None when they can
     (the same, non-empty set of instance ids)."""
-    cur = {d.get("id") for d in as_report(current).instances}
-    base = {d.get("id") for d in as_report(baseline).instances}
+    cur = {d.get("id") for d in current.instances}
+    base = {d.get("id") for d in baseline.instances}
     if not cur or not base:
         return "a report holds no instance"
     if cur == base:
@@ -85,7 +85,7 @@ def _reason(d: dict, metric: str) -> str:
     return str(stage.get("reason") or d.get("error") or "")
 
 
-def compare(current: Report | dict, baseline: Report | dict, ignore_borderline: bool = False
+def compare(current: Report, baseline: Report, ignore_borderline: bool = False
             ) -> tuple[list[dict], list[dict], list[dict]]:
     """(rows, not_compared, flips). A row per (action | action.condition, metric) with a
     pair: the paired rates, their difference with its interval, the discordant counts and
@@ -93,8 +93,8 @@ def compare(current: Report | dict, baseline: Report | dict, ignore_borderline: 
     borderline in either run is set aside (in no pair; the row's ``borderline_ignored``), so
     flips the timeline's edge error could make alone fail nothing. Call only when
     ``unpairable`` is None."""
-    cur = _verdicts(as_report(current), "current")
-    base = _verdicts(as_report(baseline), "baseline")
+    cur = _verdicts(current, "current")
+    base = _verdicts(baseline, "baseline")
     rows, skipped = [], []
     for action, cond in targets():
         ids = [i for i, (d, _) in cur.items() if d["action"] == action

@@ -150,7 +150,7 @@ class Prefetcher:
 
     def submit(self, instances, admit: Callable[[], bool] | None = None) -> None:
         """Start trials for these instances (in order) unless already started; ``admit()``,
-        when given, is asked before each new one (a budget: report/budget.py) and a no ends
+        when given, is asked before each new one (a budget: spend/budget.py) and a no ends
         the submission."""
         for inst in instances:
             if inst.id not in self._futures:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.report import VOLATILE_KEYS
-from pytest_duplexact.report.merge import PROVENANCE_KEYS
+from pytest_duplexact.report.store.merge import PROVENANCE_KEYS
 from tests.cluster.gated_oracle import HOLD_AT
 
 ROOT = Path(__file__).resolve().parents[2]

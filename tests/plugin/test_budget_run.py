@@ -19,8 +19,8 @@ import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.report import VOLATILE_KEYS
-from pytest_duplexact.report.estimate import stream_bounds
 from pytest_duplexact.rules import requires
+from pytest_duplexact.spend.estimate import stream_bounds
 from tests.fakes import FakeOpenAI
 from tests.plugin.test_realtime_run import KEY, realtime_server  # noqa: F401 (a fixture)
 from tests.support.inner_runs import run
@@ -183,7 +183,7 @@ def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeyp
 _JUMPING_CLOCK = """
 import time
 
-import pytest_duplexact.report.budget as budget
+import pytest_duplexact.spend.budget as budget
 
 jumped = [0.0]
 

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from pytest_duplexact.data.taxonomy import ACTIONS
-from pytest_duplexact.report import job_summary, store
+from pytest_duplexact.report.store.saved import saved as store
+from pytest_duplexact.report.views import job_summary
 from tests.support.inner_runs import runner
 from tests.support.runs import replicated_dataset
 
@@ -32,18 +33,18 @@ def test_the_job_summary_is_appended_never_overwritten(pytester, monkeypatch):
 
 
 def test_the_job_summary_stays_within_githubs_limit(tmp_path):
-    from tests.report.helpers import mixed_report
+    from tests.report.helpers import mixed_report, parsed
 
     rep = mixed_report()
     target = tmp_path / "s.md"
     target.write_text("x" * (job_summary.LIMIT - 3000))  # earlier steps used most of it
-    assert job_summary.append(rep, env={"GITHUB_STEP_SUMMARY": str(target)})
+    assert job_summary.append(parsed(rep), env={"GITHUB_STEP_SUMMARY": str(target)})
     assert target.stat().st_size <= job_summary.LIMIT
     assert "Failed instances" not in target.read_text()[-3000:]  # the compact form
     target.write_text("x" * (job_summary.LIMIT - 100))
-    job_summary.append(rep, env={"GITHUB_STEP_SUMMARY": str(target)}, report_path="r.json")
+    job_summary.append(parsed(rep), env={"GITHUB_STEP_SUMMARY": str(target)}, report_path="r.json")
     assert target.stat().st_size <= job_summary.LIMIT
-    assert job_summary.append(rep, env={}) is None
+    assert job_summary.append(parsed(rep), env={}) is None
 
 
 def test_autosave_then_compare_with_latest_gates_on_a_significant_drop(pytester, tmp_path):
@@ -96,9 +97,10 @@ def test_a_report_copy_points_at_its_run_directory(pytester):
     copy = json.loads(Path(pytester.path, "out/copy.json").read_text())
     inside = json.loads(Path(pytester.path, "runs/a/report.json").read_text())
     assert copy["run_dir"] == "../runs/a" and inside["run_dir"] == "."
-    from pytest_duplexact.report.html import render
+    from pytest_duplexact.report.views.html import render
+    from tests.report.helpers import parsed
 
-    page = render(copy, report_path=Path(pytester.path, "out/copy.json"))
+    page = render(parsed(copy), report_path=Path(pytester.path, "out/copy.json"))
     assert "recordings not found" not in page
 
 

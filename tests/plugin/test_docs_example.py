@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.report.helpers import parsed
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
 
@@ -40,9 +42,9 @@ def documented_run(tmp_path, module: str, code: str, *args: str) -> dict:
 
 
 def assert_playable(report: dict, tmp_path) -> None:
-    from pytest_duplexact.report.html import render
+    from pytest_duplexact.report.views.html import render
 
-    page = render(report, report_path=tmp_path / "run" / "report.json")
+    page = render(parsed(report), report_path=tmp_path / "run" / "report.json")
     assert "<audio" in page and "recordings not found" not in page
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
 from pytest_duplexact.pytest_plugin.spend import model_kind
-from pytest_duplexact.report.cost import load_prices
-from pytest_duplexact.report.estimate import describe, plan
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.settings import RunSettings
+from pytest_duplexact.spend.cost import load_prices
+from pytest_duplexact.spend.estimate import describe, plan
 from tests.bridges.support import scripted_server
 
 

@@ -10,12 +10,12 @@ import html as html_lib
 import json
 
 # The VAD's native modules, imported once (in-process pytester runs; see
-# tests/report/test_runs.py).
+# tests/report/store/test_merge_runs.py).
 import silero_vad  # noqa: F401
 import torch  # noqa: F401
 
 from pytest_duplexact.cli import main as duplexact
-from pytest_duplexact.report.judging import SELF_HOSTED_NOTE
+from pytest_duplexact.report.sections.judging import SELF_HOSTED_NOTE
 from tests.fakes import Content, FakeOpenAI
 from tests.support.inner_runs import inner_runs_set_the_loop_scope  # noqa: F401 (a fixture)
 

@@ -1,18 +1,18 @@
-"""report/paper_comparison.py: coverage of the paper's 4,691 and per-condition tests against Table 16."""
+"""report/sections/paper_comparison.py: coverage of the paper's 4,691 and per-condition tests against Table 16."""
 
 from __future__ import annotations
 
 import pytest
 
 from pytest_duplexact.data import paper as paper_data
-from pytest_duplexact.report.paper_comparison import paper_section
-from tests.report.helpers import outcomes_for, report
+from pytest_duplexact.report.sections.paper_comparison import paper_section
+from tests.report.helpers import outcomes_for, typed
 
 KEY = "take_turn.immediate"
 
 
 def _section(n: int, successes: int) -> dict:
-    return paper_section(report(outcomes_for(KEY, n, successes)))
+    return paper_section(typed(outcomes_for(KEY, n, successes)))
 
 
 def test_coverage_and_candor():

@@ -261,7 +261,7 @@ def test_shards_of_a_released_data_run_merge_to_the_unsharded_report(pytester, s
     the paper side by side included (report/builder.py ``build``, called by the plugin and
     merge)."""
     from pytest_duplexact.report import VOLATILE_KEYS
-    from pytest_duplexact.report.merge import PROVENANCE_KEYS, merge
+    from pytest_duplexact.report.store.merge import PROVENANCE_KEYS, merge
 
     snap, mapping, _ = snapshot
     sel = [f"--duplexact-data=hf:{snap}", f"--duplexact-data-mapping={mapping}",

@@ -16,7 +16,8 @@ from pytest_duplexact.data.results import (
     SubsequentResult,
     Verdict,
 )
-from pytest_duplexact.report import build_report
+from pytest_duplexact.report.builder import Ran, base
+from pytest_duplexact.report.model import Report
 from pytest_duplexact.run.settings import RunSettings
 
 SCENARIOS = ("casual", "meeting", "interview")
@@ -61,8 +62,14 @@ def outcomes_for(condition_key: str, n: int, successes: int, s_ok=None, timing=N
 
 
 def report(outcomes, model="toy", **settings_over) -> dict:
+    """The report as report.json holds it (a stored report, before it is parsed)."""
     stored = RunSettings.from_dict(settings(model=model, **settings_over))
-    return json.loads(json.dumps(build_report(list(outcomes), stored, model)))
+    return json.loads(json.dumps(base(Ran(list(outcomes), stored, model)).to_json()))
+
+
+def typed(outcomes, model="toy", **settings_over) -> Report:
+    """The same report as the views, gates and merge take it: parsed from its JSON."""
+    return Report.from_json(report(outcomes, model, **settings_over))
 
 
 def mixed_report(model="toy") -> dict:
@@ -109,3 +116,8 @@ def scipy_mcnemar(worse: int, better: int) -> float:
     from scipy.stats import binomtest
 
     return 1.0 if worse + better == 0 else binomtest(worse, worse + better, 0.5).pvalue
+
+
+def parsed(rep) -> Report:
+    """A stored report (its JSON dict) as the views, gates and merge take it."""
+    return Report.from_json(rep)

@@ -9,13 +9,13 @@ import json
 from types import SimpleNamespace
 
 from pytest_duplexact.data.results import InstanceOutcome, outcome_problem
-from pytest_duplexact.report import baseline
 from pytest_duplexact.report.aggregate import Counts, aggregate
-from pytest_duplexact.report.compare import main as compare_main
-from pytest_duplexact.report.html import render as render_html
-from pytest_duplexact.report.markdown import render as render_markdown
-from pytest_duplexact.report.terminal import render as render_terminal
-from tests.report.helpers import outcomes_for, report
+from pytest_duplexact.report.sections import baseline
+from pytest_duplexact.report.views.compare import main as compare_main
+from pytest_duplexact.report.views.html import render as render_html
+from pytest_duplexact.report.views.markdown import render as render_markdown
+from pytest_duplexact.report.views.terminal import render as render_terminal
+from tests.report.helpers import outcomes_for, parsed, report
 
 FLIP = {"edge": "onset", "at": 5.45, "shift": 0.1, "segment": 0, "verdict": "failure"}
 
@@ -60,23 +60,22 @@ def test_a_malformed_borderline_entry_is_refused_by_field():
 
 def test_every_view_gives_the_count_per_action_and_marks_failed_borderline_instances():
     rep = report(take_turn(24, 20, 7) + outcomes_for("wait.inter_sentential_pause", 3, 3))
-    line = next(x for x in render_terminal(rep) if x.startswith("Borderline I verdicts"))
+    line = next(x for x in render_terminal(parsed(rep)) if x.startswith("Borderline I verdicts"))
     assert line.endswith("wait 0 of 3, take_turn 7 of 24")
-    md = render_markdown(rep)
+    md = render_markdown(parsed(rep))
     assert "take_turn 7 of 24" in md
     assert "onset at 5.45 s moved" not in md  # no borderline failure
-    page = render_html(rep, audio="none")
+    page = render_html(parsed(rep), audio="none")
     assert 'id="borderline"' in page and "take_turn 7 of 24" in page
     assert page.count("onset at 5.45 s moved +0.10 s") == 7
 
 
 def test_a_failed_borderline_instance_shows_what_would_flip_it(tmp_path):
-    from pytest_duplexact.report.html import _failures_section
-    from pytest_duplexact.report.model import as_report
+    from pytest_duplexact.report.views.html import _failures_section
 
     rep = report(take_turn(3, 0, 1))
-    assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(rep)
-    section = _failures_section(as_report(rep), [], "none", tmp_path, 0)
+    assert "onset at 5.45 s moved +0.10 s -&gt; failure" in render_markdown(parsed(rep))
+    section = _failures_section(parsed(rep), [], "none", tmp_path, 0)
     assert section.count('class="warn borderline"') == 1
 
 
@@ -85,11 +84,10 @@ def test_a_report_from_before_borderline_verdicts_shows_no_count():
     for counts in [rep["summary"]["total"]] + [a["counts"]
                                                for a in rep["summary"]["actions"].values()]:
         counts.pop("borderline_I")
-    assert not any(x.startswith("Borderline") for x in render_terminal(rep))
-    from pytest_duplexact.report.html import _borderline_section
-    from pytest_duplexact.report.model import as_report
+    assert not any(x.startswith("Borderline") for x in render_terminal(parsed(rep)))
+    from pytest_duplexact.report.views.html import _borderline_section
 
-    assert "before borderline verdicts" in _borderline_section(as_report(rep))
+    assert "before borderline verdicts" in _borderline_section(parsed(rep))
 
 
 def runs(marked: int):
@@ -102,14 +100,14 @@ def runs(marked: int):
 
 def test_the_gate_fails_on_borderline_flips_unless_told_to_ignore_them():
     base, now = runs(12)
-    section = baseline.compare(now, base)
+    section = baseline.compare(parsed(now), parsed(base))
     assert not section["passed"] and "take_turn.I" in section["drops"]
     assert all(f["borderline"] == ["current"] and "ignored" not in f
                for f in section["flips"])
     assert "[borderline in this run]" in baseline.flip_line(section["flips"][0])
     assert "12 borderline" in "\n".join(baseline.render_lines(section))
 
-    ignoring = baseline.compare(now, base, ignore_borderline=True)
+    ignoring = baseline.compare(parsed(now), parsed(base), ignore_borderline=True)
     assert ignoring["passed"] and ignoring["ignore_borderline"] is True
     assert all(f["ignored"] for f in ignoring["flips"])
     assert {s["target"] for s in ignoring["not_compared"]} >= {"take_turn.I",
@@ -119,7 +117,7 @@ def test_the_gate_fails_on_borderline_flips_unless_told_to_ignore_them():
 
 def test_ignoring_borderline_flips_still_fails_on_the_others():
     base, now = runs(0)
-    section = baseline.compare(now, base, ignore_borderline=True)
+    section = baseline.compare(parsed(now), parsed(base), ignore_borderline=True)
     assert not section["passed"]
     row = next(r for r in section["comparisons"] if r["target"] == "take_turn.I")
     assert row["borderline_ignored"] == 0 and row["pairs"] == 12
@@ -137,7 +135,7 @@ def test_duplexact_compare_ignores_borderline_flips_when_told(tmp_path, capsys):
 
 
 def test_merge_carries_borderline_flips_and_counts(tmp_path):
-    from pytest_duplexact.report.merge import merge
+    from pytest_duplexact.report.store.merge import merge
     from pytest_duplexact.run.selection import shard_of
     from tests.report.helpers import settings
 
@@ -161,7 +159,7 @@ def test_the_plugin_option_reaches_the_gate(tmp_path):
     """--duplexact-baseline-ignore-borderline is read into the RunConfig, and the report's
     builder (the plugin's and merge's) hands it to the gate."""
     from pytest_duplexact.pytest_plugin.config import RunConfig
-    from pytest_duplexact.report.builder import build
+    from pytest_duplexact.report.builder import BaselineGate, Ran, build
     from pytest_duplexact.run.settings import RunSettings
     from tests.plugin.test_run_config import _Config
     from tests.report.helpers import settings
@@ -174,8 +172,8 @@ def test_the_plugin_option_reaches_the_gate(tmp_path):
     path.write_text(json.dumps(base))
     stored = RunSettings.from_dict(settings())
     for ignore, passed in ((False, False), (True, True)):
-        rep = build(take_turn(12, 0, 12), stored, "toy", baseline=str(path),
-                    baseline_ignore_borderline=ignore)
+        rep = build(Ran(take_turn(12, 0, 12), stored, "toy"),
+                    baseline=BaselineGate(str(path), ignore_borderline=ignore))
         assert rep.baseline["passed"] is passed
 
 

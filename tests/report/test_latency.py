@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.results import ImmediateResult, InstanceOutcome, Verdict
-from pytest_duplexact.report import gates, lookup
+from pytest_duplexact.report import lookup
 from pytest_duplexact.report.aggregate import Latency, aggregate
-from pytest_duplexact.report.terminal import latency_table
+from pytest_duplexact.report.sections import gates
+from pytest_duplexact.report.views.terminal import latency_table
 from pytest_duplexact.rules.trial_latency import onset_latency, responded
-from tests.report.helpers import outcome, report
+from tests.report.helpers import outcome, parsed, report
 from tests.support.builders import make_instance, seg, timeline
 
 
@@ -76,9 +77,9 @@ def test_responded_needs_substantive_speech():
 def test_terminal_and_gates():
     outs = [_timed(k, 0.5 + 0.1 * k) for k in range(10)] + [_timed(20, None, False)]
     rep = report(outs)
-    text = "\n".join(latency_table(rep))
+    text = "\n".join(latency_table(parsed(rep)))
     assert "Take Turn / Delayed" in text and "9% (1/11)" in text
-    get = lookup(rep)
+    get = lookup(parsed(rep))
     p90 = gates.evaluate(gates.parse("take_turn.p90<=1.4"), get)
     assert p90.passed and p90.value == pytest.approx(np.percentile([0.5 + 0.1 * k
                                                                     for k in range(10)], 90))
@@ -103,12 +104,12 @@ def test_compare_shows_median_latency_deltas_with_n(tmp_path, capsys):
     import json
 
     from pytest_duplexact.cli import main as duplexact
-    from pytest_duplexact.report.latency import deltas
+    from pytest_duplexact.report.views.latency_rows import deltas
 
     a = report([_timed(k, 0.4 + 0.1 * k) for k in range(5)])  # p50 0.6
     b = report([_timed(k, 1.0 + 0.1 * k) for k in range(4)]  # p50 1.15, one silent trial
                + [_timed(4, None, responded=False)], channel="phone")
-    found = {(d["action"], d["condition"]): d for d in deltas(a, b)}
+    found = {(d["action"], d["condition"]): d for d in deltas(parsed(a), parsed(b))}
     assert set(found) == {("take_turn", None), ("take_turn", "delayed")}
     d = found[("take_turn", "delayed")]
     assert (d["a"]["n"], d["b"]["n"], d["b"]["no_response"]) == (5, 4, 0.2)
@@ -131,7 +132,7 @@ def test_the_html_timing_chart_draws_p10_and_p90():
     beside the instances' dots and the paper's medians."""
     import re
 
-    from pytest_duplexact.report.charts import timings_chart
+    from pytest_duplexact.report.views.charts import timings_chart
 
     values = [0.2 + 0.1 * k for k in range(10)]
     outs = [dataclasses.replace(outcome("stop", "direct_interruption", k, True, timing=v),
@@ -141,7 +142,7 @@ def test_the_html_timing_chart_draws_p10_and_p90():
     rep = report(outs)
     lat = rep["summary"]["actions"]["stop"]["condition_latency"]["direct_interruption"]
     assert lat["p10"] == pytest.approx(np.percentile(values, 10))
-    svg = timings_chart(rep)
+    svg = timings_chart(parsed(rep))
     for q in ("p10", "p90"):
         for key in ("stop-direct_interruption", "recover-revise"):
             group = re.search(rf'<g id="latency-{q}-{key}">(.*?)</g>', svg, re.S)

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_duplexact.report import VERSION, build_report, lookup, terminal
-from pytest_duplexact.report.builder import build, passed
-from pytest_duplexact.report.model import KEYS, Report, Summary, as_report
+from pytest_duplexact.report import VERSION, lookup
+from pytest_duplexact.report.builder import Ran, Spent, base, build, passed
+from pytest_duplexact.report.model import KEYS, Report, Summary, Totals
+from pytest_duplexact.report.views import terminal
 from pytest_duplexact.run.rundir import json_text
 from pytest_duplexact.run.settings import RunSettings
-from tests.report.helpers import mixed_report, outcomes_for, settings
+from tests.report.helpers import mixed_report, outcomes_for, parsed, settings
 from tests.support.inner_runs import run
 
 RUN = ["--duplexact-model=silent", "--duplexact-condition=take_turn.immediate",
@@ -92,14 +93,13 @@ def test_built_and_merged_shapes_round_trip():
 
 def test_an_older_report_without_later_sections_is_read_and_rendered():
     rep = mixed_report()
-    for key in ("selected", "gates", "taxonomy"):  # build_report's: notes are the run's
+    for key in ("selected", "gates", "taxonomy"):  # base's: notes are the run's
         del rep[key]
     report = Report.from_json(rep)
     assert report.selected is None and report.gates is None and report.notes is None
     assert report.to_json() == rep  # no section invented
-    lines = terminal.render(report)
+    lines = terminal.render(parsed(report))
     assert lines[1].startswith("DuplexAct results for toy") and len(lines) > 10
-    assert terminal.render(report) == terminal.render(rep)  # dict callers still work
 
 
 def test_unknown_keys_are_kept_and_written_after_the_known_ones():
@@ -111,24 +111,24 @@ def test_unknown_keys_are_kept_and_written_after_the_known_ones():
 
 
 def test_the_report_is_also_the_read_only_mapping_it_was():
-    report = as_report(mixed_report())
+    report = Report.from_json(mixed_report())
     assert report["totals"]["errors"] == 1 and report.get("usage") is None
     assert "usage" not in report and "summary" in report
     with pytest.raises(KeyError):
         report["usage"]
     with pytest.raises(FrozenInstanceError):
         report.model = "other"  # frozen: the numbers are the run's
-    assert as_report(report) is report
+    assert Report.from_json(report) is report
 
 
-def test_build_is_build_report_plus_the_run_sections():
-    from pytest_duplexact.report.gates import parse
+def test_build_is_the_base_report_plus_the_run_sections():
+    from pytest_duplexact.report.sections.gates import parse
 
     outs = outcomes_for("wait.inter_sentential_pause", 6, 5)
     run = RunSettings.from_dict(settings())
-    report = build(outs, run, "toy", gates=[parse("wait.I>=0.9")], notes=["a note"],
-                   budget={"max_cost": 1.0})
-    plain = build_report(outs, run, "toy")
+    report = build(Ran(outs, run, "toy"), Spent(budget={"max_cost": 1.0}),
+                   gates=[parse("wait.I>=0.9")], notes=["a note"])
+    plain = base(Ran(outs, run, "toy")).to_json()
     got = report.to_json()
     assert {k: v for k, v in got.items() if k not in ("created", "gates", "notes", "budget")} \
         == {k: v for k, v in plain.items() if k not in ("created", "gates")}
@@ -136,7 +136,7 @@ def test_build_is_build_report_plus_the_run_sections():
     assert got["gates"][0]["passed"] is False and got["notes"] == ["a note"]
     assert report.gates[0].message.startswith("FAILED wait.I>=0.9")
     assert not passed(report)  # 5 of 6 < 90%
-    assert lookup(report)("wait", None, "I")[0] == pytest.approx(5 / 6)
+    assert lookup(parsed(report))("wait", None, "I")[0] == pytest.approx(5 / 6)
     assert isinstance(report.summary, Summary) and report.summary.corpora == {}
 
 
@@ -188,3 +188,15 @@ def test_a_hook_that_fails_exits_or_is_interrupted_still_leaves_report_json(pyte
             "written without what hooks add (extra)") in result.stdout.str()
     stored = json.loads((pytester.path / "run" / "report.json").read_text(encoding="utf-8"))
     assert stored["totals"]["instances"] == 1 and "extra" not in stored
+
+
+def test_the_base_report_is_built_typed_and_reads_back_as_itself():
+    """No dict first: ``base`` makes the typed sections, and report.json's form of them
+    parses back to the same report."""
+    outs = outcomes_for("wait.inter_sentential_pause", 4, 3)
+    report = base(Ran(outs, RunSettings.from_dict(settings()), "toy", selected=["zz", "a"]))
+    assert isinstance(report.totals, Totals) and isinstance(report.summary, Summary)
+    assert report.selected == tuple(sorted({"zz", "a"}))
+    assert report.instances == tuple(o.to_dict() for o in sorted(outs, key=lambda o: o.id))
+    text = json.dumps(report.to_json())
+    assert json.dumps(Report.from_json(json.loads(text)).to_json()) == text

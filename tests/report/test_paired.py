@@ -11,13 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_duplexact.data.results import InstanceOutcome
-from pytest_duplexact.report import baseline, paired
-from pytest_duplexact.report.compare_html import render as render_page
-from pytest_duplexact.report.markdown import render as render_markdown
+from pytest_duplexact.report import paired
+from pytest_duplexact.report.sections import baseline
 from pytest_duplexact.report.stats import mcnemar_exact, paired_difference
+from pytest_duplexact.report.views.compare_page import render as render_page
+from pytest_duplexact.report.views.markdown import render as render_markdown
 from tests.report.helpers import (
     outcome,
     outcomes_for,
+    parsed,
     report,
     scipy_mcnemar,
     write_run_dir,
@@ -79,7 +81,7 @@ def _pair_reports():
 
 def test_paired_rows_count_discordant_pairs_and_flips_name_both_reasons():
     cur, base = _pair_reports()
-    sec = baseline.compare(cur, base, alpha=0.05, path="old.json")
+    sec = baseline.compare(parsed(cur), parsed(base), alpha=0.05, path="old.json")
     assert sec["pairing"] == "paired" and sec["method"] == paired.METHOD
     row = {r["target"]: r for r in sec["comparisons"]}
     tt = row["take_turn.delayed.I"]
@@ -109,14 +111,14 @@ def test_paired_rows_count_discordant_pairs_and_flips_name_both_reasons():
 
 def test_the_verdict_names_what_it_compared_against_and_warns_on_other_models_and_data():
     cur, base = _pair_reports()
-    sec = baseline.compare(cur, base)
+    sec = baseline.compare(parsed(cur), parsed(base))
     assert f"against old ({base['created']}, dataset ffffffffffff)" in sec["message"]
     assert sec["dataset_fingerprint"] == "f" * 64
     assert any("the models differ (baseline old, this run new)" in w for w in sec["warnings"])
     other = report(InstanceOutcome.from_dict(d) for d in cur["instances"])
     other["model"] = "old"
     other["settings"]["dataset_fingerprint"] = "0" * 64
-    sec = baseline.compare(other, base)
+    sec = baseline.compare(parsed(other), parsed(base))
     assert not any("models differ" in w for w in sec["warnings"])
     assert any("the dataset differs" in w for w in sec["warnings"])
 
@@ -124,7 +126,7 @@ def test_the_verdict_names_what_it_compared_against_and_warns_on_other_models_an
 def test_other_instance_sets_fall_back_to_the_unpaired_tests_and_say_so():
     cur, base = _pair_reports()
     cur["instances"] = cur["instances"][1:]
-    sec = baseline.compare(cur, base)
+    sec = baseline.compare(parsed(cur), parsed(base))
     assert sec["pairing"] == "unpaired" and sec["flips"] == []
     assert "instance sets differ (0 only in this run, 1 only in the baseline, 14 in both)" \
         in sec["pairing_note"]
@@ -137,20 +139,20 @@ def test_a_malformed_instance_is_a_baseline_error_naming_it():
     base["instances"][0]["immediate"]["verdict"] = "perhaps"
     with pytest.raises(baseline.BaselineError, match="baseline report: instance "
                        "'stop-direct_interruption-casual-00'"):
-        baseline.compare(cur, base)
+        baseline.compare(parsed(cur), parsed(base))
 
 
 # --- the views ---------------------------------------------------------------------------------
 
 def test_terminal_and_markdown_show_the_pairing_the_interval_and_the_flips():
     cur, base = _pair_reports()
-    cur["baseline"] = baseline.compare(cur, base, path="old.json")
+    cur["baseline"] = baseline.compare(parsed(cur), parsed(base), path="old.json")
     text = "\n".join(baseline.render_lines(cur["baseline"]))
     assert "paired on the 15 instance(s) both runs share" in text
     assert "9 flip(s): 8 success->failure, 1 failure->success" in text
     assert ('take_turn-delayed-meeting-04 I success->failure: was "immediate success '
             '(take_turn-delayed-meeting-04)"; now "immediate failure') in text
-    md = render_markdown(cur)
+    md = render_markdown(parsed(cur))
     assert "Comparison: paired on the 15 instance(s)" in md
     assert "-50.0 points [95% CI " in md and "10 pairs: 6 worse, 1 better" in md
     assert "<summary>9 flipped instance(s)</summary>" in md
@@ -160,9 +162,9 @@ def test_comparison_page_shows_each_flip_from_both_runs_side_by_side(tmp_path):
     cur, base = _pair_reports()
     a = write_run_dir(tmp_path / "a", base, seconds=1.0)
     b = write_run_dir(tmp_path / "b", cur, seconds=1.0)
-    sec = baseline.compare(cur, base, path=str(a))
-    page = render_page(sec, base, cur, a_path=a, b_path=b, out_path=tmp_path / "c.html",
-                       audio="link")
+    sec = baseline.compare(parsed(cur), parsed(base), path=str(a))
+    page = render_page(sec, parsed(base), parsed(cur), a_path=a, b_path=b,
+                       out_path=tmp_path / "c.html", audio="link")
     for s in ("summary", "deltas", "flips"):
         assert f'<section id="{s}">' in page
     assert page.count('<div class="pair">') == len(sec["flips"]) == 9

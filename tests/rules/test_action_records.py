@@ -30,7 +30,7 @@ from pytest_duplexact.data.instance import (
 from pytest_duplexact.fixturegen import build as fixture_build
 from pytest_duplexact.fixturegen import source as fixture_source
 from pytest_duplexact.judges import prompts
-from pytest_duplexact.report import paper_comparison as paper
+from pytest_duplexact.report.sections import paper_comparison as paper
 from pytest_duplexact.rules import RULES
 from pytest_duplexact.rules.action_rule import Rule
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.data.instance import bundled_root, load_dataset
-from pytest_duplexact.report import build_report
+from pytest_duplexact.report.builder import Ran, base
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.harness import Harness, RunKnobs
 from pytest_duplexact.run.selection import Selection, select
@@ -46,7 +46,7 @@ def run_in_process(model: str, batch: int, run_dir: Path, cache: Path, insts) ->
     finally:
         if h.prefetcher is not None:
             h.prefetcher.close()
-    return build_report(outcomes, settings, model)
+    return base(Ran(outcomes, settings, model)).to_json()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from pytest_duplexact.data.recording import Recording
 from pytest_duplexact.data.timeline import Word
 from pytest_duplexact.listen.transcribe_offline import OfflineTranscriber
 from pytest_duplexact.remote.cache import RequestCache
-from pytest_duplexact.report import build_report
+from pytest_duplexact.report.builder import Ran, base
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.harness import Harness, RunKnobs, timeline_to_dict
 from pytest_duplexact.run.offload import NICE, ScoringWorker, ScoringWorkerError
@@ -51,7 +51,7 @@ def run(run_dir, insts, worker=None, audio_format="flac"):
     h = Harness.from_settings(settings, run_dir, RunKnobs(audio_format=audio_format))
     assert h.scoring_worker is None  # stepped: scored in-process unless given one
     h.scoring_worker = worker
-    return build_report([h.run(i) for i in insts], settings, "oracle")
+    return base(Ran([h.run(i) for i in insts], settings, "oracle")).to_json()
 
 
 @pytest.mark.parametrize("audio_format", ["flac", "wav"])

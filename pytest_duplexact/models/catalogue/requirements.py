@@ -55,7 +55,7 @@ class Builtin:
     env: tuple[str, ...] = ()  # environment variables that must be set (keys: never printed)
     files: tuple[FileOption, ...] = ()
     # a hosted service that bills its use (the run's estimate and --duplexact-max-cost:
-    # report/estimate.py); a model on the user's own machine or server bills nothing
+    # spend/estimate.py); a model on the user's own machine or server bills nothing
     billed: bool = False
 
     def missing_packages(self) -> list[Package]:

@@ -1,0 +1,100 @@
+"""Stored runs, as pytest-benchmark users know them (``--benchmark-autosave`` /
+``--benchmark-compare``): ``--duplexact-autosave`` keeps every run's report in a store folder
+(default ``.duplexact/`` where pytest was started), numbered ``0001_<model>_<time>.json``;
+``--duplexact-compare[=ID|latest]`` makes a stored report the run's baseline, gated with the
+significance-aware comparison of report/sections/baseline.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+DEFAULT_STORE = ".duplexact"
+LOCK_FILE = ".lock"
+LOCK_DEADLINE_S = 30.0
+_NAME = re.compile(r"^(\d{4,})_.*\.json$")
+
+
+class StoreError(ValueError):
+    pass
+
+
+def slug(text: str) -> str:
+    """A name as a file name's part (the store's entries, the default run directory)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60] or "model"
+
+
+def entries(store: Path) -> list[tuple[int, Path]]:
+    """Stored reports, oldest first."""
+    if not store.is_dir():
+        return []
+    found = [(int(m[1]), p) for p in store.iterdir() if (m := _NAME.match(p.name))]
+    return sorted(found)
+
+
+def save(report, store: Path) -> Path:
+    """Write ``report`` (a ``model.Report`` or a report dict) as the store's next entry;
+    returns its path. Numbering and writing happen under the store's lock: runs finishing at
+    once each get their own number."""
+    from ...run.rundir import write_json
+
+    store.mkdir(parents=True, exist_ok=True)
+    stamp = re.sub(r"[^0-9T]", "", str(report.created or ""))[:15] or "undated"
+    with _locked(store):
+        found = entries(store)  # one scan of the folder
+        number = found[-1][0] + 1 if found else 1
+        path = store / f"{number:04d}_{slug(str(report.model or 'model'))}_{stamp}.json"
+        write_json(path, report.to_json())
+    return path
+
+
+@contextmanager
+def _locked(store: Path, deadline_s: float = LOCK_DEADLINE_S) -> Iterator[None]:
+    """``flock`` on ``<store>/.lock`` (dropped by the kernel if the holder dies), waited for
+    at most ``deadline_s``: a save takes milliseconds. Without fcntl (Windows), unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(store / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        give_up = time.monotonic() + deadline_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > give_up:
+                    raise OSError(f"{store}: the store is locked by another run for more "
+                                  f"than {deadline_s:g} s ({store / LOCK_FILE})") from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+def find(store: Path, ref: str) -> Path:
+    """``latest``, a number (``3`` or ``0003``), or a path to a report."""
+    ref = (ref or "latest").strip()
+    if ref == "latest":
+        found = entries(store)
+        if not found:
+            raise StoreError(f"no stored run in {store} to compare with; store one first with "
+                             "--duplexact-autosave")
+        return found[-1][1]
+    if ref.isdigit():
+        for number, path in entries(store):
+            if number == int(ref):
+                return path
+        known = ", ".join(f"{n:04d}" for n, _ in entries(store)) or "none"
+        raise StoreError(f"no stored run {ref} in {store} (stored: {known})")
+    path = Path(ref)
+    if path.is_file():
+        return path
+    raise StoreError(f"{ref}: neither 'latest', a stored run number, nor a report file")

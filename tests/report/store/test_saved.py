@@ -1,0 +1,66 @@
+"""Reports never lost to concurrency: runs saving to one store at once, and runs starting at
+once with the default run directory (a claim, not a check then a create)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+from pytest_duplexact.report.model import Report
+from pytest_duplexact.report.store.saved import saved as store
+
+WRITERS = 8
+
+
+def _save(folder: str, k: int, barrier) -> None:
+    barrier.wait()
+    store.save(Report.from_json({"model": f"m{k}", "created": "2026-12-01T10:00:00Z", "k": k}),
+               Path(folder))
+
+
+def test_eight_processes_saving_at_once_each_keep_their_report(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(WRITERS)
+    procs = [ctx.Process(target=_save, args=(str(tmp_path), k, barrier))
+             for k in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    numbers = [n for n, _ in store.entries(tmp_path)]
+    assert numbers == list(range(1, WRITERS + 1))
+
+
+def _start(folder: str, barrier, out) -> None:
+    from pytest_duplexact.pytest_plugin.config import RunConfig
+    from pytest_duplexact.pytest_plugin.configure import resolve_run_dir
+    from pytest_duplexact.run.runlock import RunLock
+
+    barrier.wait()
+    # no option set: the default run directory under the invocation folder
+    run_dir = resolve_run_dir(RunConfig(model="oracle", invocation_dir=Path(folder)))
+    RunLock.acquire(run_dir)  # what the session does next; "in use by another run" if shared
+    out.put(str(run_dir))
+
+
+def test_runs_starting_at_once_each_claim_their_own_default_run_dir(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_start, args=(str(tmp_path), barrier, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4
+    dirs = {out.get(timeout=5) for _ in range(4)}
+    assert len(dirs) == 4
+
+
+def test_a_run_refused_at_preflight_leaves_no_default_run_dir(pytester):
+    """The default run dir is claimed before the preflight checks; a refused run removes it."""
+    res = pytester.runpytest("--duplexact-model=silent", "--duplexact-baseline=nothing.json",
+                             "-p", "no:cacheprovider", "-p", "no:randomly")
+    assert res.ret == 4
+    runs = pytester.path / "duplexact-runs"
+    assert not runs.exists() or list(runs.iterdir()) == []
