@@ -45,9 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-equivalence-fake-0000000000"
 VOLATILE = ("created",)
 # What differs between any two runs of the same code: the fake judge server's port (in the
-# judges' endpoint_url) and the wall time a run measured.
+# judges' endpoint_url) and the wall time a run measured (its figure and its unit).
 _PORT = re.compile(r"127\.0\.0\.1:\d+")
-_WALL = re.compile(r"(wall_s\": |wall )[0-9.]+")
+_WALL = re.compile(r"(wall_s\": |wall )[0-9.]+( (s|min|h)\b)?")
 
 
 _PROGRESS = re.compile(r"duplexact \d+/\d+ \|")
