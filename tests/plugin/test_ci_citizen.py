@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from pytest_duplexact.data.taxonomy import ACTIONS
-from pytest_duplexact.report.store.saved import saved as store
+from pytest_duplexact.report.store import saved as store
 from pytest_duplexact.report.views import job_summary
 from tests.support.inner_runs import runner
 from tests.support.runs import replicated_dataset

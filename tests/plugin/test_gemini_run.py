@@ -8,7 +8,7 @@ turn's first audio, when it sent ``interrupted``) is checked against what was re
 trials run one at a time: with --duplexact-concurrency the test process also scores finished
 trials (VAD, on the same GIL) while others stream, and on a shared 2-core machine those
 stalls (recorded as ``input_lag``) reach hundreds of ms, which would measure the host, not the
-adapter. tests/realtime/test_gemini_live.py times ten concurrent sessions in one loop."""
+adapter. tests/models/providers/test_gemini_live.py times ten concurrent sessions in one loop."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import multiprocessing
 from pathlib import Path
 
 from pytest_duplexact.report.model import Report
-from pytest_duplexact.report.store.saved import saved as store
+from pytest_duplexact.report.store import saved as store
 
 WRITERS = 8
 
