@@ -19,8 +19,8 @@ it is read (``Report.from_json``, after ``read_report``'s checks); no function t
 dict. No module of the package indexes a report by key any more, but
 the estimate (``estimate.plan``'s ``previous``: an unchecked store entry with its ``_name``,
 read leniently for its usage and instance count). A ``Report`` stays a read-only mapping over
-its JSON form (``report["totals"]["errors"]``) for callers outside it that still index it
-like the dict it was (a conftest's ``pytest_duplexact_report`` written against the dict;
+its JSON form (``report["totals"]["errors"]``) for callers outside it that index it as a
+mapping (a conftest's ``pytest_duplexact_report`` written against report.json's shape;
 tests/report/test_model.py holds it).
 
 The nested sections whose shape other modules own (settings: run/settings.py; summary:

@@ -8,7 +8,7 @@ punctuality before a trial is late enough to be re-run: the cap is cut by ``DECR
 per ``HOLD_S`` (the lateness window must forget the stall that caused a cut before it may
 cause another). Below ``HEADROOM_AT`` of the tolerance, while the cap is what holds trials
 back, it grows: doubling up to the last cut (slow start), then by one per step. A trial
-still late is re-run as before, the cap first lowered to ``requested >> attempt``
+still late is re-run, the cap first lowered to ``requested >> attempt``
 (``rerun``).
 
 Pure: time and lateness are arguments, so the policy is tested on numbers

@@ -104,7 +104,7 @@ TRANSIENT_TYPES = frozenset({"rate_limit_error", "server_error"})
 TRANSIENT_HTTP = frozenset({429, 500, 502, 503, 504})
 #: the end of a session the client did not ask for: the instance is retried from scratch
 LOST = ("session.expired", "session.resync_required", "session.replaced")
-#: what each of our pipelines needs the deployment to advertise (issue 35's reading:
+#: what each of our pipelines needs the deployment to advertise (our reading of its caps:
 #: barge-in instances need ``supports_barge_in``); ``skip_unsupported=false`` runs them anyway
 PIPELINE_NEEDS = {"barge_in": "supports_barge_in"}
 #: session settings a deployment without ``supports_barge_in`` refuses

@@ -1,4 +1,4 @@
-"""The run's timing integrity (issue 33): how late the harness itself was on its wall-clock
+"""The run's timing integrity: how late the harness itself was on its wall-clock
 trials, from each outcome's ``clock`` (pipelines/clock.py). Only streaming runs have it, so a
 stepped run's report keeps its bytes. Every view says it in the same words (``line``)."""
 

@@ -26,7 +26,7 @@ from ...data import taxonomy
 from ...run.rundir import RunDir
 from ..model import Report
 from . import rows as view_rows
-from .charts import (  # noqa: F401 (heatmap_rows: html.heatmap_rows, as before)
+from .charts import (  # noqa: F401 (heatmap_rows: also importable as html.heatmap_rows)
     actions_chart,
     conditions_chart,
     heatmap_chart,
