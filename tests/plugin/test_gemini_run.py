@@ -20,6 +20,7 @@ import pytest
 import soundfile as sf
 
 from pytest_duplexact.data.recording_io import track_file
+from pytest_duplexact.data.results import worst_lag_ms
 from tests.support.servers import child, load_fake_server
 
 # the [gemini] extra and the test CA maker (both in the dev extra)
@@ -119,9 +120,8 @@ def test_gemini_live_bundled_run(pytester, gemini_server, monkeypatch):
         y, _ = sf.read(track_file(folder, "output"), dtype="float32")
         meta = json.loads((folder / "recording.json").read_text())
         # the trial's own measured lateness (input, output stamped late, the loop's stall)
-        clock = json.loads((folder / "outcome.json").read_text()).get("clock") or {}
-        stall = max((float(v) / 1000 for k, v in clock.items() if k.endswith("_max_ms")),
-                    default=0.0)
+        stall = worst_lag_ms(json.loads((folder / "outcome.json").read_text()).get("clock")
+                             or {}) / 1000
         recs[inst["id"]] = (len(x) / sr * 1000, y, sr, meta, stall)
     fake = _fake()
     onset_in_clip = fake.energy_bounds(fake.speech(str(SPEECH), SCRIPT["speak_s"]),

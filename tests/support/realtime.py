@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.data.audio import SAMPLE_RATE
+from pytest_duplexact.data.results import worst_lag_ms
 from pytest_duplexact.models.contract import ModelError
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex, run_with_retry
 from pytest_duplexact.remote.retry import STREAMING, RetryPolicy
@@ -95,10 +96,8 @@ def stall(rec) -> float:
     # the loop monitor's largest stall too: a stall shorter than a chunk leaves no input_lag
     # event, yet delays a send scheduled inside it by as much (seen in CI: 11.7 ms stall,
     # first chunk 3.6 ms past a 30 ms bound)
-    clock = getattr(rec, "clock", None) or {}
-    lags += [float(clock.get(key) or 0.0) / 1000
-             for key in ("loop_stall_max_ms", "input_lag_max_ms", "output_lag_max_ms")]
-    return max(lags or [0.0])
+    lags.append(worst_lag_ms(getattr(rec, "clock", None) or {}) / 1000)
+    return max(lags)
 
 
 def load_allowance(rec) -> float:

@@ -34,6 +34,7 @@ from tests.support.realtime import (
     load_allowance,
     load_fake_server,
     run_trial,
+    stall,
     user_clip,
 )
 from tests.support.servers import child
@@ -45,16 +46,6 @@ fake_http = load_fake_server("fake_http")
 played_end = fake_http.played_end
 
 MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk plus load a loop stall adds
-
-
-def stall(rec) -> float:
-    """The most the trial's harness was late (its ``clock``: input lag, output stamped late,
-    the loop monitor's stall; else its ``input_lag`` event), which delays a message's arrival
-    behind its send time just as much: the load share of the margin."""
-    lags = [float(what.split()[-1][:-2]) / 1000 for _, what in rec.events
-            if what.startswith("input_lag max")]
-    clock = [float(v) / 1000 for k, v in (rec.clock or {}).items() if k.endswith("_max_ms")]
-    return max(lags + clock, default=0.0)
 
 
 def check_timing(rec, t0, sends):
