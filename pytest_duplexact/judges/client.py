@@ -15,12 +15,13 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
-
-import openai
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..remote import calls
 from ..remote.cache import RequestCache, sha256_hex
+
+if TYPE_CHECKING:  # the SDK is imported on first request (calls.py): a run without a judge
+    import openai  # never pays for it
 
 DEFAULT_MODEL = "gpt-5.4"  # the paper's judge and simulator (GPT-5.4)
 ENV_MODEL = "DUPLEXACT_JUDGE_MODEL"

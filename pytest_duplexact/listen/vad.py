@@ -158,17 +158,38 @@ def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0,
 
 
 def spans_from_probabilities(probs: np.ndarray, n_samples: int,
-                             params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
-    """Speech intervals in samples from frame probabilities: silero's own post-processing with
-    no padding (padding would move every edge by a constant and hide real errors)."""
-    from silero_vad import get_speech_timestamps_from_probs
+                 params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
+    """Speech intervals in samples from frame probabilities: silero's own hysteresis
+    (``silero_vad.get_speech_timestamps_from_probs``) with no padding (padding would move every
+    edge by a constant and hide real errors) and no length cap, the only way it is called.
 
-    raw = get_speech_timestamps_from_probs(
-        [float(p) for p in probs], sampling_rate=VAD_SAMPLE_RATE, threshold=params.threshold,
-        neg_threshold=params.neg_threshold, min_speech_duration_ms=params.min_speech_ms,
-        min_silence_duration_ms=params.min_silence_ms, speech_pad_ms=0,
-        audio_length_samples=n_samples)
-    return [(int(s["start"]), int(s["end"])) for s in raw]
+    Its state machine is written out here because silero's module imports torch on its first
+    line, 2 s of CPU per process for 30 lines of arithmetic; tests/listen/test_vad_spans.py
+    holds it equal to silero's own on random and edge-case probabilities."""
+    threshold = params.threshold
+    neg = params.neg_threshold if params.neg_threshold is not None else max(threshold - 0.15,
+                                                                             0.01)
+    min_speech = VAD_SAMPLE_RATE * params.min_speech_ms / 1000
+    min_silence = VAD_SAMPLE_RATE * params.min_silence_ms / 1000
+    spans: list[tuple[int, int]] = []
+    start: int | None = None  # the open span's first sample (None: not in speech)
+    quiet_from = 0  # where the current dip below ``neg`` began (0: none; silero's temp_end)
+    for i, p in enumerate(float(p) for p in probs):
+        at = FRAME * i
+        if p >= threshold:
+            quiet_from = 0
+            if start is None:
+                start = at
+                continue
+        if start is not None and p < neg:
+            quiet_from = quiet_from or at
+            if at - quiet_from >= min_silence:
+                if quiet_from - start > min_speech:
+                    spans.append((start, min(n_samples, quiet_from)))
+                start, quiet_from = None, 0
+    if start is not None and n_samples - start > min_speech:
+        spans.append((start, n_samples))
+    return spans
 
 
 # Energy envelope for edge refinement: 8 ms windows every 2 ms.
