@@ -34,7 +34,6 @@ from tests.support.realtime import (
     load_allowance,
     load_fake_server,
     run_trial,
-    stall,
     user_clip,
 )
 from tests.support.servers import child
@@ -45,12 +44,20 @@ omni_fake = load_fake_server("miniomni_server")
 fake_http = load_fake_server("fake_http")
 played_end = fake_http.played_end
 
-MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk plus load a loop stall adds
+MARGIN = 0.06  # onset / offset vs the fake's send times: a chunk, on an idle machine
+
+
+def late_bound(rec) -> float:
+    """How late a reply may land behind the fake's send: the margin, plus twice the trial's
+    measured stall. The reply crosses the shared loop at least twice before it is stamped (the
+    fake's write, then the client's read and dispatch), and each crossing can wait out a stall
+    (seen in CI: 156 ms late beside a 76 ms stall)."""
+    return MARGIN + load_allowance(rec)
 
 
 def check_timing(rec, t0, sends):
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    late = MARGIN + stall(rec)
+    late = late_bound(rec)
     assert -MARGIN <= onset - (sends[0][0] - t0) <= late
     assert -MARGIN <= offset - played_end(sends, t0) <= late
 
@@ -109,7 +116,7 @@ async def socketio_every_answer():
         a = turn.decided_at - t0
         heard = rec.output[int(a * SAMPLE_RATE):int(b * SAMPLE_RATE)]
         onset, offset = fake.energy_bounds(heard, SAMPLE_RATE)
-        late = MARGIN + stall(rec)
+        late = late_bound(rec)
         assert -MARGIN <= a + onset - (turn.sends[0][0] - t0) <= late
         assert -MARGIN <= a + offset - played_end(turn.sends, t0) <= late
 
@@ -133,7 +140,7 @@ async def socketio_cut():
     # loaded loop)
     assert second.send_msgs[0] == first.cut_msg is not None
     onset, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
-    late = MARGIN + stall(rec)
+    late = late_bound(rec)
     assert -MARGIN <= onset - (first.sends[0][0] - t0) <= late
     # the new answer, both 1 s segments, played from the cut: none of it dropped
     assert -MARGIN <= offset - (cut + 2.0) <= late
@@ -287,7 +294,7 @@ async def lychee_cut():
     cut = turn.cut_at - t0
     _, offset = fake.energy_bounds(rec.output, SAMPLE_RATE)
     assert played_end(turn.sends, t0) > cut + 0.3
-    assert -MARGIN <= offset - cut <= MARGIN + stall(rec)
+    assert -MARGIN <= offset - cut <= late_bound(rec)
     assert session.usage["interrupts"] == 1 and "speech_started" in event_kinds(rec)
 
 
