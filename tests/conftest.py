@@ -19,7 +19,40 @@ pytest.register_assert_rewrite(
     "tests.bridges.support", "tests.bridges.model_support", "tests.released.snapshot_builder")
 
 
-def pytest_collection_modifyitems(items):
-    """The Slurm tests first: they wait minutes on the scheduler while using little of this
-    process, so under ``--dist worksteal`` they run beside everything else, never as the tail."""
-    items.sort(key=lambda item: 0 if item.nodeid.startswith("tests/cluster/") else 1)
+def pytest_collection_modifyitems(config, items):
+    """Longest first, on every worker: the Slurm tests (minutes of waiting on the scheduler,
+    little CPU), then the modules holding a test marked ``slow`` (end-to-end runs at 1x real
+    time), each worker's share at the head of its queue, so none of them is the run's tail."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = head_start(items, workers, lambda item: item.get_closest_marker("slow") is not None)
+
+
+def head_start(items: list, workers: int, slow) -> list:
+    """``items`` reordered so that the long modules open the workers' first shares.
+
+    ``--dist worksteal`` hands worker j the j-th of ``workers`` contiguous shares of the
+    collection (its first ``len // workers`` items, then a third of the rest, ...) and later
+    moves the *tail* of a busy worker's queue to an idle one. A module is long when it is a
+    Slurm one or holds a ``slow`` item; whole modules (their module-scoped fixtures are set up
+    once) are dealt round robin to the shares' heads, the Slurm ones first so that one worker
+    does not get all of them, and the rest fill each share in collection order. Every worker
+    collects the same order, as xdist requires."""
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    long = [m for m, its in modules.items() if m.startswith("tests/cluster/") or any(map(slow, its))]
+    long.sort(key=lambda m: 0 if m.startswith("tests/cluster/") else 1)
+    rest = [i for m, its in modules.items() if m not in long for i in its]
+    if workers <= 1:
+        return [i for m in long for i in modules[m]] + rest
+    sizes, left = [], len(items)
+    for j in range(workers):  # the scheduler's own split (worksteal.check_schedule)
+        sizes.append(left // (workers - j))
+        left -= sizes[-1]
+    heads: list[list] = [[] for _ in range(workers)]
+    for k, m in enumerate(long):
+        heads[k % workers] += modules[m]
+    out, it = [], iter(rest)
+    for head, size in zip(heads, sizes):
+        out += head + [next(it) for _ in range(max(0, size - len(head)))]
+    return out + list(it)

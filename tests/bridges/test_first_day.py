@@ -282,6 +282,7 @@ raise SystemExit(main(Dying, prog="dying.py"))
 '''
 
 
+@pytest.mark.slow
 def test_a_bridge_that_dies_mid_run_stops_it_with_the_resume_line(pytester):
     script = pytester.path / "dying.py"
     script.write_text(DYING)

@@ -189,6 +189,7 @@ def start_refused(folder, *args: str) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_each_defect_without_its_workaround_refuses_to_start_in_one_line(tmp_path):
     folder = checkpoint(tmp_path)
     line = start_refused(folder)

@@ -213,6 +213,7 @@ def hostile_url():
         yield url
 
 
+@pytest.mark.slow
 def test_any_server_is_a_valid_trial_or_a_model_error(hostile_url, monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     seen: dict[str, int] = {}
@@ -285,6 +286,7 @@ def _kit_trial(url: str, query, messages) -> str:
     return last
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["stepped", "streaming"])
 def test_any_client_is_served_refused_or_closed_and_the_kit_keeps_serving(caplog, mode):
     model = Echo(mode)

@@ -37,6 +37,7 @@ def trial(model, instance, seed: int):
     return run(go())
 
 
+@pytest.mark.slow
 def test_the_moshi_bridge_reports_what_the_in_process_adapter_does(checkpoints, tmp_path):
     from pytest_duplexact.bridges.moshi_bridge import PROG, add_arguments, build
 

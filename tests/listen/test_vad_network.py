@@ -30,6 +30,7 @@ def spans(x: np.ndarray, backend: str) -> list[tuple[int, int]]:
     return vad.postprocess(x, probs)
 
 
+@pytest.mark.slow
 def test_onnx_and_torch_find_the_same_spans_on_every_bundled_clip(clips):
     assert len(clips) == 140
     worst = 0.0

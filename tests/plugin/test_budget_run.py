@@ -75,6 +75,7 @@ def unbudgeted(tmp_path_factory, judge_server):
     return read_report(where / "full")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("xdist", [(), ("-n", "2")], ids=["serial", "xdist"])
 def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbudgeted, xdist):
     assert unbudgeted["totals"]["instances"] == 6
@@ -144,6 +145,7 @@ def test_a_budget_needs_prices_for_what_the_run_bills(pytester, monkeypatch):
     assert not (pytester.path / "duplexact-runs").exists()
 
 
+@pytest.mark.slow
 def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeypatch,
                                                                realtime_server):  # noqa: F811
     """Two trials in flight at once (concurrency 2), priced per second of audio sent: the

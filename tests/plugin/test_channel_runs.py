@@ -87,6 +87,7 @@ def test_autosaved_runs_under_two_channels_make_a_robustness_section(clean_and_p
     assert sec["channels"][1]["pairing"] == "paired"
 
 
+@pytest.mark.slow
 def test_a_channelled_run_resumes_exactly_and_only_itself(pytester):
     args = ["--duplexact-model=endpoint", "--duplexact-channel=noise:babble@10+room:0.3",
             *ONE_EACH]

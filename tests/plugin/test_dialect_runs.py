@@ -44,6 +44,7 @@ def adapter(request):
         yield name, env, url.format(port=fake.port)
 
 
+@pytest.mark.slow
 def test_end_to_end_run_over_all_three_pipelines(pytester, adapter, monkeypatch):
     name, env, url_option = adapter
     monkeypatch.setenv(env, KEY)

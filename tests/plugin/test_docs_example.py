@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.report.helpers import parsed
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
@@ -48,6 +50,7 @@ def assert_playable(report: dict, tmp_path) -> None:
     assert "<audio" in page and "recordings not found" not in page
 
 
+@pytest.mark.slow
 def test_the_docs_example_scores_from_its_own_folder(tmp_path):
     report = documented_run(tmp_path, "model", example_code(),
                             "--duplexact-action=take_turn,wait,stop")
@@ -59,6 +62,7 @@ def test_the_docs_example_scores_from_its_own_folder(tmp_path):
     assert_playable(report, tmp_path)
 
 
+@pytest.mark.slow
 def test_the_docs_streaming_example_scores_as_documented(tmp_path):
     """The streaming example runs on the wall clock: three conditions' nine instances side by
     side (about half a minute)."""

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.fakes import FakeOpenAI
 
 # prompt line -> (cue edge the prompt cuts at)
@@ -23,6 +25,7 @@ def _said_before(folder: Path, edge: str) -> str:
     return " ".join(w["text"] for w in rec["transcript"] if w["start"] < cue[edge])
 
 
+@pytest.mark.slow
 def test_judges_get_the_model_words_before_the_cut(pytester, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-words-0000")
     with FakeOpenAI() as server:

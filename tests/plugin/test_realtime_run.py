@@ -26,6 +26,7 @@ def realtime_server():
         yield f"http://127.0.0.1:{fake.port}/v1"
 
 
+@pytest.mark.slow
 def test_gpt_realtime_concurrent_run(pytester, realtime_server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", realtime_server)

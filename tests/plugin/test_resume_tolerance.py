@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.plugin.test_timing_guard_run import STALL_MODEL
 
 ARGS = ("--duplexact-model=stall_model:factory", "--duplexact-condition=take_turn.immediate",
         "--duplexact-limit=1", "-p", "no:cacheprovider")
 
 
+@pytest.mark.slow
 def test_a_resume_at_the_default_tolerance_runs_a_late_trial_again(pytester):
     pytester.makepyfile(stall_model=STALL_MODEL)
     first = pytester.runpytest_subprocess(*ARGS, "--duplexact-run-dir=run",

@@ -30,6 +30,7 @@ def server(tmp_path):
         yield f"ws://127.0.0.1:{fake.port}/v1/realtime?duplex=1", log, fake.stop
 
 
+@pytest.mark.slow
 def test_end_to_end_run_over_all_three_pipelines(pytester, server):
     url, log, stop = server
     res = pytester.runpytest_subprocess(

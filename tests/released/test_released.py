@@ -97,6 +97,7 @@ def test_folder_snapshot_runs_end_to_end_across_all_actions(pytester, snapshot, 
     assert "Per corpus (I / S (n_S))" in out and "paper side by side" in out
 
 
+@pytest.mark.slow
 def test_download_through_a_fake_hub_and_second_run_makes_no_request(pytester, snapshot,
                                                                       cache, tmp_path,
                                                                       monkeypatch):

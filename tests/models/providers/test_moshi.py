@@ -87,6 +87,7 @@ def test_own_rng_is_untouched_by_other_torch_work(checkpoints):
     assert np.array_equal(a, np.concatenate(outs))
 
 
+@pytest.mark.slow
 def test_through_the_stepped_pipelines(checkpoints, tmp_path):
     m = model(checkpoints)
     for inst in (direct_instance(tmp_path, "take_turn", "immediate"),

@@ -135,6 +135,7 @@ def test_the_pipelines_in_lockstep(greedy, tmp_path):
     assert np.abs(together[0].output).max() > 0
 
 
+@pytest.mark.slow
 def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp_path):
     """``python -m pytest_duplexact.bridges.moshi_bridge --batch 2`` (moshi_bridge.py): the kit
     steps both trials in one call (bridges/kit.py, BatchStepper), and the client, batched too, hears what

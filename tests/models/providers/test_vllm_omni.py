@@ -473,6 +473,7 @@ TRIALS = [  # (user speech end s, answer after ms, speak s, talked over at s or 
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_four_trials_at_once_onsets_and_the_ack_after_a_barge_in():
     """Units of 100 ms; two trials answer and finish, two are talked over and cut

@@ -40,6 +40,7 @@ def _compare(where, a: str, b: str):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_drop_too_small_to_judge_is_too_few_to_tell_never_a_green_pass(runs, tmp_path):
     """take_turn.delayed 3/3 -> 0/3 (every take_turn success lost): no test at these n could
     call it a drop, so it is not called a pass either: "too few to tell", not green (the gate
