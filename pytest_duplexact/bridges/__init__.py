@@ -72,6 +72,7 @@ serves from your own asyncio code. docs/models.md has a complete ~30-line exampl
 
 from .kit import (
                   KEY_ENV,
+                  BridgeModel,
                   BridgeServer,
                   OptionError,
                   SessionEnded,
@@ -85,5 +86,6 @@ from .kit import (
 )
 from .wire import ProtocolError, Ready
 
-__all__ = ["BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready", "SessionEnded",
-           "Stepper", "Trial", "WarmupFailed", "answer", "main", "parser", "typed_options"]
+__all__ = ["BridgeModel", "BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready",
+           "SessionEnded", "Stepper", "Trial", "WarmupFailed", "answer", "main", "parser",
+           "typed_options"]
