@@ -7,9 +7,13 @@ model's own install is enough. ``tests/bridges/test_kit_imports.py`` holds it to
 
 The contract a model bridge implements
 --------------------------------------
-A **model** object, built once per process (weights loaded once)::
+A **model** object, built once per process (weights loaded once). ``BridgeModel`` (kit.py)
+declares the optional parts with their defaults (``name`` "": the class's name,
+``transcript`` False, ``max_sessions`` None: one trial unless ``--max-sessions`` asks more,
+``warmup`` None, a ``close`` that does nothing); deriving from it is optional, a plain class
+declaring the same is read alike::
 
-    class MyBridge:
+    class MyBridge(BridgeModel):
         name = "my-model"          # shown in READY and in the server's log
         mode = "stepped"           # or "streaming" (below)
         sample_rate = 24_000       # Hz of the audio both ways

@@ -11,6 +11,10 @@ Two kinds, matching how such models really run:
 
 A model declares its own sample rate (and frame size); the harness resamples. Either kind may
 supply a native, time-aligned transcript of its own speech.
+
+What else a model may declare (its name, the pipelines it runs, its server's concurrency, ...)
+is ``DuplexModel``, each declaration with its default; a plain model declaring any of them is
+read through the one-declaration protocols below it, so neither needs the other.
 """
 
 from __future__ import annotations
