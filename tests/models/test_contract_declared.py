@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import inspect
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,13 @@ import pytest
 import pytest_duplexact
 from pytest_duplexact.bridges import kit
 from pytest_duplexact.bridges.kit import BridgeModel, BridgeServer
-from pytest_duplexact.models import adapter, contract, streaming_contract
+from pytest_duplexact.models import (
+    adapter,
+    contract,
+    is_stepped,
+    resolve_model,
+    streaming_contract,
+)
 from pytest_duplexact.models.adapter import traits
 from pytest_duplexact.models.contract import DuplexModel, StepOutput
 from pytest_duplexact.models.slots import PerSlotBatch
@@ -62,6 +69,24 @@ def test_a_plain_model_and_a_duplex_model_declaring_the_same_have_equal_traits()
         assert plain.why_unsupported(pipeline) == declared.why_unsupported(pipeline)
     assert declared.why_unsupported("simulator") == (
         "unsupported by this model: turns runs only on direct replay, not simulator")
+
+
+def test_a_users_plain_class_resolves_without_a_warning(monkeypatch, tmp_path):
+    """``--duplexact-model=mypkg.model:Model``: the documented plain class, no base of ours."""
+    (tmp_path / "user_plain_model.py").write_text(
+        "import numpy as np\n"
+        "class Model:\n"
+        "    name, pipelines, sample_rate, frame_size = 'mine', ('direct',), 16000, 320\n"
+        "    def start(self, info): pass\n"
+        "    def step(self, frame): return np.zeros(320, np.float32)\n"
+        "    def finish(self): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = resolve_model("user_plain_model:Model")
+    assert not isinstance(model, DuplexModel) and is_stepped(model)
+    assert traits(model).why_unsupported("barge_in") == (
+        "unsupported by this model: mine runs only on direct replay, not barge_in")
 
 
 def test_every_default_of_a_duplex_model():
