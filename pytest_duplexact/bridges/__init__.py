@@ -7,9 +7,13 @@ model's own install is enough. ``tests/bridges/test_kit_imports.py`` holds it to
 
 The contract a model bridge implements
 --------------------------------------
-A **model** object, built once per process (weights loaded once)::
+A **model** object, built once per process (weights loaded once). ``BridgeModel`` (kit.py)
+declares the optional parts with their defaults (``name`` "": the class's name,
+``transcript`` False, ``max_sessions`` None: one trial unless ``--max-sessions`` asks more,
+``warmup`` None, a ``close`` that does nothing); deriving from it is optional, a plain class
+declaring the same is read alike::
 
-    class MyBridge:
+    class MyBridge(BridgeModel):
         name = "my-model"          # shown in READY and in the server's log
         mode = "stepped"           # or "streaming" (below)
         sample_rate = 24_000       # Hz of the audio both ways
@@ -72,6 +76,7 @@ serves from your own asyncio code. docs/models.md has a complete ~30-line exampl
 
 from .kit import (
                   KEY_ENV,
+                  BridgeModel,
                   BridgeServer,
                   OptionError,
                   SessionEnded,
@@ -85,5 +90,6 @@ from .kit import (
 )
 from .wire import ProtocolError, Ready
 
-__all__ = ["BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready", "SessionEnded",
-           "Stepper", "Trial", "WarmupFailed", "answer", "main", "parser", "typed_options"]
+__all__ = ["BridgeModel", "BridgeServer", "KEY_ENV", "OptionError", "ProtocolError", "Ready",
+           "SessionEnded", "Stepper", "Trial", "WarmupFailed", "answer", "main", "parser",
+           "typed_options"]

@@ -78,7 +78,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .kit import OptionError, Trial
+from .kit import BridgeModel, OptionError, Trial
 from .kit import main as serve_main
 from .modelkit import (
     FrameQueue,
@@ -248,7 +248,7 @@ class BayLingSession:
                  "stopped" if self.state.stop_requested else "running", self.audio.underruns)
 
 
-class BayLingBridge:
+class BayLingBridge(BridgeModel):
     """A loaded ``BayLingDuplex`` served one trial at a time (kit contract)."""
 
     name = NAME

@@ -53,7 +53,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .kit import OptionError, Trial, log
+from .kit import BridgeModel, OptionError, Trial, log
 from .kit import main as serve_main
 from .modelkit import (
     TextDeltas,
@@ -120,7 +120,7 @@ class FlmAudioSession:
         self._pending = None
 
 
-class FlmAudioBridge:
+class FlmAudioBridge(BridgeModel):
     """Loaded Mimi + ``LMGen`` + tokenizer served one trial at a time (kit contract)."""
 
     name = NAME

@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -73,6 +73,70 @@ class Trial:
     id: str = ""
     seed: int = 0
     peer: str = ""
+
+
+class BridgeModel:
+    """A bridge model's contract (``bridges/__init__.py``): what it must declare, and what it
+    may leave out with its default. A model may derive from it (the package's bridges do) or
+    be a plain object declaring the same: the kit reads both alike, through the protocols
+    below, and takes what a plain model leaves out from here."""
+
+    mode: str  # "stepped" or "streaming"
+    sample_rate: int  # Hz of the audio both ways
+    frame: int  # samples per step
+
+    name: str = ""  # shown in READY and in the server's log ("": its class's name)
+    transcript: bool = False  # step() returns the model's own words as text
+    # trials at once it can serve: one unless --max-sessions asks more, and never more than
+    # this (None: no cap of its own)
+    max_sessions: int | None = None
+    # once, in the stepping thread, before the port is bound (None: nothing to warm); a
+    # method when declared, left None here so that a model without one is not timed warming
+    warmup: Callable[[], None] | None = None
+
+    def close(self) -> None:
+        """The server is shutting down: free what the model holds (nothing by default)."""
+
+
+# One protocol per optional declaration, for a model that does not derive from BridgeModel (a
+# BridgeModel has each but a warm-up: a method set to None is not declared).
+
+@runtime_checkable
+class NamedBridge(Protocol):
+    name: str
+
+
+@runtime_checkable
+class Transcribing(Protocol):
+    transcript: bool
+
+
+@runtime_checkable
+class SessionCapped(Protocol):
+    max_sessions: int | None
+
+
+@runtime_checkable
+class WarmingUp(Protocol):
+    def warmup(self) -> None: ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SteppingBatch(Protocol):
+    """A stepped model's ``step_batch(steps)``: one call for every open trial
+    (``BatchStepper``)."""
+
+    def step_batch(self, steps: list[tuple[Any, np.ndarray]]) -> list[Any]: ...
+
+
+def own_max_sessions(model: Any) -> int | None:
+    """The most trials at once ``model`` says it serves (None: no cap of its own)."""
+    return model.max_sessions if isinstance(model, SessionCapped) else BridgeModel.max_sessions
 
 
 class SessionEnded(Exception):
@@ -214,13 +278,15 @@ class BridgeServer:
                  warmup: bool = True, input_timeout: float = INPUT_TIMEOUT_S):
         self.model = model
         # trials at once: --max-sessions, else the model's own attribute, else 1; READY says it
-        sessions = max_sessions or int(getattr(model, "max_sessions", 1) or 1)
+        sessions = max_sessions or int(own_max_sessions(model) or 1)
         self._warmup = warmup
         self.warmup_s: float | None = None  # how long the model's warm-up took (None: none)
         self.input_timeout = input_timeout
         self.ready = wire.Ready(model.mode, model.sample_rate, model.frame,
-                                bool(getattr(model, "transcript", False)),
-                                str(getattr(model, "name", "") or type(model).__name__),
+                                bool(model.transcript if isinstance(model, Transcribing)
+                                     else BridgeModel.transcript),
+                                str((model.name if isinstance(model, NamedBridge)
+                                     else BridgeModel.name) or type(model).__name__),
                                 max_sessions=sessions)
         if stepper is None:  # a model with step_batch shares each step among its trials
             stepper = BatchStepper(model, lambda: len(self.sessions)) if batched(model) \
@@ -247,13 +313,12 @@ class BridgeServer:
     async def _warm_up(self) -> None:
         """``model.warmup()`` if it has one, in the worker thread that runs its steps (the
         one whose compiled kernels, CUDA graphs and caches the trials then use)."""
-        warmup = getattr(self.model, "warmup", None)
-        if not (self._warmup and callable(warmup)):
+        if not (self._warmup and isinstance(self.model, WarmingUp)):
             return
         started = time.monotonic()
         log.info("model %s: warming up", self.ready.model)
         try:
-            await self.stepper.call(warmup)
+            await self.stepper.call(self.model.warmup)
         except Exception as e:
             log.exception("model %s: the warm-up failed", self.ready.model)
             raise WarmupFailed(f"model {self.ready.model}: the warm-up failed "
@@ -493,7 +558,7 @@ def main(build: Callable[[argparse.Namespace], Any], *, prog: str, description: 
         print(taken, file=sys.stderr)
         return 1
     model = build(args)
-    own = getattr(model, "max_sessions", None)
+    own = own_max_sessions(model)
     if args.max_sessions and own and args.max_sessions > own:
         print(f"{prog}: --max-sessions {args.max_sessions}: this model serves at most {own} "
               "trials at once (its max_sessions)", file=sys.stderr)
@@ -579,9 +644,8 @@ async def _serve_forever(model: Any, host: str, port: int,
         await stop.wait()
     finally:
         await server.close()
-        closer = getattr(model, "close", None)
-        if callable(closer):
-            closer()
+        if isinstance(model, Closing):
+            model.close()
 
 
 # --- batched stepping ---------------------------------------------------------------------
@@ -601,8 +665,7 @@ GATHER_S = 0.05  # how long a tick waits for a trial that has not sent its frame
 
 
 def batched(model: Any) -> bool:
-    return getattr(model, "mode", "") == "stepped" and callable(getattr(model, "step_batch",
-                                                                        None))
+    return model.mode == "stepped" and isinstance(model, SteppingBatch)
 
 
 class BatchStepper(Stepper):

@@ -28,13 +28,13 @@ import dataclasses
 from typing import Any
 
 from ..models.providers.moshi import FRAME_SIZE, SAMPLE_RATE, MoshiModel, MoshiOptions, load
+from .kit import BridgeModel, typed_options
 from .kit import main as serve_main
-from .kit import typed_options
 
 PROG = "python -m pytest_duplexact.bridges.moshi_bridge"
 
 
-class MoshiBridge:
+class MoshiBridge(BridgeModel):
     name, mode, transcript = "moshi", "stepped", True
     sample_rate, frame = SAMPLE_RATE, FRAME_SIZE
     max_sessions = 1  # one model state: the most --max-sessions may ask (--batch B for more)

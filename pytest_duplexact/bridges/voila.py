@@ -82,7 +82,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .kit import OptionError, Trial
+from .kit import BridgeModel, OptionError, Trial
 from .kit import main as serve_main
 from .modelkit import (
     TextDeltas,
@@ -266,7 +266,7 @@ class VoilaSession:
                  self.trial.id or "-", self.gen.rows, self.stray)
 
 
-class VoilaBridge:
+class VoilaBridge(BridgeModel):
     """A loaded Voila-Autonomous served one trial at a time (kit contract). ``model``:
     ``VoilaAutonomousModel``; ``tokenizer``: its text tokenizer; ``codec``: ``VoilaTokenizer``;
     ``prompt(instruction)``: the prompt ids as eval_model builds them."""

@@ -20,6 +20,7 @@ from importlib.metadata import entry_points
 
 from ..data.suggest import did_you_mean
 from ..models import ENTRY_POINT_GROUP, factory_for, preflight
+from ..models.adapter import adapter_for
 from ..models.catalogue.builtins import BUILTINS, RECORDED
 from ..models.catalogue.paper_models import (
     NATIVE_TRANSCRIPT,
@@ -143,8 +144,8 @@ def checked(name: str, req: Builtin, options: dict[str, str] | None
 def _reached(name: str, options: dict[str, str]) -> list[str]:
     """For a model behind a server (a factory with ``reach``): connect once, say what
     answered (raises with the client's message when nothing does)."""
-    reach = getattr(factory_for(name), "reach", None)
-    return [_line("server", f"reachable: {reach(**options)}")] if callable(reach) else []
+    described = adapter_for(factory_for(name)).reach(**options)
+    return [] if described is None else [_line("server", f"reachable: {described}")]
 
 
 def _routes(name: str) -> tuple:

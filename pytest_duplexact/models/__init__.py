@@ -32,7 +32,14 @@ from typing import Any
 from . import moved
 from .adapter import Adapter, adapter_for, traits
 from .catalogue.builtins import BUILTINS, RECORDED
-from .contract import ModelError, SessionInfo, StepOutput, SteppedModel, StreamingModel
+from .contract import (
+    DuplexModel,
+    ModelError,
+    SessionInfo,
+    StepOutput,
+    SteppedModel,
+    StreamingModel,
+)
 from .model_options import value_problem
 
 moved.install()  # the paths of before models/ was arranged by role, for one release
@@ -215,7 +222,8 @@ def resolve_model(spec: str, **options) -> Any:
 
 
 __all__ = [
-    "Adapter", "BUILTINS", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo", "SteppedModel", "StepOutput",
+    "Adapter", "BUILTINS", "DuplexModel", "ENTRY_POINT_GROUP", "ModelError", "SessionInfo",
+    "SteppedModel", "StepOutput",
     "StreamingModel", "UnknownModel", "factory_for", "is_recorded", "is_stepped", "is_streaming",
     "preflight", "probe", "registered_names", "resolve_model",
 ]

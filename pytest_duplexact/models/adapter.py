@@ -7,22 +7,41 @@ connecting, ``probe`` connects once and says what answered (``reach``, a descrip
 the short form of it), each a method with a default, so the run calls them on every model
 alike. A user's plain factory (``--duplexact-model=mypkg.model:factory``, a function or a
 class) is wrapped at the registry's boundary by ``adapter_for``, keeping the hooks it declares
-(docs/models.md: ``factory.preflight``, a classmethod ``preflight``). ``traits`` is the one
-place the package reads a model's optional declarations (``unsupported``, ``pipelines``,
-``max_concurrency``, the batched and recorded contracts, ...), each with its default.
+(docs/models.md: ``factory.preflight``, a classmethod ``preflight``), each found through its
+protocol (``Preflighted``, ``Reaching``, ``Probing``). ``traits`` is the one place the package
+reads a model's optional declarations (``unsupported``, ``pipelines``, ``max_concurrency``,
+the batched and recorded contracts, ...): declared with their defaults by
+``contract.DuplexModel``, each found on a plain model through its protocol there.
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from types import BuiltinFunctionType, FunctionType, MethodType
+from typing import Any, Callable, Protocol, runtime_checkable
 
-from .contract import Probed
+from .contract import (
+    Batched,
+    Capped,
+    Chunked,
+    Connecting,
+    DuplexModel,
+    Framed,
+    Named,
+    Pipelined,
+    Probed,
+    Recorded,
+    Refusing,
+    ResettingSlotsAlone,
+    RetryingTransient,
+    SampleRated,
+    Stepping,
+    SteppingMany,
+    pipeline_refusal,
+)
 
 Hook = Callable[..., Any]
-_HOOKS = ("preflight", "reach", "probe")
-_BATCHED = ("open_batch", "start_slot", "step_batch", "finish_slot")
 
 
 class Adapter:
@@ -74,23 +93,53 @@ class Adapter:
         return Probed(described) if described is not None else None
 
 
+@runtime_checkable
+class Preflighted(Protocol):
+    """A user's plain factory with its own check (``factory.preflight = check``, or a
+    classmethod: docs/models.md)."""
+
+    def preflight(self, **options: Any) -> None: ...
+
+
+@runtime_checkable
+class Reaching(Protocol):
+    def reach(self, **options: Any) -> str | None: ...
+
+
+@runtime_checkable
+class Probing(Protocol):
+    def probe(self, **options: Any) -> Probed | None: ...
+
+
 def adapter_for(factory: Any) -> Adapter:
     """``factory`` as an ``Adapter``: itself when it is one, else a user's plain factory
     wrapped with the hooks it declares (the only place those are looked up)."""
     if isinstance(factory, Adapter):
         return factory
-    hooks = {h: getattr(factory, h, None) for h in _HOOKS}
-    return Adapter(factory, **{h: f for h, f in hooks.items() if callable(f)},
-                   name=getattr(factory, "__name__", type(factory).__name__))
+    return Adapter(factory, preflight=factory.preflight if isinstance(factory, Preflighted)
+                   else None,
+                   reach=factory.reach if isinstance(factory, Reaching) else None,
+                   probe=factory.probe if isinstance(factory, Probing) else None,
+                   name=_name(factory))
+
+
+def _name(factory: Any) -> str:
+    """A function's or a class's own name; another callable (an object with ``__call__``, a
+    ``functools.partial``) is named by its type."""
+    if isinstance(factory, (type, FunctionType, BuiltinFunctionType, MethodType)):
+        return factory.__name__
+    return type(factory).__name__
 
 
 @dataclass(frozen=True)
 class Traits:
-    """What the run reads of a built model besides its protocol, each with its default."""
+    """What the run reads of a built model besides its protocol, each with its default
+    (``contract.DuplexModel``). Two models that declare the same have equal traits: the hooks,
+    bound to their own model, are not compared."""
 
     name: str
     pipelines: tuple[str, ...] | None  # the pipelines it runs (None: all)
-    unsupported: Hook | None  # ``unsupported(pipeline)``: why not, said by the model itself
+    unsupported: Hook | None = field(compare=False)  # ``unsupported(pipeline)``: why not
     max_concurrency: int | None  # trials at once its server takes (None: no limit of its own)
     batched: bool  # offers the batched stepped contract (contract.BatchedSteppedModel)
     recorded: bool  # returns stored trials instead of running (providers/recorded.py)
@@ -99,7 +148,8 @@ class Traits:
     steps: bool  # has the stepped contract's ``step`` (a class, unbuilt)
     sample_rate: Any  # a stepped model's, as declared (checked by the stepped duplex)
     frame_size: Any
-    step_many: Hook | None  # ``step_many(frames)``, when it answers for the model's own step
+    step_many: Hook | None = field(compare=False)  # ``step_many(frames)``, when it answers
+    # for the model's own step
     slots_reset_alone: bool  # batched: a slot's start resets it without the others
     chunk_ms: Any  # a streaming model's input chunk (None: the contract's default)
 
@@ -107,41 +157,44 @@ class Traits:
         """Why this model cannot run ``pipeline`` (None when it can)."""
         if self.unsupported is not None:
             return self.unsupported(pipeline)
-        if not self.pipelines or pipeline in self.pipelines:
-            return None
-        return (f"unsupported by this model: {self.name} runs only on "
-                f"{', '.join(self.pipelines)} replay, not {pipeline}")
+        return pipeline_refusal(self.name, self.pipelines, pipeline)
 
 
 def traits(model: Any) -> Traits:
-    """The optional declarations of ``model`` (an object, or a class for ``batched``)."""
-    unsupported = getattr(model, "unsupported", None)
+    """The optional declarations of ``model`` (an object, or a class for ``async_connect`` and
+    ``steps``): a ``DuplexModel`` has them all; a plain model, those it declares, the others
+    at ``DuplexModel``'s defaults."""
+    name = model.name if isinstance(model, Named) else DuplexModel.name
     return Traits(
-        name=str(getattr(model, "name", None) or type(model).__name__),
-        pipelines=getattr(model, "pipelines", None) or None,
-        unsupported=unsupported if callable(unsupported) else None,
-        max_concurrency=getattr(model, "max_concurrency", None),
-        batched=all(callable(getattr(model, n, None)) for n in _BATCHED),
-        recorded=callable(getattr(model, "recording_for", None)),
-        retries_transient=bool(getattr(model, "retries_transient", False)),
-        async_connect=inspect.iscoroutinefunction(getattr(model, "connect", None)),
-        steps=callable(getattr(model, "step", None)),
-        sample_rate=getattr(model, "sample_rate", None),
-        frame_size=getattr(model, "frame_size", None),
+        name=str(name or type(model).__name__),
+        pipelines=(model.pipelines if isinstance(model, Pipelined) else
+                   DuplexModel.pipelines) or None,
+        unsupported=model.unsupported if isinstance(model, Refusing) else None,
+        max_concurrency=model.max_concurrency if isinstance(model, Capped) else
+        DuplexModel.max_concurrency,
+        batched=isinstance(model, Batched),
+        recorded=isinstance(model, Recorded),
+        retries_transient=bool(model.retries_transient if isinstance(model, RetryingTransient)
+                               else DuplexModel.retries_transient),
+        async_connect=isinstance(model, Connecting)
+        and inspect.iscoroutinefunction(model.connect),
+        steps=isinstance(model, Stepping),
+        sample_rate=model.sample_rate if isinstance(model, SampleRated) else None,
+        frame_size=model.frame_size if isinstance(model, Framed) else None,
         step_many=_step_many(model),
-        slots_reset_alone=bool(getattr(model, "slots_reset_alone", False)),
-        chunk_ms=getattr(model, "chunk_ms", None))
+        slots_reset_alone=bool(model.slots_reset_alone if isinstance(model, ResettingSlotsAlone)
+                               else DuplexModel.slots_reset_alone),
+        chunk_ms=model.chunk_ms if isinstance(model, Chunked) else DuplexModel.chunk_ms)
 
 
 def _step_many(model: Any) -> Hook | None:
     """``model.step_many`` when it answers for the model's own ``step``: a subclass that
     overrides ``step`` but inherits ``step_many`` (a crashing or speaking variant of the
     silent model) must be stepped frame by frame, or its ``step`` would never run."""
-    many = getattr(model, "step_many", None)
-    if not callable(many):
+    if not isinstance(model, SteppingMany):
         return None
-    if "step_many" in getattr(model, "__dict__", {}):
-        return many  # set on the instance
+    if "step_many" in _own(model):
+        return model.step_many  # set on the instance
 
     def owner(name: str):
         return next((c for c in type(model).__mro__ if name in vars(c)), None)
@@ -149,4 +202,12 @@ def _step_many(model: Any) -> Hook | None:
     step_owner, many_owner = owner("step"), owner("step_many")
     if step_owner is None or many_owner is None or not issubclass(many_owner, step_owner):
         return None
-    return many
+    return model.step_many
+
+
+def _own(obj: Any) -> dict:
+    """What is set on ``obj`` itself (nothing for an object with ``__slots__``)."""
+    try:
+        return vars(obj)
+    except TypeError:
+        return {}

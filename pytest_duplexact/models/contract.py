@@ -11,6 +11,10 @@ Two kinds, matching how such models really run:
 
 A model declares its own sample rate (and frame size); the harness resamples. Either kind may
 supply a native, time-aligned transcript of its own speech.
+
+What else a model may declare (its name, the pipelines it runs, its server's concurrency, ...)
+is ``DuplexModel``, each declaration with its default; a plain model declaring any of them is
+read through the one-declaration protocols below it, so neither needs the other.
 """
 
 from __future__ import annotations
@@ -63,7 +67,21 @@ class SteppedModel(Protocol):
 
 
 @runtime_checkable
-class BatchedSteppedModel(SteppedModel, Protocol):
+class Batched(Protocol):
+    """The batched contract's calls (``BatchedSteppedModel`` says what they do)."""
+
+    def open_batch(self, size: int) -> None: ...
+
+    def start_slot(self, slot: int, info: SessionInfo) -> None: ...
+
+    def step_batch(self, frames: Mapping[int, np.ndarray]
+                   ) -> Mapping[int, "StepOutput | np.ndarray | Exception"]: ...
+
+    def finish_slot(self, slot: int) -> None: ...
+
+
+@runtime_checkable
+class BatchedSteppedModel(SteppedModel, Batched, Protocol):
     """Optional beside ``SteppedModel``: many trials share each model call
     (``--duplexact-batch=B``, docs/runs.md). The harness calls ``open_batch(B)`` once, then
     ``start_slot(slot, info)`` when a trial takes slot 0..B-1, ``step_batch`` once per frame
@@ -79,15 +97,6 @@ class BatchedSteppedModel(SteppedModel, Protocol):
 
     slots_reset_alone: bool
 
-    def open_batch(self, size: int) -> None: ...
-
-    def start_slot(self, slot: int, info: SessionInfo) -> None: ...
-
-    def step_batch(self, frames: Mapping[int, np.ndarray]
-                   ) -> Mapping[int, "StepOutput | np.ndarray | Exception"]: ...
-
-    def finish_slot(self, slot: int) -> None: ...
-
 
 @runtime_checkable
 class StreamingModel(Protocol):
@@ -98,6 +107,111 @@ class StreamingModel(Protocol):
     output_sample_rate: int
 
     async def connect(self, info: SessionInfo): ...
+
+
+class DuplexModel:
+    """What a model may declare beyond its stepped or streaming protocol, each with its
+    default. Every built-in derives from it; a user's model may, or may be a plain class
+    declaring any of these itself (docs/models.md): ``models.adapter.traits`` reads both
+    alike, through the one-declaration protocols below, and takes what a plain model leaves
+    out from here."""
+
+    name: str = ""  # how messages name the model ("": its class's name)
+    pipelines: tuple[str, ...] | None = None  # the pipelines it runs (None: all of them)
+    max_concurrency: int | None = None  # trials at once its server takes (None: no cap)
+    retries_transient: bool = False  # a stepped model across a network: a transient failure
+    # runs the trial again, as a streaming model's does
+    slots_reset_alone: bool = False  # batched: a slot starts while the others run
+    chunk_ms: float | None = None  # a streaming model's input chunk (None: DEFAULT_CHUNK_MS)
+
+    def unsupported(self, pipeline: str) -> str | None:
+        """Why this model cannot run ``pipeline`` (None: it can). By default what
+        ``pipelines`` says; a model whose support depends on its server says why itself."""
+        return pipeline_refusal(self.name or type(self).__name__, self.pipelines, pipeline)
+
+
+def pipeline_refusal(name: str, pipelines: tuple[str, ...] | None, pipeline: str) -> str | None:
+    """Why a model named ``name`` that runs only ``pipelines`` cannot run ``pipeline``."""
+    if not pipelines or pipeline in pipelines:
+        return None
+    return (f"unsupported by this model: {name} runs only on "
+            f"{', '.join(pipelines)} replay, not {pipeline}")
+
+
+# One protocol per optional declaration: what a model that does not derive from DuplexModel
+# may declare, one at a time (a DuplexModel has each of them). A method set to None is not
+# declared, as typing's runtime protocols hold.
+
+@runtime_checkable
+class Named(Protocol):
+    name: str
+
+
+@runtime_checkable
+class Pipelined(Protocol):
+    pipelines: tuple[str, ...] | None
+
+
+@runtime_checkable
+class Refusing(Protocol):
+    def unsupported(self, pipeline: str) -> str | None: ...
+
+
+@runtime_checkable
+class Capped(Protocol):
+    max_concurrency: int | None
+
+
+@runtime_checkable
+class RetryingTransient(Protocol):
+    retries_transient: bool
+
+
+@runtime_checkable
+class ResettingSlotsAlone(Protocol):
+    slots_reset_alone: bool
+
+
+@runtime_checkable
+class Chunked(Protocol):
+    chunk_ms: float | None
+
+
+# The structural parts, read one at a time: the stepped and streaming protocols above need all
+# their members, and what the run asks (is there a ``step``? an ``async connect``?) needs one.
+
+@runtime_checkable
+class Stepping(Protocol):
+    def step(self, frame: np.ndarray) -> StepOutput | np.ndarray: ...
+
+
+@runtime_checkable
+class SteppingMany(Protocol):
+    """``step_many(frames)``: n consecutive input frames in one call (docs/models.md)."""
+
+    def step_many(self, frames: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class SampleRated(Protocol):
+    sample_rate: int
+
+
+@runtime_checkable
+class Framed(Protocol):
+    frame_size: int
+
+
+@runtime_checkable
+class Connecting(Protocol):
+    def connect(self, info: SessionInfo) -> Any: ...
+
+
+@runtime_checkable
+class Recorded(Protocol):
+    """Returns stored trials instead of running (models/providers/recorded.py)."""
+
+    def recording_for(self, instance: Instance) -> Any: ...
 
 
 @dataclass(frozen=True)

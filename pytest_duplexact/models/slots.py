@@ -14,12 +14,12 @@ from typing import Mapping
 
 import numpy as np
 
-from .contract import SessionInfo
+from .contract import DuplexModel, SessionInfo
 
 
-class PerSlotBatch:
-    """Mixin: the batched contract on top of a model's own ``start`` / ``step`` /
-    ``finish``."""
+class PerSlotBatch(DuplexModel):
+    """Base: the batched contract on top of a model's own ``start`` / ``step`` / ``finish``
+    (a ``DuplexModel`` whose slots reset alone, whichever base comes first beside it)."""
 
     slots_reset_alone = True
 

@@ -141,6 +141,21 @@ class StreamingSession(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class ReportsUsage(Protocol):
+    """A session that says what it cost: a flat dict of numbers, read at ``close()``."""
+
+    usage: dict[str, int | float]
+
+
+@runtime_checkable
+class ReportsPlayback(Protocol):
+    """A session that tells its server how much of each answer was heard: it is handed
+    ``played_ms(item_id) -> int`` when the trial starts."""
+
+    def attach_playback(self, played_ms: Callable[[str], int]) -> None: ...
+
+
 class Chunker:
     """Collects the duplex's wall-clock pieces (``DEFAULT_CHUNK_MS``) into whole chunks of
     ``size`` samples for a protocol that takes fixed steps; ``push`` returns the chunks now
@@ -241,7 +256,8 @@ async def stop_and_close(ws: Any, stop: Any, is_last: Callable[[Any], bool], tim
 
 __all__: Sequence[str] = [
     "AudioDelta", "TranscriptDelta", "SpeechStarted", "ItemDone", "ResponseDone", "Error",
-    "Note", "Event", "StreamingSession", "TransientModelError", "ServerUnreachable",
+    "Note", "Event", "StreamingSession", "ReportsUsage", "ReportsPlayback",
+    "TransientModelError", "ServerUnreachable",
     "ModelError", "DEFAULT_CHUNK_MS",
     "Admission", "ADMISSION", "admitting", "Chunker", "EventRate", "stop_and_close",
 ]

@@ -42,6 +42,8 @@ from ..models.streaming_contract import (
     Event,
     ItemDone,
     Note,
+    ReportsPlayback,
+    ReportsUsage,
     ResponseDone,
     ServerUnreachable,
     SpeechStarted,
@@ -392,9 +394,8 @@ class StreamingDuplex(Duplex):
         self._watch = watchdog.current()  # each answer from the session is progress
         self.usage: dict = {}  # the session's own usage report, taken at close()
         self.admission_s = 0.0  # waiting to be admitted before t = 0 (models.streaming_contract)
-        attach = getattr(session, "attach_playback", None)
-        if callable(attach):  # a protocol that reports playback to its server
-            attach(self.played_ms)
+        if isinstance(session, ReportsPlayback):  # a protocol that reports playback
+            session.attach_playback(self.played_ms)
         self._reader = asyncio.create_task(self._read())
         self._reader.add_done_callback(lambda _: self._monitor.unwatch(self.lateness))
 
@@ -629,7 +630,8 @@ class StreamingDuplex(Duplex):
             log.debug("closing the session failed: %s", e)
         # what the provider reported (tokens, audio seconds), read even when the trial failed
         # so a retried instance is charged for every attempt (usage.py)
-        self.usage = dict(getattr(self.session, "usage", None) or {})
+        spent = self.session.usage if isinstance(self.session, ReportsUsage) else None
+        self.usage = dict(spent or {})
         if self.lateness.input > self.chunk / SAMPLE_RATE:
             self._record(end, f"input_lag max {self.lateness.input * 1000:.0f}ms")
         self._check()

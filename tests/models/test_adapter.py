@@ -1,6 +1,7 @@
 """The adapter contract (models/adapter.py): hooks with defaults on every factory, a user's
 plain factory wrapped at the registry's boundary, one reader of a model's optional
-declarations, and none of the old ways back (function attributes, probes by name)."""
+declarations (tests/models/test_contract_declared.py: the declarations themselves, and no probe
+by name), and no function attribute in the package."""
 
 from __future__ import annotations
 
@@ -18,24 +19,12 @@ from pytest_duplexact.models.contract import Probed
 from pytest_duplexact.models.model_options import ModelConfigError, coerce, value_problem
 
 PACKAGE = Path(pytest_duplexact.__file__).resolve().parent
-# the one reader of what a user's factory or model declares
-BOUNDARY = PACKAGE / "models" / "adapter.py"
-# the bridge kit runs in a model's own environment and imports nothing of the package: its
-# models follow the kit's contract (docs/bridge-protocol.md), read by the kit itself
-KIT = PACKAGE / "bridges"
 
 
 def _package_files():
     return [p for p in PACKAGE.rglob("*.py")
             if "assets" not in p.parts and p.parts[len(PACKAGE.parts)] not in ("suites",
                                                                               "fixtures")]
-
-
-def _name(node: ast.AST) -> str:
-    """``model`` for ``model`` and ``self.model`` alike."""
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else ""
 
 
 def test_no_function_attributes_in_the_package():
@@ -54,28 +43,6 @@ def test_no_function_attributes_in_the_package():
                         and t.value.id in functions:
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(t)}")
     assert not found, found
-
-
-def test_no_probe_by_name_on_a_model_or_factory_outside_the_boundary():
-    """``getattr(model, "unsupported", None)`` and its kind: the package reads a model's or
-    factory's optional declarations through ``models.adapter`` only."""
-    found = []
-    for path in _package_files():
-        if path == BOUNDARY or KIT in path.parents:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                    and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2 \
-                    and _name(node.args[0]) in ("model", "factory") \
-                    and isinstance(node.args[1], ast.Constant):
-                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(node)}")
-    assert not found, found
-
-
-def test_the_probe_check_sees_model_and_self_model():
-    call = ast.parse("getattr(model, 'pipelines', None)").body[0].value
-    assert _name(call.args[0]) == "model"
-    assert _name(ast.parse("self.model").body[0].value) == "model"
 
 
 def test_every_network_builtin_is_an_adapter():

@@ -59,7 +59,7 @@ from ...bridges import wire
 from ...data.timeline import Word
 from ...remote.netsafety import BearerHeaders, Secret
 from ..adapter import Adapter
-from ..contract import ModelError, Probed, SessionInfo, StepOutput
+from ..contract import DuplexModel, ModelError, Probed, SessionInfo, StepOutput
 from ..model_options import (
     ModelConfigError,
     check_transport,
@@ -527,7 +527,7 @@ def _close_code(c: BridgeClient, e: ConnectionClosed) -> str:
 
 # --- streaming --------------------------------------------------------------------------------
 
-class BridgeStreaming:
+class BridgeStreaming(DuplexModel):
     """A streaming bridge (or Raon's gateway) as a ``StreamingModel``."""
 
     def __init__(self, client: BridgeClient, ready: wire.Ready, *,

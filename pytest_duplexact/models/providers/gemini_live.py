@@ -32,7 +32,7 @@ import numpy as np
 
 from ...remote.netsafety import insecure_url_problem
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import (  # also read as gemini_live.ModelConfigError
     TRANSIENT_HTTP,
     ModelConfigError,
@@ -90,7 +90,7 @@ def _import_sdk() -> None:
 
 
 @dataclass(frozen=True)
-class GeminiLive:
+class GeminiLive(DuplexModel):
     """Options (all settable as ``--duplexact-model-option``-style strings).
 
     Activity detection is the provider's automatic one; its sensitivities and windows are

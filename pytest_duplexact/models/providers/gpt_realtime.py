@@ -31,7 +31,7 @@ from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed  # openai[realtime] brings websockets
 
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import (  # also read as openai_realtime.ModelConfigError
     ModelConfigError,
     coerce,
@@ -64,7 +64,7 @@ _APPEND_HEAD = '{"type": "input_audio_buffer.append", "audio": "'
 
 
 @dataclass(frozen=True)
-class OpenAIRealtime:
+class OpenAIRealtime(DuplexModel):
     """Options (all settable as ``--duplexact-model-option``-style strings).
 
     Turn detection defaults to the provider's server VAD with its documented defaults

@@ -53,7 +53,7 @@ import numpy as np
 from ...data.audio import resample
 from ...remote.netsafety import received_json
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from ..streaming_contract import (
     AudioDelta,
@@ -99,7 +99,7 @@ class _BadAudio(ValueError):
 
 
 @dataclass(frozen=True)
-class LycheeFD:
+class LycheeFD(DuplexModel):
     """Options (``--duplexact-model-option``); the session fields are app.py's defaults."""
 
     server_url: str = field(default="", repr=False)  # http://HOST:7860

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import ModelConfigError, build, check_server_url, require_positive, shown_url
 from ..streaming_contract import AudioDelta, ItemDone, TranscriptDelta
 from ..util.http_server import (
@@ -63,7 +63,7 @@ SILERO = {"threshold": 0.5, "min_speech_duration_ms": 250, "min_silence_duration
 
 
 @dataclass(frozen=True)
-class MiniOmni2:
+class MiniOmni2(DuplexModel):
     """Options (``--duplexact-model-option``)."""
 
     server_url: str = field(default="", repr=False)  # http://HOST:60808

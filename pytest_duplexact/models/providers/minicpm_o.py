@@ -52,7 +52,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as sync_connect
 
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
     build,
@@ -90,7 +90,7 @@ CLOSE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
-class MiniCPMO:
+class MiniCPMO(DuplexModel):
     """Options (``--duplexact-model-option``). The DuplexConfig defaults are the demo's."""
 
     server_url: str = ""             # the demo gateway, e.g. ws://127.0.0.1:8006 or https://host

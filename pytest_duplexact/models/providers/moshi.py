@@ -41,7 +41,7 @@ import numpy as np
 from ..adapter import Adapter
 from ..catalogue.builtins import BUILTINS
 from ..catalogue.requirements import NotReady, local_file_problem
-from ..contract import ModelError, SessionInfo, StepOutput
+from ..contract import DuplexModel, ModelError, SessionInfo, StepOutput
 from ..model_options import ModelConfigError
 from ..util.words import TextStream
 
@@ -66,7 +66,7 @@ def trial_seed(run_seed: int, option_seed: int) -> int:
     return int.from_bytes(digest[:8], "little") >> 1
 
 
-class MoshiModel:
+class MoshiModel(DuplexModel):
     """A loaded Mimi + Moshi LM + tokenizer as a ``SteppedModel``.
 
     Built by ``factory`` from checkpoint files; tests and custom loaders may pass their own

@@ -47,7 +47,7 @@ from websockets.sync.client import connect as sync_connect
 from ..adapter import Adapter
 from ..catalogue.paper_models import MOSHI_START as START_MOSHI
 from ..catalogue.paper_models import PERSONAPLEX_START as START_PERSONAPLEX
-from ..contract import ModelError, Probed, SessionInfo
+from ..contract import DuplexModel, ModelError, Probed, SessionInfo
 from ..model_options import (
     ModelConfigError,
     build,
@@ -243,7 +243,7 @@ def sphn_module():
 
 # --- the model and its sessions -------------------------------------------------------------
 
-class MoshiServerModel:
+class MoshiServerModel(DuplexModel):
     """A moshi server as a ``StreamingModel``: at most ``max_sessions`` trials at once (the
     server's lock makes any more wait for their handshake, never fail)."""
 

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 from openai import AsyncOpenAI
 
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import ModelConfigError, build, check_transport, scrub
 from ..streaming_contract import DEFAULT_CHUNK_MS, Error, Event
 from .gpt_realtime import OpenAIRealtimeSession, configured, open_connection, setup_error
@@ -43,7 +43,7 @@ TURN_DETECTION = ("server_vad", "none")
 
 
 @dataclass(frozen=True)
-class DialectRealtime:
+class DialectRealtime(DuplexModel):
     """What both dialects share. ``None`` for a VAD number means "not sent": the provider's
     own default applies (and is whatever its session.updated echoes back)."""
 

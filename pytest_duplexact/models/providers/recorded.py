@@ -26,7 +26,7 @@ from ...data.recording_io import (
     read_instance_id,
 )
 from ...data.taxonomy import Pipeline
-from ..contract import ModelError
+from ..contract import DuplexModel, ModelError
 
 
 def replay_problem(root: Path | str, instance_ids) -> str | None:
@@ -49,7 +49,7 @@ def replay_problem(root: Path | str, instance_ids) -> str | None:
             "recordings (docs/models.md, \"Recording layout\")")
 
 
-class RecordedModel:
+class RecordedModel(DuplexModel):
     def __init__(self, root: Path | str, native_transcript: bool | str = True):
         self.root = Path(root).expanduser()
         if not self.root.is_dir():

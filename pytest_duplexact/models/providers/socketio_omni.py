@@ -63,7 +63,7 @@ import numpy as np
 import socketio
 
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
     build,
@@ -122,7 +122,7 @@ DIALECTS: dict[str, Dialect] = {
 
 
 @dataclass(frozen=True)
-class SocketIOOmni:
+class SocketIOOmni(DuplexModel):
     """Options (``--duplexact-model-option``); ``dialect`` is set by the model's name."""
 
     server_url: str = field(default="", repr=False)  # https://HOST:8081 (may hold a password)

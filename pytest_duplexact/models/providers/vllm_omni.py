@@ -56,7 +56,7 @@ from websockets.sync.client import connect as sync_connect
 
 from ...bridges import wire
 from ..adapter import Adapter
-from ..contract import ModelError, SessionInfo
+from ..contract import DuplexModel, ModelError, SessionInfo
 from ..model_options import (
     ModelConfigError,
     build,
@@ -212,7 +212,7 @@ def refusal(msg: dict[str, Any]) -> ModelError:
 
 
 @dataclass(frozen=True)
-class VllmOmni:
+class VllmOmni(DuplexModel):
     """Options (``--duplexact-model-option``). The defaults are vLLM-Omni's MiniCPM-o 4.5
     preset (``create_duplex_session_config``); docs/models.md has the table."""
 
