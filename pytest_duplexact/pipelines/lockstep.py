@@ -144,9 +144,16 @@ class Batcher:
 
     def _kick(self) -> None:
         # Deferred: the trials woken by the last step run (and push again) first.
-        if not self._kicked:
-            self._kicked = True
-            asyncio.get_event_loop().call_soon(self._run)
+        if self._kicked:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # a trial's coroutine closed after its loop ended (garbage-collected at teardown):
+            # its slot is released, and nothing will step again
+            return
+        self._kicked = True
+        loop.call_soon(self._run)
 
     def _ready(self) -> bool:
         trials = self._trials.values()

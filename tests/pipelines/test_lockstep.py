@@ -90,6 +90,15 @@ def test_slots_are_shared_and_a_finished_slot_takes_the_next_trial_at_once(insts
     assert batcher.progress.beats == len(m.calls)
 
 
+def test_a_slot_released_after_its_loop_ended_frees_it_quietly():
+    """A trial's coroutine closed by the garbage collector after its loop ended (a run torn
+    down mid-trial) still releases its slot in ``finally``: no step is scheduled, no error."""
+    batcher = Batcher(Counting(), 2)
+    slot = asyncio.run(batcher.acquire())
+    batcher.release(slot)  # no running loop here
+    assert asyncio.run(batcher.acquire()) == slot
+
+
 class Waves(Counting):
     """A model that cannot reset one slot alone; it answers for its running trials only."""
 
