@@ -27,7 +27,6 @@ from tests.support.runs import (
 )
 
 pytestmark = pytest.mark.slow
-DELAY = "0.4"  # seconds per instance: room for the kill to land between outcomes
 # Under xdist the victim must still be mid-instance when the first outcome appears: give each
 # instance long enough that a busy machine's polling lag cannot let a worker run dry first.
 XDIST_DELAY = "1.5"
@@ -43,24 +42,34 @@ def test_ctrl_c_then_sigkill_then_resume_equals_an_uninterrupted_run(runs, tmp_p
     run_dir = tmp_path / "run"
     base, _ = runs.baseline(ORACLE)
 
+    # each signal lands while the run is held at a gate (journal_model.py): exactly there,
+    # however loaded the machine (a fixed delay per instance once let a run finish first)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    for i in ids[2:]:
+        (gate / f"hold-{i}").touch()
+
     # 1. The first instance crashes (a harness error); Ctrl-C lands after the next one.
     log = tmp_path / "first.log"
-    proc = runs.start(log, ORACLE, f"--duplexact-run-dir={run_dir}", DUPLEXACT_TEST_DELAY=DELAY,
-                      DUPLEXACT_TEST_CRASH=ids[0])
-    wait_until(lambda: finished(run_dir) >= 2, proc, log)
+    proc = runs.start(log, ORACLE, f"--duplexact-run-dir={run_dir}",
+                      DUPLEXACT_TEST_GATE=str(gate), DUPLEXACT_TEST_CRASH=ids[0])
+    wait_until(lambda: (gate / f"at-{ids[2]}").exists(), proc, log)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == pytest.ExitCode.INTERRUPTED, log.read_text()
     done = finished(run_dir)
-    assert 2 <= done < len(ids), "the interrupt did not land mid-run"
+    assert done == 2, "the interrupt did not land mid-run"
     partial = read_report(run_dir)  # Ctrl-C still writes the report of what finished...
     assert partial["totals"]["errors"] == 1
     assert any("have no outcome" in n and "--duplexact-resume" in n
                for n in partial["notes"])  # ...and says it is incomplete
 
     # 2. Resume: the crashed instance is retried; SIGKILL after one more outcome.
+    (gate / f"hold-{ids[2]}").unlink()
     log = tmp_path / "second.log"
-    proc = runs.start(log, ORACLE, f"--duplexact-resume={run_dir}", DUPLEXACT_TEST_DELAY=DELAY)
-    wait_until(lambda: finished(run_dir) > done, proc, log)
+    proc = runs.start(log, ORACLE, f"--duplexact-resume={run_dir}",
+                      DUPLEXACT_TEST_GATE=str(gate))
+    wait_until(lambda: (gate / f"at-{ids[3]}").exists(), proc, log)
+    assert finished(run_dir) > done
     proc.kill()
     proc.wait(timeout=30)
     assert finished(run_dir) < len(ids), "the kill did not land mid-run"

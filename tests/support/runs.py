@@ -76,11 +76,15 @@ MODEL_SOURCE = '''
 """The oracle and the silent model, slowed down and optionally crashing: stepped models for
 run-journal tests.
 
-DUPLEXACT_TEST_DELAY (seconds per instance) lets a kill land mid-run; DUPLEXACT_TEST_CRASH
-names an instance whose run raises (a harness error the resume must retry). Neither is a
-model option, so runs with and without them are the same run to --duplexact-resume."""
+DUPLEXACT_TEST_DELAY (seconds per instance) lets a kill land mid-run; DUPLEXACT_TEST_GATE
+(a folder) holds an instance's start while ``hold-<id>`` is in it, after touching ``at-<id>``
+(a test waits for that, signals the run, and knows exactly where it stopped, however loaded
+the machine; the hold ends by itself after two minutes); DUPLEXACT_TEST_CRASH names an instance
+whose run raises (a harness error the resume must retry). None is a model option, so runs
+with and without them are the same run to --duplexact-resume."""
 import os
 import time
+from pathlib import Path
 
 from pytest_duplexact.models.providers.oracle import OracleModel
 from pytest_duplexact.models.providers.silent import SilentModel
@@ -91,6 +95,13 @@ class Slow:
         if info.instance.id == os.environ.get("DUPLEXACT_TEST_CRASH"):
             raise RuntimeError("simulated model crash")
         time.sleep(float(os.environ.get("DUPLEXACT_TEST_DELAY", "0")))
+        gate = os.environ.get("DUPLEXACT_TEST_GATE")
+        hold = Path(gate, f"hold-{info.instance.id}") if gate else None
+        if hold is not None and hold.exists():
+            Path(gate, f"at-{info.instance.id}").touch()
+            until = time.monotonic() + 120
+            while hold.exists() and time.monotonic() < until:
+                time.sleep(0.02)
         super().start(info)
 
 
