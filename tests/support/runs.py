@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -82,11 +83,18 @@ DUPLEXACT_TEST_DELAY (seconds per instance) lets a kill land mid-run; DUPLEXACT_
 the machine; the hold ends by itself after two minutes); DUPLEXACT_TEST_CRASH names an instance
 whose run raises (a harness error the resume must retry). None is a model option, so runs
 with and without them are the same run to --duplexact-resume."""
+import faulthandler
 import os
+import signal
 import time
 from pathlib import Path
 
 from pytest_duplexact.models.providers.oracle import OracleModel
+
+# SIGUSR1 writes every thread's stack to threads-<pid>.txt here (pytest captures the
+# process's stderr): what a test that finds the run still alive past its deadline reads
+# before killing it (Runner.stopped_or_explained)
+faulthandler.register(signal.SIGUSR1, open(f"threads-{os.getpid()}.txt", "w"), all_threads=True)
 from pytest_duplexact.models.providers.silent import SilentModel
 
 
@@ -162,6 +170,24 @@ class Runner:
         with open(log, "w") as out:  # the child keeps its own descriptor
             return subprocess.Popen(self.cmd(model, *args), cwd=self.home,
                                     env=self.env(**env), stdout=out, stderr=subprocess.STDOUT)
+
+    def stopped_or_explained(self, proc: subprocess.Popen, log: Path,
+                             timeout: float = 60) -> int:
+        """``proc``'s exit status within ``timeout``; past it, every thread's stack (the
+        journal model writes them on SIGUSR1), then a kill and a failure that shows them: a
+        run that does not stop says where it is stuck."""
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            proc.kill()
+            proc.wait(timeout=30)
+            stacks = self.home / f"threads-{proc.pid}.txt"
+            raise AssertionError(
+                f"the run did not stop within {timeout:.0f} s; its threads:\n"
+                f"{stacks.read_text() if stacks.exists() else '(none written)'}\n"
+                f"its log:\n{log.read_text()[-3000:]}") from None
 
     def baseline(self, model: str = ORACLE) -> tuple[dict, int]:
         """The report and exit status of an uninterrupted serial run (once per process)."""
