@@ -58,7 +58,7 @@ def test_moshi_behind_the_printed_bridge_command(moshi, tmp_path):
     from tests.models.providers.moshi_tiny import write_checkpoints
 
     files = write_checkpoints(tmp_path / "ckpt")
-    argv = filled(printed_command("moshi"), moshi.python,
+    argv = filled(printed_command("moshi_bridge"), moshi.python,
                   {"--host": "127.0.0.1", "--port": "0", "--mimi-weights": files["mimi_weights"],
                    "--lm-weights": files["lm_weights"], "--tokenizer": files["tokenizer"]},
                   ["--lm-config", files["lm_config"], "--mimi-config", files["mimi_config"],
