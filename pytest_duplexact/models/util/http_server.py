@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 # imported here, not lazily: a missing package fails the registry's preflight, by name
+import httpcore2
 import httpx2
 import numpy as np
 
@@ -81,7 +82,10 @@ def request_error(e: BaseException, label: str, what: str, url: str) -> ModelErr
     if isinstance(e, (httpx2.ConnectError, ConnectionRefusedError)):  # nothing listens
         return ServerUnreachable(f"{label}: {what} to {where} failed: {why}; is the model's "
                                  "server running there? docs/models.md shows how to start it")
-    if isinstance(e, (httpx2.TransportError, OSError)):
+    # httpx2 maps its transport's errors to its own, but one raised while a streamed body is
+    # read (a server gone mid-event-stream) can reach us as httpcore2's own (seen under load)
+    if isinstance(e, (httpx2.TransportError, httpcore2.NetworkError,
+                      httpcore2.RemoteProtocolError, OSError)):
         return TransientModelError(f"{label}: {what} to {where} failed: {why}")
     return ModelError(f"{label}: {what} to {where} failed: {why}")
 
