@@ -158,7 +158,7 @@ def speech_probabilities(x: np.ndarray, skip_quiet_ms: int = 0,
 
 
 def spans_from_probabilities(probs: np.ndarray, n_samples: int,
-                 params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
+                             params: VadParams = DEFAULT_PARAMS) -> list[tuple[int, int]]:
     """Speech intervals in samples from frame probabilities: silero's own hysteresis
     (``silero_vad.get_speech_timestamps_from_probs``) with no padding (padding would move every
     edge by a constant and hide real errors) and no length cap, the only way it is called.
