@@ -8,7 +8,7 @@ chain when it idles in its event loop). The stuck thread is abandoned (a daemon:
 keep the process alive) after its task is cancelled, which frees a streaming connection, and
 it is flagged: if the model's call ever returns, the session raises TrialAbandoned and the
 thread unwinds without calling the model again. Ctrl-C ends the running trial the same way
-before it propagates.
+before it propagates, also one a callback swallowed (``interrupt.check`` at each poll).
 
 The deadline is on *progress*, not on the whole trial: a slow model that keeps answering is
 never cut, however long its instance is; a call that never returns always is. Time the trial
@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any, Awaitable, Callable, TypeVar
 
 from ..models.contract import ModelError
+from . import interrupt
 from ..models.streaming_contract import ADMISSION, Admission
 
 T = TypeVar("T")
@@ -218,6 +219,7 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
     poll, progress = _poll(timeout, poll), _Progress(watch, time.monotonic())
     try:
         while not done.wait(poll):
+            interrupt.check()  # a Ctrl-C a callback swallowed still ends the trial
             if progress.silent_for(time.monotonic()) < timeout:
                 continue
             frames = _stack(sys._current_frames().get(worker.ident))

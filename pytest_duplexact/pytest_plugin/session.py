@@ -26,6 +26,7 @@ from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
 from ..models.adapter import traits
 from ..models.contract import ModelError
+from ..pipelines import interrupt
 from ..run import journal
 from ..run.admission import concurrency_measured
 from ..run.harness import Harness
@@ -529,6 +530,7 @@ class DuplexactSession:
         self._pytest_session = session
         if not self.worker:
             ctl.termination.install()
+        interrupt.install()  # a Ctrl-C no callback can swallow (pipelines/interrupt.py)
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if not self.worker and tr is not None:  # shown before the long run starts
             for line in ctl.notices + ctl.messages:
@@ -561,9 +563,13 @@ class DuplexactSession:
         for line in ctl.messages:
             terminalreporter.write_line(line)
 
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        interrupt.acknowledge()  # pytest is ending the session: the report's waits may run
+
     def pytest_unconfigure(self, config) -> None:
         ctl = self.controller
         ctl.termination.uninstall()
+        interrupt.uninstall()
         if ctl.progress is not None:
             config.pluginmanager.unregister(ctl.progress)
         if ctl.lock is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import signal
 import threading
 
+from ..pipelines import interrupt
+
 
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread by the first SIGTERM: pytest ends the session as
@@ -40,4 +42,5 @@ class TerminationGuard:
         if self.received is not None:
             return  # already stopping: writing the report must not be cut short again
         self.received = signal.Signals(signum).name
+        interrupt.request()  # sticky, as a Ctrl-C is (pipelines/interrupt.py)
         raise Terminated(f"{self.received}: stopping cleanly")

@@ -18,6 +18,7 @@ import concurrent.futures
 import sys
 import time
 
+from ..pipelines import interrupt
 from ..pipelines.lockstep import BatchedDuplex, Batcher
 from ..pipelines.watchdog import _GRACE, _poll, _Progress, _stack, _timed_out, describe, watch_async
 from .prefetch import Prefetcher
@@ -51,6 +52,7 @@ class BatchRunner(Prefetcher):
             try:
                 value = future.result(timeout=poll)
             except concurrent.futures.TimeoutError:
+                interrupt.check()  # a swallowed Ctrl-C still ends the run (pipelines/interrupt)
                 if progress.silent_for(time.monotonic()) < self.timeout:
                     continue
                 where = describe(_stack(sys._current_frames().get(self._thread.ident)))
@@ -58,6 +60,7 @@ class BatchRunner(Prefetcher):
                 raise _timed_out(f"instance {instance.id}", self.timeout, where) from None
             except BaseException:
                 self._futures.pop(instance.id, None)
+                future.cancel()  # a Ctrl-C: its trial ends with the run (done: no-op)
                 raise
             self._futures.pop(instance.id, None)
             return value

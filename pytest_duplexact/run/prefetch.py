@@ -16,9 +16,11 @@ import time
 from concurrent.futures import Future
 from typing import Callable
 
-from ..pipelines import watchdog
+from ..pipelines import interrupt, watchdog
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
 from .admission import CONTROL_S, Aimd
+
+RESULT_POLL_S = 0.25  # how often a waiting test looks for a Ctrl-C (pipelines/interrupt.py)
 
 # the instance whose trial runs in this context (set by Prefetcher._guarded, read by quieter)
 _TRIAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("duplexact_prefetch_trial",
@@ -169,7 +171,16 @@ class Prefetcher:
         """The instance's Recording (started now if it was not prefetched); re-raises the
         trial's exception, so a failed session is that instance's error."""
         self.submit([instance])
-        return self._futures.pop(instance.id).result()
+        future = self._futures.pop(instance.id)
+        try:
+            while True:  # polled: a Ctrl-C a callback swallowed still ends the run
+                try:
+                    return future.result(timeout=RESULT_POLL_S)
+                except TimeoutError:
+                    interrupt.check()
+        except KeyboardInterrupt:
+            future.cancel()  # its trial ends with the run (close() no longer sees it)
+            raise
 
     def measure(self, instance_id: str) -> dict | None:
         """What this trial says of the run's concurrency (admission.concurrency_measured
@@ -187,13 +198,16 @@ class Prefetcher:
     def close(self) -> None:
         for f in self._futures.values():
             f.cancel()
-        if self._control is not None:
-            async def stop_control():
+
+        async def wind_down():  # cancelled trials close their sessions before the loop stops
+            if self._control is not None:
                 self._control.cancel()
-                await asyncio.gather(self._control, return_exceptions=True)
-            try:
-                asyncio.run_coroutine_threadsafe(stop_control(), self._loop).result(timeout=5)
-            except Exception:  # a loop already gone: nothing left to stop
-                pass
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            if rest:
+                await asyncio.wait(rest, timeout=watchdog._GRACE)
+        try:
+            asyncio.run_coroutine_threadsafe(wind_down(), self._loop).result(timeout=5)
+        except Exception:  # a loop already gone or stuck: nothing more to wait for
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)

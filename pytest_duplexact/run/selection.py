@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import random
 from dataclasses import dataclass
 
 from ..data import taxonomy
 from ..data.annotations import Instance
+from ..data.suggest import did_you_mean
 
 
 class SelectionError(ValueError):
@@ -29,25 +29,28 @@ class Selection:
     def validate(self) -> None:
         for a in self.actions:
             if a not in taxonomy.ACTIONS:
-                raise SelectionError(f"unknown action {a!r}; known: {', '.join(taxonomy.ACTIONS)}")
+                raise SelectionError(f"unknown action {a!r}{did_you_mean(a, taxonomy.ACTIONS)}; "
+                                     f"known: {', '.join(taxonomy.ACTIONS)}")
         plain = list(dict.fromkeys(c.id for c in taxonomy.CONDITIONS))
         ids = set(plain) | set(taxonomy.CONDITIONS_BY_KEY)
         for c in self.conditions:
             if c not in ids:
-                close = difflib.get_close_matches(c, sorted(ids), n=1)
                 raise SelectionError(
-                    f"unknown condition {c!r}{f' (did you mean {close[0]!r}?)' if close else ''}"
+                    f"unknown condition {c!r}{did_you_mean(c, sorted(ids))}"
                     f"; known: {', '.join(plain)} (or action.condition, e.g. take_turn.delayed)")
         for s in self.scenarios:
             if s not in taxonomy.SCENARIOS:
-                raise SelectionError(f"unknown scenario {s!r}; known: "
+                raise SelectionError(f"unknown scenario {s!r}"
+                                     f"{did_you_mean(s, taxonomy.SCENARIOS)}; known: "
                                      f"{', '.join(taxonomy.SCENARIOS)}")
         for s in self.sources:
             if s not in taxonomy.SOURCES:
-                raise SelectionError(f"unknown source {s!r}; known: {', '.join(taxonomy.SOURCES)}")
+                raise SelectionError(f"unknown source {s!r}{did_you_mean(s, taxonomy.SOURCES)}; "
+                                     f"known: {', '.join(taxonomy.SOURCES)}")
         for c in self.corpora:
             if c not in taxonomy.CORPORA:
-                raise SelectionError(f"unknown corpus {c!r}; known: {', '.join(taxonomy.CORPORA)}")
+                raise SelectionError(f"unknown corpus {c!r}{did_you_mean(c, taxonomy.CORPORA)}; "
+                                     f"known: {', '.join(taxonomy.CORPORA)}")
         if self.limit is not None and self.limit < 1:
             raise SelectionError("the per-condition limit must be >= 1")
         if self.shard is not None:

@@ -68,6 +68,17 @@ def test_bad_selection(pool, sel, msg):
         select(pool, sel)
 
 
+@pytest.mark.parametrize("sel,hint", [
+    (Selection(actions=("take-turn",)), "unknown action 'take-turn' (did you mean 'take_turn'?)"),
+    (Selection(conditions=("delayd",)), "(did you mean 'delayed'?)"),
+    (Selection(scenarios=("meting",)), "(did you mean 'meeting'?)"),
+])
+def test_a_misspelt_name_gets_the_closest_known_one(pool, sel, hint):
+    with pytest.raises(SelectionError) as err:
+        select(pool, sel)
+    assert hint in str(err.value)
+
+
 def test_parse_shard():
     assert parse_shard("2/4") == (2, 4) and parse_shard(None) is None
     with pytest.raises(SelectionError):

@@ -1,0 +1,142 @@
+"""A Ctrl-C that a callback swallows still ends the run (pipelines/interrupt.py).
+
+CPython runs a signal's handler at the main thread's next bytecode; inside a gc callback
+(hypothesis registers one) the KeyboardInterrupt it raises is printed as "Exception ignored"
+and lost. A stress run lost a Ctrl-C that way: the held instance ran on to its 60 s deadline
+and the run went on. Every wait of the harness on a trial now raises it again at its next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_duplexact.models.providers.silent import SilentModel
+from pytest_duplexact.pipelines import interrupt
+from pytest_duplexact.run.batch import BatchRunner
+from pytest_duplexact.run.prefetch import Prefetcher
+
+ROOT = Path(__file__).resolve().parents[2]
+# A trial that would run this long unless the interrupt ends it: far beyond any poll, so a
+# loaded machine cannot make a working guard look broken, and a broken one cannot pass.
+TRIAL_S = 30.0
+ENDED_S = 10.0
+
+SWALLOWED = textwrap.dedent('''
+    import asyncio, gc, os, signal, sys, time
+    from pytest_duplexact.pipelines import interrupt, watchdog
+
+    interrupt.install()
+    armed = [True]
+
+    def callback(phase, info):
+        if phase == "start" and armed:
+            armed.clear()
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):  # the handler runs here, inside the callback
+                pass
+
+    gc.callbacks.append(callback)
+    gc.collect()  # the Ctrl-C is raised in the callback: CPython prints it and drops it
+    gc.callbacks.remove(callback)
+    print("went on", flush=True)
+
+    async def trial():
+        for _ in range(int(TRIAL_S * 10)):
+            watchdog.beat()
+            await asyncio.sleep(0.1)
+
+    start = time.monotonic()
+    try:
+        watchdog.run_watched(trial, timeout=60, what="instance x")
+    except KeyboardInterrupt:
+        print(f"interrupted after {time.monotonic() - start:.1f} s", flush=True)
+        sys.exit(0)
+    sys.exit(3)
+''').replace("TRIAL_S", repr(TRIAL_S))
+
+
+def test_a_ctrl_c_lost_in_a_gc_callback_still_ends_the_watched_trial(tmp_path):
+    script = tmp_path / "swallowed.py"
+    script.write_text(SWALLOWED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    res = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True,
+        timeout=TRIAL_S + 30,
+        # a runner started without job control ignores SIGINT: restore CPython's default
+        preexec_fn=lambda: __import__("signal").signal(2, __import__("signal").default_int_handler))
+    # the premise: CPython did swallow it, and the script went on
+    assert "Exception ignored" in res.stderr and "KeyboardInterrupt" in res.stderr, res.stderr
+    assert "went on" in res.stdout
+    assert res.returncode == 0, res.stdout + res.stderr
+    took = float(res.stdout.split("interrupted after ")[1].split(" s")[0])
+    assert took < ENDED_S
+
+
+@pytest.fixture
+def swallowed():
+    """A Ctrl-C whose KeyboardInterrupt was lost (handled as CPython handles one raised in a
+    gc callback) a moment after the wait starts; the flag is cleared afterwards, as pytest's
+    ``pytest_keyboard_interrupt`` does, so no other test sees it."""
+    def lose_it():
+        time.sleep(0.3)
+        try:
+            interrupt.handle(2, None)
+        except KeyboardInterrupt:
+            pass
+
+    thread = threading.Thread(target=lose_it)
+    thread.start()
+    yield
+    thread.join()
+    interrupt.acknowledge()
+
+
+def _inst(k):
+    return SimpleNamespace(id=f"i{k}")
+
+
+def test_the_prefetchers_wait_raises_a_swallowed_ctrl_c(swallowed):
+    async def run(instance):
+        await asyncio.sleep(TRIAL_S)
+
+    p = Prefetcher(run, concurrency=1)
+    try:
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            p.result(_inst(0))
+        assert time.monotonic() - start < ENDED_S
+    finally:
+        p.close()
+
+
+def test_the_batch_runners_wait_raises_a_swallowed_ctrl_c(swallowed):
+    async def record(instance, factory):
+        await asyncio.sleep(TRIAL_S)
+
+    runner = BatchRunner(SilentModel(), record, 1, timeout=60.0)
+    try:
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            runner.result(_inst(0))
+        assert time.monotonic() - start < ENDED_S
+    finally:
+        runner.close()
+
+
+def test_once_pytest_has_it_later_waits_run_undisturbed():
+    interrupt.request()
+    with pytest.raises(KeyboardInterrupt):
+        interrupt.check()
+    interrupt.acknowledge()
+    interrupt.check()  # the report's waits after the interrupt: nothing raised
