@@ -12,6 +12,13 @@ from dataclasses import dataclass, field, replace
 
 from .taxonomy import BACKCHANNEL_MAX_WORDS
 
+# Times on this clock come from sample counts (a VAD edge) and from sums (user_end + 0.5, a
+# gap's end - start), so one instant can differ in its last bits (1.386 - 1.086 < 0.3 in
+# binary floats). Every comparison of a time with an edge tolerates EPS: 1 us is 1/62 of a
+# 16 kHz sample, so it never merges two instants a recording can tell apart, and it keeps
+# "exactly on the edge" on the edge (rules/common.py, listen/segmentation.py).
+EPS = 1e-6
+
 # A word starts with a letter or digit, so a stray quote mark ("okay ' sure") is no word.
 _WORD = re.compile(r"\w[\w']*(?:[-.][\w']+)*", re.UNICODE)
 

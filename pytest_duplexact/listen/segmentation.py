@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..data.timeline import Segment, Span, Timeline, Word
+from ..data.timeline import EPS, Segment, Span, Timeline, Word
 from . import vad
 
 # Pauses shorter than this stay inside one segment: clause pauses (espeak: <= 0.15 s) and the
@@ -45,7 +45,8 @@ def merge_spans(spans: Sequence[Span], merge_gap: float = MERGE_GAP_S) -> list[S
         raise ValueError(f"merge_gap must be >= 0 s, got {merge_gap}")
     out: list[Span] = []
     for sp in sorted(spans, key=lambda s: (s.start, s.end)):
-        if out and (sp.start - out[-1].end < merge_gap or sp.start <= out[-1].end):
+        # a gap of exactly merge_gap, in samples, may come out a few ulps short in seconds
+        if out and (sp.start - out[-1].end < merge_gap - EPS or sp.start <= out[-1].end):
             if sp.end > out[-1].end:
                 out[-1] = Span(out[-1].start, sp.end)
         else:

@@ -32,8 +32,8 @@ from types import FrameType
 from typing import Any, Awaitable, Callable, TypeVar
 
 from ..models.contract import ModelError
-from . import interrupt
 from ..models.streaming_contract import ADMISSION, Admission
+from . import interrupt
 
 T = TypeVar("T")
 

@@ -10,17 +10,11 @@ Every boundary comparison tolerates ``EPS`` of float rounding (see ``inside``/``
 from __future__ import annotations
 
 from ..data.results import ImmediateResult, failure, success
-from ..data.timeline import Segment, Span, Timeline
+from ..data.timeline import EPS, Segment, Span, Timeline  # EPS: why, there
 
 # A model turn that is still sounding within this much of the recording's end has not ended
 # (the VAD quantises ends to its 32 ms frames).
 END_TOLERANCE_S = 0.1
-
-# Window edges are computed (user_end + 0.5, cue_end - 1.0, a gap's end - start) while onsets
-# come from sample counts, so one instant can differ in its last bits (1.8 - 1.3 > 0.5 in
-# binary floats). 1 us is 1/62 of a 16 kHz sample: it never merges two instants a recording
-# can tell apart, and it keeps "exactly on the edge" on the edge.
-EPS = 1e-6
 
 
 def inside(t: float, lo: float, hi: float) -> bool:

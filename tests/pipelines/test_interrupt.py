@@ -24,6 +24,7 @@ from pytest_duplexact.models.providers.silent import SilentModel
 from pytest_duplexact.pipelines import interrupt
 from pytest_duplexact.run.batch import BatchRunner
 from pytest_duplexact.run.prefetch import Prefetcher
+from tests.support.runs import sigint_default
 
 ROOT = Path(__file__).resolve().parents[2]
 # A trial that would run this long unless the interrupt ends it: far beyond any poll, so a
@@ -73,8 +74,7 @@ def test_a_ctrl_c_lost_in_a_gc_callback_still_ends_the_watched_trial(tmp_path):
     res = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True,
         timeout=TRIAL_S + 30,
-        # a runner started without job control ignores SIGINT: restore CPython's default
-        preexec_fn=lambda: __import__("signal").signal(2, __import__("signal").default_int_handler))
+        preexec_fn=sigint_default)  # an inherited SIG_IGN: see its doc
     # the premise: CPython did swallow it, and the script went on
     assert "Exception ignored" in res.stderr and "KeyboardInterrupt" in res.stderr, res.stderr
     assert "went on" in res.stdout

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.runs import sigint_default
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MODEL = textwrap.dedent('''
@@ -59,9 +61,7 @@ def test_ctrl_c_mid_instance_exits_interrupted_without_a_leak_dump(tmp_path):
             [sys.executable, "-m", "pytest", "--duplexact-model=slow_model:factory",
              "--duplexact-run-dir=run", "-p", "no:cacheprovider", "-q"],
             cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-            # a runner started without job control ignores SIGINT, and its children inherit
-            # that: restore the default so the interrupt lands
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+            preexec_fn=sigint_default)  # an inherited SIG_IGN: see its doc
     try:
         end = time.monotonic() + 120
         while not marker.exists():

@@ -25,6 +25,14 @@ CONDITIONS = ("interrupt.help", "recover.repeat", "stop.direct_interruption",
 SELECTION = ("--duplexact-condition=" + ",".join(CONDITIONS), "--duplexact-limit=1")
 
 
+def sigint_default() -> None:
+    """``preexec_fn`` of a child that a test interrupts with SIGINT. A suite started without
+    job control (``cmd &`` in a script, some CI runners) ignores SIGINT, every descendant
+    inherits that, and Python keeps an inherited SIG_IGN: the Ctrl-C would never land. Three
+    stress runs lost it so, each read as a run that did not stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def link_audio(src: Path, dst: Path) -> None:
     """Give a test dataset the bundled audio without copying it: hard links (a symlinked
     folder would resolve outside the dataset, which the loader refuses), copies across
@@ -169,7 +177,8 @@ class Runner:
     def start(self, log: Path, model: str, *args: str, **env: str) -> subprocess.Popen:
         with open(log, "w") as out:  # the child keeps its own descriptor
             return subprocess.Popen(self.cmd(model, *args), cwd=self.home,
-                                    env=self.env(**env), stdout=out, stderr=subprocess.STDOUT)
+                                    env=self.env(**env), stdout=out, stderr=subprocess.STDOUT,
+                                    preexec_fn=sigint_default)
 
     def stopped_or_explained(self, proc: subprocess.Popen, log: Path,
                              timeout: float = 60) -> int:
