@@ -3,8 +3,8 @@
 CPython's SIGINT handler raises KeyboardInterrupt in the main thread at its next bytecode.
 When that bytecode belongs to a callback whose exceptions the interpreter ignores (a gc
 callback such as hypothesis's, a ``__del__``, a weakref finalizer), it prints "Exception
-ignored in ..." and the Ctrl-C is lost: the run goes on to its next instance. A stress run
-found exactly that (issue 43).
+ignored in ..." and the Ctrl-C is lost: the run goes on to its next instance
+(tests/pipelines/test_interrupt.py shows it with a real signal).
 
 The handler installed here raises as the default one does and also records the request. The
 harness's waits on a trial (``watchdog.run_watched``, the prefetcher's and the batch

@@ -20,8 +20,6 @@ from ..pipelines import interrupt, watchdog
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
 from .admission import CONTROL_S, Aimd
 
-RESULT_POLL_S = 0.25  # how often a waiting test looks for a Ctrl-C (pipelines/interrupt.py)
-
 # the instance whose trial runs in this context (set by Prefetcher._guarded, read by quieter)
 _TRIAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("duplexact_prefetch_trial",
                                                                    default=None)
@@ -171,11 +169,11 @@ class Prefetcher:
         """The instance's Recording (started now if it was not prefetched); re-raises the
         trial's exception, so a failed session is that instance's error."""
         self.submit([instance])
-        future = self._futures.pop(instance.id)
+        future, poll = self._futures.pop(instance.id), watchdog._poll(self.timeout, None)
         try:
             while True:  # polled: a Ctrl-C a callback swallowed still ends the run
                 try:
-                    return future.result(timeout=RESULT_POLL_S)
+                    return future.result(timeout=poll)
                 except TimeoutError:
                     interrupt.check()
         except KeyboardInterrupt:

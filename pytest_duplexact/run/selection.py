@@ -27,10 +27,13 @@ class Selection:
     shard: tuple[int, int] | None = None  # (k, n), 1-based
 
     def validate(self) -> None:
-        for a in self.actions:
-            if a not in taxonomy.ACTIONS:
-                raise SelectionError(f"unknown action {a!r}{did_you_mean(a, taxonomy.ACTIONS)}; "
-                                     f"known: {', '.join(taxonomy.ACTIONS)}")
+        def known_names(kind: str, names: tuple[str, ...], known) -> None:
+            for name in names:
+                if name not in known:
+                    raise SelectionError(f"unknown {kind} {name!r}{did_you_mean(name, known)}; "
+                                         f"known: {', '.join(known)}")
+
+        known_names("action", self.actions, taxonomy.ACTIONS)
         plain = list(dict.fromkeys(c.id for c in taxonomy.CONDITIONS))
         ids = set(plain) | set(taxonomy.CONDITIONS_BY_KEY)
         for c in self.conditions:
@@ -38,19 +41,9 @@ class Selection:
                 raise SelectionError(
                     f"unknown condition {c!r}{did_you_mean(c, sorted(ids))}"
                     f"; known: {', '.join(plain)} (or action.condition, e.g. take_turn.delayed)")
-        for s in self.scenarios:
-            if s not in taxonomy.SCENARIOS:
-                raise SelectionError(f"unknown scenario {s!r}"
-                                     f"{did_you_mean(s, taxonomy.SCENARIOS)}; known: "
-                                     f"{', '.join(taxonomy.SCENARIOS)}")
-        for s in self.sources:
-            if s not in taxonomy.SOURCES:
-                raise SelectionError(f"unknown source {s!r}{did_you_mean(s, taxonomy.SOURCES)}; "
-                                     f"known: {', '.join(taxonomy.SOURCES)}")
-        for c in self.corpora:
-            if c not in taxonomy.CORPORA:
-                raise SelectionError(f"unknown corpus {c!r}{did_you_mean(c, taxonomy.CORPORA)}; "
-                                     f"known: {', '.join(taxonomy.CORPORA)}")
+        known_names("scenario", self.scenarios, taxonomy.SCENARIOS)
+        known_names("source", self.sources, taxonomy.SOURCES)
+        known_names("corpus", self.corpora, taxonomy.CORPORA)
         if self.limit is not None and self.limit < 1:
             raise SelectionError("the per-condition limit must be >= 1")
         if self.shard is not None:
