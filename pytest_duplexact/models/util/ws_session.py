@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from ...bridges import wire
 from ...remote.netsafety import BearerHeaders, Secret
@@ -21,6 +22,7 @@ from ..streaming_contract import TransientModelError
 
 NO_CLOSE_FRAME = 1006  # the close code of a connection that ended without a close frame
 TOO_BIG = 1009  # we closed it: a message over max_size
+_OPEN = State.OPEN
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,27 @@ class WsPeer:
         said = f": {scrub(e.rcvd.reason, self.key_env)}" \
             if reason and e.rcvd is not None and e.rcvd.reason else ""
         return TransientModelError(f"{self.label}: {words} (close code {close_code(e)}{said})")
+
+
+def send_now(ws: Any, text: str) -> bool:
+    """Send ``text`` as one text frame on a websockets asyncio connection at once, past the
+    asyncio wrapper of ``Connection.send``, when that wrapper would only check and write: the
+    connection is open, no fragmented send is in progress and the transport is neither
+    closing nor paused (so its ``drain`` would not wait). The frame is the library's own
+    (``protocol.send_text``: framing, masking) written as ``send_data`` writes it. False,
+    having sent nothing, otherwise: the caller awaits ``ws.send``, whose checks and waits
+    then apply. The hot path of a streaming session (50 appends a second): the wrapper's
+    async context manager and its coroutines are about a fifth of a send's CPU
+    (docs/realtime.md, "The cost of streaming")."""
+    protocol = getattr(ws, "protocol", None)
+    transport = getattr(ws, "transport", None)
+    if protocol is None or transport is None or protocol.state is not _OPEN \
+            or getattr(ws, "fragmented_send_waiter", True) is not None \
+            or getattr(ws, "paused", True) or transport.is_closing():
+        return False
+    protocol.send_text(text.encode())
+    ws.send_data()
+    return True
 
 
 def close_code(e: ConnectionClosed) -> int:
