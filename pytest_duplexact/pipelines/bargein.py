@@ -31,7 +31,7 @@ from ..data.annotations import Instance
 from ..data.audio import SAMPLE_RATE, silence
 from ..data.taxonomy import BACKCHANNEL_MAX_WORDS
 from ..data.timeline import count_words
-from .direct import CHUNK_S, push_in_chunks
+from .direct import CHUNK_S, prepare, push_in_chunks, read_clip
 from .duplex import Duplex, Recording
 from .simulator import SpeechTracker
 
@@ -60,7 +60,7 @@ class BargeInReplay:
     branches: bool = True
 
     async def run(self, duplex: Duplex, instance: Instance) -> Recording:
-        user = instance.clip("user").load()
+        user = await read_clip(duplex, instance.clip("user"))
         acknowledged = instance.clips.get("branch_acknowledged") if self.branches else None
         ignored = instance.clips.get("branch_ignored") if self.branches else None
         tracker = SpeechTracker(duplex)
@@ -71,7 +71,7 @@ class BargeInReplay:
             """Push ``clip`` until a takeover (the index after the last chunk sent) or its
             end (None)."""
             nonlocal sent_until
-            duplex.expect(clip)  # pushed whole unless the model takes over
+            await prepare(duplex, clip)  # pushed whole unless the model takes over
             for i in range(0, len(clip), step):
                 await duplex.push(clip[i: i + step])
                 tracker.update()
@@ -88,12 +88,12 @@ class BargeInReplay:
                 await duplex.push(np.zeros_like(user[i: i + step]))
         if not took_over and ignored is not None:
             duplex.event("branch_ignored: the user talks on")
-            took_over = await stream(ignored.load()) is not None
+            took_over = await stream(await read_clip(duplex, ignored)) is not None
         if not took_over:
             sent_until = duplex.now
             duplex.event("user_audio_end")
         elif acknowledged is not None:
             duplex.event("branch_acknowledged: the user yields")
-            await push_in_chunks(duplex, acknowledged.load(), self.chunk_s)
+            await push_in_chunks(duplex, await read_clip(duplex, acknowledged), self.chunk_s)
         await push_in_chunks(duplex, silence(self.observation_s), self.chunk_s)
         return replace(await duplex.close(), user_sent_until=sent_until)

@@ -63,6 +63,9 @@ class ChannelledDuplex(Duplex):
     def event(self, what: str) -> None:
         self.inner.event(what)
 
+    async def read_clip(self, clip) -> np.ndarray:
+        return await self.inner.read_clip(clip)
+
     def _played(self, a: int, b: int) -> np.ndarray:
         heard = self.inner.heard()
         out = np.zeros(b - a, dtype=np.float32)

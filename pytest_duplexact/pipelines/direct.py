@@ -18,6 +18,21 @@ from .duplex import Duplex, Recording
 CHUNK_S = 0.04
 
 
+async def prepare(duplex: Duplex, samples: np.ndarray) -> None:
+    """Duplex's hint that ``samples`` come next (a duck-typed duplex may lack it)."""
+    prepare_ = getattr(duplex, "prepare", None)
+    if prepare_ is not None:
+        await prepare_(samples)
+    elif getattr(duplex, "expect", None) is not None:
+        duplex.expect(samples)
+
+
+async def read_clip(duplex: Duplex, clip) -> np.ndarray:
+    """``clip``'s samples, read the duplex's way (off a wall-clock loop's thread)."""
+    read = getattr(duplex, "read_clip", None)
+    return await read(clip) if read is not None else clip.load()
+
+
 async def push_in_chunks(duplex: Duplex, samples: np.ndarray, chunk_s: float = CHUNK_S,
                          after_each: Callable[[], object] | None = None) -> None:
     """Push audio ``chunk_s`` at a time, calling ``after_each()`` after every chunk. With no
@@ -29,9 +44,7 @@ async def push_in_chunks(duplex: Duplex, samples: np.ndarray, chunk_s: float = C
         if len(samples):
             await duplex.push(samples)
         return
-    expect = getattr(duplex, "expect", None)  # Duplex's hint (a duck-typed one may lack it)
-    if expect is not None:
-        expect(samples)
+    await prepare(duplex, samples)
     step = max(1, int(round(chunk_s * SAMPLE_RATE)))
     for i in range(0, len(samples), step):
         await duplex.push(samples[i: i + step])
@@ -45,7 +58,7 @@ class DirectReplay:
     observation_s: float = OBSERVATION_PERIOD_S
 
     async def run(self, duplex: Duplex, instance: Instance) -> Recording:
-        user = instance.clip("user").load()
+        user = await read_clip(duplex, instance.clip("user"))
         await push_in_chunks(duplex, user, self.chunk_s)
         duplex.event("user_audio_end")
         await push_in_chunks(duplex, silence(self.observation_s), self.chunk_s)

@@ -61,6 +61,15 @@ class Duplex(abc.ABC):
         """A hint: the next pushes will most likely carry ``samples`` (a prerecorded clip), so
         work per push may be done once ahead. Pushing anything else stays correct."""
 
+    async def prepare(self, samples: np.ndarray) -> None:
+        """``expect`` for a pipeline: a duplex on the wall clock does that work off its event
+        loop's thread, which paces every live session."""
+        self.expect(samples)
+
+    async def read_clip(self, clip) -> np.ndarray:
+        """``clip.load()``; a duplex on the wall clock decodes off its loop's thread too."""
+        return clip.load()
+
     @abc.abstractmethod
     def heard(self) -> np.ndarray:
         """Model output heard so far, 16 kHz, aligned to the input clock."""

@@ -22,7 +22,7 @@ from ..data.annotations import Instance
 from ..data.audio import SAMPLE_RATE, silence
 from ..data.timeline import Cue
 from ..listen.activity import EnergyGate
-from .direct import CHUNK_S, push_in_chunks
+from .direct import CHUNK_S, push_in_chunks, read_clip
 from .duplex import Duplex, Recording
 from .policy import SimulatorPolicy, SimulatorState
 
@@ -101,8 +101,9 @@ class SimulatorReplay:
 
     async def run(self, duplex: Duplex, instance: Instance) -> Recording:
         tracker = SpeechTracker(duplex)
-        await push_in_chunks(duplex, instance.clip("lead_in").load(), self.chunk_s,
-                             tracker.update)
+        lead_in = await read_clip(duplex, instance.clip("lead_in"))
+        cue_audio = await read_clip(duplex, instance.clip("cue"))  # read now, not on cue
+        await push_in_chunks(duplex, lead_in, self.chunk_s, tracker.update)
         lead_in_end = duplex.now
         duplex.event("lead_in_end")
         speech_started: float | None = None  # first model speech still going after the lead-in
@@ -131,7 +132,7 @@ class SimulatorReplay:
         cue = Cue(round(injected + ann.cue_start, 6), round(injected + ann.cue_end, 6),
                   forced=forced)
         duplex.event("cue_forced" if forced else f"cue_injected ({self.policy.name})")
-        await push_in_chunks(duplex, instance.clip("cue").load(), self.chunk_s)
+        await push_in_chunks(duplex, cue_audio, self.chunk_s)
         duplex.event("cue_clip_end")
         await push_in_chunks(duplex, silence(self.observation_s), self.chunk_s)
         return replace(await duplex.close(), cue=cue)

@@ -240,6 +240,18 @@ class PlaybackBuffer:
 
 # --- the Duplex on the wall clock --------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Ahead:
+    """Announced input to resample once (``_InputResampler.plan``): from input index ``at``,
+    with the left context from index ``first``; ``signal`` is that context then
+    ``upcoming``."""
+
+    at: int
+    first: int
+    upcoming: np.ndarray
+    signal: np.ndarray
+
+
 class _InputResampler:
     """16 kHz -> model rate for consecutive pushes, as if the signal were resampled whole.
 
@@ -281,14 +293,29 @@ class _InputResampler:
 
     def expect(self, upcoming: np.ndarray) -> None:
         """The next pushes will most likely carry ``upcoming``: resample it now, once."""
+        plan = self.plan(upcoming)
+        if plan is not None:
+            self.adopt(plan, resample(plan.signal, SAMPLE_RATE, self.to_rate))
+
+    def plan(self, upcoming: np.ndarray) -> "_Ahead | None":
+        """``expect``'s first half: what to resample (``signal``: the left context, then
+        ``upcoming``), or None when there is nothing to; the resampling itself may run on
+        another thread (soxr releases the GIL) before ``adopt`` takes its output."""
         self._settle()
         if self.lag == 0 or len(upcoming) == 0:
-            return
+            return None
         first = self._context_start()
         known = self._recent[len(self._recent) - (self._total - first):]
-        y = resample(np.concatenate([known, upcoming]), SAMPLE_RATE, self.to_rate)
-        self._ahead = (self._total, np.asarray(upcoming, dtype=np.float32), y)
-        self._ahead_first, self._ahead_used = first, 0
+        upcoming = np.asarray(upcoming, dtype=np.float32)
+        return _Ahead(self._total, first, upcoming, np.concatenate([known, upcoming]))
+
+    def adopt(self, plan: "_Ahead", y: np.ndarray) -> None:
+        """``expect``'s second half: serve the pushes from ``y``, ``plan.signal`` resampled,
+        unless input was pushed since ``plan`` (those took the push-by-push path)."""
+        if plan.at != self._total or self._ahead is not None:
+            return
+        self._ahead = (plan.at, plan.upcoming, y)
+        self._ahead_first, self._ahead_used = plan.first, 0
 
     def _settle(self) -> None:
         """Leave the expected input: what of it was pushed becomes the recent input."""
@@ -459,6 +486,20 @@ class StreamingDuplex(Duplex):
     def expect(self, samples: np.ndarray) -> None:
         """The next pushes will most likely carry ``samples``: resample them once, now."""
         self._resampler.expect(np.asarray(samples, dtype=np.float32))
+
+    async def prepare(self, samples: np.ndarray) -> None:
+        """``expect``, its resampling (milliseconds for a clip) in a worker thread: on this
+        thread it would hold up every other live session's input and output."""
+        plan = self._resampler.plan(np.asarray(samples, dtype=np.float32))
+        if plan is not None:
+            y = await asyncio.to_thread(resample, plan.signal, SAMPLE_RATE,
+                                        self._resampler.to_rate)
+            self._resampler.adopt(plan, y)
+
+    async def read_clip(self, clip) -> np.ndarray:
+        """``clip``'s samples, decoded in a worker thread (libsndfile releases the GIL), for
+        the reason ``prepare`` gives."""
+        return await asyncio.to_thread(clip.load)
 
     async def _until(self, k: int) -> None:
         """Wait for input sample ``k``'s wall-clock slot (t0 + k / 16 kHz) on the loop's one

@@ -24,7 +24,7 @@ import pytest
 
 from ..data import usage
 from ..data.results import InstanceOutcome, Verdict
-from ..models.adapter import traits
+from ..models.adapter import Traits, traits
 from ..models.contract import ModelError
 from ..pipelines import interrupt
 from ..run import journal
@@ -127,6 +127,11 @@ class DuplexactSession:
                 "as unmappable (--duplexact-skip-unmappable): "
                 + ", ".join(released["unmappable_ids"]))
         self.resumed: dict[str, dict] = {}  # instance id -> stored outcome dict
+        # the run model's traits, read once: asked per test and per look-ahead (up to
+        # 2 x concurrency instances per test), traits() costs ~0.15 ms of protocol checks in
+        # the pytest thread, which shares the GIL with the streaming loop
+        self._traits: tuple[object, Traits] | None = None
+        self._positions: dict[str, int] | None = None  # nodeid -> index in session.items
         self.rescore: set[str] = set()  # ids scored again from a kept recording (resume)
         if run.resume:
             wanted = {i.id for i in self.instances}
@@ -258,7 +263,7 @@ class DuplexactSession:
                 item.user_properties.append((PROPERTY, out.to_dict()))
                 item.session.shouldstop = "duplexact: the model could not be built"
                 raise
-            unsupported = _unsupported(harness.model, inst)
+            unsupported = self._unsupported(harness.model, inst)
             if unsupported:  # never a miss: the model cannot take part in this pipeline
                 outcome = harness.unsupported_outcome(inst, unsupported)
                 item.user_properties.append((PROPERTY, outcome.to_dict()))
@@ -340,16 +345,19 @@ class DuplexactSession:
             following = [runner.next_item] if runner.next_item is not None else []
         else:
             items = item.session.items
-            try:
-                following = items[items.index(item) + 1:]
-            except ValueError:
-                return []
+            k = (self._positions or {}).get(item.nodeid)
+            if k is None or k >= len(items) or items[k] is not item:  # built once, or anew
+                self._positions = {it.nodeid: k for k, it in enumerate(items)}  # if changed
+                k = self._positions.get(item.nodeid)
+                if k is None or items[k] is not item:
+                    return []
+            following = items[k + 1:]
         out = []
         for it in following:
             inst = getattr(getattr(it, "callspec", None), "params", {}).get("duplexact_instance")
             if inst is not None and inst.id not in self.resumed and \
                     inst.id not in self.rescore and \
-                    not _unsupported(runner.harness.model, inst):  # those never run
+                    not self._unsupported(runner.harness.model, inst):  # those never run
                 out.append(inst)
                 if len(out) >= n:
                     break
@@ -399,6 +407,13 @@ class DuplexactSession:
         ctl.expected = (ctl.expected or set()) | {by_test[n.rpartition("::")[2]].id
                                                   for n in ids
                                                   if n.rpartition("::")[2] in by_test}
+
+    def _unsupported(self, model, inst) -> str | None:
+        """``_unsupported`` with the model's traits read once (its ``unsupported`` is still
+        asked every time: a deployment's answer can change once it has connected)."""
+        if self._traits is None or self._traits[0] is not model:
+            self._traits = (model, traits(model))
+        return self._traits[1].why_unsupported(inst.pipeline.value)
 
     def by_test(self) -> dict:
         """Test name (``test_<action>[<param id>]``) -> its instance."""

@@ -57,3 +57,26 @@ def test_a_push_other_than_the_expected_one_is_resampled_as_pushed():
                            ref(clip[2 * STEP: 3 * STEP])])
     assert len(y) == len(want)
     assert _snr_db(want, y) > 100
+
+
+def test_planned_then_adopted_equals_expect_and_a_push_between_drops_the_plan():
+    """``plan`` + ``adopt`` (the resampling done on another thread) is ``expect``, to the
+    sample; input pushed between the two takes the push-by-push path, never stale output."""
+    clip, gap = _signal(0.4, 4), np.zeros(STEP * 5, np.float32)
+    split, whole = _InputResampler(24_000), _InputResampler(24_000)
+    rest = clip[STEP:]
+    assert np.array_equal(split(clip[:STEP]), whole(clip[:STEP]))  # a left context first
+    whole.expect(rest)
+    plan = split.plan(rest)
+    split.adopt(plan, resample(plan.signal, SAMPLE_RATE, 24_000))
+    a = np.concatenate([split(rest[i: i + STEP]) for i in range(0, len(rest), STEP)])
+    b = np.concatenate([whole(rest[i: i + STEP]) for i in range(0, len(rest), STEP)])
+    assert len(a) > 0 and np.array_equal(a, b)
+
+    late, ref = _InputResampler(24_000), _InputResampler(24_000)
+    plan = late.plan(gap)
+    got = [late(clip[:STEP])]  # pushed while the plan was being resampled
+    late.adopt(plan, np.full(len(plan.signal) * 3 // 2, 9.0, np.float32))  # stale: dropped
+    got += [late(gap[i: i + STEP]) for i in range(0, len(gap), STEP)]
+    want = [ref(clip[:STEP])] + [ref(gap[i: i + STEP]) for i in range(0, len(gap), STEP)]
+    assert np.array_equal(np.concatenate(got), np.concatenate(want))

@@ -274,3 +274,51 @@ async def test_stop_playback_is_a_client_side_barge_in():
     assert item == "a" and abs(played_ms - 200) <= 15 + 1000 * late, (played_ms, late)
     heard = np.flatnonzero(np.abs(rec.output) > 0.1) / SAMPLE_RATE
     assert heard[-1] - heard[0] == pytest.approx(played_ms / 1000, abs=0.005)
+
+
+@pytest.mark.asyncio
+async def test_clips_are_read_and_resampled_off_the_loop_thread_with_the_same_output(
+        monkeypatch):
+    """A clip's decode and its resampling ahead run in a worker thread (they take
+    milliseconds, during which the loop would pace no other session), and the pushes then
+    carry what ``expect`` on the loop's thread would have made."""
+    import threading
+
+    from pytest_duplexact.pipelines.direct import prepare, read_clip
+
+    loop_thread = threading.get_ident()
+    clip = (0.2 * np.sin(np.arange(SAMPLE_RATE // 5) / 7)).astype(np.float32)
+
+    class Clip:
+        def load(self):
+            self.thread = threading.get_ident()
+            return clip
+
+    from pytest_duplexact.pipelines import streaming_duplex
+
+    threads = []
+
+    def resample(*args):
+        threads.append(threading.get_ident())
+        return real(*args)
+
+    real = streaming_duplex.resample
+    monkeypatch.setattr(streaming_duplex, "resample", resample)
+    c = Clip()
+    on_loop, off_loop = MemorySession(), MemorySession()
+    sent = {id(on_loop): [], id(off_loop): []}
+    for s in (on_loop, off_loop):
+        async def send(pcm, s=s):
+            sent[id(s)].append(np.array(pcm))
+        s.send = send
+    a, b = duplex(on_loop), duplex(off_loop)
+    assert np.array_equal(await read_clip(b, c), clip) and c.thread != loop_thread
+    a.expect(clip)
+    await prepare(b, clip)
+    assert threads[0] == loop_thread and threads[1] != loop_thread  # expect's, prepare's
+    for i in range(0, len(clip), 640):
+        await a.push(clip[i: i + 640])
+        await b.push(clip[i: i + 640])
+    await a.close(), await b.close()
+    assert len(sent[id(on_loop)]) == len(sent[id(off_loop)]) > 0
+    assert all(np.array_equal(x, y) for x, y in zip(sent[id(on_loop)], sent[id(off_loop)]))

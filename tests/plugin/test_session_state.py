@@ -38,3 +38,24 @@ def test_each_session_has_its_own_state():
     a.messages.append("said")
     assert b.outcomes == {} and b.messages == [] and a.termination is not b.termination
     assert WorkerState().harness is None and WorkerState().unreached == 0
+
+
+def test_the_models_traits_are_read_once_per_session_not_per_test(pytester, monkeypatch):
+    """Asked per test (and per look-ahead instance), traits() costs ~0.15 ms of Protocol
+    checks in the pytest thread, which shares the GIL with the streaming loop: the session
+    reads them once (its model's ``unsupported`` is still asked each time)."""
+    from pytest_duplexact.pytest_plugin import session as session_module
+
+    calls = []
+    real = session_module.traits
+
+    def counted(model):
+        calls.append(model)
+        return real(model)
+
+    monkeypatch.setattr(session_module, "traits", counted)
+    result = pytester.inline_run("--duplexact-model=silent", "--duplexact-action=wait",
+                                 "--duplexact-limit=3", "--duplexact-run-dir=run",
+                                 "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:asyncio")
+    ran = [r for r in result.getreports("pytest_runtest_logreport") if r.when == "call"]
+    assert len(ran) >= 3 and len(calls) == 1
