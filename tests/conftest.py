@@ -9,6 +9,8 @@ A folder's fixtures live in its conftest.py, its helpers in a module beside its 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 # Helper modules hold the assertions many tests share: give them pytest's messages. (Test
@@ -54,5 +56,7 @@ def head_start(items: list, workers: int, slow) -> list:
         heads[k % workers] += modules[m]
     out, it = [], iter(rest)
     for head, size in zip(heads, sizes):
-        out += head + [next(it) for _ in range(max(0, size - len(head)))]
+        # islice: when the long modules outweigh the shares (a small selection), the rest
+        # runs out before the last share is filled
+        out += head + list(itertools.islice(it, max(0, size - len(head))))
     return out + list(it)

@@ -52,3 +52,13 @@ def test_the_long_modules_are_dealt_across_the_workers():
     per_share = [len({i.nodeid.split("::")[0] for i in s if i.slow or "cluster" in i.nodeid})
                  for s in shares(out, 4)]
     assert max(per_share) - min(per_share) <= 1, per_share
+
+
+def test_a_small_selection_of_mostly_long_modules_keeps_every_item():
+    """Long modules heavier than the shares (``pytest -n 3`` on a few slow files) leave the
+    rest too short to fill the last share: every item still comes out once."""
+    items = [Item(f"tests/a/test_{m}.py::t{k}", slow=(k == 0)) for m in range(3)
+             for k in range(5)] + [Item("tests/a/test_short.py::t0")]
+    for workers in (2, 3, 4):
+        out = head_start(items, workers, lambda i: i.slow)
+        assert sorted(out, key=str) == sorted(items, key=str)

@@ -14,6 +14,8 @@ import os
 import traceback
 from pathlib import Path
 
+import pytest
+
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the package's own model code: a frame there is the model's, not the harness's
 _MODEL_CODE = tuple(os.path.join(_PACKAGE, d) + os.sep for d in ("models", "bridges"))
@@ -85,3 +87,14 @@ def wanted(config) -> bool:
     return (config.getoption("tbstyle", "auto") == "auto" and config.get_verbosity() < 1
             and not config.getoption("fulltrace", False)
             and not config.getoption("showlocals", False))
+
+
+def failed_report(item, call, text: str) -> pytest.TestReport:
+    """The report pytest makes of a failed ``call`` of ``item``
+    (``TestReport.from_item_and_call``), with ``text`` as its longrepr in place of the
+    formatted traceback that costs the formatting."""
+    sections = [(f"Captured {key} {rwhen}", content)
+                for rwhen, key, content in item._report_sections]
+    return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords},
+                             "failed", text, call.when, sections, call.duration, call.start,
+                             call.stop, user_properties=item.user_properties)

@@ -423,24 +423,26 @@ class DuplexactSession:
     def pytest_runtest_protocol(self, item, nextitem) -> None:
         self.runner.next_item = nextitem  # for the look-ahead of the prefetcher; pytest runs on
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
         """A model error's report, short (model_errors.py), and a scoring worker's death's
         (its message says what happened; a traceback through the harness says nothing
-        more): the outcome stays an error."""
-        report = yield
+        more): the outcome stays an error. Built here instead of pytest's report (this hook
+        returns the first answer), not after it: pytest's long form parses the source file
+        of every frame (``ast.parse`` holds the GIL for tens of milliseconds each), in the
+        pytest thread while other trials stream on the loop thread, and was thrown away."""
         from ..run.offload import ScoringWorkerError
 
         exc = call.excinfo.value if call.excinfo is not None else None
-        if isinstance(exc, (ModelError, ScoringWorkerError)) and report.failed \
-                and model_errors.wanted(self.config):
-            params = getattr(getattr(item, "callspec", None), "params", {})
-            inst = params.get("duplexact_instance")
-            error_file = RunDir(self.run_dir).instance(inst.id) / ERROR_FILE \
-                if inst is not None else None
-            report.longrepr = model_errors.short_report(exc, error_file,
-                                                        self.run_config.invocation_dir)
-        return report
+        if not isinstance(exc, (ModelError, ScoringWorkerError)) \
+                or not model_errors.wanted(self.config):
+            return None  # pytest's own report
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        inst = params.get("duplexact_instance")
+        error_file = RunDir(self.run_dir).instance(inst.id) / ERROR_FILE \
+            if inst is not None else None
+        text = model_errors.short_report(exc, error_file, self.run_config.invocation_dir)
+        return model_errors.failed_report(item, call, text)
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

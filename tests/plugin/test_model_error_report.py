@@ -58,3 +58,29 @@ def test_tb_long_still_shows_the_whole_traceback(pytester):
     text = "\n".join(_errors_section(res.stdout.str()))
     assert "The above exception was the direct cause of the following exception" in text
     assert "pipelines/stepped.py" in text
+
+
+@pytest.mark.parametrize("tb, formatted", [((), False), (("--tb=long",), True)])
+def test_the_long_traceback_is_not_formatted_to_be_thrown_away(pytester, monkeypatch, tb,
+                                                               formatted):
+    """pytest's long form parses every frame's source file (``ast.parse`` holds the GIL
+    for tens of ms) in the pytest thread, beside trials streaming on the loop thread: the
+    short report is built instead of it, not after it; ``--tb=long`` still formats it."""
+    from _pytest import nodes
+
+    calls = []
+    real = nodes.Node._repr_failure_py
+
+    def counted(self, *args, **kwargs):
+        calls.append(self.nodeid)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(nodes.Node, "_repr_failure_py", counted)
+    pytester.makepyfile(crashy=CRASHY)
+    pytester.syspathinsert()
+    result = pytester.inline_run(*ARGS, "-p", "no:randomly", "-p", "no:asyncio",
+                                 "-p", "no:benchmark", *tb)
+    errors = [r for r in result.getreports("pytest_runtest_logreport") if r.failed]
+    assert len(errors) == 2 and all("simulated model crash" in str(r.longrepr)
+                                    for r in errors)
+    assert bool(calls) is formatted, calls

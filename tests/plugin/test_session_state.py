@@ -20,6 +20,7 @@ def test_a_serial_run_fills_the_controller_and_the_worker_state(pytester):
     result = pytester.inline_run("--duplexact-model=silent", "--duplexact-action=wait",
                                  "--duplexact-limit=1", "--duplexact-run-dir=run",
                                  "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:asyncio",
+                                 "-p", "no:benchmark",
                                  plugins=[keep])
     s = keep.session
     assert isinstance(s.controller, ControllerState) and isinstance(s.runner, WorkerState)
@@ -56,6 +57,7 @@ def test_the_models_traits_are_read_once_per_session_not_per_test(pytester, monk
     monkeypatch.setattr(session_module, "traits", counted)
     result = pytester.inline_run("--duplexact-model=silent", "--duplexact-action=wait",
                                  "--duplexact-limit=3", "--duplexact-run-dir=run",
-                                 "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:asyncio")
+                                 "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:asyncio",
+                                 "-p", "no:benchmark")
     ran = [r for r in result.getreports("pytest_runtest_logreport") if r.when == "call"]
     assert len(ran) >= 3 and len(calls) == 1
