@@ -30,6 +30,7 @@ Prints a table and writes JSON (``--out``). Sends nothing beyond 127.0.0.1; a du
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
 import os
@@ -167,11 +168,17 @@ def stats_ms(values: list[float]) -> dict:
 
 
 def one_level(concurrency: int, n: int, args, work: Path) -> dict:
-    data, run, home = work / f"data{n}", work / f"run{concurrency}", work / "home"
+    # a level given twice (--concurrency 128 128) gets folders of its own: a run folder
+    # already there would be refused
+    tag, k = str(concurrency), 1
+    while (work / f"run{tag}").exists():
+        k += 1
+        tag = f"{concurrency}-{k}"
+    data, run, home = work / f"data{n}", work / f"run{tag}", work / "home"
     home.mkdir(exist_ok=True)
     lengths = padded_dataset(data, n)
     script = {"answer_after_ms": args.answer_ms, "speak_s": args.speak_s, "pace": 4.0}
-    server, base_url = start_server(work / f"server{concurrency}.json", script)
+    server, base_url = start_server(work / f"server{tag}.json", script)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTEST_XDIST", "PYTEST_ADDOPTS", "DUPLEXACT_"))}
     env.update(OPENAI_API_KEY=KEY, PYTHONPATH=os.pathsep.join(
@@ -183,7 +190,7 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
            "--duplexact-progress=off", *(["-n", str(args.workers)] if args.workers > 1 else [])]
     load = [round(os.getloadavg()[0], 2)]
     t0 = time.monotonic()
-    log = work / f"pytest{concurrency}.log"
+    log = work / f"pytest{tag}.log"
     try:
         with open(log, "w") as f:
             pytest = Child(cmd, cwd=home, env=env, stdout=f, stderr=subprocess.STDOUT)
@@ -198,8 +205,8 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
     if not report_file.exists():
         raise SystemExit(f"the run at concurrency {concurrency} wrote no report:\n{out[-3000:]}")
     rep = json.loads(report_file.read_text())
-    sessions = json.loads((work / f"server{concurrency}.json").read_text())
-    streamed, onsets = {}, {}
+    sessions = json.loads((work / f"server{tag}.json").read_text())
+    streamed, onsets, unheard = {}, {}, {}
     for inst in rep["instances"]:
         if inst.get("error") or not inst.get("recording"):
             continue
@@ -207,11 +214,17 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
         streamed[inst["id"]] = len(rec.input) / rec.sample_rate
         bounds = energy_bounds(rec.output, rec.sample_rate)
         onsets[inst["id"]] = None if bounds is None else bounds[0]
-    errors = []
+        # a response the user's speech cut before any of it played (the server's first
+        # delta and its cancel crossed): not in the output, so not the onset's truth
+        unheard[inst["id"]] = {m.group(1) for _, what in rec.events
+                               if (m := re.fullmatch(r"truncate (\S+) 0ms", what))}
+    errors, by_trial = [], []
     for iid, s in match(sessions, streamed).items():
-        sent = s["responses"][0].get("audio_start") if s.get("responses") else None
+        heard = [r for r in s.get("responses") or [] if r.get("item_id") not in unheard[iid]]
+        sent = heard[0].get("audio_start") if heard else None
         if sent is not None and onsets.get(iid) is not None:
             errors.append(onsets[iid] - sent)
+            by_trial.append((abs(errors[-1]), iid, round(1000 * errors[-1], 1)))
     # every attempt's session streamed (stopped ones included), as the server received it
     stream_total = sum(s["input_ms"] for s in sessions) / 1000
     kinds = Counter(re.sub(r"\d+(\.\d+)?", "N", i["error"].split(" (")[0])[:100]
@@ -223,6 +236,9 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
         "scored": len(streamed), "errors": rep["totals"]["errors"],
         "unreliable": clock.get("unreliable", 0), "rerun": clock.get("rerun", 0),
         "onset_error_ms": stats_ms(errors), "unmatched": len(streamed) - len(errors),
+        # the worst trials, to look up in the run (their recordings and events)
+        "worst_onsets_ms": [{"instance": iid, "error_ms": e}
+                            for _, iid, e in sorted(by_trial, reverse=True)[:5]],
         "pytest_cpu_ms_per_stream_s": round(1000 * pytest.cpu_s / stream_total, 1)
         if stream_total else None,
         "loop_cpu_ms_per_stream_s": measured.get("loop_cpu_ms_per_stream_s"),
@@ -268,10 +284,15 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per level")
     parser.add_argument("--out", type=Path, default=ROOT / "duplexact-runs" / "benchmarks"
                         / "sessions_per_core.json")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep the runs (report, recordings) and server logs in DIR")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     levels = []
-    with tempfile.TemporaryDirectory(prefix="duplexact-spc-") as work:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(args.keep)) if args.keep is not None else
+          tempfile.TemporaryDirectory(prefix="duplexact-spc-")) as work:
         for c in args.concurrency:
             n = args.instances or int(1.5 * c * max(1, args.workers))
             levels.append(one_level(c, n, args, Path(work)))
