@@ -49,3 +49,32 @@ async def test_streaming_echo_lands_at_its_delay_within_the_playback_error(tmp_p
     lags = np.arange(0, 2 * k + 1)
     score = [np.dot(heard[lag:], out[: len(out) - lag]) for lag in lags]
     assert np.count_nonzero(heard) > 0 and int(lags[int(np.argmax(score))]) == k
+
+
+@pytest.mark.asyncio
+async def test_a_channel_reads_clips_the_inner_duplexs_way_or_in_place(tmp_path):
+    """A channelled trial reads its clips as its inner duplex does: a wall-clock one off the
+    loop's thread, a duplex-like object of a user's factory (no ``read_clip``) in place."""
+    import threading
+
+    inst = direct_instance(tmp_path, "take_turn", "delayed")
+    clip = inst.clip("user")
+    streaming = StreamingDuplex(MemorySession(), input_sample_rate=SAMPLE_RATE,
+                                output_sample_rate=SAMPLE_RATE, chunk_ms=20)
+
+    class DuplexLike:  # what open_duplex accepts from a factory: no Duplex base
+        free_running = False
+
+    threads = []
+
+    class Spy:
+        def load(self):
+            threads.append(threading.get_ident())
+            return clip.load()
+
+    for inner in (streaming, DuplexLike()):
+        d = ChannelledDuplex(inner, ch.parse("noise:white@20"), SessionInfo(inst))
+        assert np.array_equal(await d.read_clip(Spy()), clip.load())
+    loop_thread = threading.get_ident()
+    assert threads[0] != loop_thread and threads[1] == loop_thread
+    await streaming.close()
