@@ -409,8 +409,10 @@ class DuplexactSession:
                                                   if n.rpartition("::")[2] in by_test}
 
     def _unsupported(self, model, inst) -> str | None:
-        """``_unsupported`` with the model's traits read once (its ``unsupported`` is still
-        asked every time: a deployment's answer can change once it has connected)."""
+        """Why ``model`` cannot run ``inst``'s pipeline (models.adapter.Traits: the pipelines
+        it declares, e.g. mini-omni2's ("direct",), or its own ``unsupported(pipeline)``).
+        The traits are read once; ``unsupported`` is still asked every time (a deployment's
+        answer can change once it has connected)."""
         if self._traits is None or self._traits[0] is not model:
             self._traits = (model, traits(model))
         return self._traits[1].why_unsupported(inst.pipeline.value)
@@ -772,9 +774,3 @@ def _unreachable(exc: BaseException | None) -> bool:
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
-
-
-def _unsupported(model, inst) -> str | None:
-    """Why ``model`` cannot run ``inst``'s pipeline (models.adapter.Traits: the pipelines it
-    declares, e.g. mini-omni2's ("direct",), or its own ``unsupported(pipeline)``)."""
-    return traits(model).why_unsupported(inst.pipeline.value)

@@ -302,7 +302,10 @@ def test_the_plugin_records_such_an_instance_as_not_applicable():
     from types import SimpleNamespace
 
     from pytest_duplexact.data.taxonomy import Pipeline
-    from pytest_duplexact.pytest_plugin.session import _unsupported
+    from pytest_duplexact.pytest_plugin.session import DuplexactSession
+
+    def _unsupported(model, inst):  # the session's check, on a session with no traits read yet
+        return DuplexactSession._unsupported(SimpleNamespace(_traits=None), model, inst)
 
     m = model({**CAPS, "supports_barge_in": False})
     interrupt = SimpleNamespace(pipeline=Pipeline.BARGE_IN)
