@@ -287,10 +287,16 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep the runs (report, recordings) and server logs in DIR")
     args = parser.parse_args()
+    if any(c < 1 for c in args.concurrency):
+        parser.error("--concurrency: each level must be at least 1")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     levels = []
     if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
+        try:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            parser.error(f"--keep {args.keep}: cannot make that folder ({e.strerror}); "
+                         "give a folder you can write")
     with (contextlib.nullcontext(str(args.keep)) if args.keep is not None else
           tempfile.TemporaryDirectory(prefix="duplexact-spc-")) as work:
         for c in args.concurrency:
