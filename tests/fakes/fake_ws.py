@@ -151,15 +151,20 @@ class SpeakingConnection:
         self.ws.transport.abort()  # no close frame: what a crashed server looks like
         return True
 
-    def vad_frames(self, samples: np.ndarray, frame_n: int):
-        """Whole VAD frames of the input so far, each with its start (ms of input); a partial
-        frame waits for the next audio."""
+    def vad_levels(self, samples: np.ndarray, frame_n: int,
+                   dtype=np.float32) -> list[tuple[float, int]]:
+        """The RMS level of each whole VAD frame of the input so far, with the frame's start
+        (ms of input); a partial frame waits for the next audio. One numpy pass: a fake that serves a hundred sessions at 50 appends a
+        second each must not spend its CPU on a reduction call per 20 ms frame."""
         self.pending = np.concatenate([self.pending, samples])
-        while len(self.pending) >= frame_n:
-            frame, self.pending = self.pending[:frame_n], self.pending[frame_n:]
-            start_ms = self.frames * VAD_FRAME_MS
-            self.frames += 1
-            yield frame, start_ms
+        n = len(self.pending) // frame_n
+        if n == 0:
+            return []
+        frames = self.pending[: n * frame_n].reshape(n, frame_n).astype(dtype, copy=False)
+        self.pending = self.pending[n * frame_n:]
+        levels = np.sqrt(np.mean(frames * frames, axis=1)).tolist()
+        first, self.frames = self.frames, self.frames + n
+        return [(level, (first + i) * VAD_FRAME_MS) for i, level in enumerate(levels)]
 
     async def send_audio(self, turn: Any, chunk: np.ndarray, seconds: float) -> None:
         """Send one chunk (``seconds`` long) of the turn's audio and account for it in

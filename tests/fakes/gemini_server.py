@@ -268,11 +268,10 @@ class _Connection(SpeakingConnection):
             await self.emit({"goAway": {"timeLeft": f"{s.go_away_left_s:g}s"}})
             task = asyncio.create_task(self.close_later(s.go_away_left_s))
             self.tasks.add(task)
-        for frame, start_ms in self.vad_frames(samples, FRAME):
+        for level, start_ms in self.vad_levels(samples, FRAME):
             if get(self.activity_detection(), "disabled", default=False):
                 continue
-            voiced = float(np.sqrt(np.mean(frame ** 2))) >= s.vad_rms
-            await self.on_frame(voiced, start_ms)
+            await self.on_frame(level >= s.vad_rms, start_ms)
 
     async def close_later(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -361,9 +361,8 @@ class _Connection(SpeakingConnection):
         if self.drop_if_due(script.drop_after_ms):
             return
         frame_n = FRAME if self.dialect.name == "openai" else self.in_rate() // 50
-        for frame, start_ms in self.vad_frames(samples, frame_n):
-            voiced = float(np.sqrt(np.mean(frame ** 2))) >= script.vad_rms
-            await self.on_frame(voiced, start_ms)
+        for level, start_ms in self.vad_levels(samples, frame_n):
+            await self.on_frame(level >= script.vad_rms, start_ms)
 
     async def on_frame(self, voiced: bool, start_ms: int) -> None:
         td = self.turn_detection()

@@ -205,8 +205,8 @@ class _Connection(SpeakingConnection):
     def hear(self, x: np.ndarray) -> bool:
         """The energy VAD over the new input; True when any frame of it was voiced."""
         voiced = False
-        for frame, start_ms in self.vad_frames(x, FRAME):
-            if float(np.sqrt(np.mean(frame.astype(np.float64) ** 2))) >= self.rec.script.vad_rms:
+        for level, start_ms in self.vad_levels(x, FRAME, np.float64):
+            if level >= self.rec.script.vad_rms:
                 voiced = True
                 self.heard_speech = True
                 self.voiced_end_ms = start_ms + 20
