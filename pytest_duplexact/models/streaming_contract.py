@@ -17,6 +17,13 @@ and ``attach_playback(played_ms)``: the duplex then hands it ``played_ms(item_id
 the milliseconds of that item a listener has heard by now on the playback clock (for a
 protocol that reports playback back to its server, as vllm_omni.py does).
 
+A session whose send has nothing to wait for while its socket has room may have
+``send_nowait(pcm) -> bool``: the duplex then sends each chunk from the loop's send clock
+itself (pipelines/pacing.py), with no task woken per chunk. True: sent; False: nothing was
+sent or counted, and the duplex awaits ``send(pcm)`` for that chunk instead. It raises as
+``send`` does and never blocks. ``input_pcm16 = True`` on a session that sends 16-bit PCM
+hands ``send`` / ``send_nowait`` int16 samples, converted once per push (models/util/pcm.py).
+
 A model whose server makes a session wait its turn (one lock, a worker pool, a held-back
 READY) wraps that wait, bounded by its own deadline, in ``admitting()``: it is then not taken
 for a hung model (``--duplexact-timeout``) and is reported apart (``Admission``).

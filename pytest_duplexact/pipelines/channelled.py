@@ -36,6 +36,8 @@ class ChannelledDuplex(Duplex):
         self.inner = inner
         self.channel = channel
         self.free_running = getattr(inner, "free_running", False)
+        # never whole pushes: the echo mixes in what the model said while the input played
+        self.streams_pushes = False
         self._clean = Track()
         self._delay = channel.echo_delay_samples()
         self._unheard = 0  # streaming: most echo samples due before they were heard

@@ -38,13 +38,19 @@ async def push_in_chunks(duplex: Duplex, samples: np.ndarray, chunk_s: float = C
     """Push audio ``chunk_s`` at a time, calling ``after_each()`` after every chunk. With no
     ``after_each`` (nothing decided along the way) a free-running session (a stepped model)
     gets it in one push: the model sees the same frames, and the per-push work is paid once
-    instead of every 40 ms (docs/benchmarks.md)."""
+    instead of every 40 ms (docs/benchmarks.md). So does a duplex that streams a push of any
+    length on its own clock (``streams_pushes``: the streaming duplex sends it chunk by chunk
+    at each chunk's wall-clock slot all the same); it only wakes the pipeline's task once."""
     samples = np.asarray(samples, dtype=np.float32)
     if after_each is None and getattr(duplex, "free_running", False):
         if len(samples):
             await duplex.push(samples)
         return
     await prepare(duplex, samples)
+    if after_each is None and getattr(duplex, "streams_pushes", False):
+        if len(samples):
+            await duplex.push(samples)
+        return
     step = max(1, int(round(chunk_s * SAMPLE_RATE)))
     for i in range(0, len(samples), step):
         await duplex.push(samples[i: i + step])

@@ -47,6 +47,10 @@ class Duplex(abc.ABC):
     # True when time advances only by push() (a stepped model, no wall clock): nothing can
     # happen between two pushes, so a stretch with no online decision may be pushed whole.
     free_running: bool = False
+    # True when push() streams audio of any length at the input's own pace on the wall clock
+    # (chunk by chunk, each at its slot): a stretch with no online decision may be pushed
+    # whole there too, and the pipeline's task wakes once instead of every 40 ms.
+    streams_pushes: bool = False
 
     @property
     @abc.abstractmethod

@@ -8,6 +8,10 @@ grid, a session's t0 is put on a grid line (``start``: at most one ``GRID`` late
 so sessions streaming the usual chunk sizes are due on the same instants, and one timer per
 instant wakes all of them (``wait``). Each session's clock stays exact: t0 is the instant its
 first sample is due, and a slot is only ever released at or after its due time.
+
+A session that can write a chunk without waiting (``send_nowait``) is not woken at all: its
+send runs as a plain callback of the instant's one release (``call_at_slot``), so a chunk costs
+no future, no task step and no coroutine resume, only the send itself.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
+from typing import Callable, Union
 
 from ..data.audio import SAMPLE_RATE
 
@@ -30,7 +35,8 @@ class Pacer:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self._loop = weakref.ref(loop)  # weakly, as clock.LoopMonitor: a serial run's loops go
         self.origin = loop.time()
-        self._waiters: dict[int, list[asyncio.Future]] = {}
+        # per slot, in order: futures to set and callbacks to run, all at that slot's release
+        self._waiters: dict[int, list[Union[asyncio.Future, Callable[[], None]]]] = {}
 
     @classmethod
     def of(cls, loop: asyncio.AbstractEventLoop) -> "Pacer":
@@ -57,21 +63,46 @@ class Pacer:
         if loop is None or due <= loop.time():
             return None
         fut = loop.create_future()
+        self._add(loop, slot, due, fut)
+        return fut
+
+    def call_at_slot(self, slot: int, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` at ``slot``'s release, on the slot's shared timer; a slot already due
+        runs it at the loop's next turn (as ``asyncio.sleep(0)`` would: a late session's
+        chunks must not hold up the loop back to back). ``fn`` must not raise."""
+        loop = self._loop()
+        if loop is None:
+            return
+        due = self.time(slot)
+        if due <= loop.time():
+            loop.call_soon(fn)
+        else:
+            self._add(loop, slot, due, fn)
+
+    def _add(self, loop: asyncio.AbstractEventLoop, slot: int, due: float, item) -> None:
         waiters = self._waiters.get(slot)
         if waiters is None:
             waiters = self._waiters[slot] = []
             loop.call_at(due, self._release, slot)
-        waiters.append(fut)
-        return fut
+        waiters.append(item)
 
-    def forget(self, slot: int, fut: asyncio.Future) -> None:
-        """Drop a waiter that stopped waiting (its trial was cancelled): the registry must not
-        keep a finished loop alive through its futures."""
+    def forget(self, slot: int, item) -> None:
+        """Drop a waiter (a future or a callback) that stopped waiting (its trial was
+        cancelled): the registry must not keep a finished loop alive through it."""
         waiters = self._waiters.get(slot)
-        if waiters is not None and fut in waiters:
-            waiters.remove(fut)
+        if waiters is not None and item in waiters:
+            waiters.remove(item)
 
     def _release(self, slot: int) -> None:
-        for fut in self._waiters.pop(slot, ()):
-            if not fut.done():  # a cancelled waiter (its trial stopped) is skipped
-                fut.set_result(None)
+        for item in self._waiters.pop(slot, ()):
+            if isinstance(item, asyncio.Future):
+                if not item.done():  # a cancelled waiter (its trial stopped) is skipped
+                    item.set_result(None)
+                continue
+            try:
+                item()
+            except Exception as e:  # one session's bug must not skip every later session
+                loop = self._loop()
+                if loop is not None:
+                    loop.call_exception_handler({"message": "send clock callback failed",
+                                                 "exception": e})

@@ -51,6 +51,7 @@ from ..models.streaming_contract import (
     TranscriptDelta,
     TransientModelError,
 )
+from ..models.util.pcm import pcm16_array
 from ..remote.netsafety import ReceivedText, scrub_received
 from ..remote.retry import STREAMING, RetryPolicy
 from . import clock, watchdog
@@ -388,14 +389,35 @@ def _checked_audio(audio: Any, at: float) -> np.ndarray:
     return x
 
 
+@dataclass
+class _Feed:
+    """One push on its way out: its 16 kHz input ``x``, that input at the session's rate
+    ``y`` (from input index ``first``, output index ``origin``), ``base``: the input sample
+    ``x`` starts at; ``i`` of ``x`` and ``done`` of ``y`` sent so far."""
+
+    x: np.ndarray
+    y: np.ndarray
+    base: int
+    first: int
+    origin: int
+    i: int = 0
+    done: int = 0
+
+
 class StreamingDuplex(Duplex):
     """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
+
+    streams_pushes = True  # each chunk of a push goes out at its own slot
 
     def __init__(self, session: StreamingSession, *, input_sample_rate: int,
                  output_sample_rate: int, chunk_ms: float = DEFAULT_CHUNK_MS):
         if chunk_ms <= 0:
             raise ValueError(f"chunk_ms must be positive, got {chunk_ms}")
         self.session = session
+        # a chunk the session can write without waiting goes out from the send clock itself
+        self._send_nowait = getattr(session, "send_nowait", None)
+        # a session that sends 16-bit PCM is handed its chunks already as int16
+        self._pcm16 = getattr(session, "input_pcm16", False) is True
         self.input_sample_rate = input_sample_rate
         self.output_sample_rate = output_sample_rate
         self.chunk = max(1, int(round(SAMPLE_RATE * chunk_ms / 1000)))
@@ -526,28 +548,24 @@ class StreamingDuplex(Duplex):
             raise RuntimeError("push after close")
         if len(x) == 0:
             return
-        base = self._sent
         first = self._resampler.emitted  # y covers input [first, base + len(x) - lag)
         y = self._resampler(x)
-        lag, out = self._resampler.lag, self._resampler.out_index
-        origin = out(first)
-        done = 0  # y's samples sent so far
+        if self._pcm16:  # the whole push converted once, not each chunk (pcm.pcm16_array)
+            y = pcm16_array(y)
+        feed = _Feed(x, y, self._sent, first, self._resampler.out_index(first))
         if self._t0 is None:  # t = 0 on the send clock's next grid line (pacing.py)
             self._slot0 = self._pacer.start()
             self._t0 = self._pacer.time(self._slot0)
-        for i in range(0, len(x), self.chunk):
-            k = base + i
-            await self._until(k)
-            # sent after its slot: a stall, or the sessions sent before it on this tick
-            late = self._loop.time() - (self._t0 + k / SAMPLE_RATE)
-            self.lateness.input = max(self.lateness.input, late)
-            self._too_late()
-            self._check()
-            j = min(len(x), i + self.chunk)
-            # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
-            upto = out(max(first, base + j - lag)) - origin
-            piece = y[done:upto]
-            done = max(done, upto)
+        while feed.i < len(x):
+            if self._send_nowait is not None:
+                # the send clock sends the chunks itself; this task wakes only when they
+                # are all out, or for a chunk the session could not take at once
+                piece = await self._clocked(feed)
+                if piece is None:
+                    break
+            else:
+                await self._until(feed.base + feed.i)
+                piece = self._due_piece(feed)
             try:
                 await self.session.send(piece)
                 self._watch.beats += 1
@@ -556,11 +574,75 @@ class StreamingDuplex(Duplex):
             except Exception as e:  # the adapter let a transport error through
                 self._fail(TransientModelError(f"sending input failed: {type(e).__name__}: {e}"))
             self._check()
-            self._inputs.append(x[i:j])
-            self._sent = base + j
+            self._sent_chunk(feed)
         # "consumed" = the wall clock has reached the end of the pushed audio
         await self._until(self._sent)
         self._check()
+
+    def _due_piece(self, feed: "_Feed") -> np.ndarray:
+        """The next chunk of ``feed``, now that its slot has come: its lateness is counted
+        (past the tolerance, or after a failure, this raises) and its piece of the resampled
+        input is cut."""
+        k = feed.base + feed.i
+        # sent after its slot: a stall, or the sessions sent before it on this tick
+        late = self._loop.time() - (self._t0 + k / SAMPLE_RATE)
+        if late > self.lateness.input:
+            self.lateness.input = late
+        self._too_late()
+        self._check()
+        j = min(len(feed.x), feed.i + self.chunk)
+        # the chunk due at k carries input [k - lag, j - lag): the filter's lookahead
+        upto = self._resampler.out_index(max(feed.first, feed.base + j - self._resampler.lag)) \
+            - feed.origin
+        piece = feed.y[feed.done:upto]
+        feed.done = max(feed.done, upto)
+        return piece
+
+    def _sent_chunk(self, feed: "_Feed") -> None:
+        j = min(len(feed.x), feed.i + self.chunk)
+        self._inputs.append(feed.x[feed.i:j])
+        self._sent = feed.base + j
+        feed.i = j
+
+    def _clocked(self, feed: "_Feed") -> "asyncio.Future[np.ndarray | None]":
+        """Send ``feed``'s chunks from the send clock's releases (``Pacer.call_at_slot``), each
+        at its slot, by ``session.send_nowait``. The future is done with None once every chunk
+        is out, with a chunk's piece when the session would not take it at once (the task
+        then awaits ``send`` for it, in order, and comes back), or with the trial's failure."""
+        fut = self._loop.create_future()
+        pending = [self._slot0 + feed.base + feed.i]  # the slot the next tick waits on
+
+        def tick() -> None:
+            if fut.done():  # the push was cancelled (its trial stopped)
+                return
+            try:
+                piece = self._due_piece(feed)
+                try:
+                    took = self._send_nowait(piece)
+                except ModelError as e:
+                    self._fail(e)
+                except Exception as e:  # the adapter let a transport error through
+                    self._fail(TransientModelError(
+                        f"sending input failed: {type(e).__name__}: {e}"))
+                self._check()
+            except Exception as e:  # the task raises it: the clock must go on for the others
+                fut.set_exception(e)
+                return
+            if not took:
+                fut.set_result(piece)
+                return
+            self._watch.beats += 1
+            self._sent_chunk(feed)
+            if feed.i >= len(feed.x):
+                fut.set_result(None)
+                return
+            pending[0] = self._slot0 + feed.base + feed.i
+            self._pacer.call_at_slot(pending[0], tick)
+
+        self._pacer.call_at_slot(pending[0], tick)
+        fut.add_done_callback(lambda f: self._pacer.forget(pending[0], tick)
+                              if f.cancelled() else None)
+        return fut
 
     # -- output --
 

@@ -52,7 +52,7 @@ from ..streaming_contract import (
     TransientModelError,
 )
 from ..util.pcm import b64_pcm, from_b64_pcm16
-from ..util.ws_session import close_code, receive, send_now
+from ..util.ws_session import close_code, ready_now, receive, send_now, write_now
 
 log = logging.getLogger(__name__)
 
@@ -312,6 +312,24 @@ class OpenAIRealtimeSession:
                 await ws.send(text)
         except (ConnectionClosed, OSError):
             raise TransientModelError("the realtime connection closed mid-instance") from None
+
+    # the duplex hands send / send_nowait int16 chunks: pcm16 once per push, not per chunk
+    input_pcm16 = True
+
+    def send_nowait(self, pcm: np.ndarray) -> bool:
+        """``send`` when it would not wait: the duplex's send clock calls this for every
+        session due on one tick, so a chunk wakes no task (pipelines/pacing.py). False, having
+        sent nothing, when the socket is not ready (closing, a full write buffer, or the
+        SDK's own send queue in use): the duplex then awaits ``send``."""
+        ws = self._ws
+        if ws is None or not ready_now(ws):
+            return False
+        self.usage["audio_in_s"] += len(pcm) / self._in_rate
+        try:
+            write_now(ws, _APPEND_HEAD + b64_pcm(pcm) + '"}')
+        except (ConnectionClosed, OSError):
+            raise TransientModelError("the realtime connection closed mid-instance") from None
+        return True
 
     async def events(self) -> AsyncIterator[Event]:
         while True:

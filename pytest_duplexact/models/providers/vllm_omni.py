@@ -87,7 +87,7 @@ from ..streaming_contract import (
 )
 from ..util.pcm import b64_pcm, from_b64_pcm16
 from ..util.server_session import started
-from ..util.ws_session import WsPeer, receive
+from ..util.ws_session import WsPeer, ready_now, receive, write_now
 
 log = logging.getLogger(__name__)
 
@@ -489,18 +489,38 @@ class VllmOmniSession:
     async def send(self, pcm: np.ndarray) -> None:
         """Whole ``append_ms`` appends, each the moment its last sample is due."""
         for chunk in self._chunks.push(pcm):
-            duration = 1000 * len(chunk) / self._rate
-            self._audio_end_ms += duration
-            msg = {"type": "input_audio_buffer.append", "audio": b64_pcm(chunk, self._fmt),
-                   "format": self._fmt, "sample_rate_hz": self._rate,
-                   "duration_ms": round(duration), "audio_end_ms": round(self._audio_end_ms)}
             try:
-                await self._ws.send(json.dumps(msg))
+                await self._ws.send(self._append(chunk))
             except ConnectionClosed:
                 self._dropped = True
                 raise TransientModelError(f"{LABEL}: the connection dropped mid-instance"
                                           ) from None
             self.usage["audio_in_s"] += len(chunk) / self._rate
+
+    def send_nowait(self, pcm: np.ndarray) -> bool:
+        """``send`` from the duplex's send clock, when the socket would not make it wait
+        (ws_session.ready_now): most 20 ms pieces only join the pending append and write
+        nothing; False, having taken nothing, otherwise (the duplex awaits ``send``)."""
+        if not ready_now(self._ws):
+            return False
+        for chunk in self._chunks.push(pcm):
+            try:
+                write_now(self._ws, self._append(chunk))
+            except (ConnectionClosed, OSError):
+                self._dropped = True
+                raise TransientModelError(f"{LABEL}: the connection dropped mid-instance"
+                                          ) from None
+            self.usage["audio_in_s"] += len(chunk) / self._rate
+        return True
+
+    def _append(self, chunk: np.ndarray) -> str:
+        """One append message, its running ``audio_end_ms`` advanced."""
+        duration = 1000 * len(chunk) / self._rate
+        self._audio_end_ms += duration
+        return json.dumps({"type": "input_audio_buffer.append",
+                           "audio": b64_pcm(chunk, self._fmt), "format": self._fmt,
+                           "sample_rate_hz": self._rate, "duration_ms": round(duration),
+                           "audio_end_ms": round(self._audio_end_ms)})
 
     # -- output --
 

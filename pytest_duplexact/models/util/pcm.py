@@ -9,16 +9,28 @@ import base64
 
 import numpy as np
 
-FORMATS = ("pcm16", "pcm_f32le")  # the names the OpenAI-style protocols give them
+FORMATS = ("pcm16", "pcm_f32le")
+_I16 = np.dtype("<i2")  # the names the OpenAI-style protocols give them
 
 
-def pcm16(samples: np.ndarray) -> bytes:
-    """float32 in [-1, 1] (clipped) -> int16 LE bytes, rounded half to even."""
-    x = np.multiply(np.asarray(samples, dtype=np.float32), np.float32(32767.0))
+def pcm16_array(samples: np.ndarray) -> np.ndarray:
+    """float32 in [-1, 1] (clipped) -> int16 LE samples, rounded half to even: ``pcm16``
+    before its bytes, for a caller that converts a whole stretch once and sends it in
+    slices (each slice's ``pcm16`` is then its bytes, no arithmetic)."""
+    x = np.asarray(samples)
+    if x.dtype == _I16:
+        return x
+    x = np.multiply(x.astype(np.float32, copy=False), np.float32(32767.0))
     np.minimum(x, 32767.0, out=x)  # the clip, as ufuncs: np.clip's dispatch costs more
     np.maximum(x, -32767.0, out=x)
     np.rint(x, out=x)
-    return x.astype("<i2").tobytes()
+    return x.astype(_I16)
+
+
+def pcm16(samples: np.ndarray) -> bytes:
+    """float32 in [-1, 1] (clipped) -> int16 LE bytes, rounded half to even; int16 samples
+    (``pcm16_array``'s) are already that, and give their bytes as they are."""
+    return pcm16_array(samples).tobytes()
 
 
 def from_pcm16(data: bytes) -> np.ndarray:

@@ -91,15 +91,27 @@ def send_now(ws: Any, text: str) -> bool:
     then apply. The hot path of a streaming session (50 appends a second): the wrapper's
     async context manager and its coroutines are about a fifth of a send's CPU
     (docs/realtime.md, "The cost of streaming")."""
+    if not ready_now(ws):
+        return False
+    write_now(ws, text)
+    return True
+
+
+def ready_now(ws: Any) -> bool:
+    """``send_now``'s test alone: a frame written now would not wait (and cannot fail on
+    the connection's state). A caller that has yet to build its frame asks this first."""
     protocol = getattr(ws, "protocol", None)
     transport = getattr(ws, "transport", None)
-    if protocol is None or transport is None or protocol.state is not _OPEN \
-            or getattr(ws, "fragmented_send_waiter", True) is not None \
-            or getattr(ws, "paused", True) or transport.is_closing():
-        return False
-    protocol.send_text(text.encode())
+    return not (protocol is None or transport is None or protocol.state is not _OPEN
+                or getattr(ws, "fragmented_send_waiter", True) is not None
+                or getattr(ws, "paused", True) or transport.is_closing())
+
+
+def write_now(ws: Any, text: str) -> None:
+    """``send_now``'s write, for a connection ``ready_now`` said yes to on this same turn of
+    the loop (nothing can have changed it since)."""
+    ws.protocol.send_text(text.encode())
     ws.send_data()
-    return True
 
 
 def close_code(e: ConnectionClosed) -> int:
