@@ -404,6 +404,52 @@ class _Feed:
     done: int = 0
 
 
+class _ClockedSend:
+    """``StreamingDuplex._clocked``'s chunks on their way out. An object, not a closure:
+    a closure that schedules itself is a reference cycle, garbage for the collector (whose
+    full collections stall every live session: run/live_gc.py) once per push."""
+
+    __slots__ = ("duplex", "feed", "fut", "slot")
+
+    def __init__(self, duplex: "StreamingDuplex", feed: _Feed):
+        self.duplex, self.feed = duplex, feed
+        self.fut = duplex._loop.create_future()
+        self.slot = duplex._slot0 + feed.base + feed.i  # the slot the next tick waits on
+        duplex._pacer.call_at_slot(self.slot, self.tick)
+        self.fut.add_done_callback(self._forget)
+
+    def _forget(self, fut: asyncio.Future) -> None:
+        if fut.cancelled():  # the push was cancelled: its next tick must not keep it alive
+            self.duplex._pacer.forget(self.slot, self.tick)
+
+    def tick(self) -> None:
+        d, feed, fut = self.duplex, self.feed, self.fut
+        if fut.done():  # the push was cancelled (its trial stopped)
+            return
+        try:
+            piece = d._due_piece(feed)
+            try:
+                took = d._send_nowait(piece)
+            except ModelError as e:
+                d._fail(e)
+            except Exception as e:  # the adapter let a transport error through
+                d._fail(TransientModelError(f"sending input failed: {type(e).__name__}: {e}"))
+            d._check()
+        except Exception as e:  # the task raises it: the clock must go on for the others
+            fut.set_exception(e)
+            return
+        if not took:
+            fut.set_result(piece)
+            return
+        d._watch.beats += 1
+        d._sent_chunk(feed)
+        if feed.i >= len(feed.x):
+            fut.set_result(None)
+            return
+        self.slot = d._slot0 + feed.base + feed.i
+        d._pacer.call_at_slot(self.slot, self.tick)
+
+
 class StreamingDuplex(Duplex):
     """``Duplex`` for a streaming session, on the wall clock (see the module docstring)."""
 
@@ -609,40 +655,7 @@ class StreamingDuplex(Duplex):
         at its slot, by ``session.send_nowait``. The future is done with None once every chunk
         is out, with a chunk's piece when the session would not take it at once (the task
         then awaits ``send`` for it, in order, and comes back), or with the trial's failure."""
-        fut = self._loop.create_future()
-        pending = [self._slot0 + feed.base + feed.i]  # the slot the next tick waits on
-
-        def tick() -> None:
-            if fut.done():  # the push was cancelled (its trial stopped)
-                return
-            try:
-                piece = self._due_piece(feed)
-                try:
-                    took = self._send_nowait(piece)
-                except ModelError as e:
-                    self._fail(e)
-                except Exception as e:  # the adapter let a transport error through
-                    self._fail(TransientModelError(
-                        f"sending input failed: {type(e).__name__}: {e}"))
-                self._check()
-            except Exception as e:  # the task raises it: the clock must go on for the others
-                fut.set_exception(e)
-                return
-            if not took:
-                fut.set_result(piece)
-                return
-            self._watch.beats += 1
-            self._sent_chunk(feed)
-            if feed.i >= len(feed.x):
-                fut.set_result(None)
-                return
-            pending[0] = self._slot0 + feed.base + feed.i
-            self._pacer.call_at_slot(pending[0], tick)
-
-        self._pacer.call_at_slot(pending[0], tick)
-        fut.add_done_callback(lambda f: self._pacer.forget(pending[0], tick)
-                              if f.cancelled() else None)
-        return fut
+        return _ClockedSend(self, feed).fut
 
     # -- output --
 

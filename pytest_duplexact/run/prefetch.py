@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from typing import Callable
 
 from ..pipelines import interrupt, watchdog
+from . import live_gc
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
 from .admission import CONTROL_S, Aimd
 
@@ -59,6 +60,7 @@ class Prefetcher:
         self._waited: dict[str, float] = {}
         self._cond: asyncio.Condition | None = None
         self._control: asyncio.Task | None = None
+        self._gc_held = False  # live_gc.hold() done, release() due at close
         self._start_loop()
 
     @property
@@ -156,6 +158,11 @@ class Prefetcher:
             if inst.id not in self._futures:
                 if admit is not None and not admit():
                     return
+                if not self._gc_held:  # before the first live session (live_gc.py)
+                    from ..pipelines import streaming_duplex  # noqa: F401 -- imported, frozen
+
+                    live_gc.hold()
+                    self._gc_held = True
                 self._futures[inst.id] = asyncio.run_coroutine_threadsafe(
                     self._guarded(inst), self._loop)
 
@@ -209,3 +216,6 @@ class Prefetcher:
             pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if self._gc_held:
+            self._gc_held = False
+            live_gc.release()
