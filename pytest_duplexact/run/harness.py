@@ -239,6 +239,10 @@ class Harness:
             except TrialLate as late:  # stopped early: over the tolerance, not scored
                 recording, lateness = None, late.clock
                 billed.append({"model": getattr(late, "usage", None) or {}})
+                # its traceback's frames hold the trial's duplex, which holds the error: a
+                # cycle per re-run, left to the collector, whose full collections stall every
+                # live session (live_gc.py); the re-run needs neither
+                late.__traceback__ = None
             else:
                 if recording.clock is None:  # a stepped trial: no wall clock
                     return recording

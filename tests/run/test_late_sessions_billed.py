@@ -89,3 +89,35 @@ def test_a_timing_unreliable_trial_bills_every_attempt(tmp_path, instance):
     assert model.sessions == TIMING_RERUNS + 1
     spent = usage.delta(usage.snapshot(harness), before)
     assert spent["model"]["input_tokens"] == 150 * (TIMING_RERUNS + 1)
+
+
+def test_a_stopped_attempts_error_leaves_no_reference_cycle(tmp_path, instance):
+    """Its traceback's frames hold the duplex that holds the error: left in place, every
+    re-run is cyclic garbage for a full collection, which stalls every live session."""
+    import gc
+    import weakref
+
+    raised: list[weakref.ref] = []
+
+    class Late(Session):
+        async def push(self, samples):
+            self._failure = TrialLate(dict(LATE))  # kept, as the streaming duplex keeps it
+            raised.append(weakref.ref(self._failure))
+            raise self._failure
+
+    calls = []
+
+    def model(info):
+        calls.append(1)
+        return Late(True) if len(calls) == 1 else Session(False)
+
+    model.retries_transient = True
+    harness = Harness(model=model, run_dir=tmp_path / "run", timing_tolerance=0.1)
+    gc.disable()  # only reference counting may free it
+    try:
+        rec = asyncio.run(harness._on_time(
+            lambda: run_instance(instance, model, SessionInfo(instance))))
+        assert rec.clock["reruns"] == 1
+        assert raised and raised[0]() is None
+    finally:
+        gc.enable()
