@@ -740,6 +740,11 @@ class StreamingDuplex(Duplex):
             self._heard16.append(self._to16.push(self.playback.samples(self._fed, stop)))
             self._fed = stop
 
+    def _heard_to(self, end: float) -> np.ndarray:
+        """The whole heard track up to ``end``, the resampler's tail flushed (``close``)."""
+        self._hear_until(end)
+        return np.concatenate([self._heard16.view(), self._to16.flush()])
+
     def heard(self) -> np.ndarray:
         """Heard output at 16 kHz from t = 0; like the stepped duplex's it may trail ``now``
         by the resampler's delay (a few ms) but never changes once returned."""
@@ -772,8 +777,10 @@ class StreamingDuplex(Duplex):
             self._record(end, f"input_lag max {self.lateness.input * 1000:.0f}ms")
         self._check()
         inp = np.concatenate(self._inputs) if self._inputs else np.zeros(0, np.float32)
-        self._hear_until(end)
-        out = np.concatenate([self._heard16.view(), self._to16.flush()])
+        # the rest of the heard track, resampled in a worker thread (soxr releases the GIL):
+        # on the loop's thread, seconds of output at the end of a trial held up every other
+        # live session for milliseconds; nothing else touches the track once closing
+        out = await asyncio.to_thread(self._heard_to, end)
         n = len(inp)
         out = out[:n] if len(out) >= n else np.concatenate([out, np.zeros(n - len(out),
                                                                             np.float32)])

@@ -17,8 +17,8 @@ from concurrent.futures import Future
 from typing import Callable
 
 from ..pipelines import interrupt, watchdog
-from . import live_gc
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
+from . import live_gc
 from .admission import CONTROL_S, Aimd
 
 # the instance whose trial runs in this context (set by Prefetcher._guarded, read by quieter)
