@@ -6,7 +6,6 @@ a failure or a cancelled push stops the chunks after it."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +16,11 @@ from pytest_duplexact.models.streaming_contract import TransientModelError
 from pytest_duplexact.models.util.pcm import pcm16_array
 from pytest_duplexact.pipelines.direct import push_in_chunks
 from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
-from tests.pipelines.test_streaming_duplex import MemorySession
+from tests.pipelines.test_streaming_duplex import (
+    MemorySession,
+    assert_caught_up_between_turns,
+    overdue_sends,
+)
 
 RATE = 24_000  # resampled: the pieces' boundaries come from the resampler's arithmetic
 
@@ -143,28 +146,13 @@ async def test_a_cancelled_push_sends_nothing_more():
 
 @pytest.mark.asyncio
 async def test_overdue_chunks_on_the_clock_still_let_the_loop_run_between_them():
-    ticks = 0
+    def open_duplex(sent):
+        session = NowaitSession()
+        real = session.send_nowait
+        session.send_nowait = lambda pcm: sent() or real(pcm)
+        return StreamingDuplex(session, input_sample_rate=RATE, output_sample_rate=RATE)
 
-    async def other_session():
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0)
-            ticks += 1
-
-    seen: list[int] = []
-    session = NowaitSession()
-    real = session.send_nowait
-    session.send_nowait = lambda pcm: seen.append(ticks) or real(pcm)
-    d = StreamingDuplex(session, input_sample_rate=RATE, output_sample_rate=RATE)
-    await d.push(np.zeros(320, np.float32))  # t = 0
-    other = asyncio.create_task(other_session())
-    time.sleep(0.15)  # the loop stalls: the next 0.1 s of input is overdue when pushed
-    await d.push(np.zeros(1600, np.float32))
-    other.cancel()
-    await d.close()
-    late = seen[1:6]
-    assert len(late) == 5 and all(b > a for a, b in zip(late, late[1:])), seen
-    assert d.max_input_lag >= 0.05
+    assert_caught_up_between_turns(*await overdue_sends(open_duplex))
 
 
 @pytest.mark.asyncio

@@ -114,36 +114,49 @@ async def test_input_goes_out_on_an_absolute_schedule_without_drift():
     assert session.closed
 
 
-@pytest.mark.asyncio
-async def test_a_late_push_catches_up_without_holding_the_loop():
-    """Chunks already overdue (a stall) go out back to back, yet the loop runs other tasks
-    between them: held, a catch-up starved every other session in the loop (and the tests'
-    fakes) for as long as it lasted."""
-    ticks = 0
+async def overdue_sends(open_duplex) -> tuple[list[int], StreamingDuplex]:
+    """A push whose 0.1 s is already overdue (the loop stalled 0.15 s after t = 0) while
+    another task counts the loop's turns. ``open_duplex(sent)`` makes the duplex, its
+    session calling ``sent()`` at each chunk it sends; returns the count at each send."""
+    ticks, seen = [0], []
 
     async def other_session():
-        nonlocal ticks
         while True:
             await asyncio.sleep(0)
-            ticks += 1
+            ticks[0] += 1
 
-    seen: list[int] = []
-
-    async def send(pcm):  # a send that never suspends (a socket with room in its buffer)
-        seen.append(ticks)
-
-    session = MemorySession()
-    session.send = send
-    d = duplex(session)
+    d = open_duplex(lambda: seen.append(ticks[0]))
     await d.push(np.zeros(320, np.float32))  # t = 0
     other = asyncio.create_task(other_session())
     time.sleep(0.15)  # the loop stalls: the next 0.1 s of input is overdue when pushed
     await d.push(np.zeros(1600, np.float32))
     other.cancel()
     await d.close()
+    return seen, d
+
+
+def assert_caught_up_between_turns(seen: list[int], d: StreamingDuplex) -> None:
     late = seen[1:6]  # the five chunks of the overdue push
     assert len(late) == 5 and all(b > a for a, b in zip(late, late[1:])), seen
     assert d.max_input_lag >= 0.05
+
+
+@pytest.mark.asyncio
+async def test_a_late_push_catches_up_without_holding_the_loop():
+    """Chunks already overdue (a stall) go out back to back, yet the loop runs other tasks
+    between them: held, a catch-up starved every other session in the loop (and the tests'
+    fakes) for as long as it lasted."""
+
+    def open_duplex(sent):
+        session = MemorySession()
+
+        async def send(pcm):  # a send that never suspends (a socket with room in its buffer)
+            sent()
+
+        session.send = send
+        return duplex(session)
+
+    assert_caught_up_between_turns(*await overdue_sends(open_duplex))
 
 
 @pytest.mark.asyncio

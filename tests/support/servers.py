@@ -8,10 +8,13 @@
 - ``threaded(server)``: a ``serve_forever`` server (``socketserver``, ``http.server``,
   ``websockets.sync``) bound to 127.0.0.1:0, served by a daemon thread and shut down on exit.
 - ``load_fake_server(name)``: a fake's module, loaded by path once (the fakes also run as
-  scripts, importing their siblings by bare name)."""
+  scripts, importing their siblings by bare name).
+- ``ws_collector()``: a websockets server on 127.0.0.1 that keeps every message, and a client
+  connected to it, in the test's own event loop."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import queue
 import re
@@ -200,3 +203,23 @@ def load_fake_server(file: str = "realtime_server"):
         sys.modules[name] = module  # first: a fake's dataclasses look their module up
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+@contextlib.asynccontextmanager
+async def ws_collector(**connect_options: Any):
+    """Yields (a websockets client connection, the list of messages the server received):
+    the list is complete once the block is left (the client closed, the server had read
+    everything before the close frame)."""
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import serve
+
+    got: list = []
+
+    async def handler(ws):
+        async for message in ws:
+            got.append(message)
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with connect(f"ws://127.0.0.1:{port}", **connect_options) as ws:
+            yield ws, got

@@ -290,31 +290,20 @@ def test_send_nowait_writes_sends_message_and_declines_when_the_socket_would_wai
     import asyncio
     from types import SimpleNamespace
 
-    from websockets.asyncio.client import connect
-    from websockets.asyncio.server import serve
-
     from pytest_duplexact.models.util.pcm import pcm16_array
+    from tests.support.servers import ws_collector
 
     x = np.random.default_rng(3).uniform(-1.2, 1.2, 480).astype(np.float32)  # some clipped
 
     async def run():
-        got: list[str] = []
-
-        async def handler(ws):
-            async for message in ws:
-                got.append(message)
-
-        async with serve(handler, "127.0.0.1", 0) as server:
-            port = server.sockets[0].getsockname()[1]
-            async with connect(f"ws://127.0.0.1:{port}", compression=None) as ws:
-                session = OpenAIRealtimeSession(SimpleNamespace(_connection=ws), True)
-                assert session.input_pcm16
-                await session.send(x)
-                assert session.send_nowait(pcm16_array(x))
-                ws.paused = True  # a full write buffer: the duplex must await send instead
-                assert not session.send_nowait(pcm16_array(x))
-                ws.paused = False
-            await asyncio.sleep(0)
+        async with ws_collector(compression=None) as (ws, got):
+            session = OpenAIRealtimeSession(SimpleNamespace(_connection=ws), True)
+            assert session.input_pcm16
+            await session.send(x)
+            assert session.send_nowait(pcm16_array(x))
+            ws.paused = True  # a full write buffer: the duplex must await send instead
+            assert not session.send_nowait(pcm16_array(x))
+            ws.paused = False
         return got, session.usage["audio_in_s"]
 
     got, audio_in_s = asyncio.run(run())

@@ -10,6 +10,7 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 
 from pytest_duplexact.models.util.ws_session import send_now
+from tests.support.servers import ws_collector
 
 
 async def _with_server(body):
@@ -58,17 +59,8 @@ def test_refused_when_the_wrapper_would_wait_or_raise():
         assert not send_now(ws, "d")  # closed: ws.send raises ConnectionClosed instead
 
     async def run():
-        got: list[str] = []
-
-        async def handler(ws):
-            async for message in ws:
-                got.append(message)
-
-        async with serve(handler, "127.0.0.1", 0) as server:
-            port = server.sockets[0].getsockname()[1]
-            async with connect(f"ws://127.0.0.1:{port}") as ws:
-                await body(ws)
-            await asyncio.sleep(0)
+        async with ws_collector() as (ws, got):
+            await body(ws)
         return got
 
     assert asyncio.run(run()) == ["c"]
