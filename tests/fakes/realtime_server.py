@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import gc
 import json
 import sys
 from dataclasses import dataclass, field, fields
@@ -594,7 +595,13 @@ class FakeRealtimeServer(FakeServer):
 async def _main(argv: list[str]) -> None:
     parser = standalone_parser(__doc__)
     parser.add_argument("--dialect", default="openai", choices=sorted(DIALECTS))
+    parser.add_argument("--gc-off", action="store_true",
+                        help="no garbage collection (a benchmark's server: its record of "
+                             "every message grows with the run, and a full collection's "
+                             "pause would be counted against the client's timing)")
     args = parser.parse_args(argv)
+    if args.gc_off:
+        gc.disable()
     await serve_until_stdin_closes(
         FakeRealtimeServer(Script.from_json(args.script), dialect=args.dialect), args.log)
 
