@@ -594,7 +594,7 @@ class StreamingDuplex(Duplex):
             raise RuntimeError("push after close")
         if len(x) == 0:
             return
-        first = self._resampler.emitted  # y covers input [first, base + len(x) - lag)
+        first = self._resampler.emitted  # y covers input [first, _sent + len(x) - lag)
         y = self._resampler(x)
         if self._pcm16:  # the whole push converted once, not each chunk (pcm.pcm16_array)
             y = pcm16_array(y)
