@@ -389,6 +389,28 @@ def _checked_audio(audio: Any, at: float) -> np.ndarray:
     return x
 
 
+def _beside_send(session: Any, name: str) -> Any:
+    """``session.<name>`` (``send_nowait``, ``input_pcm16``) when it belongs to the session's
+    own ``send``: set on the instance, or defined by the class that defines ``send`` or by a
+    subclass of it. None otherwise: a wrapper that forwards attributes (``__getattr__``) or
+    a subclass that overrides ``send`` below them must see every chunk through its own
+    ``send``, as floats (and a mock's invented attributes are not a fast path)."""
+    own = getattr(session, "__dict__", {})
+    if name in own:
+        return own[name]
+    if "send" in own:
+        return None
+    mro = type(session).__mro__
+
+    def defined_at(attr: str) -> int | None:
+        return next((i for i, k in enumerate(mro) if attr in vars(k)), None)
+
+    at, send_at = defined_at(name), defined_at("send")
+    if at is None or send_at is None or at > send_at:
+        return None
+    return getattr(session, name)
+
+
 @dataclass
 class _Feed:
     """One push on its way out: its 16 kHz input ``x``, that input at the session's rate
@@ -441,13 +463,16 @@ class _ClockedSend:
         if not took:
             fut.set_result(piece)
             return
-        d._watch.beats += 1
-        d._sent_chunk(feed)
-        if feed.i >= len(feed.x):
-            fut.set_result(None)
-            return
-        self.slot = d._slot0 + feed.base + feed.i
-        d._pacer.call_at_slot(self.slot, self.tick)
+        try:
+            d._watch.beats += 1
+            d._sent_chunk(feed)
+            if feed.i >= len(feed.x):
+                fut.set_result(None)
+                return
+            self.slot = d._slot0 + feed.base + feed.i
+            d._pacer.call_at_slot(self.slot, self.tick)
+        except Exception as e:  # never a push left waiting on a tick that will not come
+            fut.set_exception(e)
 
 
 class StreamingDuplex(Duplex):
@@ -461,9 +486,9 @@ class StreamingDuplex(Duplex):
             raise ValueError(f"chunk_ms must be positive, got {chunk_ms}")
         self.session = session
         # a chunk the session can write without waiting goes out from the send clock itself
-        self._send_nowait = getattr(session, "send_nowait", None)
+        self._send_nowait = _beside_send(session, "send_nowait")
         # a session that sends 16-bit PCM is handed its chunks already as int16
-        self._pcm16 = getattr(session, "input_pcm16", False) is True
+        self._pcm16 = _beside_send(session, "input_pcm16") is True
         self.input_sample_rate = input_sample_rate
         self.output_sample_rate = output_sample_rate
         self.chunk = max(1, int(round(SAMPLE_RATE * chunk_ms / 1000)))

@@ -211,11 +211,13 @@ class Prefetcher:
             if rest:
                 await asyncio.wait(rest, timeout=watchdog._GRACE)
         try:
-            asyncio.run_coroutine_threadsafe(wind_down(), self._loop).result(timeout=5)
-        except Exception:  # a loop already gone or stuck: nothing more to wait for
-            pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        if self._gc_held:
-            self._gc_held = False
-            live_gc.release()
+            try:
+                asyncio.run_coroutine_threadsafe(wind_down(), self._loop).result(timeout=5)
+            except Exception:  # a loop already gone or stuck: nothing more to wait for
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+        finally:  # a Ctrl-C or a closed loop here must not leave the process frozen
+            if self._gc_held:
+                self._gc_held = False
+                live_gc.release()

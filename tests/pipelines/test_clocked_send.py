@@ -187,3 +187,42 @@ async def test_a_stretch_with_no_decision_is_one_push_on_the_wall_clock():
     await push_in_chunks(d, x, after_each=lambda: seen.append(1))  # 40 ms pushes
     await d.close()
     assert pushes[0] == len(x) and len(pushes) == 1 + len(seen) and len(seen) == 8
+
+
+@pytest.mark.asyncio
+async def test_a_wrapper_or_a_subclass_with_its_own_send_sees_every_chunk_as_floats():
+    """The fast path is the session's own: a wrapper that forwards attributes, or a subclass
+    that overrides ``send``, is not bypassed (nor handed int16), and a mock's invented
+    attributes are no fast path."""
+    from unittest.mock import MagicMock
+
+    class Pcm16(NowaitSession):
+        input_pcm16 = True
+
+    class Recorder:
+        def __init__(self, inner):
+            self.inner, self.seen = inner, []
+
+        async def send(self, pcm):
+            self.seen.append(np.array(pcm))
+            await self.inner.send(pcm)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    class Gained(Pcm16):
+        async def send(self, pcm):
+            self.pieces.append(("gained", np.array(pcm)))
+
+    x = signal(0.1, 8)
+    wrapper = Recorder(Pcm16())
+    await stream(wrapper, [x])
+    assert wrapper.seen and all(p.dtype == np.float32 for p in wrapper.seen)
+    assert wrapper.inner.offered == 0  # its send_nowait was never used past the wrapper
+    gained = Gained()
+    await stream(gained, [x])
+    assert {k for k, _ in gained.pieces} == {"gained"} and gained.offered == 0
+    assert all(p.dtype == np.float32 for _, p in gained.pieces)
+    mock = MagicMock()
+    d = StreamingDuplex(mock, input_sample_rate=RATE, output_sample_rate=RATE)
+    assert d._send_nowait is None and d._pcm16 is False
