@@ -408,7 +408,9 @@ def _beside_send(session: Any, name: str) -> Any:
     at, send_at = defined_at(name), defined_at("send")
     if at is None or send_at is None or at > send_at:
         return None
-    return getattr(session, name)
+    value = vars(mro[at])[name]  # as attribute lookup would find it: a method comes bound
+    bind = getattr(type(value), "__get__", None)
+    return bind(value, session, type(session)) if bind is not None else value
 
 
 @dataclass
