@@ -2,10 +2,10 @@
 
 A full collection (generation 2) walks every object the collector tracks, with the GIL held.
 After pytest's collection and the SDKs' imports (pydantic's models, the test items) that is
-hundreds of thousands of objects: 90-350 ms per full collection in the pytest process of
+over a hundred thousand objects: 94-311 ms per full collection in the pytest process of
 ``benchmarks/sessions_per_core.py`` at 128 sessions, a stall of every live session's event
-loop that put 60-190 trials over the timing tolerance at once (each such burst of re-runs was
-one full collection, by ``gc.callbacks``).
+loop that put 45-190 trials over the timing tolerance at once (by ``gc.callbacks``: each burst
+of re-runs was such a collection, or the first seconds of the run).
 
 ``hold()`` calls ``gc.freeze()`` (constant time): everything tracked when the live run starts
 moves to the permanent generation, which no later collection walks, so the collections during

@@ -9,8 +9,8 @@ import base64
 
 import numpy as np
 
-FORMATS = ("pcm16", "pcm_f32le")
-_I16 = np.dtype("<i2")  # the names the OpenAI-style protocols give them
+FORMATS = ("pcm16", "pcm_f32le")  # the names the OpenAI-style protocols give them
+_I16 = np.dtype("<i2")
 
 
 def pcm16_array(samples: np.ndarray) -> np.ndarray:
