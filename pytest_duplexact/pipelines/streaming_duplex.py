@@ -57,6 +57,7 @@ from ..remote.retry import STREAMING, RetryPolicy
 from . import clock, watchdog
 from .clock import Lateness, LoopMonitor
 from .duplex import Duplex, Track
+from .opening import opening
 from .output_check import dtype_problem, level_problem
 from .pacing import Pacer
 from .stepped import StreamResampler
@@ -431,7 +432,7 @@ class _Feed:
 class _ClockedSend:
     """``StreamingDuplex._clocked``'s chunks on their way out. An object, not a closure:
     a closure that schedules itself is a reference cycle, garbage for the collector (whose
-    full collections stall every live session: run/live_gc.py) once per push."""
+    full collections stall every live session: run/live_pauses.py) once per push."""
 
     __slots__ = ("duplex", "feed", "fut", "slot")
 
@@ -529,7 +530,8 @@ class StreamingDuplex(Duplex):
         admission = ADMISSION.get()
         waited = admission.seconds if admission is not None else 0.0
         try:
-            session = await model.connect(info)
+            async with opening():  # a few at a time, the first alone (opening.py)
+                session = await model.connect(info)
         except ModelError:
             raise
         except (OSError, asyncio.TimeoutError) as e:
