@@ -18,6 +18,9 @@ told apart by what they received. Per level:
 * the concurrency the run sustained (``measured.concurrency``: the AIMD cap's p50 / min);
 * wall time against the schedule's ideal: the instances' stream lengths packed in order on
   ``concurrency`` lanes (x ``--workers``), as the prefetcher starts them;
+* the CPU ceiling: the sessions this machine's cores hold at the CPU both processes (ours
+  and the fake's) spent per streamed second, and the wall time over the ideal packed on
+  that many lanes (the part of the excess no harness could remove with this fake beside it);
 * the machine's load average before and after.
 
     python -m benchmarks.sessions_per_core                       # 32 and 64
@@ -235,6 +238,14 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
                     for i in rep["instances"] if i.get("error"))
     measured, clock = rep.get("measured") or {}, rep.get("clock") or {}
     ideal = ideal_wall(list(lengths.values()), concurrency * max(1, args.workers))
+    # what the machine's cores hold at the CPU both sides spent per streamed second, and the
+    # ideal at that many lanes: the part of the wall time over the ideal that no harness
+    # could remove on this machine with this fake beside it
+    spent = (pytest.cpu_s + server.cpu_s) / stream_total if stream_total else None
+    ceiling = int((os.cpu_count() or 1) / spent) if spent else None
+    at_ceiling = ideal_wall(list(lengths.values()),
+                            min(concurrency * max(1, args.workers), ceiling)) \
+        if ceiling else None
     return {
         "concurrency": concurrency, "workers": args.workers, "instances": n,
         "scored": len(streamed), "errors": rep["totals"]["errors"],
@@ -253,6 +264,10 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
         "ideal_s": round(ideal, 1),
         "wall_over_ideal": round(measured["wall_s"] / ideal, 2) if measured.get("wall_s")
         else None,
+        "cpu_ceiling_sessions": ceiling,
+        "ideal_at_ceiling_s": round(at_ceiling, 1) if at_ceiling else None,
+        "wall_over_ideal_at_ceiling": round(measured["wall_s"] / at_ceiling, 2)
+        if at_ceiling and measured.get("wall_s") else None,
         "load_1m": load, "exit_status": pytest.proc.returncode,
         "stream_s_total": round(stream_total, 1), "sessions": len(sessions),
         "error_kinds": dict(kinds),
@@ -262,7 +277,8 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
 def table(levels: list[dict]) -> str:
     rows = ["| concurrency | instances | onset error p50 / p95 / max ms (n) | unreliable "
             "(re-run) | errors | pytest CPU / loop CPU / server CPU ms per stream s | "
-            "sustained p50 / min | wall / ideal s | load 1m |", "|" + "---|" * 9]
+            "sustained p50 / min | wall / ideal s | CPU ceiling (wall / its ideal) | "
+            "load 1m |", "|" + "---|" * 10]
     for lv in levels:
         e, s = lv["onset_error_ms"], lv["sustained"] or {}
         conc = f"{lv['concurrency']}" + (f" x {lv['workers']}" if lv["workers"] > 1 else "")
@@ -272,7 +288,8 @@ def table(levels: list[dict]) -> str:
             f"{lv['pytest_cpu_ms_per_stream_s']} / {lv['loop_cpu_ms_per_stream_s']} / "
             f"{lv['server_cpu_ms_per_stream_s']} | {s.get('sustained_p50')} / "
             f"{s.get('sustained_min')} | {lv['wall_s']} / {lv['ideal_s']} "
-            f"({lv['wall_over_ideal']}) | {lv['load_1m'][0]}-{lv['load_1m'][1]} |")
+            f"({lv['wall_over_ideal']}) | {lv['cpu_ceiling_sessions']} "
+            f"({lv['wall_over_ideal_at_ceiling']}) | {lv['load_1m'][0]}-{lv['load_1m'][1]} |")
     return "\n".join(rows)
 
 
