@@ -432,7 +432,7 @@ class _Feed:
 class _ClockedSend:
     """``StreamingDuplex._clocked``'s chunks on their way out. An object, not a closure:
     a closure that schedules itself is a reference cycle, garbage for the collector (whose
-    full collections stall every live session: run/live_pauses.py) once per push."""
+    full collections stall every live session: run/live_gc.py) once per push."""
 
     __slots__ = ("duplex", "feed", "fut", "slot")
 

@@ -7,22 +7,9 @@ in flight. Lateness above ``BACK_OFF_AT`` of the timing tolerance is the loop lo
 punctuality before a trial is late enough to be re-run: the cap is cut by ``DECREASE``, once
 per ``HOLD_S`` (the lateness window must forget the stall that caused a cut before it may
 cause another). Below ``HEADROOM_AT`` of the tolerance, while the cap is what holds trials
-back, it grows: doubling up to the last cut (slow start), by at most ``MAX_STEP`` a step
-(TCP's limited slow start, RFC 3742), then by one per step. A trial still late is re-run, the
-cap first lowered to ``requested >> attempt`` (``rerun``).
-
-Why each step is limited: every trial admitted connects its session on the loop that paces
-every other session's input, and a connection costs that loop 3-5 ms of CPU (gpt-realtime's:
-the SDK's URL and proxy handling, the handshake, session.update; profiled on the fake server).
-Doubling 64 to 128 in one step made 64 connections at once while 64 sessions streamed: stalls
-of 280-500 ms, every streaming trial over the tolerance and run again
-(benchmarks/sessions_per_core.py at 128). ``MAX_STEP`` connections a step is about a quarter
-of the loop's time (and pipelines/opening.py lets 8 connect at once).
-
-Why one per step past the last cut, and not CUBIC's faster curve (RFC 9438): tried at 128 on
-this 2-core machine, it regrew to past what the machine held within seconds, and the loop's
-lateness, which comes late and steep, cost trials their three attempts before the cuts caught
-up (docs/benchmarks.md, "Sessions per core").
+back, it grows: doubling up to the last cut (slow start), then by one per step. A trial
+still late is re-run, the cap first lowered to ``requested >> attempt``
+(``rerun``).
 
 Pure: time and lateness are arguments, so the policy is tested on numbers
 (tests/run/test_admission.py).
@@ -38,8 +25,7 @@ BACK_OFF_AT = 0.5  # lateness over this share of the tolerance cuts the cap
 HEADROOM_AT = 0.2  # ... under this share, with the cap binding, raises it
 DECREASE = 0.75  # the cut: cap x this (TCP's 0.5 is too coarse for a few stalls)
 HOLD_S = 1.0  # no second cut within this (clock.RECENT_S: the lateness window)
-INITIAL_WINDOW = 16  # trials admitted at once before the loop has shown what it holds
-MAX_STEP = 16  # the largest step up: trials connecting at once (module doc)
+INITIAL_WINDOW = 32  # trials admitted at once before the loop has shown what it holds
 
 
 @dataclass
@@ -67,10 +53,9 @@ class Aimd:
                 self._cut(now, max(1, math.floor(self.cap * DECREASE)))
         elif (lateness <= HEADROOM_AT * self.tolerance and in_flight >= self.cap
               and now - self._cut_at >= HOLD_S and now - self._grown_at >= CONTROL_S):
-            # slow start doubles up to the last cut, MAX_STEP a step at most; past the cut,
-            # one more per step
-            grown = min(2 * self.cap, self.cap + MAX_STEP, self.threshold) \
-                if self.cap < self.threshold else self.cap + 1
+            # slow start doubles up to the last cut; past it, one more per step
+            grown = min(2 * self.cap, self.threshold) if self.cap < self.threshold \
+                else self.cap + 1
             self.cap, self._grown_at = min(self.requested, int(grown)), now
         return self.cap
 

@@ -241,7 +241,7 @@ class Harness:
                 billed.append({"model": getattr(late, "usage", None) or {}})
                 # its traceback's frames hold the trial's duplex, which holds the error: a
                 # cycle per re-run, left to the collector, whose full collections stall every
-                # live session (live_pauses.py); the re-run needs neither
+                # live session (live_gc.py); the re-run needs neither
                 late.__traceback__ = None
             else:
                 if recording.clock is None:  # a stepped trial: no wall clock

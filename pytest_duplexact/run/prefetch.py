@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..pipelines import interrupt, watchdog
 from ..pipelines.watchdog import DEFAULT_TIMEOUT, watch_async
-from . import live_pauses
+from . import live_gc
 from .admission import CONTROL_S, Aimd
 
 # the instance whose trial runs in this context (set by Prefetcher._guarded, read by quieter)
@@ -60,7 +60,7 @@ class Prefetcher:
         self._waited: dict[str, float] = {}
         self._cond: asyncio.Condition | None = None
         self._control: asyncio.Task | None = None
-        self._gc_held = False  # live_pauses.hold() done, release() due at close
+        self._gc_held = False  # live_gc.hold() done, release() due at close
         self._start_loop()
 
     @property
@@ -81,7 +81,7 @@ class Prefetcher:
         monitor = LoopMonitor.of(self._loop)
         while True:
             self.loop_cpu_s = time.thread_time()
-            live_pauses.settle()  # an adapter's imports on its first session: frozen too
+            live_gc.settle()  # an adapter's imports on its first session: frozen too
             if self.aimd is not None and self._cond is not None:
                 before = self.aimd.cap
                 now = self._loop.time()
@@ -159,10 +159,10 @@ class Prefetcher:
             if inst.id not in self._futures:
                 if admit is not None and not admit():
                     return
-                if not self._gc_held:  # before the first live session (live_pauses.py)
+                if not self._gc_held:  # before the first live session (live_gc.py)
                     from ..pipelines import streaming_duplex  # noqa: F401 -- imported, frozen
 
-                    live_pauses.hold()
+                    live_gc.hold()
                     self._gc_held = True
                 self._futures[inst.id] = asyncio.run_coroutine_threadsafe(
                     self._guarded(inst), self._loop)
@@ -221,4 +221,4 @@ class Prefetcher:
         finally:  # a Ctrl-C or a closed loop here must not leave the process frozen
             if self._gc_held:
                 self._gc_held = False
-                live_pauses.release()
+                live_gc.release()

@@ -1,5 +1,4 @@
-"""The process's own pauses while live sessions stream: the garbage collector's, and the
-GIL's hand-over between the live sessions' loop thread and the pytest thread.
+"""The garbage collector's pauses while live sessions stream.
 
 A full collection (generation 2) walks every object the collector tracks, with the GIL held.
 After pytest's collection and the SDKs' imports (pydantic's models, the test items) that is
@@ -19,15 +18,6 @@ becomes cyclic garbage waits for ``release()``, so this happens only when module
 ``gc.unfreeze()``: those objects go back to the collector, and any of them that is garbage
 (then, or already at the freeze: no collection runs first, it would be one more pause) is
 collected by the next full collection, never lost. Nested holders (two prefetchers) count.
-
-The GIL: the live sessions' event loop runs in its own thread, beside the pytest thread that
-scores finished trials (rules, reports, files). When both want the GIL, CPython hands it over
-only after the holder's switch interval (5 ms by default), and the loop thread asks for it
-after every wait on its sockets, so a busy pytest thread delayed every session's send by up to
-5 ms at a time, again and again. While held, the interval is ``SWITCH_S`` (1 ms); the one
-before is restored at ``release()``. At 128 sessions (benchmarks/sessions_per_core.py, two
-paired runs plus three more on one machine) trials re-run for lateness were 1-6 with it and
-0-192 without (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -36,25 +26,19 @@ import gc
 import sys
 import threading
 
-SWITCH_S = 0.001  # the GIL's switch interval while held (module doc)
-
 _lock = threading.Lock()
 _holders = 0
 _modules = 0  # len(sys.modules) at the last freeze
-_switch_before = 0.0  # sys.getswitchinterval() at hold, restored at release
 
 
 def hold() -> None:
-    """Before the first live session: freeze what the collector tracks now, and hand the GIL
-    over sooner."""
-    global _holders, _modules, _switch_before
+    """Before the first live session: freeze what the collector tracks now."""
+    global _holders, _modules
     with _lock:
         _holders += 1
         if _holders == 1:
             gc.freeze()
             _modules = len(sys.modules)
-            _switch_before = sys.getswitchinterval()
-            sys.setswitchinterval(min(SWITCH_S, _switch_before))
 
 
 def settle() -> bool:
@@ -70,8 +54,7 @@ def settle() -> bool:
 
 
 def release() -> None:
-    """After the last live session: the frozen objects go back to the collector, and the
-    switch interval is what it was."""
+    """After the last live session: the frozen objects go back to the collector."""
     global _holders
     with _lock:
         if _holders == 0:
@@ -79,7 +62,6 @@ def release() -> None:
         _holders -= 1
         if _holders == 0:
             gc.unfreeze()
-            sys.setswitchinterval(_switch_before)
 
 
 def held() -> bool:
