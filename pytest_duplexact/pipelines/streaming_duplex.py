@@ -57,7 +57,6 @@ from ..remote.retry import STREAMING, RetryPolicy
 from . import clock, watchdog
 from .clock import Lateness, LoopMonitor
 from .duplex import Duplex, Track
-from .opening import opening
 from .output_check import dtype_problem, level_problem
 from .pacing import Pacer
 from .stepped import StreamResampler
@@ -530,8 +529,7 @@ class StreamingDuplex(Duplex):
         admission = ADMISSION.get()
         waited = admission.seconds if admission is not None else 0.0
         try:
-            async with opening():  # a few at a time, the first alone (opening.py)
-                session = await model.connect(info)
+            session = await model.connect(info)
         except ModelError:
             raise
         except (OSError, asyncio.TimeoutError) as e:
