@@ -1,7 +1,12 @@
 """A run directory belongs to one run: an explicit one that holds another run is refused (it
 would be overwritten), a second process on a folder in use is refused naming the holder,
 --duplexact-resume decides the folder alone, and a resume over tampered outcomes re-runs them
-and still writes its report."""
+and still writes its report.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do (but for the folder in use,
+which another process must find locked): each builds its own config and session (plugins from
+their entry points, exit status, terminal output, files) as a new pytest process does, without
+a process start's ~2 CPU-s. A user's folder has no asyncio ini: pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -15,7 +20,9 @@ SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-run = runner(*SMALL)
+run = runner(*SMALL, "-p", "no:asyncio", inprocess=True)
+# a process of its own: the run lock is held by the test's process, "another run"
+run_elsewhere = runner(*SMALL)
 
 
 def test_an_explicit_run_dir_holding_another_run_is_refused(pytester):
@@ -40,7 +47,8 @@ def test_a_run_dir_in_use_is_refused_naming_the_holder(pytester):
     folder = Path(pytester.path, "busy")
     lock = RunLock.acquire(folder)  # this process plays the other run
     try:
-        res = run(pytester, "--duplexact-model=silent", f"--duplexact-run-dir={folder}")
+        res = run_elsewhere(pytester, "--duplexact-model=silent",
+                            f"--duplexact-run-dir={folder}")
     finally:
         lock.release()
     assert res.ret == 4
