@@ -4,9 +4,10 @@ would be overwritten), a second process on a folder in use is refused naming the
 and still writes its report.
 
 The plugin runs in process, as tests/plugin/test_first_day.py's do (but for the folder in use,
-which another process must find locked): each builds its own config and session (plugins from
-their entry points, exit status, terminal output, files) as a new pytest process does, without
-a process start's ~2 CPU-s. A user's folder has no asyncio ini: pytest-asyncio is off in them."""
+which another process must find locked, and the full disk, whose conftest patches os.replace):
+each builds its own config and session (plugins from their entry points, exit status, terminal
+output, files) as a new pytest process does, without a process start's ~2 CPU-s. A user's
+folder has no asyncio ini: pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
 
 
 run = runner(*SMALL, "-p", "no:asyncio", inprocess=True)
-# a process of its own: the run lock is held by the test's process, "another run"
+# a process of its own: where the test's process holds the run lock ("another run"), and where
+# a conftest patches os.replace (that would outlive an in-process run)
 run_elsewhere = runner(*SMALL)
 
 
@@ -87,8 +89,8 @@ atomic.os.replace = replace
 
 
 def test_a_full_disk_is_one_clear_error_and_leaves_no_temporary_files(pytester):
-    pytester.makeconftest(FULL_DISK)
-    res = run(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=r")
+    pytester.makeconftest(FULL_DISK)  # patches os.replace: in a process of its own
+    res = run_elsewhere(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=r")
     out = res.stdout.str()
     assert res.ret == 1
     assert "duplexact: ERROR: could not write" in out and "No space left on device" in out
