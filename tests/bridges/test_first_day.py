@@ -1,6 +1,6 @@
 """A model team's first day with a bridge (issue 31), each mistake run as the user types it:
-`pytest --duplexact-model=bridge ...` in a subprocess against the real kit on 127.0.0.1, its
-output's length, exit status and words checked.
+`pytest --duplexact-model=bridge ...` against the real kit on 127.0.0.1 (the refusals in
+process, the runs in a subprocess), its output's length, exit status and words checked.
 
 * a refusal before the run (bridge not started, an option the server refuses, wss:// against a
   ws:// server, no bridge at the address, a wrong key, a typo of the client's own option, a
@@ -78,8 +78,14 @@ def refused_in_one_line(pytester, res, *words: str) -> str:
     return line
 
 
+# The refusals run in process, as tests/plugin/test_first_day.py's do: each run builds its own
+# config and session as a new pytest process does (exit status, terminal output, no folder),
+# without a process start's ~2 CPU-s; pytest-asyncio off, as in a user's folder.
 run = runner("--duplexact-model=bridge", "-p", "no:cacheprovider", "--duplexact-limit=1",
-             timeout=120)
+             "-p", "no:asyncio", inprocess=True)
+# a process of its own where the test's server runs in this one and logs to its stderr
+run_elsewhere = runner("--duplexact-model=bridge", "-p", "no:cacheprovider",
+                       "--duplexact-limit=1", timeout=120)
 
 
 # --- the preflight: one line, exit 4, before any run folder --------------------------------
@@ -128,7 +134,7 @@ def test_a_self_signed_bridge_without_ca_file_is_one_line(pytester):
 
 def test_an_address_that_is_no_bridge_is_one_line(pytester):
     with plain_http() as url:
-        res = run(pytester, f"--duplexact-model-option=url={url}")
+        res = run_elsewhere(pytester, f"--duplexact-model-option=url={url}")
     refused_in_one_line(pytester, res, "not as a WebSocket server", "ws:// or wss://")
 
 

@@ -1,5 +1,10 @@
 """--duplexact-audio-format: a run stores its recordings as FLAC by default, as WAV on request,
-and recorded:DIR re-scores either to the same timelines."""
+and recorded:DIR re-scores either to the same timelines.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -7,6 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 ONE = ["--duplexact-condition=take_turn.immediate", "--duplexact-limit=1", "-p",
        "no:cacheprovider"]
@@ -17,12 +26,13 @@ def folders(run: Path) -> list[Path]:
 
 
 def test_flac_by_default_wav_by_option_and_recorded_reads_both(pytester):
-    first = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-run-dir=run1",
-                                          *ONE, timeout=300)
+    first = inproc(pytester, "--duplexact-model=oracle", "--duplexact-run-dir=run1",
+                   *ONE)
     first.assert_outcomes(passed=1)
-    again = pytester.runpytest_subprocess(
+    again = inproc(
+        pytester,
         f"--duplexact-model=recorded:{pytester.path / 'run1'}", "--duplexact-run-dir=run2",
-        "--duplexact-audio-format=wav", *ONE, timeout=300)
+        "--duplexact-audio-format=wav", *ONE)
     again.assert_outcomes(passed=1)
     (a,), (b,) = folders(pytester.path / "run1"), folders(pytester.path / "run2")
     names = lambda f: sorted(p.name for p in f.iterdir())  # noqa: E731
@@ -37,7 +47,7 @@ def test_flac_by_default_wav_by_option_and_recorded_reads_both(pytester):
 
 
 def test_an_unknown_audio_format_is_a_usage_error(pytester):
-    res = pytester.runpytest_subprocess("--duplexact-model=silent",
-                                        "--duplexact-audio-format=mp3", *ONE, timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent",
+                 "--duplexact-audio-format=mp3", *ONE)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "--duplexact-audio-format='mp3': use flac or wav" in res.stderr.str()

@@ -1,11 +1,20 @@
 """A bad number for one of the run's knobs is refused once, at configure: one line, the usage
 exit, no test run, no run folder (issue 31 item 6, issue 32 item 12). Before, the harness's
 numbers errored every test (72 UsageErrors, exit 1) and a huge batch came out as "the model
-could not be built: OverflowError"."""
+could not be built: OverflowError".
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 BAD = [
     ("--duplexact-batch=0", "--duplexact-batch must be >= 1 and at most 1024, got 0"),
@@ -28,8 +37,8 @@ BAD = [
 @pytest.mark.parametrize("arg,line", BAD, ids=[a.split("=", 1)[0][12:] + "=" +
                                                a.split("=", 1)[1][:6] for a, _ in BAD])
 def test_a_bad_number_is_one_line_at_configure(pytester, arg, line):
-    res = pytester.runpytest_subprocess("--duplexact-model=silent", "--duplexact-action=wait",
-                                        arg, "-p", "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
+                 arg, "-p", "no:cacheprovider")
     said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
     assert res.ret == pytest.ExitCode.USAGE_ERROR, said
     assert len(said) == 1 and said[0].startswith(f"ERROR: {line}"), said

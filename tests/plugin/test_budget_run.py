@@ -32,6 +32,8 @@ PRICES = '[models."gpt-5.4"]\ninput_tokens = 0.01\noutput_tokens = 0.02\n'
 JUDGED = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "--duplexact-limit=2",
           "--duplexact-judge=gpt-5.4", "--duplexact-prices=prices.toml", "-p",
           "no:cacheprovider")
+# runs in process: pytest-asyncio off, as in a user's folder (tests/plugin/test_first_day.py)
+NO_ASYNCIO = ("-p", "no:asyncio")
 # what differs between a budgeted-then-resumed run and an unbudgeted one by design
 NOT_COMPARED = set(VOLATILE_KEYS) | {"measured", "budget", "estimate", "settings"}
 
@@ -81,8 +83,12 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert unbudgeted["totals"]["instances"] == 6
     per_trial = unbudgeted["cost"]["total"] / 6
     assert per_trial == pytest.approx(0.2)  # one judge call per immediate success
+    # serially in process (no process start; each run builds its own config and session, as
+    # a new pytest process does), under -n 2 in a subprocess, as before
+    inprocess = not xdist
     res = run(pytester, *JUDGED, f"--duplexact-judge-base-url={judge.url}",
-              "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist)
+              "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist,
+              *(NO_ASYNCIO if inprocess else ()), inprocess=inprocess)
     out = res.stdout.str()
     rep = read_report(pytester.path / "run")
     assert res.ret == pytest.ExitCode.INTERRUPTED, out
@@ -102,7 +108,8 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert any("have no outcome" in n for n in rep["notes"])  # marked incomplete
     assert not (pytester.path / "run" / "budget-stop.json").exists()
     again = run(pytester, *JUDGED, f"--duplexact-judge-base-url={judge.url}",
-                f"--duplexact-resume={pytester.path / 'run'}", *xdist)
+                f"--duplexact-resume={pytester.path / 'run'}", *xdist,
+                *(NO_ASYNCIO if inprocess else ()), inprocess=inprocess)
     assert again.ret == 0, again.stdout.str()
     resumed = read_report(pytester.path / "run")
     assert "budget" not in resumed
@@ -134,12 +141,12 @@ def test_estimate_only_calls_no_model(pytester, monkeypatch):
 
 def test_a_budget_needs_prices_for_what_the_run_bills(pytester, monkeypatch):
     monkeypatch.setenv("XAI_API_KEY", KEY)
-    res = pytester.runpytest_subprocess("--duplexact-model=grok-voice", "--duplexact-max-cost=5",
-                                        "-p", "no:cacheprovider")
+    res = run(pytester, "--duplexact-model=grok-voice", "--duplexact-max-cost=5",
+              "-p", "no:cacheprovider", *NO_ASYNCIO, inprocess=True)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "--duplexact-max-cost: no price for 'grok-voice' (model)" in res.stderr.str()
-    bad = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-max-wall=soon",
-                                        "-p", "no:cacheprovider")
+    bad = run(pytester, "--duplexact-model=oracle", "--duplexact-max-wall=soon",
+              "-p", "no:cacheprovider", *NO_ASYNCIO, inprocess=True)
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--duplexact-max-wall: expected a duration such as 90s" in bad.stderr.str()
     assert not (pytester.path / "duplexact-runs").exists()

@@ -1,7 +1,12 @@
 """A run whose model cannot be built, and a collect-only run, leave no run folder (issue 31,
 leftovers): the factory was called at the first instance, after the run folder was made, so a
 factory that raised left duplexact-runs/<name>-<stamp>/ and a resume hint for a run that never
-started; --collect-only made a run folder although it measures nothing."""
+started; --collect-only made a run folder although it measures nothing.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ def picky(level="1", **options):
 '''
 
 
-run = runner("-p", "no:cacheprovider", "--duplexact-limit=1", "--duplexact-action=take_turn")
+run = runner("-p", "no:cacheprovider", "--duplexact-limit=1", "--duplexact-action=take_turn",
+             "-p", "no:asyncio", inprocess=True)
 
 
 def refused(pytester, res, *words: str) -> str:

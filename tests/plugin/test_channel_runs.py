@@ -1,7 +1,12 @@
 """--duplexact-channel end to end (stepped models, small selections): the endpoint baseline
 interrupts itself under its own echo and compare shows the drop with its flips; the oracle,
 which reads the annotations, is unchanged by a phone line; a channelled run resumes exactly,
-never into a run of another channel; recorded: re-scores a channelled run."""
+never into a run of another channel; recorded: re-scores a channelled run.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -13,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.inner_runs import runner
 from tests.support.runs import comparable
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 DELAYED = ["--duplexact-condition=take_turn.delayed", "-p", "no:cacheprovider"]
 ONE_EACH = ["--duplexact-condition=take_turn.immediate,stop.direct_interruption",
@@ -30,11 +38,11 @@ def _verdicts(rep: dict) -> dict:
 
 
 def test_endpoint_interrupts_itself_under_its_echo(pytester):
-    clean = pytester.runpytest_subprocess("--duplexact-model=endpoint",
-                                          "--duplexact-run-dir=clean", *DELAYED, timeout=300)
+    clean = inproc(pytester, "--duplexact-model=endpoint",
+                   "--duplexact-run-dir=clean", *DELAYED)
     clean.assert_outcomes(passed=3)
-    echo = pytester.runpytest_subprocess("--duplexact-model=endpoint", "--duplexact-run-dir=echo",
-                                         "--duplexact-channel=echo:-6@50", *DELAYED, timeout=300)
+    echo = inproc(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=echo",
+                  "--duplexact-channel=echo:-6@50", *DELAYED)
     echo.assert_outcomes(failed=3)
     rep = _report(pytester.path / "echo")
     assert rep["settings"]["channel"] == "echo:-6@50"
@@ -91,40 +99,38 @@ def test_autosaved_runs_under_two_channels_make_a_robustness_section(clean_and_p
 def test_a_channelled_run_resumes_exactly_and_only_itself(pytester):
     args = ["--duplexact-model=endpoint", "--duplexact-channel=noise:babble@10+room:0.3",
             *ONE_EACH]
-    pytester.runpytest_subprocess("--duplexact-run-dir=run", *args, timeout=300)
+    inproc(pytester, "--duplexact-run-dir=run", *args)
     run = pytester.path / "run"
     first = _report(run)
     victim = run / first["instances"][0]["recording"]
     heard = (victim / "channel_input.flac").read_bytes()
     (victim / "outcome.json").unlink()
-    again = pytester.runpytest_subprocess(f"--duplexact-resume={run}", timeout=300)
+    again = inproc(pytester, f"--duplexact-resume={run}")
     assert "1 finished" in again.stdout.str() or "resuming" in again.stdout.str()
     assert (victim / "channel_input.flac").read_bytes() == heard  # the same noise, re-drawn
     assert comparable(_report(run)) == comparable(first)
-    other = pytester.runpytest_subprocess(f"--duplexact-resume={run}",
-                                          "--duplexact-channel=phone", timeout=300)
+    other = inproc(pytester, f"--duplexact-resume={run}",
+                   "--duplexact-channel=phone")
     assert other.ret == pytest.ExitCode.USAGE_ERROR
     assert "channel: 'noise:babble@10+room:0.3' -> 'phone'" in other.stderr.str()
-    rescored = pytester.runpytest_subprocess(f"--duplexact-model=recorded:{run}",
-                                             "--duplexact-run-dir=again", *ONE_EACH,
-                                             timeout=300)
+    rescored = inproc(pytester, f"--duplexact-model=recorded:{run}",
+                      "--duplexact-run-dir=again", *ONE_EACH)
     assert rescored.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     assert _verdicts(_report(pytester.path / "again")) == _verdicts(first)
 
 
 def test_a_bad_channel_is_one_line(pytester):
-    res = pytester.runpytest_subprocess("--duplexact-model=silent",
-                                        "--duplexact-channel=noise:pnik@10", *ONE_EACH,
-                                        timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent",
+                 "--duplexact-channel=noise:pnik@10", *ONE_EACH)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     err = res.stderr.str()
     assert "did you mean 'pink'" in err and "Traceback" not in err
 
 
 def test_an_echo_shorter_than_a_frame_is_refused_before_the_run(pytester):
-    res = pytester.runpytest_subprocess("--duplexact-model=endpoint",
-                                        "--duplexact-channel=echo:-6@10",
-                                        "--duplexact-run-dir=r", *ONE_EACH, timeout=300)
+    res = inproc(pytester, "--duplexact-model=endpoint",
+                 "--duplexact-channel=echo:-6@10",
+                 "--duplexact-run-dir=r", *ONE_EACH)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "at least 20 ms" in res.stderr.str()
     assert not (pytester.path / "r").exists()

@@ -1,5 +1,10 @@
 """CI conventions, from a user's point of view: the GitHub Actions job summary, stored runs
-with compare-with-latest, and a report copy that knows where its recordings are."""
+with compare-with-latest, and a report copy that knows where its recordings are.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-run = runner(*SMALL)
+inproc = runner("-p", "no:asyncio", inprocess=True)
+run = runner(*SMALL, "-p", "no:asyncio", inprocess=True)
 
 
 def test_the_job_summary_is_appended_never_overwritten(pytester, monkeypatch):
@@ -53,19 +59,19 @@ def test_autosave_then_compare_with_latest_gates_on_a_significant_drop(pytester,
     data = replicated_dataset(tmp_path / "data", "take_turn", "delayed", copies=2)
     sel = [f"--duplexact-data={data}", "--duplexact-baseline-alpha=0.1", "-p",
            "no:cacheprovider"]
-    good = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-autosave",
-                                         *sel, timeout=300)
+    good = inproc(pytester, "--duplexact-model=oracle", "--duplexact-autosave",
+                  *sel)
     assert good.ret == 0 and "duplexact: stored this run as" in good.stdout.str()
     (first,) = store.entries(Path(pytester.path, ".duplexact"))
     assert first[0] == 1 and first[1].name.startswith("0001_oracle_")
-    same = pytester.runpytest_subprocess("--duplexact-model=oracle", "--duplexact-compare",
-                                         "--duplexact-autosave", *sel, timeout=300)
+    same = inproc(pytester, "--duplexact-model=oracle", "--duplexact-compare",
+                  "--duplexact-autosave", *sel)
     assert same.ret == 0, same.stdout.str()
     assert len(store.entries(Path(pytester.path, ".duplexact"))) == 2
     report = _run_report(pytester, "oracle-*")
     assert report["baseline"]["passed"] and report["baseline"]["drops"] == []
-    worse = pytester.runpytest_subprocess("--duplexact-model=silent", "--duplexact-compare=1",
-                                          *sel, timeout=300)
+    worse = inproc(pytester, "--duplexact-model=silent", "--duplexact-compare=1",
+                   *sel)
     report = _run_report(pytester, "silent-*")
     b = report["baseline"]
     assert b["path"].endswith(first[1].name) and b["pairing"] == "paired"
@@ -129,10 +135,11 @@ def factory(**options):
 def test_reruns_never_retry_a_miss_and_do_retry_an_error(pytester):
     """With pytest-rerunfailures a miss retried until it passes would inflate rates."""
     pytester.makepyfile(flaky_model=MISSES_AND_CRASHES)
-    res = pytester.runpytest_subprocess(
-        "--duplexact-model=flaky_model:factory", "--duplexact-condition=take_turn.immediate,"
-        "take_turn.delayed", "--duplexact-limit=1", "--reruns=2", "-p", "no:cacheprovider",
-        "-v", timeout=300)
+    res = inproc(
+        pytester, "--duplexact-model=flaky_model:factory",
+        "--duplexact-condition=take_turn.immediate,take_turn.delayed", "--duplexact-limit=1",
+        "--reruns=2", "-p", "no:cacheprovider",
+        "-v")
     out = res.stdout.str()
     outcomes = res.parseoutcomes()
     # immediate: silent misses it, once, not re-run; delayed: crashes once, re-run, then a miss
@@ -143,9 +150,9 @@ def test_reruns_never_retry_a_miss_and_do_retry_an_error(pytester):
 
 def test_an_unmeasured_immediate_stage_is_skipped_not_passed(pytester):
     """Backchannel's immediate stage needs the judges: without them nothing was measured."""
-    res = pytester.runpytest_subprocess("--duplexact-model=oracle",
-                                        "--duplexact-action=backchannel", "--duplexact-limit=1",
-                                        "-rs", "-p", "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=oracle",
+                 "--duplexact-action=backchannel", "--duplexact-limit=1",
+                 "-rs", "-p", "no:cacheprovider")
     res.assert_outcomes(skipped=2)
     assert "not judged:" in res.stdout.str()
 
@@ -154,10 +161,9 @@ def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
     """What a CI dashboard reads, parsed with the standard library."""
     import xml.etree.ElementTree as ET
 
-    res = pytester.runpytest_subprocess("--duplexact-model=endpoint",
-                                        "--duplexact-action=take_turn", "--duplexact-limit=1",
-                                        "--junitxml=junit.xml", "-p", "no:cacheprovider",
-                                        timeout=300)
+    res = inproc(pytester, "--duplexact-model=endpoint",
+                 "--duplexact-action=take_turn", "--duplexact-limit=1",
+                 "--junitxml=junit.xml", "-p", "no:cacheprovider")
     assert res.ret in (0, 1)
     root = ET.parse(Path(pytester.path, "junit.xml")).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
@@ -186,9 +192,9 @@ def factory(**options):
 
 def test_a_factory_that_raises_is_one_error_with_its_traceback_once(pytester):
     pytester.makepyfile(broken_model=FAILING_FACTORY)
-    res = pytester.runpytest_subprocess("--duplexact-model=broken_model:factory",
-                                        "--duplexact-action=take_turn", "--duplexact-run-dir=r",
-                                        "-p", "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=broken_model:factory",
+                 "--duplexact-action=take_turn", "--duplexact-run-dir=r",
+                 "-p", "no:cacheprovider")
     out = res.stdout.str()
     assert res.ret == 2  # pytest's "interrupted": the run stopped at the first instance
     assert out.count("weights not found: /models/ckpt.safetensors") <= 3  # once, not 9x
@@ -206,9 +212,9 @@ def _collected(out: str) -> int:
 def test_the_counts_add_up_whatever_deselects(pytester):
     """-k, and the other actions an action selection leaves out, are both "deselected" (by
     pytest's own hook), so collected = deselected + what ran, and nothing goes unreported."""
-    res = pytester.runpytest_subprocess("--duplexact-model=silent", "-k", "delayed",
-                                        "--duplexact-action=take_turn", "--duplexact-run-dir=r",
-                                        "-p", "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent", "-k", "delayed",
+                 "--duplexact-action=take_turn", "--duplexact-run-dir=r",
+                 "-p", "no:cacheprovider")
     out = res.stdout.str()
     outcomes = res.parseoutcomes()
     others = len(ACTIONS) - 1  # one placeholder per action outside the selection
@@ -216,10 +222,10 @@ def test_the_counts_add_up_whatever_deselects(pytester):
     assert _collected(out) == sum(outcomes.values()), out
     report = json.loads(Path(pytester.path, "r", "report.json").read_text())
     assert not [n for n in report["notes"] if "have no outcome" in n]  # nothing missing
-    res = pytester.runpytest_subprocess("--duplexact-model=silent",
-                                        "--duplexact-action=take_turn",
-                                        "--duplexact-condition=delayed", "--duplexact-run-dir=r2",
-                                        "-p", "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent",
+                 "--duplexact-action=take_turn",
+                 "--duplexact-condition=delayed", "--duplexact-run-dir=r2",
+                 "-p", "no:cacheprovider")
     out = res.stdout.str()
     outcomes = res.parseoutcomes()
     assert outcomes == {"failed": 3, "deselected": others}, out

@@ -1,7 +1,9 @@
 """The plugin as a user drives it: options and ini keys, node ids, outcomes, errors, gates and
-exit status (xdist = serial: tests/run/test_determinism.py). Each test runs pytest in a
-subprocess inside a temp dir (so the suites are found from outside the checkout) on a tiny
-selection of the bundled set."""
+exit status (xdist = serial: tests/run/test_determinism.py). Each test runs pytest inside a temp
+dir (so the suites are found from outside the checkout) on a tiny selection of the bundled set,
+in process, as tests/plugin/test_first_day.py does: each run builds its own config and session
+(plugins from their entry points, exit status, terminal output), as a new pytest process does,
+without a process start's ~2 CPU-s. A user's folder has no asyncio ini: pytest-asyncio is off."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ import textwrap
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from tests.support.inner_runs import run
+from tests.support.inner_runs import runner
 from tests.support.runs import read_report
 
+run = runner("-p", "no:asyncio", inprocess=True)
 SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cacheprovider"]
 
 CRASHY = textwrap.dedent('''

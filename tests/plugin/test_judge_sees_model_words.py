@@ -2,7 +2,12 @@
 prompt cuts the model's speech at an instant (recover: the cue's start; hold_floor: the cue's
 end), a segment sounding at that instant is split by its timed words, not by a guess in
 proportion to time. A real plugin run with the oracle (native time-aligned transcript) against
-the fake judge server; the requests it received are compared with the recording's words."""
+the fake judge server; the requests it received are compared with the recording's words.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeOpenAI
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 # prompt line -> (cue edge the prompt cuts at)
 CUTS = {"Interrupted contribution (what the model was saying): ": "start",
@@ -29,11 +37,11 @@ def _said_before(folder: Path, edge: str) -> str:
 def test_judges_get_the_model_words_before_the_cut(pytester, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-words-0000")
     with FakeOpenAI() as server:
-        res = pytester.runpytest_subprocess(
-            "--duplexact-model=oracle", "--duplexact-action=recover,hold_floor",
+        res = inproc(
+            pytester, "--duplexact-model=oracle", "--duplexact-action=recover,hold_floor",
             "--duplexact-judge=gpt-5.4", "--duplexact-audio-judge=off",
             f"--duplexact-judge-base-url={server.url}", "--duplexact-run-dir=run",
-            "-p", "no:cacheprovider", timeout=300)
+            "-p", "no:cacheprovider")
         requests = server.chat_requests
     assert res.ret == 0, res.stdout.str()[-3000:]
     by_id = {}

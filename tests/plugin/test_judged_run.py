@@ -1,6 +1,11 @@
 """A judged run through the plugin, against the fake OpenAI server on 127.0.0.1: S is
 measured, the report states models and calls, a re-score of the recordings with the warm
-cache makes zero requests and gives the same verdicts, and no key is written anywhere."""
+cache makes zero requests and gives the same verdicts, and no key is written anywhere.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -8,6 +13,9 @@ import json
 from pathlib import Path
 
 from tests.fakes import FakeOpenAI
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 KEY = "sk-test-JUDGE-never-written-9876543210"
 
@@ -19,13 +27,13 @@ def test_judged_run_then_cached_rescore(pytester, monkeypatch):
               "no:cacheprovider"]
     with FakeOpenAI() as server:  # default answers: YES, and "affirmative" for audio
         common.append(f"--duplexact-judge-base-url={server.url}")
-        first = pytester.runpytest_subprocess("--duplexact-model=oracle",
-                                              "--duplexact-run-dir=run1", *common, timeout=300)
+        first = inproc(pytester, "--duplexact-model=oracle",
+                       "--duplexact-run-dir=run1", *common)
         calls = server.count
         assert calls > 0
-        again = pytester.runpytest_subprocess(
-            f"--duplexact-model=recorded:{pytester.path / 'run1'}", "--duplexact-run-dir=run2",
-            *common, timeout=300)
+        again = inproc(
+            pytester, f"--duplexact-model=recorded:{pytester.path / 'run1'}",
+            "--duplexact-run-dir=run2", *common)
         assert server.count == calls, "the re-score asked the judge again"
     r1 = json.loads(Path(pytester.path, "run1", "report.json").read_text())
     r2 = json.loads(Path(pytester.path, "run2", "report.json").read_text())

@@ -1,6 +1,11 @@
 """A model error's report is short (issue 31 item 10): the message, the model's call that
 raised and its line, where the full traceback is; about 85 lines of the plugin's own frames per
-instance before. The outcome stays an error; --tb=long shows the whole traceback."""
+instance before. The outcome stays an error; --tb=long shows the whole traceback.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -8,6 +13,10 @@ import re
 import textwrap
 
 import pytest
+
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 CRASHY = textwrap.dedent('''
     from pytest_duplexact.models.providers.oracle import OracleModel
@@ -33,7 +42,7 @@ def _errors_section(out: str) -> list[str]:
 
 def test_a_model_error_is_a_few_lines_per_instance(pytester):
     pytester.makepyfile(crashy=CRASHY)
-    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    res = inproc(pytester, *ARGS)
     res.assert_outcomes(errors=2)
     assert res.ret == pytest.ExitCode.TESTS_FAILED
     lines = _errors_section(res.stdout.str())
@@ -53,7 +62,7 @@ def test_a_model_error_is_a_few_lines_per_instance(pytester):
 
 def test_tb_long_still_shows_the_whole_traceback(pytester):
     pytester.makepyfile(crashy=CRASHY)
-    res = pytester.runpytest_subprocess(*ARGS, "--tb=long", timeout=300)
+    res = inproc(pytester, *ARGS, "--tb=long")
     res.assert_outcomes(errors=2)
     text = "\n".join(_errors_section(res.stdout.str()))
     assert "The above exception was the direct cause of the following exception" in text

@@ -1,7 +1,10 @@
 """`pytest --duplexact-model=moshi` end to end on bundled instances, one per pipeline (direct,
 simulator, barge-in), with a tiny random checkpoint written by tests/models/providers/moshi_tiny.py and
 loaded through the adapter's real options. Two runs with one seed give the same bytes for the
-simulator's instance; different inputs give different outputs."""
+simulator's instance; different inputs give different outputs. Each recording keeps the frame
+clock through its pipeline: output as long as input, audible, and the native words in order from
+the LM's two-frame delay on (this run carries that check for tests/models/providers/test_moshi.py
+too: one set of moshi trials instead of two)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from pytest_duplexact.data.recording_io import track_file
+from pytest_duplexact.data.recording_io import load_recording, track_file
 
 pytest.importorskip("moshi", reason="moshi is installed by .ci/run (pip install --no-deps)")
 
@@ -59,6 +63,12 @@ def test_moshi_runs_every_pipeline_deterministically(pytester, model_args):
         rec = json.loads((one / "recording.json").read_text())
         assert rec["transcript"], inst["id"]  # the native text stream reached the recording
         outputs[inst["id"]] = track_file(one, "output").read_bytes()
+        # through each stepped pipeline: the output track as long as the input, not silent;
+        # the words from frame 2 on (the LM's delay: 0.16 s) to the end, in time order
+        got = load_recording(one)
+        assert len(got.output) == len(got.input) and np.abs(got.output).max() > 0, inst["id"]
+        assert all(0.16 - 1e-9 <= w.start < got.duration for w in got.transcript), inst["id"]
+        assert list(got.transcript) == sorted(got.transcript, key=lambda w: w.start)
     [repeated] = again["instances"]
     two = Path(pytester.path, "two", repeated["recording"])
     one = Path(pytester.path, "one", repeated["recording"])

@@ -1,8 +1,17 @@
 """A benchmark run inside a user's project: the project's own tests are not collected (the
 benchmark's exit status must not depend on them), the run says so once with the command that
-runs both, and that command does run both."""
+runs both, and that command does run both.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
+
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 ARGS = ["--duplexact-model=silent", "--duplexact-condition=wait.inter_sentential_pause",
         "-p", "no:cacheprovider"]
@@ -17,7 +26,7 @@ def project(pytester):
 
 def test_the_projects_tests_are_named_once_and_the_named_command_runs_both(pytester):
     project(pytester)
-    res = pytester.runpytest_subprocess(*ARGS, "-v", timeout=300)
+    res = inproc(pytester, *ARGS, "-v")
     out = res.stdout.str()
     assert res.ret == 0, out
     assert out.count(NOTE) == 1, out
@@ -26,15 +35,15 @@ def test_the_projects_tests_are_named_once_and_the_named_command_runs_both(pytes
     assert "test_mine" not in out
     res.assert_outcomes(passed=3)  # the condition's three instances, nothing else
 
-    both = pytester.runpytest_subprocess("./tests", "--pyargs", "pytest_duplexact.suites", *ARGS,
-                                         "-v", timeout=300)
+    both = inproc(pytester, "./tests", "--pyargs", "pytest_duplexact.suites", *ARGS,
+                  "-v")
     assert both.ret == 0, both.stdout.str()
     both.assert_outcomes(passed=4)
     assert "test_mine PASSED" in both.stdout.str() and NOTE not in both.stdout.str()
 
 
 def test_a_folder_without_tests_gets_no_note(pytester):
-    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    res = inproc(pytester, *ARGS)
     assert res.ret == 0 and NOTE not in res.stdout.str()
 
 
@@ -54,16 +63,16 @@ def test_test_files_are_found_where_pytest_would_collect_them(pytester):
     deep = pytester.path / "src" / "pkg" / "tests" / "unit"
     deep.mkdir(parents=True)
     (deep / "test_a.py").write_text("def test_a():\n    pass\n")
-    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    res = inproc(pytester, *ARGS)
     assert "(e.g. src/pkg/tests/unit/test_a.py) are not collected. To run both: pytest . " \
         "--pyargs" in res.stdout.str(), res.stdout.str()
 
     (pytester.path / "pytest.ini").unlink()  # no configuration: src/ is not looked in
-    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    res = inproc(pytester, *ARGS)
     assert NOTE not in res.stdout.str()
     pytester.mkdir("tests")
     (pytester.path / "tests" / "test_b.py").write_text("def test_b():\n    pass\n")
-    res = pytester.runpytest_subprocess(*ARGS, timeout=300)
+    res = inproc(pytester, *ARGS)
     assert "(e.g. tests/test_b.py) are not collected" in res.stdout.str()
 
 

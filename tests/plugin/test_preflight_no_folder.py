@@ -1,18 +1,27 @@
 """A run refused before it starts leaves no run folder (issue 31, friction: 21 piled up): the
 remote transcriber and the LLM simulator without their API key were refused only at the first
-instance, as "the model could not be built", after the run folder was made."""
+instance, as "the model could not be built", after the run folder was made.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 
 @pytest.mark.parametrize("option", ["--duplexact-transcriber=whisper-1",
                                     "--duplexact-simulator=llm"])
 def test_a_missing_key_is_refused_before_the_run_folder(pytester, monkeypatch, option):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    res = pytester.runpytest_subprocess("--duplexact-model=silent", option, "-p",
-                                        "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent", option, "-p",
+                 "no:cacheprovider")
     said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
     assert res.ret == pytest.ExitCode.USAGE_ERROR, said
     assert said[-1] == (f"ERROR: {option}: no API key: set the OPENAI_API_KEY environment "
@@ -31,8 +40,8 @@ def test_a_missing_key_is_refused_before_the_run_folder(pytester, monkeypatch, o
 ])
 def test_a_transcriber_that_cannot_be_had_is_refused_before_the_run_folder(pytester, option,
                                                                           said_last):
-    res = pytester.runpytest_subprocess("--duplexact-model=silent", option, "-p",
-                                        "no:cacheprovider", timeout=300)
+    res = inproc(pytester, "--duplexact-model=silent", option, "-p",
+                 "no:cacheprovider")
     said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
     assert res.ret == pytest.ExitCode.USAGE_ERROR, said
     assert said[-1] == said_last, said

@@ -1,7 +1,13 @@
 """A run directory belongs to one run: an explicit one that holds another run is refused (it
 would be overwritten), a second process on a folder in use is refused naming the holder,
 --duplexact-resume decides the folder alone, and a resume over tampered outcomes re-runs them
-and still writes its report."""
+and still writes its report.
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do (but for the folder in use,
+which another process must find locked, and the full disk, whose conftest patches os.replace):
+each builds its own config and session (plugins from their entry points, exit status, terminal
+output, files) as a new pytest process does, without a process start's ~2 CPU-s. A user's
+folder has no asyncio ini: pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -15,7 +21,10 @@ SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-run = runner(*SMALL)
+run = runner(*SMALL, "-p", "no:asyncio", inprocess=True)
+# a process of its own: where the test's process holds the run lock ("another run"), and where
+# a conftest patches os.replace (that would outlive an in-process run)
+run_elsewhere = runner(*SMALL)
 
 
 def test_an_explicit_run_dir_holding_another_run_is_refused(pytester):
@@ -40,7 +49,8 @@ def test_a_run_dir_in_use_is_refused_naming_the_holder(pytester):
     folder = Path(pytester.path, "busy")
     lock = RunLock.acquire(folder)  # this process plays the other run
     try:
-        res = run(pytester, "--duplexact-model=silent", f"--duplexact-run-dir={folder}")
+        res = run_elsewhere(pytester, "--duplexact-model=silent",
+                            f"--duplexact-run-dir={folder}")
     finally:
         lock.release()
     assert res.ret == 4
@@ -79,8 +89,8 @@ atomic.os.replace = replace
 
 
 def test_a_full_disk_is_one_clear_error_and_leaves_no_temporary_files(pytester):
-    pytester.makeconftest(FULL_DISK)
-    res = run(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=r")
+    pytester.makeconftest(FULL_DISK)  # patches os.replace: in a process of its own
+    res = run_elsewhere(pytester, "--duplexact-model=endpoint", "--duplexact-run-dir=r")
     out = res.stdout.str()
     assert res.ret == 1
     assert "duplexact: ERROR: could not write" in out and "No space left on device" in out

@@ -1,10 +1,18 @@
 """Each message once: the wall-time limit's stop (not a note, the same line again and pytest's
-banner) and "resuming ..." (not at the start and again in the summary)."""
+banner) and "resuming ..." (not at the start and again in the summary).
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 RUN = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "-p", "no:cacheprovider",
        "-q")
 
@@ -26,9 +34,8 @@ class SlowOracle(OracleModel):
 
 def test_the_wall_limit_is_said_once(pytester):
     pytester.makepyfile(slow_oracle=SLOW_ORACLE)
-    res = pytester.runpytest_subprocess("--duplexact-model=slow_oracle:SlowOracle", *RUN[1:],
-                                        "--duplexact-run-dir=run", "--duplexact-max-wall=1s",
-                                        timeout=300)
+    res = inproc(pytester, "--duplexact-model=slow_oracle:SlowOracle", *RUN[1:],
+                 "--duplexact-run-dir=run", "--duplexact-max-wall=1s")
     out = res.stdout.str() + res.stderr.str()
     assert res.ret == pytest.ExitCode.INTERRUPTED
     assert out.count("wall-time limit of 1 s reached") == 1, out
@@ -40,11 +47,10 @@ def test_the_wall_limit_is_said_once(pytester):
 
 
 def test_resuming_is_said_once(pytester):
-    res = pytester.runpytest_subprocess(*RUN, "--duplexact-limit=1", "--duplexact-run-dir=run",
-                                        timeout=300)
+    res = inproc(pytester, *RUN, "--duplexact-limit=1", "--duplexact-run-dir=run")
     assert res.ret == 0
-    res = pytester.runpytest_subprocess("--duplexact-resume=run", "-p", "no:cacheprovider",
-                                        "-q", timeout=300)
+    res = inproc(pytester, "--duplexact-resume=run", "-p", "no:cacheprovider",
+                 "-q")
     out = res.stdout.str()
     assert res.ret == 0
     assert out.count("duplexact: resuming ") == 2, out  # the settings taken, what is reused

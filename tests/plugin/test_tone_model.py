@@ -1,12 +1,21 @@
 """A model that beeps does not take turns (issue 31, friction): the VAD's failure message says
 "tones and noise are not speech", yet silero scores some tones as speech (a tone modulated at a
 syllable rate in full, a 220 Hz sine's onset), and with the model's own words attached those
-spans passed take_turn. Tones are now dropped from the speech spans (listen/vad.py is_tone)."""
+spans passed take_turn. Tones are now dropped from the speech spans (listen/vad.py is_tone).
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
 import re
 import textwrap
+
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
 
 TONE_MODEL = textwrap.dedent('''
     import numpy as np
@@ -35,9 +44,9 @@ TONE_MODEL = textwrap.dedent('''
 
 def test_a_beeping_model_passes_no_take_turn_instance(pytester):
     pytester.makepyfile(beeper=TONE_MODEL)
-    res = pytester.runpytest_subprocess("--duplexact-model=beeper:factory",
-                                        "--duplexact-action=take_turn", "-p",
-                                        "no:cacheprovider", "-q", timeout=600)
+    res = inproc(pytester, "--duplexact-model=beeper:factory",
+                 "--duplexact-action=take_turn", "-p",
+                 "no:cacheprovider", "-q")
     res.assert_outcomes(failed=9)
     out = res.stdout.str()
     # the failures' own sections (pytest's short summary repeats them untruncated under CI=true)

@@ -1,7 +1,12 @@
 """Folders a run cannot use are refused before it starts, in one line naming the option and
 the fix, exit 4, leaving no run folder: ``recorded:`` on a folder that is not a run (it gave
 an error per instance and a new run folder each time), and a run directory that cannot be
-made (``/proc/x``, a path under a file: a bare ``[Errno 2]`` / ``[Errno 20]``)."""
+made (``/proc/x``, a path under a file: a bare ``[Errno 2]`` / ``[Errno 20]``).
+
+The plugin runs in process, as tests/plugin/test_first_day.py's do: each builds its own config
+and session (plugins from their entry points, exit status, terminal output, files) as a new
+pytest process does, without a process start's ~2 CPU-s. A user's folder has no asyncio ini:
+pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
@@ -10,12 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.inner_runs import runner
+
+inproc = runner("-p", "no:asyncio", inprocess=True)
+
 SMALL = ("--duplexact-condition=take_turn.delayed", "--duplexact-limit=2", "-p",
          "no:cacheprovider")
 
 
 def _refused(pytester, *args) -> str:
-    res = pytester.runpytest_subprocess(*args, *SMALL, timeout=300)
+    res = inproc(pytester, *args, *SMALL)
     said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
     assert res.ret == pytest.ExitCode.USAGE_ERROR, said
     assert len(said) <= 2 and said[-1].startswith("ERROR: "), said  # the estimate, the line

@@ -124,11 +124,19 @@ async def short_trials(m, insts, size: int):
     return await asyncio.gather(*(trial(i) for i in insts))
 
 
-def test_the_pipelines_in_lockstep(greedy, tmp_path):
-    insts = [direct_instance(tmp_path, "take_turn", "delayed"),
-             direct_instance(tmp_path, "interrupt", "help")]  # Direct Replay and barge-in
+@pytest.fixture(scope="module")
+def lockstep(greedy, tmp_path_factory):
+    """Direct Replay and barge-in as two trials of one batch of 2 on the greedy model: run
+    once for the module, read by the lockstep test and compared with the bridge's run."""
+    tmp = tmp_path_factory.mktemp("lockstep")
+    insts = [direct_instance(tmp, "take_turn", "delayed"),
+             direct_instance(tmp, "interrupt", "help")]  # Direct Replay and barge-in
+    return insts, run(short_trials(greedy, insts, 2))
+
+
+def test_the_pipelines_in_lockstep(greedy, lockstep):
+    insts, together = lockstep
     m = greedy
-    together = run(short_trials(m, insts, 2))
     # each alone in the slot it had (slot k: the k-th trial to take one)
     first = run(short_trials(m, insts[:1], 2))
     assert same(first[0], together[0]) and together[1].user_sent_until is not None
@@ -136,7 +144,7 @@ def test_the_pipelines_in_lockstep(greedy, tmp_path):
 
 
 @pytest.mark.slow
-def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp_path):
+def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, lockstep):
     """``python -m pytest_duplexact.bridges.moshi_bridge --batch 2`` (moshi_bridge.py): the kit
     steps both trials in one call (bridges/kit.py, BatchStepper), and the client, batched too, hears what
     the adapter gives in process."""
@@ -144,9 +152,7 @@ def test_moshi_batched_behind_the_bridge_is_moshi_batched_in_process(greedy, tmp
     from pytest_duplexact.models import resolve_model as resolve
     from tests.bridges.support import served
 
-    insts = [direct_instance(tmp_path, "take_turn", "delayed"),
-             direct_instance(tmp_path, "interrupt", "help")]
-    local = run(short_trials(greedy, insts, 2))
+    insts, local = lockstep  # the in-process batched run (greedy: the same at every call)
     with served(BatchedMoshiBridge(greedy, 2)) as s:  # open_batch starts the model afresh
         assert s.warmup_s is not None  # both slots warmed before it listened, no state left
         through = run(short_trials(resolve("bridge", url=s.url), insts, 2))
