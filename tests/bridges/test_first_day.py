@@ -82,7 +82,7 @@ def refused_in_one_line(pytester, res, *words: str) -> str:
 # config and session as a new pytest process does (exit status, terminal output, no folder),
 # without a process start's ~2 CPU-s; pytest-asyncio off, as in a user's folder.
 run = runner("--duplexact-model=bridge", "-p", "no:cacheprovider", "--duplexact-limit=1",
-             "-p", "no:asyncio", inprocess=True)
+             "-p", "no:asyncio", inprocess=True, timeout=120)  # "refused, not hung": 120 s
 # a process of its own where the test's server runs in this one and logs to its stderr
 run_elsewhere = runner("--duplexact-model=bridge", "-p", "no:cacheprovider",
                        "--duplexact-limit=1", timeout=120)

@@ -16,20 +16,34 @@ there."""
 
 from __future__ import annotations
 
+import faulthandler
 from typing import Callable
 
 import pytest
 
-DEADLINE_S = 300.0  # a subprocess run's; generous: a run starts VAD and models on a busy host
+DEADLINE_S = 300.0  # a run's; generous: a run starts VAD and models on a busy host
+STACKS = "inner-run-stacks.txt"  # an in-process run past its deadline: every thread's stack
 
 
 def run(pytester, *args: str, inprocess: bool = False,
         timeout: float = DEADLINE_S) -> pytest.RunResult:
     """``pytest *args`` in ``pytester``'s folder: a subprocess ended at ``timeout``, or in
-    process (no deadline there: the outer run's own)."""
-    if inprocess:
-        return pytester.runpytest(*args)
-    return pytester.runpytest_subprocess(*args, timeout=timeout)
+    process. An in-process run that passes ``timeout`` ends the whole test process, every
+    thread's stack written first to ``STACKS`` in the run's folder (``faulthandler``; pytest
+    holds file descriptor 2 while a test runs) and xdist reporting its worker crashed on this
+    test: never a CI job that hangs. pytest-rerunfailures is kept out of an in-process run
+    that does not ask for ``--reruns``: under xdist its configure opens a socket and a thread
+    that nothing closes, one more per run in the same process."""
+    if not inprocess:
+        return pytester.runpytest_subprocess(*args, timeout=timeout)
+    if not any(a.startswith("--reruns") for a in args):
+        args = ("-p", "no:rerunfailures", *args)
+    with open(pytester.path / STACKS, "w") as stacks:
+        faulthandler.dump_traceback_later(timeout, exit=True, file=stacks)
+        try:
+            return pytester.runpytest(*args)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def runner(*fixed: str, inprocess: bool = False,
