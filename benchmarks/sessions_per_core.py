@@ -237,15 +237,14 @@ def one_level(concurrency: int, n: int, args, work: Path) -> dict:
     kinds = Counter(re.sub(r"\d+(\.\d+)?", "N", i["error"].split(" (")[0])[:100]
                     for i in rep["instances"] if i.get("error"))
     measured, clock = rep.get("measured") or {}, rep.get("clock") or {}
-    ideal = ideal_wall(list(lengths.values()), concurrency * max(1, args.workers))
+    lanes, streams = concurrency * max(1, args.workers), list(lengths.values())
+    ideal = ideal_wall(streams, lanes)
     # what the machine's cores hold at the CPU both sides spent per streamed second, and the
     # ideal at that many lanes: the part of the wall time over the ideal that no harness
     # could remove on this machine with this fake beside it
     spent = (pytest.cpu_s + server.cpu_s) / stream_total if stream_total else None
     ceiling = int((os.cpu_count() or 1) / spent) if spent else None
-    at_ceiling = ideal_wall(list(lengths.values()),
-                            min(concurrency * max(1, args.workers), ceiling)) \
-        if ceiling else None
+    at_ceiling = ideal_wall(streams, min(lanes, ceiling)) if ceiling else None
     return {
         "concurrency": concurrency, "workers": args.workers, "instances": n,
         "scored": len(streamed), "errors": rep["totals"]["errors"],
