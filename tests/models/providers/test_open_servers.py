@@ -62,23 +62,32 @@ def check_timing(rec, t0, sends):
     assert -MARGIN <= offset - played_end(sends, t0) <= late
 
 
+def played_out(finished_sends, turns_expected: int = 1):
+    """A trial's ``until``: the fake answers late on a loaded machine, so the trial runs on
+    (in silence) until its last reply has been sent and played, rather than for a fixed
+    length (fixed lengths cut a reply's end off in clean-clone CI runs: VITA's last words,
+    mini-omni2's last step). ``finished_sends`` gives each finished reply's sends so far."""
+    def until(d) -> bool:
+        done = finished_sends()
+        return len(done) >= turns_expected and \
+            d.now >= played_end(done[-1], d.started_at) + 0.1
+    return until
+
+
+def sent_turns(server, ended: str):
+    """The fake socket.io / Lychee server's first session's turns that ended ``ended``."""
+    return lambda: [t.sends for t in (server.sessions[0].turns if server.sessions else [])
+                    if t.ended == ended]
+
+
 # --- freeze-omni / vita-1.5 --------------------------------------------------------------------
 
 async def socketio_reply(name, build):
     script = sio_fake.Script(segments=3, segment_s=0.4)
     async with sio_fake.FakeOmniServer(name, script) as server:
         clip = user_clip([(0.2, 0.8)], total=3.2)
-
-        def played(d) -> bool:
-            # the fake answers late on a loaded machine: the trial runs on (in silence) until
-            # the reply has been sent and played (the fixed 3.2 s once cut VITA's last two
-            # words off in a clean-clone CI run), as the other fakes' trials here do
-            turns = server.sessions[0].turns if server.sessions else []
-            return bool(turns) and turns[-1].ended == "sent" and \
-                d.now >= played_end(turns[-1].sends, d.started_at) + 0.1
-
         trial = await run_trial(build(server_url=server.url, verify="false"), clip,
-                                until=played)
+                                until=played_out(sent_turns(server, "sent")))
         return script, trial, server.sessions[0]
 
 
@@ -115,7 +124,8 @@ async def socketio_every_answer():
     async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
         clip = user_clip([(0.2, 0.6), (2.9, 3.3)], total=4.6)
         rec, _, t0, session = await run_trial(
-            freeze_omni(server_url=server.url, verify="false"), clip)
+            freeze_omni(server_url=server.url, verify="false"), clip,
+            until=played_out(sent_turns(server, "sent"), turns_expected=2))
         truth = server.sessions[0]
     assert [t.ended for t in truth.turns] == ["sent", "sent"]
     assert truth.stops_with_segment == 2  # each stop_tts came in its answer's first message
@@ -141,7 +151,8 @@ async def socketio_cut():
     async with sio_fake.FakeOmniServer("freeze-omni", script) as server:
         clip = user_clip([(0.2, 0.8), (1.7, 2.1)], total=5.2)
         rec, _, t0, session = await run_trial(
-            freeze_omni(server_url=server.url, verify="false"), clip)
+            freeze_omni(server_url=server.url, verify="false"), clip,
+            until=played_out(sent_turns(server, "sent")))
         first, second = server.sessions[0].turns
     assert first.ended == "interrupted" and first.cut_at is not None
     cut = first.cut_at - t0
@@ -164,17 +175,9 @@ async def socketio_vita_speech_at_once():
     VITA's recording-started replace the input FIFO: the stream starts after its last
     stop_tts). The turn is answered."""
     async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(segments=1)) as server:
-
-        def sent(d) -> bool:
-            # the fake answers late on a loaded machine: the trial runs on (in silence) until
-            # the answer has been sent and played, rather than for a fixed 2.2 s
-            turns = server.sessions[0].turns if server.sessions else []
-            return bool(turns) and turns[-1].ended != "queued" and \
-                d.now >= played_end(turns[-1].sends, d.started_at) + 0.1
-
         rec, _, t0, session = await run_trial(
             vita_15(server_url=server.url, verify="false"), user_clip([(0.0, 0.6)], total=2.2),
-            until=sent)
+            until=played_out(sent_turns(server, "sent")))
         truth = server.sessions[0]
     assert len(truth.turns) == 1 and truth.turns[0].ended == "sent"
     streamed = len(rec.input) / SAMPLE_RATE  # the instance, and any silence after it
@@ -272,16 +275,8 @@ async def socketio_tls():
 async def lychee_reply():
     async with lychee_fake.FakeLycheeServer(lychee_fake.Script(speak_s=1.0)) as server:
         clip = user_clip([(0.2, 0.8)], total=2.8)
-
-        def played(d) -> bool:
-            # the fake answers late on a loaded machine: the trial runs on until its reply
-            # has been sent and played (a fixed length once cut the reply's end off)
-            turns = server.sessions[0].turns if server.sessions else []
-            return bool(turns) and turns[-1].ended == "done" and \
-                d.now >= played_end(turns[-1].sends, d.started_at) + 0.1
-
-        rec, snapshots, t0, session = await run_trial(lychee(server_url=server.url), clip,
-                                                      until=played)
+        rec, snapshots, t0, session = await run_trial(
+            lychee(server_url=server.url), clip, until=played_out(sent_turns(server, "done")))
         truth = server.sessions[0]
     [turn] = truth.turns
     check_timing(rec, t0, turn.sends)
@@ -340,7 +335,11 @@ async def test_lychee_errors_drops_and_deadlines():
 async def mini_omni2_reply():
     async with omni_fake.FakeMiniOmniServer() as server:
         clip = speech_clip(0.2, 1.6, total=4.0)
-        rec, snapshots, t0, session = await run_trial(mini_omni2(server_url=server.url), clip)
+        steps = server.script.steps
+        rec, snapshots, t0, session = await run_trial(
+            mini_omni2(server_url=server.url), clip,
+            until=played_out(lambda: [r.sends for r in server.sessions
+                                      if len(r.sends) == steps]))
         [req] = server.sessions
     # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it:
     # the request holds exactly the audio up to that chunk's end (which chunk ended the turn),
