@@ -12,6 +12,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from pytest_duplexact.bridges import OptionError, SessionEnded, Trial, typed_options, wire
+from pytest_duplexact.models.util.ws_session import sync_connect
 from tests.bridges.support import served
 
 RATE, FRAME = 16_000, 320
@@ -193,7 +194,7 @@ def test_stopping_the_server_abandons_a_step_that_never_returns():
 
     def serve_and_stop():
         with served(Stuck()) as server:
-            ws = connect(server.url)
+            ws = sync_connect(server.url)
             ready(ws)
             ws.send(wire.audio(np.zeros(FRAME, np.float32)))
         stopped.set()  # served() returned although the step is still stuck

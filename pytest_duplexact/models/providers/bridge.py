@@ -53,7 +53,6 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
-from websockets.sync.client import connect as sync_connect
 
 from ...bridges import wire
 from ...data.timeline import Word
@@ -83,7 +82,7 @@ from ..streaming_contract import (
     stop_and_close,
 )
 from ..util.words import TextStream
-from ..util.ws_session import DuplexSocketSession
+from ..util.ws_session import DuplexSocketSession, sync_connect
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,6 @@ import numpy as np
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect as sync_connect
 
 from ..adapter import Adapter
 from ..contract import DuplexModel, ModelError, SessionInfo
@@ -78,7 +77,7 @@ from ..streaming_contract import (
     stop_and_close,
 )
 from ..util.server_session import started
-from ..util.ws_session import DuplexSocketSession, WsPeer, close_code, receive
+from ..util.ws_session import DuplexSocketSession, WsPeer, close_code, receive, sync_connect
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,6 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import numpy as np
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.sync.client import connect as sync_connect
 
 from ..adapter import Adapter
 from ..catalogue.paper_models import MOSHI_START as START_MOSHI
@@ -65,7 +64,7 @@ from ..streaming_contract import (
     TransientModelError,
     admitting,
 )
-from ..util.ws_session import DuplexSocketSession
+from ..util.ws_session import DuplexSocketSession, sync_connect
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,6 @@ import numpy as np
 # imported here, not lazily: a missing package fails the registry's preflight, by name
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect as sync_connect
 
 from ...bridges import wire
 from ..adapter import Adapter
@@ -87,7 +86,7 @@ from ..streaming_contract import (
 )
 from ..util.pcm import b64_pcm, from_b64_pcm16
 from ..util.server_session import started
-from ..util.ws_session import WsPeer, ready_now, receive, write_now
+from ..util.ws_session import WsPeer, ready_now, receive, sync_connect, write_now
 
 log = logging.getLogger(__name__)
 

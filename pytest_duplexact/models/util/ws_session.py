@@ -7,12 +7,14 @@ its close code (a message past the size bound is the server's error instead)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
+from websockets.sync.client import connect as _sync_connect
 
 from ...bridges import wire
 from ...remote.netsafety import BearerHeaders, Secret
@@ -81,6 +83,17 @@ class WsPeer:
         return TransientModelError(f"{self.label}: {words} (close code {close_code(e)}{said})")
 
 
+# websockets 17.1 deprecated the sync ``connect`` outside a ``with`` block (it warns on the
+# first recv), and keeps the historical behaviour with ``legacy=True``, which 14-16 lack.
+_LEGACY = {"legacy": True} if "legacy" in inspect.signature(_sync_connect).parameters else {}
+
+
+def sync_connect(url: str, **options: Any) -> Any:
+    """websockets' sync client connection to ``url``, returned open (the caller closes it), on
+    every websockets version the project allows."""
+    return _sync_connect(url, **options, **_LEGACY)
+
+
 def send_now(ws: Any, text: str) -> bool:
     """Send ``text`` as one text frame on a websockets asyncio connection at once, past the
     asyncio wrapper of ``Connection.send``, when that wrapper would only check and write: the
@@ -103,8 +116,20 @@ def ready_now(ws: Any) -> bool:
     protocol = getattr(ws, "protocol", None)
     transport = getattr(ws, "transport", None)
     return not (protocol is None or transport is None or protocol.state is not _OPEN
-                or getattr(ws, "fragmented_send_waiter", True) is not None
+                or _fragment_in_flight(ws)
                 or getattr(ws, "paused", True) or transport.is_closing())
+
+
+# The connection's marker of a fragmented send in progress: websockets 17 renamed it. A
+# version with neither is refused (every frame then goes through the awaited ``ws.send``).
+_FRAGMENT_MARKERS = ("send_in_progress", "fragmented_send_waiter")  # 17; 14-16
+
+
+def _fragment_in_flight(ws: Any) -> bool:
+    for name in _FRAGMENT_MARKERS:
+        if hasattr(ws, name):
+            return getattr(ws, name) is not None
+    return True
 
 
 def write_now(ws: Any, text: str) -> None:

@@ -1,16 +1,19 @@
-"""ws_session.send_now: websockets' own frame, written at once when the library's asyncio
-wrapper would only check and write; refused (nothing sent) whenever that wrapper would do
-more, so the caller's ``await ws.send`` applies its checks and waits."""
+"""ws_session against websockets itself. send_now: websockets' own frame, written at once
+when the library's asyncio wrapper would only check and write; refused (nothing sent) whenever
+that wrapper would do more, so the caller's ``await ws.send`` applies its checks and waits.
+sync_connect: an open connection on every websockets version the project allows."""
 
 from __future__ import annotations
 
 import asyncio
+import warnings
 
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
+from websockets.sync.server import serve as sync_serve
 
-from pytest_duplexact.models.util.ws_session import send_now
-from tests.support.servers import ws_collector
+from pytest_duplexact.models.util.ws_session import _FRAGMENT_MARKERS, send_now, sync_connect
+from tests.support.servers import threaded, ws_collector
 
 
 async def _with_server(body):
@@ -51,9 +54,11 @@ def test_refused_when_the_wrapper_would_wait_or_raise():
         ws.paused = True  # the transport's buffer over its high-water mark: drain would wait
         assert not send_now(ws, "a")
         ws.paused = False
-        ws.fragmented_send_waiter = asyncio.get_running_loop().create_future()
-        assert not send_now(ws, "b")  # a fragmented message is being sent
-        ws.fragmented_send_waiter = None
+        # a fragmented message is being sent (the marker's name is the installed version's)
+        [marker] = [m for m in _FRAGMENT_MARKERS if hasattr(ws, m)]
+        setattr(ws, marker, asyncio.get_running_loop().create_future())
+        assert not send_now(ws, "b")
+        setattr(ws, marker, None)
         assert send_now(ws, "c")
         await ws.close()
         assert not send_now(ws, "d")  # closed: ws.send raises ConnectionClosed instead
@@ -72,3 +77,21 @@ def test_an_object_that_is_not_a_websockets_connection_is_refused():
             pass
 
     assert not send_now(Other(), "x")
+
+
+def test_sync_connect_returns_an_open_connection_without_a_deprecation_warning():
+    """websockets 17.1 warns when its sync ``connect`` is used outside ``with`` (the adapters
+    hold their connection across calls); ``sync_connect`` keeps it quiet on every version."""
+    def echo(ws):
+        for message in ws:
+            ws.send(message)
+
+    with sync_serve(echo, "127.0.0.1", 0) as server, threaded(server) as port:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ws = sync_connect(f"ws://127.0.0.1:{port}", open_timeout=10)
+            try:
+                ws.send("hi")
+                assert ws.recv(timeout=10) == "hi"
+            finally:
+                ws.close()
