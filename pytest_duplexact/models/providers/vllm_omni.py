@@ -491,9 +491,7 @@ class VllmOmniSession:
             try:
                 await self._ws.send(self._append(chunk))
             except ConnectionClosed:
-                self._dropped = True
-                raise TransientModelError(f"{LABEL}: the connection dropped mid-instance"
-                                          ) from None
+                raise self._dropped_under_send() from None
             self.usage["audio_in_s"] += len(chunk) / self._rate
 
     def send_nowait(self, pcm: np.ndarray) -> bool:
@@ -506,11 +504,14 @@ class VllmOmniSession:
             try:
                 write_now(self._ws, self._append(chunk))
             except (ConnectionClosed, OSError):
-                self._dropped = True
-                raise TransientModelError(f"{LABEL}: the connection dropped mid-instance"
-                                          ) from None
+                raise self._dropped_under_send() from None
             self.usage["audio_in_s"] += len(chunk) / self._rate
         return True
+
+    def _dropped_under_send(self) -> TransientModelError:
+        """The connection went away under a send: marked, and the error both sends raise."""
+        self._dropped = True
+        return TransientModelError(f"{LABEL}: the connection dropped mid-instance")
 
     def _append(self, chunk: np.ndarray) -> str:
         """One append message, its running ``audio_end_ms`` advanced."""
