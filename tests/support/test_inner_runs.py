@@ -44,7 +44,9 @@ def test_an_in_process_run_leaves_no_rerunfailures_thread(pytester):
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
     before = {t.ident for t in threading.enumerate()}
-    res = run(pytester, "-p", "no:cacheprovider", inprocess=True)
+    # without pytest-asyncio, as the suite's in-process runs are (the inner run's folder has
+    # no ini to set its loop scope, so it would warn)
+    res = run(pytester, "-p", "no:cacheprovider", "-p", "no:asyncio", inprocess=True)
     assert res.ret == 0
     left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     assert not left, left
