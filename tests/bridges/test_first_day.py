@@ -34,7 +34,7 @@ from pytest_duplexact.models.contract import SessionInfo
 from pytest_duplexact.models.streaming_contract import TransientModelError
 from tests.bridges.support import served
 from tests.bridges.test_example import example
-from tests.support.inner_runs import runner, said
+from tests.support.inner_runs import as_user, runner, said
 from tests.support.servers import LISTENING, child, threaded
 
 NAME = "quiet-ckpt-7"  # the served model's name, which the report must show
@@ -81,8 +81,8 @@ def refused_in_one_line(pytester, res, *words: str) -> str:
 # The refusals run in process, as tests/plugin/test_first_day.py's do: each run builds its own
 # config and session as a new pytest process does (exit status, terminal output, no folder),
 # without a process start's ~2 CPU-s; pytest-asyncio off, as in a user's folder.
-run = runner("--duplexact-model=bridge", "-p", "no:cacheprovider", "--duplexact-limit=1",
-             "-p", "no:asyncio", inprocess=True, timeout=120)  # "refused, not hung": 120 s
+run = as_user("--duplexact-model=bridge", "-p", "no:cacheprovider", "--duplexact-limit=1",
+              timeout=120)  # "refused, not hung": 120 s
 # a process of its own where the test's server runs in this one and logs to its stderr
 run_elsewhere = runner("--duplexact-model=bridge", "-p", "no:cacheprovider",
                        "--duplexact-limit=1", timeout=120)

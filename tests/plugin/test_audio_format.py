@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 ONE = ["--duplexact-condition=take_turn.immediate", "--duplexact-limit=1", "-p",
        "no:cacheprovider"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 BAD = [
     ("--duplexact-batch=0", "--duplexact-batch must be >= 1 and at most 1024, got 0"),

@@ -23,7 +23,7 @@ from pytest_duplexact.rules import requires
 from pytest_duplexact.spend.estimate import stream_bounds
 from tests.fakes import FakeOpenAI
 from tests.plugin.test_realtime_run import KEY, realtime_server  # noqa: F401 (a fixture)
-from tests.support.inner_runs import run
+from tests.support.inner_runs import AS_USER, run
 from tests.support.runs import read_report
 from tests.support.servers import threaded
 
@@ -32,8 +32,6 @@ PRICES = '[models."gpt-5.4"]\ninput_tokens = 0.01\noutput_tokens = 0.02\n'
 JUDGED = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "--duplexact-limit=2",
           "--duplexact-judge=gpt-5.4", "--duplexact-prices=prices.toml", "-p",
           "no:cacheprovider")
-# runs in process: pytest-asyncio off, as in a user's folder (tests/plugin/test_first_day.py)
-NO_ASYNCIO = ("-p", "no:asyncio")
 # what differs between a budgeted-then-resumed run and an unbudgeted one by design
 NOT_COMPARED = set(VOLATILE_KEYS) | {"measured", "budget", "estimate", "settings"}
 
@@ -88,7 +86,7 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     inprocess = not xdist
     res = run(pytester, *JUDGED, f"--duplexact-judge-base-url={judge.url}",
               "--duplexact-run-dir=run", "--duplexact-max-cost=0.5", *xdist,
-              *(NO_ASYNCIO if inprocess else ()), inprocess=inprocess)
+              *(AS_USER if inprocess else ()), inprocess=inprocess)
     out = res.stdout.str()
     rep = read_report(pytester.path / "run")
     assert res.ret == pytest.ExitCode.INTERRUPTED, out
@@ -109,7 +107,7 @@ def test_budget_stops_cleanly_and_resume_finishes_the_run(pytester, judge, unbud
     assert not (pytester.path / "run" / "budget-stop.json").exists()
     again = run(pytester, *JUDGED, f"--duplexact-judge-base-url={judge.url}",
                 f"--duplexact-resume={pytester.path / 'run'}", *xdist,
-                *(NO_ASYNCIO if inprocess else ()), inprocess=inprocess)
+                *(AS_USER if inprocess else ()), inprocess=inprocess)
     assert again.ret == 0, again.stdout.str()
     resumed = read_report(pytester.path / "run")
     assert "budget" not in resumed
@@ -142,11 +140,11 @@ def test_estimate_only_calls_no_model(pytester, monkeypatch):
 def test_a_budget_needs_prices_for_what_the_run_bills(pytester, monkeypatch):
     monkeypatch.setenv("XAI_API_KEY", KEY)
     res = run(pytester, "--duplexact-model=grok-voice", "--duplexact-max-cost=5",
-              "-p", "no:cacheprovider", *NO_ASYNCIO, inprocess=True)
+              "-p", "no:cacheprovider", *AS_USER, inprocess=True)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "--duplexact-max-cost: no price for 'grok-voice' (model)" in res.stderr.str()
     bad = run(pytester, "--duplexact-model=oracle", "--duplexact-max-wall=soon",
-              "-p", "no:cacheprovider", *NO_ASYNCIO, inprocess=True)
+              "-p", "no:cacheprovider", *AS_USER, inprocess=True)
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--duplexact-max-wall: expected a duration such as 90s" in bad.stderr.str()
     assert not (pytester.path / "duplexact-runs").exists()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.inner_runs import runner, said
+from tests.support.inner_runs import as_user, said
 
 FACTORIES = '''
 def broken(**options):
@@ -24,8 +24,7 @@ def picky(level="1", **options):
 '''
 
 
-run = runner("-p", "no:cacheprovider", "--duplexact-limit=1", "--duplexact-action=take_turn",
-             "-p", "no:asyncio", inprocess=True)
+run = as_user("-p", "no:cacheprovider", "--duplexact-limit=1", "--duplexact-action=take_turn")
 
 
 def refused(pytester, res, *words: str) -> str:

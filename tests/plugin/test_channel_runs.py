@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 from tests.support.runs import comparable
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 DELAYED = ["--duplexact-condition=take_turn.delayed", "-p", "no:cacheprovider"]
 ONE_EACH = ["--duplexact-condition=take_turn.immediate,stop.direct_interruption",

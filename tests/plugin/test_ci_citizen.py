@@ -15,15 +15,15 @@ from pathlib import Path
 from pytest_duplexact.data.taxonomy import ACTIONS
 from pytest_duplexact.report.store import saved as store
 from pytest_duplexact.report.views import job_summary
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 from tests.support.runs import replicated_dataset
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
-run = runner(*SMALL, "-p", "no:asyncio", inprocess=True)
+inproc = as_user()
+run = as_user(*SMALL)
 
 
 def test_the_job_summary_is_appended_never_overwritten(pytester, monkeypatch):

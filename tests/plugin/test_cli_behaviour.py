@@ -12,10 +12,10 @@ import textwrap
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 from tests.support.runs import read_report
 
-run = runner("-p", "no:asyncio", inprocess=True)
+run = as_user()
 SMALL = ["--duplexact-action=take_turn", "--duplexact-limit=1", "-p", "no:cacheprovider"]
 
 CRASHY = textwrap.dedent('''

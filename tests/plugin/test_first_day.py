@@ -12,7 +12,7 @@ import pytest
 
 from pytest_duplexact.cli import main
 from pytest_duplexact.run.selection import shard_of
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 from tests.support.runs import read_report
 
 # silent never speaks: no VAD, no transcriber, so each run is about the time of pytest's start
@@ -22,7 +22,7 @@ TWO_CONDITIONS = "--duplexact-condition=take_turn.delayed,take_turn.immediate"
 
 # In process (a subprocess start costs seconds on a shared machine): each run builds its own
 # config and session, as a new pytest process does. A user's folder has no asyncio ini.
-run = runner("-p", "no:asyncio", inprocess=True)
+run = as_user()
 
 
 def test_the_resume_hint_works_as_printed_and_a_shard_stays_that_shard(pytester):

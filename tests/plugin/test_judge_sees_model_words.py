@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeOpenAI
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 # prompt line -> (cue edge the prompt cuts at)
 CUTS = {"Interrupted contribution (what the model was saying): ": "start",

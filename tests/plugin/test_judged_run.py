@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 from tests.fakes import FakeOpenAI
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 KEY = "sk-test-JUDGE-never-written-9876543210"
 

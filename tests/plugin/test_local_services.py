@@ -10,9 +10,9 @@ pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 
 def test_an_all_local_run_says_so_in_one_line(pytester):

@@ -14,9 +14,9 @@ import textwrap
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 CRASHY = textwrap.dedent('''
     from pytest_duplexact.models.providers.oracle import OracleModel

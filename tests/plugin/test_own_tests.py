@@ -9,9 +9,9 @@ pytest-asyncio is off in them."""
 
 from __future__ import annotations
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 ARGS = ["--duplexact-model=silent", "--duplexact-condition=wait.inter_sentential_pause",
         "-p", "no:cacheprovider"]

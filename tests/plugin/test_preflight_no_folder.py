@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 
 @pytest.mark.parametrize("option", ["--duplexact-transcriber=whisper-1",

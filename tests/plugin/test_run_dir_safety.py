@@ -15,13 +15,13 @@ import json
 from pathlib import Path
 
 from pytest_duplexact.run.runlock import RunLock
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user, runner
 
 SMALL = ["--duplexact-condition=take_turn.delayed", "--duplexact-limit=1", "-p",
          "no:cacheprovider"]
 
 
-run = runner(*SMALL, "-p", "no:asyncio", inprocess=True)
+run = as_user(*SMALL)
 # a process of its own: where the test's process holds the run lock ("another run"), and where
 # a conftest patches os.replace (that would outlive an in-process run)
 run_elsewhere = runner(*SMALL)

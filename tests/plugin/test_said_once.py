@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 RUN = ("--duplexact-model=oracle", "--duplexact-action=take_turn", "-p", "no:cacheprovider",
        "-q")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 import textwrap
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 TONE_MODEL = textwrap.dedent('''
     import numpy as np

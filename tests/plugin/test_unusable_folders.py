@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.inner_runs import runner
+from tests.support.inner_runs import as_user
 
-inproc = runner("-p", "no:asyncio", inprocess=True)
+inproc = as_user()
 
 SMALL = ("--duplexact-condition=take_turn.delayed", "--duplexact-limit=2", "-p",
          "no:cacheprovider")

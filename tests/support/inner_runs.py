@@ -4,6 +4,7 @@
   plugin registration, exit status, output as a user sees it) with a deadline, or in process
   (``inprocess=True``: no process start, which costs seconds on a shared machine);
   ``runner(*fixed)``: ``run`` with a test file's usual arguments before each call's own;
+  ``as_user(*fixed)``: a ``runner`` in process, in a user's bare folder (``AS_USER``);
 - ``said(result)``: every non-blank line it printed, stdout then stderr;
 - the fixture below.
 
@@ -52,6 +53,19 @@ def runner(*fixed: str, inprocess: bool = False,
     def run_with(pytester, *args: str) -> pytest.RunResult:
         return run(pytester, *fixed, *args, inprocess=inprocess, timeout=timeout)
     return run_with
+
+
+# A user's folder: the plugin without pytest-asyncio (our dev extra, not the benchmark's), and
+# without pytest-benchmark where a machine has it (not ours; under xdist it warns once per run,
+# 90-odd lines in the suite's summary)
+AS_USER = ("-p", "no:asyncio", "-p", "no:benchmark")
+
+
+def as_user(*fixed: str, timeout: float = DEADLINE_S) -> Callable[..., pytest.RunResult]:
+    """``runner(*fixed)`` in process, as a user's bare folder runs the plugin (``AS_USER``):
+    each run builds its own config and session as a new pytest process does, without a
+    process start's CPU."""
+    return runner(*fixed, *AS_USER, inprocess=True, timeout=timeout)
 
 
 def said(res: pytest.RunResult) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.inner_runs import STACKS, run
+from tests.support.inner_runs import AS_USER, STACKS, run
 
 HANGING = textwrap.dedent("""
     import time
@@ -44,9 +44,9 @@ def test_an_in_process_run_leaves_no_rerunfailures_thread(pytester):
     pytest.importorskip("pytest_rerunfailures")
     pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
     before = {t.ident for t in threading.enumerate()}
-    # without pytest-asyncio, as the suite's in-process runs are (the inner run's folder has
-    # no ini to set its loop scope, so it would warn)
-    res = run(pytester, "-p", "no:cacheprovider", "-p", "no:asyncio", inprocess=True)
+    # as a user's folder, as the suite's in-process runs are (this folder has no ini to set
+    # pytest-asyncio's loop scope, so it would warn)
+    res = run(pytester, "-p", "no:cacheprovider", *AS_USER, inprocess=True)
     assert res.ret == 0
     left = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     assert not left, left

@@ -120,9 +120,9 @@ def ready_now(ws: Any) -> bool:
                 or getattr(ws, "paused", True) or transport.is_closing())
 
 
-# The connection's marker of a fragmented send in progress: websockets 17 renamed it. A
+# The connection's marker of a fragmented send in progress: websockets 16 renamed it. A
 # version with neither is refused (every frame then goes through the awaited ``ws.send``).
-_FRAGMENT_MARKERS = ("send_in_progress", "fragmented_send_waiter")  # 17; 14-16
+_FRAGMENT_MARKERS = ("send_in_progress", "fragmented_send_waiter")  # 16 on; 14-15
 
 
 def _fragment_in_flight(ws: Any) -> bool:

@@ -62,22 +62,25 @@ def check_timing(rec, t0, sends):
     assert -MARGIN <= offset - played_end(sends, t0) <= late
 
 
-def played_out(finished_sends, turns_expected: int = 1):
+def played_out(finished_sends):
     """A trial's ``until``: the fake answers late on a loaded machine, so the trial runs on
     (in silence) until its last reply has been sent and played, rather than for a fixed
     length (fixed lengths cut a reply's end off in clean-clone CI runs: VITA's last words,
-    mini-omni2's last step). ``finished_sends`` gives each finished reply's sends so far."""
+    mini-omni2's last step). ``finished_sends`` gives the last reply's sends once it is the
+    last the trial expects and finished, else None."""
     def until(d) -> bool:
-        done = finished_sends()
-        return len(done) >= turns_expected and \
-            d.now >= played_end(done[-1], d.started_at) + 0.1
+        sends = finished_sends()
+        return sends is not None and d.now >= played_end(sends, d.started_at) + 0.1
     return until
 
 
-def sent_turns(server, ended: str):
-    """The fake socket.io / Lychee server's first session's turns that ended ``ended``."""
-    return lambda: [t.sends for t in (server.sessions[0].turns if server.sessions else [])
-                    if t.ended == ended]
+def last_turn(server, ended: str, turns: int = 1):
+    """The socket.io / Lychee fake's first session: its last turn's sends, once it has
+    ``turns`` turns and the last one ended ``ended`` (an earlier turn's end never counts)."""
+    def sends():
+        got = server.sessions[0].turns if server.sessions else []
+        return got[-1].sends if len(got) >= turns and got[-1].ended == ended else None
+    return sends
 
 
 # --- freeze-omni / vita-1.5 --------------------------------------------------------------------
@@ -87,7 +90,7 @@ async def socketio_reply(name, build):
     async with sio_fake.FakeOmniServer(name, script) as server:
         clip = user_clip([(0.2, 0.8)], total=3.2)
         trial = await run_trial(build(server_url=server.url, verify="false"), clip,
-                                until=played_out(sent_turns(server, "sent")))
+                                until=played_out(last_turn(server, "sent")))
         return script, trial, server.sessions[0]
 
 
@@ -125,7 +128,7 @@ async def socketio_every_answer():
         clip = user_clip([(0.2, 0.6), (2.9, 3.3)], total=4.6)
         rec, _, t0, session = await run_trial(
             freeze_omni(server_url=server.url, verify="false"), clip,
-            until=played_out(sent_turns(server, "sent"), turns_expected=2))
+            until=played_out(last_turn(server, "sent", turns=2)))
         truth = server.sessions[0]
     assert [t.ended for t in truth.turns] == ["sent", "sent"]
     assert truth.stops_with_segment == 2  # each stop_tts came in its answer's first message
@@ -152,7 +155,7 @@ async def socketio_cut():
         clip = user_clip([(0.2, 0.8), (1.7, 2.1)], total=5.2)
         rec, _, t0, session = await run_trial(
             freeze_omni(server_url=server.url, verify="false"), clip,
-            until=played_out(sent_turns(server, "sent")))
+            until=played_out(last_turn(server, "sent", turns=2)))
         first, second = server.sessions[0].turns
     assert first.ended == "interrupted" and first.cut_at is not None
     cut = first.cut_at - t0
@@ -177,7 +180,7 @@ async def socketio_vita_speech_at_once():
     async with sio_fake.FakeOmniServer("vita-1.5", sio_fake.Script(segments=1)) as server:
         rec, _, t0, session = await run_trial(
             vita_15(server_url=server.url, verify="false"), user_clip([(0.0, 0.6)], total=2.2),
-            until=played_out(sent_turns(server, "sent")))
+            until=played_out(last_turn(server, "sent")))
         truth = server.sessions[0]
     assert len(truth.turns) == 1 and truth.turns[0].ended == "sent"
     streamed = len(rec.input) / SAMPLE_RATE  # the instance, and any silence after it
@@ -276,7 +279,7 @@ async def lychee_reply():
     async with lychee_fake.FakeLycheeServer(lychee_fake.Script(speak_s=1.0)) as server:
         clip = user_clip([(0.2, 0.8)], total=2.8)
         rec, snapshots, t0, session = await run_trial(
-            lychee(server_url=server.url), clip, until=played_out(sent_turns(server, "done")))
+            lychee(server_url=server.url), clip, until=played_out(last_turn(server, "done")))
         truth = server.sessions[0]
     [turn] = truth.turns
     check_timing(rec, t0, turn.sends)
@@ -338,8 +341,8 @@ async def mini_omni2_reply():
         steps = server.script.steps
         rec, snapshots, t0, session = await run_trial(
             mini_omni2(server_url=server.url), clip,
-            until=played_out(lambda: [r.sends for r in server.sessions
-                                      if len(r.sends) == steps]))
+            until=played_out(lambda: server.sessions[-1].sends if server.sessions and
+                             len(server.sessions[-1].sends) == steps else None))
         [req] = server.sessions
     # ReplyOnPause: 0.6 s chunks; speech ends at 1.8 s, the silent chunk [1.8, 2.4) ends it:
     # the request holds exactly the audio up to that chunk's end (which chunk ended the turn),
