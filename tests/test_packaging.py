@@ -75,9 +75,12 @@ def test_the_checkouts_own_configuration_warns_with_or_without_the_dev_extra(pyt
                                .replace('testpaths = ["tests"]', "testpaths = []"))
     pytester.makeconftest((PYPROJECT.parent / "conftest.py").read_text())
     blocked = ["-p", "no:asyncio"] if asyncio == "absent" else []
+    # pytest-benchmark (on some machines, not ours) warns under the outer xdist, and -W default
+    # overrides the ini's filter of it
     res = pytester.runpytest("--duplexact-model=silent", "-p", "no:cacheprovider",
                              "--duplexact-condition=wait.inter_sentential_pause",
-                             "--duplexact-limit=1", "-W", "default", *blocked)
+                             "--duplexact-limit=1", "-W", "default", "-p", "no:benchmark",
+                             *blocked)
     out = res.stdout.str()
     res.assert_outcomes(passed=1)
     assert "Unknown config option" not in out and "Warning" not in out, out

@@ -55,10 +55,8 @@ def runner(*fixed: str, inprocess: bool = False,
     return run_with
 
 
-# A user's folder: the plugin without pytest-asyncio (our dev extra, not the benchmark's), and
-# without pytest-benchmark where a machine has it (not ours; under xdist it warns once per run,
-# 90-odd lines in the suite's summary)
-AS_USER = ("-p", "no:asyncio", "-p", "no:benchmark")
+# A user's folder: the plugin without pytest-asyncio (our dev extra, not the benchmark's).
+AS_USER = ("-p", "no:asyncio")
 
 
 def as_user(*fixed: str, timeout: float = DEADLINE_S) -> Callable[..., pytest.RunResult]:
