@@ -61,15 +61,20 @@ def _label(frame: _Frame, start: Path) -> str:
     return f"{frame.name} ({_shown(frame.path, start)}:{frame.lineno})"
 
 
-def short_report(exc: BaseException, error_file: Path | None, start: Path) -> str:
+def short_report(exc: BaseException, error_file: Path | None, start: Path,
+                 building: bool = False) -> str:
     """The report's text: ``Type: message``, the model's call, its line, the pointer to
-    the full traceback. Paths are shown relative to ``start`` (the invocation folder)."""
+    the full traceback. Paths are shown relative to ``start`` (the invocation folder). A
+    failed build (``building``) shows only where the factory's code raised: the call into
+    it is the registry's, not one of the model's calls."""
     lines = [f"{type(exc).__name__}: {exc}"]
     frames = model_frames(exc)
     if frames is not None:
         entry, raised = frames
         where = f"  in the model's call {_label(entry, start)}"
-        if raised is not entry:
+        if building:
+            where = f"  raised in {_label(raised, start)}"
+        elif raised is not entry:
             where += f", raised in {_label(raised, start)}"
         lines.append(where)
         source = linecache.getline(raised.path, raised.lineno).strip()

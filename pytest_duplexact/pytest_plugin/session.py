@@ -15,9 +15,11 @@ controller through ``workerinput`` (xdist's public ``pytest_configure_node``).""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -214,8 +216,8 @@ class DuplexactSession:
         runner = self.runner
         if runner.harness is None:
             knobs = self.run_config.knobs()  # checked at configure (config.LIMITS)
-            if runner.build_error is not None:  # said once, with its traceback, already
-                raise ModelBuildError(runner.build_error) from None
+            if runner.build_error is not None:  # the session fixture's try, already failed
+                raise ModelBuildError(runner.build_error) from runner.build_cause
             try:
                 if runner.build_exc is not None:  # _build_model's failure, kept for this run
                     raise runner.build_exc
@@ -225,9 +227,11 @@ class DuplexactSession:
                 raise pytest.UsageError(str(e)) from None
             except Exception as e:  # the model's factory (or its weights) failed
                 runner.build_error = (f"--duplexact-model={self.run_config.model}: the model "
-                                      f"could not be built: {type(e).__name__}: {e}")
-                raise ModelBuildError(runner.build_error + "; every instance would fail the "
-                                      "same way, so the run stops here") from e
+                                      f"could not be built: {type(e).__name__}: {e}; every "
+                                      "instance would fail the same way, so the run stops "
+                                      "here")
+                runner.build_cause = e
+                raise ModelBuildError(runner.build_error) from e
             self._say_batching()
         return runner.harness
 
@@ -256,10 +260,14 @@ class DuplexactSession:
             try:
                 harness = self.harness
             except ModelBuildError as exc:
-                # one error, counted in the report; pytest stops after this test instead of
-                # printing the same factory traceback once per instance
+                # one error, counted in the report, its factory's traceback in the instance's
+                # error.txt (the terminal shows the short form: pytest_runtest_makereport);
+                # pytest stops after this test instead of repeating it once per instance
                 out = InstanceOutcome(inst.id, inst.action, inst.condition, inst.scenario,
                                       inst.source, error=str(exc), corpus=inst.corpus)
+                with contextlib.suppress(OSError):
+                    RunDir(self.run_dir).write_error(
+                        inst.id, "".join(traceback.format_exception(exc)))
                 item.user_properties.append((PROPERTY, out.to_dict()))
                 item.session.shouldstop = "duplexact: the model could not be built"
                 raise
@@ -436,14 +444,15 @@ class DuplexactSession:
         from ..run.offload import ScoringWorkerError
 
         exc = call.excinfo.value if call.excinfo is not None else None
-        if not isinstance(exc, (ModelError, ScoringWorkerError)) \
+        if not isinstance(exc, (ModelError, ScoringWorkerError, ModelBuildError)) \
                 or not model_errors.wanted(self.config):
             return None  # pytest's own report
         params = getattr(getattr(item, "callspec", None), "params", {})
         inst = params.get("duplexact_instance")
         error_file = RunDir(self.run_dir).instance(inst.id) / ERROR_FILE \
             if inst is not None else None
-        text = model_errors.short_report(exc, error_file, self.run_config.invocation_dir)
+        text = model_errors.short_report(exc, error_file, self.run_config.invocation_dir,
+                                         building=isinstance(exc, ModelBuildError))
         return model_errors.failed_report(item, call, text)
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the testcase

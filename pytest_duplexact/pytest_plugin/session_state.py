@@ -44,6 +44,7 @@ class WorkerState:
     model: Any = None  # built before the run folder is opened (serial runs: _build_model)
     build_exc: Exception | None = None  # _build_model's failure, for a folder the user named
     build_error: str | None = None  # the harness's failed build, said once
+    build_cause: BaseException | None = None  # what the factory raised (error.txt has it)
     harness: Any = None  # run.harness.Harness, built on first use
     next_item: Any = None  # the item pytest runs after the current one (look-ahead)
     unreached: int = 0  # instances in a row whose server could not be reached

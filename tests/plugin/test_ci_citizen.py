@@ -12,6 +12,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from pytest_duplexact.data.taxonomy import ACTIONS
 from pytest_duplexact.report.store import saved as store
 from pytest_duplexact.report.views import job_summary
@@ -190,19 +192,33 @@ def factory(**options):
 '''
 
 
-def test_a_factory_that_raises_is_one_error_with_its_traceback_once(pytester):
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_a_factory_that_raises_is_one_error_in_short_with_its_traceback_on_file(pytester,
+                                                                               workers):
+    """Where the run goes on to a folder (one the user named; every xdist worker builds its
+    own model), the failed build is one error per process, shown short: the message, where the
+    factory raised, and the instance's error.txt, which holds the factory's traceback."""
     pytester.makepyfile(broken_model=FAILING_FACTORY)
     res = inproc(pytester, "--duplexact-model=broken_model:factory",
                  "--duplexact-action=take_turn", "--duplexact-run-dir=r",
-                 "-p", "no:cacheprovider")
+                 "-p", "no:cacheprovider", *workers)
     out = res.stdout.str()
+    errors = res.parseoutcomes().get("errors")
     assert res.ret == 2  # pytest's "interrupted": the run stopped at the first instance
-    assert out.count("weights not found: /models/ckpt.safetensors") <= 3  # once, not 9x
-    assert out.count("Traceback") + out.count("def factory") <= 2
+    assert errors == (2 if workers else 1), out
     assert "the model could not be built" in out
+    assert out.count("raised in factory (broken_model.py:2)") == errors, out
+    # the short form: none of the plugin's own frames, no Python traceback on the terminal
+    assert "Traceback" not in out and "session.py" not in out and "def factory" not in out
     report = json.loads(Path(pytester.path, "r", "report.json").read_text())
-    assert report["totals"]["errors"] == 1  # counted, not "0 errors"
-    assert res.parseoutcomes().get("errors") == 1
+    assert report["totals"]["errors"] == errors  # counted, not "0 errors"
+    saved = list(Path(pytester.path, "r").rglob("error.txt"))
+    assert len(saved) == errors
+    for path in saved:
+        text = path.read_text()
+        assert 'broken_model.py", line 2, in factory' in text
+        assert "RuntimeError: weights not found: /models/ckpt.safetensors" in text
+        assert f"{path.relative_to(pytester.path)}" in out  # the short form points at it
 
 
 def _collected(out: str) -> int:
