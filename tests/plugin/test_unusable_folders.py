@@ -57,3 +57,26 @@ def test_a_run_dir_that_cannot_be_made(pytester):
     assert line.startswith("ERROR: --duplexact-run-dir=/proc/x: cannot make the run directory "
                            "/proc/x ("), line
     assert line.endswith("choose a folder you can write with --duplexact-run-dir=DIR")
+
+
+@pytest.mark.parametrize("where", ["afile/report.json", "afolder", "locked/report.json"])
+def test_a_report_path_that_cannot_take_the_report(pytester, monkeypatch, where):
+    """--duplexact-report is written at the run's end: a path that cannot hold it is refused
+    before the run, not found after it (the run complete, exit 1, and for a folder a message
+    naming the writer's temporary file)."""
+    Path(pytester.path, "afile").write_text("x")
+    Path(pytester.path, "afolder").mkdir()
+    locked = Path(pytester.path, "locked")
+    locked.mkdir()
+    # read-only as the check sees it (root writes a 0o500 folder anyway; the run is in process)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: access(p, mode) and Path(p) != locked)
+    line = _refused(pytester, "--duplexact-model=silent", f"--duplexact-report={where}")
+    expected = {
+        "afile/report.json": f"{Path(pytester.path, 'afile')} is a file, so no folder can be "
+                             "made under it; choose another path",
+        "afolder": "afolder is a folder; give a file name, e.g. "
+                   "--duplexact-report=afolder/report.json",
+        "locked/report.json": f"{locked} cannot be written; choose a path in a folder you "
+                              "can write"}[where]
+    assert line == f"ERROR: --duplexact-report={where}: {expected}", line
