@@ -47,6 +47,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "duplexact_unselected: an action outside the selection")
     taken = resumed.load(config)  # --duplexact-resume: the run's own model, options, selection
     if not options.get(config, "model"):
+        given = _benchmark_options_given(config)
+        if given:  # asked for a benchmark run, but not which model: nothing would run
+            what = "is empty" if given == "--duplexact-model" else \
+                "needs --duplexact-model, and none was given"
+            raise pytest.UsageError(
+                f"{given} {what}, so no benchmark runs; name the model to test, e.g. "
+                "--duplexact-model=oracle (`duplexact models` lists them)")
         return  # not a benchmark run: no other option is read, none refused
     run = RunConfig.from_pytest(config)  # the session holds it (session.run_config)
     spec = run.model
@@ -62,6 +69,15 @@ def pytest_configure(config: pytest.Config) -> None:
         if note:
             session.controller.notices.append(note)
         config.args[:] = [str(suites_dir())]
+
+
+def _benchmark_options_given(config: pytest.Config) -> str | None:
+    """The first --duplexact-* option on the command line, if any (ini values are a
+    project's standing settings and stay quiet without a model)."""
+    for arg in config.invocation_params.args:
+        if isinstance(arg, str) and arg.startswith("--duplexact-"):
+            return arg.split("=", 1)[0]
+    return None
 
 
 @pytest.hookimpl(trylast=True)  # after the session's own pytest_unconfigure (its lock)

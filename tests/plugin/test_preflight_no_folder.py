@@ -47,3 +47,30 @@ def test_a_transcriber_that_cannot_be_had_is_refused_before_the_run_folder(pytes
     assert said[-1] == said_last, said
     assert len(said) <= 2
     assert not (pytester.path / "duplexact-runs").exists()
+
+
+@pytest.mark.parametrize("args,said_last", [
+    (["--duplexact-condition=delayed"], "ERROR: --duplexact-condition needs --duplexact-model, "
+     "and none was given, so no benchmark runs; name the model to test, e.g. "
+     "--duplexact-model=oracle (`duplexact models` lists them)"),
+    (["--duplexact-model=", "--duplexact-limit=1"], "ERROR: --duplexact-model is empty, so no "
+     "benchmark runs; name the model to test, e.g. --duplexact-model=oracle (`duplexact "
+     "models` lists them)"),
+])
+def test_benchmark_options_without_a_model_say_what_is_missing(pytester, args, said_last):
+    """They ran nothing ("no tests ran", exit 5) without saying why."""
+    res = inproc(pytester, *args, "-p", "no:cacheprovider")
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said == [said_last]
+    assert not (pytester.path / "duplexact-runs").exists()
+
+
+def test_a_project_of_its_own_tests_is_left_alone_without_a_model(pytester):
+    """No --duplexact-* option on the command line: not a benchmark run, nothing refused (a
+    project's ini settings for the plugin stay quiet)."""
+    pytester.makeini("[pytest]\nduplexact_concurrency = 4\n")
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    res = inproc(pytester, "-p", "no:cacheprovider")
+    assert res.ret == 0
+    res.assert_outcomes(passed=1)
