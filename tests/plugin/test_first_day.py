@@ -98,7 +98,12 @@ def test_usage_messages_say_what_was_meant(pytester):
     assert "no such folder" in err and "missing dataset.json" not in err
 
 
-def test_a_report_that_cannot_be_written_says_why_not_no_room(pytester):
+def test_a_report_that_cannot_be_written_says_why_not_no_room(pytester, monkeypatch):
+    """A report path that became a folder during the run (the check before it had passed:
+    tests/plugin/test_unusable_folders.py) is said as such at the end, not as a full disk."""
+    from pytest_duplexact.pytest_plugin import preflight
+
+    monkeypatch.setattr(preflight, "check_report_path", lambda run: None)
     Path(pytester.path, "taken").mkdir()  # the report path is a folder: not a full disk
     res = run(pytester, *SILENT, "--duplexact-condition=take_turn.delayed",
               "--duplexact-limit=1", "--duplexact-run-dir=run", "--duplexact-report=taken")
