@@ -461,6 +461,9 @@ def check_dataset(root: Path | str, check_audio: bool = True, decode: bool = Fal
             folded.setdefault(iid.lower(), line_no)
         if inst is not None:
             instances.append(inst)
+    if not instances and not any(p.file == chk.file for p in chk.problems):
+        # nothing to run is the dataset's problem, not an empty report's (no line refused)
+        chk.add(None, None, "no instances (one JSON object a line: docs/dataset-format.md)")
     if chk.problems:
         return None, chk.problems
     return Dataset(root, str(header.get("name", root.name)), tuple(instances)), []

@@ -836,7 +836,8 @@ async def run_with_retry(job: Callable[[], Awaitable[T]],
                 raise ModelError(f"{e} (gave up after {attempt} attempts)") from e
             wait = policy.delay(attempt)
             log.info("transient model failure (%s); retrying in %.1fs", e, wait)
-            await asyncio.sleep(wait)
+            with watchdog.harness_waiting():  # ours, bounded by the policy: not the model's
+                await asyncio.sleep(wait)
     raise AssertionError("unreachable")
 
 

@@ -14,7 +14,10 @@ The deadline is on *progress*, not on the whole trial: a slow model that keeps a
 never cut, however long its instance is; a call that never returns always is. Time the trial
 waits to be admitted by a busy server (``models.streaming.admitting``: its queue, "no workers
 available") is not the model's silence: it is bounded by the adapter's own deadline
-(``ready_timeout``, ``queue_timeout``) and reported apart, never charged to this one.
+(``ready_timeout``, ``queue_timeout``) and reported apart, never charged to this one. Nor is
+the harness's own wait (``harness_waiting``: the backoff between a trial's attempts, bounded by
+its retry policy): the model's deadline starts again when it ends, so a model that fails fast
+is reported for its own error once the attempts run out, not for a timeout.
 
 A model that raises ``SystemExit`` (or another ``BaseException`` but KeyboardInterrupt) is
 contained here too: it becomes that instance's ModelError instead of ending the session.
@@ -23,13 +26,14 @@ contained here too: it becomes that instance's ModelError instead of ending the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import os
 import sys
 import threading
 import time
 from types import FrameType
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 from ..models.contract import ModelError
 from ..models.streaming_contract import ADMISSION, Admission
@@ -52,12 +56,13 @@ class Watch:
     when the watcher gives up on the trial (deadline, Ctrl-C): the session then raises
     TrialAbandoned the next time the model returns control, never calling into it again."""
 
-    __slots__ = ("beats", "abandoned", "admission")
+    __slots__ = ("beats", "abandoned", "admission", "harness_waits")
 
     def __init__(self) -> None:
         self.beats = 0
         self.abandoned = False
         self.admission = Admission()  # waits to be admitted: not silence (module doc)
+        self.harness_waits = 0  # the harness's own waits in progress: not silence either
 
 
 class TrialAbandoned(BaseException):
@@ -78,6 +83,19 @@ def current() -> Watch:
 
 def beat() -> None:
     current().beats += 1
+
+
+@contextlib.contextmanager
+def harness_waiting() -> Iterator[None]:
+    """The body is the harness's own wait, bounded by the harness (the backoff between a
+    trial's attempts): not the model's silence. The model's deadline starts again after it."""
+    watch = current()
+    watch.harness_waits += 1
+    try:
+        yield
+    finally:
+        watch.harness_waits -= 1
+        watch.beats += 1  # a wait shorter than one poll still restarts the model's deadline
 
 
 def contain(exc: BaseException, what: str) -> BaseException:
@@ -178,8 +196,9 @@ class _Progress:
         self.watch, self.last, self.since = watch, -1, now
 
     def silent_for(self, now: float) -> float:
-        if self.watch.beats != self.last or self.watch.admission.waiting:
-            self.last, self.since = self.watch.beats, now
+        watch = self.watch
+        if watch.beats != self.last or watch.admission.waiting or watch.harness_waits:
+            self.last, self.since = watch.beats, now
         return now - self.since
 
 

@@ -45,6 +45,10 @@ def stored_values(settings: RunSettings) -> dict:
 def _read(resume: str) -> RunSettings:
     folder = Path(resume)
     run_file = RunDir(folder).run_file
+    if folder.exists() and not folder.is_dir():
+        raise pytest.UsageError(f"--duplexact-resume={resume}: a file, not a run directory; "
+                                "give the folder a run printed as 'run directory' (it holds "
+                                f"{RUN_FILE})")
     if not folder.is_dir():
         raise pytest.UsageError(f"--duplexact-resume={resume}: no such folder")
     if not run_file.is_file():

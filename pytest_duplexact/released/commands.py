@@ -47,9 +47,15 @@ def main(args) -> int:
     except ReleasedDataError as e:
         print(f"duplexact {args.command}: {spec}: {e}", file=sys.stderr)
         return 1
+    from ..data.instance import check_dataset
     from ..data.instance import dataset_summary as summary
-    from ..data.instance import load_dataset
     from ..rules import requires
 
-    print(summary(load_dataset(out, requires=requires)))
+    dataset, problems = check_dataset(out, requires=requires)
+    if problems:  # e.g. every row skipped as unmappable: no instances
+        for p in problems:
+            print(f"duplexact {args.command}: {p}", file=sys.stderr)
+        shutil.rmtree(out, ignore_errors=True)  # as when the conversion itself refuses
+        return 1
+    print(summary(dataset))
     return 0

@@ -163,6 +163,38 @@ def test_the_console_script_and_the_plugin_refuse_the_same_dataset(broken, tmp_p
     assert not (home / "duplexact-runs").exists()
 
 
+@pytest.mark.parametrize("manifest", ["", "\n  \n\r\n"], ids=["empty", "blank-lines"])
+def test_a_dataset_with_no_instances_is_a_problem_naming_its_manifest(capsys, tmp_path,
+                                                                      manifest):
+    """Before: "valid ..., 0 instances" and exit 0 (and a run made a folder of empty tables)."""
+    root = make_dataset(tmp_path / "data", [])
+    (root / instance.MANIFEST).write_text(manifest, encoding="utf-8")
+    code, out = validate(capsys, str(root))
+    assert code == 1
+    assert out[0].startswith(f"{root.resolve() / instance.MANIFEST}: no instances"), out
+    assert len(out) == 2 and "a run refuses this dataset" in out[1], out
+
+
+def test_no_instances_is_said_only_when_no_line_was_refused(tmp_path):
+    root = make_dataset(tmp_path / "data", ["{not json"])
+    _, problems = check_dataset(root, requires=requires)
+    assert [p.instance for p in problems] == ["line 1"]  # that line, not "no instances" too
+
+
+def test_the_plugin_refuses_a_dataset_with_no_instances_before_making_a_run_folder(tmp_path):
+    root = make_dataset(tmp_path / "data", [])
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    res = subprocess.run([sys.executable, "-m", "pytest", "--duplexact-model=oracle",
+                          f"--duplexact-data={root}", "-p", "no:cacheprovider"],
+                         cwd=home, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == pytest.ExitCode.USAGE_ERROR, res.stdout + res.stderr
+    assert "refusing to start" in res.stderr
+    assert f"{root.resolve() / instance.MANIFEST}: no instances" in res.stderr
+    assert not (home / "duplexact-runs").exists()
+
+
 # ---- no manifest makes the loader raise; each defect is named ---------------------------
 
 JSON = st.recursive(

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from pytest_duplexact.models.contract import ModelError, SessionInfo
+from pytest_duplexact.models.streaming_contract import TransientModelError
 from pytest_duplexact.pipelines import run_instance, watchdog
-from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex
+from pytest_duplexact.pipelines.streaming_duplex import StreamingDuplex, run_with_retry
 from pytest_duplexact.pipelines.watchdog import ModelTimeout, run_watched
+from pytest_duplexact.remote.retry import RetryPolicy
 from tests.pipelines.helpers import direct_instance
 
 FOREVER = threading.Event()  # never set: a wait on it never returns
@@ -195,6 +197,90 @@ def test_prefetched_trials_are_watched_on_their_shared_loop(inst):
 
     with pytest.raises(ModelTimeout, match=r"Streaming\.connect \("):
         asyncio.run(go())
+
+
+class FailsFast:
+    """A streaming model that fails transiently at once: its server refuses the connection
+    (``connect``), or its session's send raises TransientModelError (``send``). From attempt
+    ``hang_from`` on, its connect never returns instead."""
+
+    input_sample_rate = output_sample_rate = 16_000
+
+    def __init__(self, where, hang_from=None):
+        self.where, self.hang_from, self.attempts = where, hang_from, 0
+
+    async def connect(self, info):
+        self.attempts += 1
+        if self.hang_from is not None and self.attempts >= self.hang_from:
+            await asyncio.Event().wait()
+        if self.where == "connect":
+            raise ConnectionRefusedError(111, "Connection refused")
+        return Refusing()
+
+
+class Refusing(Session):
+    def __init__(self):
+        super().__init__(None)
+
+    async def send(self, pcm):
+        raise TransientModelError("rate limited")
+
+
+OWN_ERROR = {"connect": r"could not connect: ConnectionRefusedError.*\(gave up after 4 attempts\)",
+             "send": r"rate limited \(gave up after 4 attempts\)"}
+
+
+@pytest.mark.parametrize("where", ["connect", "send"])
+def test_the_backoff_between_attempts_is_not_the_models_silence(inst, where):
+    """The retry backoff (0.5-1, 1-2, 2-4 s: longer than this deadline) is the harness's own
+    wait: a model that fails fast is reported for its own error once the attempts run out,
+    not as "did not answer ... waiting in sleep, called from run_with_retry"."""
+    model = FailsFast(where)
+    t0 = time.monotonic()
+    with pytest.raises(ModelError, match=OWN_ERROR[where]) as e:
+        trial(model, inst, timeout=DEADLINE)
+    assert not isinstance(e.value, ModelTimeout), e.value
+    assert model.attempts == 4
+    assert time.monotonic() - t0 < ENDED_S
+
+
+# waits between attempts of 1.5x the deadline, three attempts: 3 s of backoff in all
+SLOW_BACKOFF = RetryPolicy(max_attempts=3, backoff_base=1.5 * DEADLINE,
+                           backoff_cap=1.5 * DEADLINE)
+
+
+def test_the_backoff_is_not_the_models_silence_on_a_shared_loop_either(inst):
+    async def go():
+        return await watchdog.watch_async(
+            lambda: run_with_retry(lambda: short_trial(FailsFast("connect"), inst),
+                                   SLOW_BACKOFF),
+            timeout=DEADLINE, what=f"instance {inst.id}")
+
+    with pytest.raises(ModelError, match=r"ConnectionRefusedError.*after 3 attempts") as e:
+        asyncio.run(go())
+    assert not isinstance(e.value, ModelTimeout), e.value
+
+
+@pytest.mark.parametrize("shared_loop", [False, True])
+def test_a_model_that_hangs_after_a_retry_is_still_timed_out(inst, shared_loop):
+    """The deadline starts again when the backoff ends: the second attempt's connect, which
+    never returns, is caught and named."""
+    model = FailsFast("connect", hang_from=2)
+
+    def job():
+        return run_with_retry(lambda: short_trial(model, inst), SLOW_BACKOFF)
+
+    async def on_a_shared_loop():
+        return await watchdog.watch_async(job, timeout=DEADLINE, what=f"instance {inst.id}")
+
+    t0 = time.monotonic()
+    with pytest.raises(ModelTimeout, match=r"FailsFast\.connect \(") as e:
+        if shared_loop:
+            asyncio.run(on_a_shared_loop())
+        else:
+            run_watched(job, timeout=DEADLINE, what=f"instance {inst.id}")
+    assert time.monotonic() - t0 < ENDED_S
+    assert model.attempts == 2 and f"did not answer for {DEADLINE:g} s" in str(e.value)
 
 
 def test_beats_outside_a_watch_go_nowhere():

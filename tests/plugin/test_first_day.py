@@ -63,6 +63,17 @@ def test_a_resume_that_cannot_know_the_model_says_what_is_missing(pytester):
     assert "settings.model" in err and "--duplexact-model=NAME" in err
 
 
+def test_resuming_a_file_says_it_is_a_file_not_a_run_directory(pytester):
+    """Before: "no such folder", though the path exists."""
+    Path(pytester.path, "afile").write_text("not a run\n")
+    res = run(pytester, "--duplexact-resume=afile")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    [line] = [ln for ln in res.stderr.str().splitlines() if ln.strip()]  # one line
+    assert "--duplexact-resume=afile: a file, not a run directory; give the folder a run " \
+        "printed as 'run directory' (it holds run.json)" in line, line
+    assert "no such folder" not in line
+
+
 def test_a_bad_option_value_is_refused_before_any_run_directory_exists(pytester):
     pytester.makepyfile(my_model="""
         from pytest_duplexact.models.providers.silent import SilentModel

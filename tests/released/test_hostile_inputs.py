@@ -311,3 +311,20 @@ def test_missing_config_folders_name_the_absent_actions(pytester, tmp_path, mapp
                  str(mapping)]) == 0
     assert "duplexact import: warning: the snapshot has no parquet file for config(s) " \
         "hold_floor" in capsys.readouterr().err
+
+
+def test_importing_only_unmappable_rows_is_refused_as_no_instances(tmp_path, mapping, cache,
+                                                                    capsys):
+    """Every row skipped: the converted dataset would hold no instances, which the loader
+    refuses; ``duplexact import`` says so in a line (no traceback) and leaves no folder."""
+    from pytest_duplexact.cli import main
+
+    snap = tmp_path / "snap"
+    write_rows(snap, [{**wait_row("bad"), "metadata": "not json"}])
+    out = tmp_path / "out"
+    assert main(["import", str(snap), "--out", str(out), "--mapping", str(mapping),
+                 "--skip-unmappable"]) == 1
+    err = capsys.readouterr().err
+    assert f"duplexact import: {out.resolve() / 'instances.jsonl'}: no instances" in err, err
+    assert "Traceback" not in err and not out.exists()
+
