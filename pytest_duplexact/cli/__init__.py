@@ -10,7 +10,9 @@
                                                compared with RUN (no model call)
     duplexact models [NAME -o KEY=VALUE ...] built-in models, what they need, what is here
 
-Each subcommand lives in its own module; this file only dispatches.
+Each subcommand lives in its own module; this file only dispatches (and ends quietly when
+stdout's reader closes it early, ``| head``; ``report`` and ``compare`` then keep their own
+exit status: report/output.py).
 """
 
 from __future__ import annotations
@@ -124,7 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         from .rescore import main as run
     else:
         from ..report.store.merge import main as run
-    return run(args)
+    try:
+        status = run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the exit's own flush
+    except BrokenPipeError:  # stdout's reader stopped early (| head): no traceback
+        from ..report.output import stdout_gone
+
+        stdout_gone()
+        return 1  # what Python itself exits with on EPIPE
+    return status
 
 
 if __name__ == "__main__":

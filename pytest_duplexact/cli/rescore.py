@@ -12,7 +12,8 @@ is called; judge answers come from RUN's cache where the question is unchanged. 
 Exit status: the comparison's (0: no significant drop, 1: a significant drop, 2: a report
 cannot be read); 4, with one line, for a mistake in what was asked (RUN not a finished run
 folder, an unknown or missing transcriber, whisper-1 without its key, an --out that holds
-files); the re-scoring run's own status when it ended otherwise.
+files, an --html that cannot be written: all checked before the re-scoring run); the
+re-scoring run's own status when it ended otherwise.
 """
 
 from __future__ import annotations
@@ -99,6 +100,17 @@ def _out_dir(run: Path, name: str, given: str | None) -> Path:
     return out
 
 
+def _check_html(html: str | None, rd) -> None:
+    """``--html`` can take the comparison page: said now, not after the re-scoring run."""
+    from ..report.output import OutputError, check_output
+
+    if html:
+        try:
+            check_output(html, "--html", "compare.html", [rd.report_file])
+        except OutputError as e:
+            raise RescoreError(str(e)) from None
+
+
 def pytest_args(run: Path, settings, rd, out: Path, workers: int = 0) -> list[str]:
     """The re-scoring run's options: the original's (resume's mapping) with the model, its
     options, the transcriber, the run folder and the cache replaced."""
@@ -126,6 +138,7 @@ def main(args) -> int:
         settings = replace(stored, transcriber=args.transcriber.strip())
         _check_transcriber(settings)
         out = _out_dir(run, settings.transcriber, getattr(args, "out", None))
+        _check_html(getattr(args, "html", None), rd)
     except RescoreError as e:
         print(f"duplexact rescore: {e}", file=sys.stderr)
         return USAGE_ERROR

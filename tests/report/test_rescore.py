@@ -74,6 +74,10 @@ def _fake_run(folder, report=True):
     ("no key", "--transcriber=whisper-1: no API key: set the OPENAI_API_KEY environment "
                "variable"),
     ("out not empty", "already holds files; choose a new folder"),
+    ("html under a file", "cannot write --html {tmp}/afile/x.html: {tmp}/afile is a file, "
+                          "not a folder"),
+    ("html a folder", "cannot write --html {tmp}/busy: {tmp}/busy is a folder: give a file "
+                      "name, e.g. --html {tmp}/busy/compare.html"),
 ])
 def test_mistakes_are_one_line_and_exit_4(tmp_path, monkeypatch, capsys, case, said):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -87,9 +91,16 @@ def test_mistakes_are_one_line_and_exit_4(tmp_path, monkeypatch, capsys, case, s
         (tmp_path / "busy").mkdir()
         (tmp_path / "busy" / "x").write_text("")
         extra = ["--out", str(tmp_path / "busy")]
+    elif case == "html under a file":  # said before the re-scoring run, not after it
+        (tmp_path / "afile").write_text("")
+        extra = ["--html", str(tmp_path / "afile" / "x.html")]
+    elif case == "html a folder":
+        (tmp_path / "busy").mkdir()
+        extra = ["--html", str(tmp_path / "busy")]
     code = duplexact(["rescore", str(run), f"--transcriber={name}", *extra])
     err = capsys.readouterr().err.strip().splitlines()
+    said = said.format(tmp=tmp_path)
     assert code == 4
     assert len(err) == 1 and err[0].startswith("duplexact rescore: ") and said in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        {"run", "busy"} & {p.name for p in tmp_path.iterdir()})  # nothing new was made
+        {"run", "busy", "afile"} & {p.name for p in tmp_path.iterdir()})  # nothing new made

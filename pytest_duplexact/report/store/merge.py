@@ -41,6 +41,7 @@ from ...run.selection import SelectionError
 from ...run.settings import RunSettings, SettingsError
 from .. import ReportFileError, read_report, typed_report
 from ..model import Report
+from ..output import output_problem
 
 PROVENANCE_KEYS = ("shards",)  # present in a merged report only
 
@@ -387,7 +388,8 @@ def expand(patterns: list[str]) -> list[str]:
 
 
 def _output_problem(output: Path, reports: list[str]) -> str | None:
-    """Why ``-o`` cannot take the merged report: a folder, or one of the shard reports."""
+    """Why ``-o`` cannot take the merged report: a folder, one of the shard reports, or a path
+    no file can take (report/output.py)."""
     if output.is_dir():
         return (f"-o {output}: is a directory; give the merged report's file name, e.g. "
                 f"-o {output / 'report.json'}")
@@ -399,7 +401,7 @@ def _output_problem(output: Path, reports: list[str]) -> str | None:
         if same:
             return (f"-o {output}: is the shard report {r}, which the merge would overwrite; "
                     "give another file name")
-    return None
+    return output_problem(output, "-o", "report.json")  # a parent that is a file, no permission
 
 
 def main(args) -> int:

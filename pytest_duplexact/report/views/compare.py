@@ -8,14 +8,19 @@ with its n and the change (latency_rows.deltas). ``--html`` writes the compariso
 (compare_page.py): the per-condition deltas with their intervals, the latency deltas, the
 flip list, and each flip's lanes and audio from both runs side by side.
 
-Exit 0: no significant drop; 1: a significant drop (so the command is a CI gate on stored
-reports too); 2: a report cannot be read.
+The page is written before anything is printed (a reader that stops early, ``| head``, loses
+no file). Exit 0: no significant drop; 1: a significant drop (so the command is a CI gate on
+stored reports too); 2: a report cannot be read, or ``--html`` cannot be written (checked
+before anything is read: report/output.py).
 """
 
 from __future__ import annotations
 
+import sys
+
 from .. import MALFORMED, read_report, refuse
 from ..model import Report
+from ..output import OutputError, check_output, print_lines
 from ..sections import baseline as baseline_mod
 from . import latency_rows
 from .terminal import _table
@@ -72,26 +77,38 @@ def render_lines(section: dict, a: Report, b: Report, a_path: str,
     return out
 
 
+def check_html(args) -> None:
+    """``--html`` can take the page, and is neither report (an ``OutputError`` says why
+    not)."""
+    if getattr(args, "html", None):
+        check_output(args.html, "--html", "compare.html", [args.a, args.b])
+
+
 def main(args) -> int:
     """``args.a``, ``args.b`` (report paths), optional ``html``, ``alpha``, ``audio``,
     ``embed_limit``."""
     alpha = getattr(args, "alpha", None) or baseline_mod.DEFAULT_ALPHA
     try:
+        check_html(args)  # before anything is read or compared: said at once
         # each parsed once; the comparison and both views read the typed reports
         a = Report.from_json(read_report(args.a, REQUIRED, label="A: "))
         b = Report.from_json(read_report(args.b, REQUIRED, label="B: "))
         section = baseline_mod.compare(b, a, alpha, str(args.a),
                                        bool(getattr(args, "ignore_borderline", False)))
+        written = []  # the page, written before anything is printed
+        if getattr(args, "html", None):
+            from .compare_page import write
+            from .html import DEFAULT_EMBED_LIMIT
+
+            out = write(section, a, b, args.html, a_path=args.a, b_path=args.b,
+                        audio=getattr(args, "audio", None) or "embed",
+                        embed_limit=getattr(args, "embed_limit", None) or DEFAULT_EMBED_LIMIT)
+            written.append(f"HTML: {out} ({out.stat().st_size // 1024} kB)")
+    except OutputError as e:
+        print(f"duplexact compare: {e}", file=sys.stderr)
+        return 2
     except MALFORMED as e:  # a ReportFileError (BaselineError is one) or a hand-edited report
         return refuse("compare", e)
-    for line in render_lines(section, a, b, str(args.a), str(args.b)):
-        print(line)
-    if getattr(args, "html", None):
-        from .compare_page import write
-        from .html import DEFAULT_EMBED_LIMIT
-
-        out = write(section, a, b, args.html, a_path=args.a, b_path=args.b,
-                    audio=getattr(args, "audio", None) or "embed",
-                    embed_limit=getattr(args, "embed_limit", None) or DEFAULT_EMBED_LIMIT)
-        print(f"HTML: {out} ({out.stat().st_size // 1024} kB)")
+    # a reader gone (| head): quietly, the status kept
+    print_lines(render_lines(section, a, b, str(args.a), str(args.b)) + written)
     return 0 if section["passed"] else 1

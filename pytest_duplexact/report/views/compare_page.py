@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ...data import taxonomy
 from ..model import Report
+from ..output import check_output, write_output
 from ..sections.baseline import against, css_class
 from .charts import paired_deltas_chart
 from .html import (
@@ -138,7 +139,7 @@ def render(section: dict, a: Report, b: Report, *, a_path=None, b_path=None, out
 
 
 def write(section: dict, a: Report, b: Report, out_path, **kw) -> Path:
+    """The page as the file ``out_path``, as html.write writes the report page."""
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(section, a, b, out_path=out, **kw), encoding="utf-8")
-    return out
+    check_output(out)
+    return write_output(out, render(section, a, b, out_path=out, **kw))

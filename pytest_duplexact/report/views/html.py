@@ -8,9 +8,9 @@ scenarios (Figure 5), timings (stop / interrupt / recover distributions), paper 
 the 14 models), baseline (when compared), failures (every failed instance: reason, audio,
 timeline lanes).
 
-Reads the JSON report, plus each failed instance's ``timeline.json`` and WAV files from its
-run directory when they can be found (next to the report, or the shards' run directories
-recorded by ``duplexact merge``).
+Reads the JSON report, plus each failed instance's ``timeline.json`` and recordings (FLAC, or
+WAV for a run made with ``--duplexact-audio-format=wav``) from its run directory when they can
+be found (next to the report, or the shards' run directories recorded by ``duplexact merge``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ...data import paper as paper_data
 from ...data import taxonomy
 from ...run.rundir import RunDir
 from ..model import Report
+from ..output import check_output, write_output
 from . import rows as view_rows
 from .charts import (  # noqa: F401 (heatmap_rows: also importable as html.heatmap_rows)
     actions_chart,
@@ -54,8 +55,8 @@ class HtmlError(ValueError):
 # --- audio --------------------------------------------------------------------------------------
 
 def audio_data_uri(path: Path) -> str:
-    """The WAV as a small base64 data URI: Ogg Vorbis at 16 kHz (~8 kbit/s), or 8 kHz 16-bit
-    WAV where this libsndfile cannot encode Vorbis."""
+    """A recording (FLAC or WAV) as a small base64 data URI: Ogg Vorbis at 16 kHz (~8 kbit/s),
+    or 8 kHz 16-bit WAV where this libsndfile cannot encode Vorbis."""
     import soundfile as sf
 
     from ...data.audio import resample
@@ -483,7 +484,7 @@ def render(report: Report, *, report_path: str | Path | None = None,
            out_path: str | Path | None = None, audio: str = "embed",
            embed_limit: int = DEFAULT_EMBED_LIMIT, recordings=()) -> str:
     """The page as a string. ``audio``: 'embed' (base64 in the page, failed instances only,
-    up to ``embed_limit``), 'link' (relative links to the run's WAV files) or 'none'.
+    up to ``embed_limit``), 'link' (relative links to the run's audio files) or 'none'.
     ``recordings``: extra run directories to look for instance folders in."""
     if audio not in AUDIO_MODES:
         raise HtmlError(f"audio must be one of {', '.join(AUDIO_MODES)}, got {audio!r}")
@@ -555,7 +556,8 @@ def render(report: Report, *, report_path: str | Path | None = None,
 
 
 def write(report: Report, out_path: str | Path, **kw) -> Path:
+    """The page as the file ``out_path`` (report/output.py: checked before it is rendered,
+    written whole or not at all; an ``OutputError`` says why it cannot be)."""
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(report, out_path=out, **kw), encoding="utf-8")
-    return out
+    check_output(out)
+    return write_output(out, render(report, out_path=out, **kw))
