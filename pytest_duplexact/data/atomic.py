@@ -10,12 +10,24 @@ attempt to clean (``RunDir.reopen``).
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 PART_GLOB = ".*.part"
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading it means setting it: done once, at import, before any thread
+    os.umask(mask)
+    return mask
+
+
+# The mode a plain open() would give the file (mkstemp's temporary is private, 0600, and the
+# rename keeps it: a run folder shared with a team, or a CI artifact, was unreadable to others)
+FILE_MODE = 0o666 & ~_umask()
 
 
 @contextmanager
@@ -25,7 +37,11 @@ def replacing(path: Path | str) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".part",
                                dir=path.parent)
-    os.close(fd)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # never a device a test put behind the name
+            os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -67,23 +67,16 @@ def check_output(path: str | Path, flag: str = "", example: str = "report.html",
         raise OutputError(problem)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_output(path: str | Path, text: str, flag: str = "",
                  example: str = "report.html") -> Path:
     """``text`` (UTF-8) as the whole new file ``path``, its folders made, its mode what a plain
-    write would give (the temporary file's own is private); an ``OutputError`` when it cannot
+    write would give (data/atomic.py); an ``OutputError`` when it cannot
     be written (a folder, a parent that is a file, no permission, a full disk)."""
     out = Path(path)
     check_output(out, flag, example)
     try:
         with replacing(out) as tmp:
             tmp.write_bytes(text.encode("utf-8"))
-            os.chmod(tmp, 0o666 & ~_umask())
     except OSError as e:
         raise OutputError(f"cannot write {_where(out, flag)}: {e.strerror or e}") from None
     return out

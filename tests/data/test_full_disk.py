@@ -45,3 +45,13 @@ def test_a_run_file_on_a_full_disk_names_the_file(full_disk):
     target = full_disk / "report.json"
     with pytest.raises(OSError, match=f"No space left on device: '{target}'"):
         atomic.write_text(target, "{}" * 10_000)
+
+
+def test_a_run_file_gets_the_mode_a_plain_write_would(tmp_path):
+    """The write's temporary is private (0600) and the rename kept that: a run folder shared
+    with a team, or a CI artifact, was unreadable to everyone else. The process's umask now
+    applies, as it does to open()."""
+    mask = os.umask(0)
+    os.umask(mask)
+    atomic.write_text(tmp_path / "report.json", "{}")
+    assert (tmp_path / "report.json").stat().st_mode & 0o777 == 0o666 & ~mask == atomic.FILE_MODE

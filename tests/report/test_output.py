@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import pytest_duplexact
+from pytest_duplexact.data import atomic
 from pytest_duplexact.report import output
 from pytest_duplexact.report.output import OutputError, output_problem, write_output
 
@@ -70,13 +71,10 @@ def test_a_folder_without_permission_is_named(tmp_path, monkeypatch):
 
 def test_write_output_makes_the_folders_and_a_plain_files_mode(tmp_path):
     out = tmp_path / "a" / "b" / "page.html"
-    mask = os.umask(0o022)
-    try:
-        assert write_output(out, "h\u00e9llo", "--html") == out
-    finally:
-        os.umask(mask)
+    assert write_output(out, "h\u00e9llo", "--html") == out
     assert out.read_text(encoding="utf-8") == "h\u00e9llo"
-    assert out.stat().st_mode & 0o777 == 0o644  # not the temporary file's private 0600
+    # not the temporary file's private 0600: the process's umask applied, as open() does
+    assert out.stat().st_mode & 0o777 == atomic.FILE_MODE
     assert sorted(p.name for p in out.parent.iterdir()) == ["page.html"]
 
 
