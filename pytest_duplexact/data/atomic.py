@@ -10,7 +10,6 @@ attempt to clean (``RunDir.reopen``).
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +24,8 @@ def _umask() -> int:
     return mask
 
 
-# The mode a plain open() would give the file (mkstemp's temporary is private, 0600, and the
-# rename keeps it: a run folder shared with a team, or a CI artifact, was unreadable to others)
+# The mode a plain open() would give a file. A run's own files keep mkstemp's private 0600
+# (docs/runs.md); a file the user names as an output (report/output.py) gets this.
 FILE_MODE = 0o666 & ~_umask()
 
 
@@ -37,11 +36,7 @@ def replacing(path: Path | str) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".part",
                                dir=path.parent)
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # never a device a test put behind the name
-            os.fchmod(fd, FILE_MODE)
-    finally:
-        os.close(fd)
+    os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from ..data.atomic import replacing
+from ..data.atomic import FILE_MODE, replacing
 
 
 class OutputError(OSError):
@@ -70,13 +70,15 @@ def check_output(path: str | Path, flag: str = "", example: str = "report.html",
 def write_output(path: str | Path, text: str, flag: str = "",
                  example: str = "report.html") -> Path:
     """``text`` (UTF-8) as the whole new file ``path``, its folders made, its mode what a plain
-    write would give (data/atomic.py); an ``OutputError`` when it cannot
-    be written (a folder, a parent that is a file, no permission, a full disk)."""
+    write would give (``atomic.FILE_MODE``; a run's own files stay private); an
+    ``OutputError`` when it cannot be written (a folder, a parent that is a file, no
+    permission, a full disk)."""
     out = Path(path)
     check_output(out, flag, example)
     try:
         with replacing(out) as tmp:
             tmp.write_bytes(text.encode("utf-8"))
+            os.chmod(tmp, FILE_MODE)
     except OSError as e:
         raise OutputError(f"cannot write {_where(out, flag)}: {e.strerror or e}") from None
     return out

@@ -47,11 +47,15 @@ def test_a_run_file_on_a_full_disk_names_the_file(full_disk):
         atomic.write_text(target, "{}" * 10_000)
 
 
-def test_a_run_file_gets_the_mode_a_plain_write_would(tmp_path):
-    """The write's temporary is private (0600) and the rename kept that: a run folder shared
-    with a team, or a CI artifact, was unreadable to everyone else. The process's umask now
-    applies, as it does to open()."""
+
+def test_a_run_file_is_private_and_an_output_the_user_names_is_not(tmp_path):
+    """A run's own files are its owner's (0600, docs/runs.md); a page the user asks for with
+    --html gets the mode a plain write would (report/output.py)."""
+    from pytest_duplexact.report.output import write_output
+
+    atomic.write_text(tmp_path / "report.json", "{}")
+    assert (tmp_path / "report.json").stat().st_mode & 0o777 == 0o600
+    write_output(tmp_path / "page.html", "<p>", "--html")
     mask = os.umask(0)
     os.umask(mask)
-    atomic.write_text(tmp_path / "report.json", "{}")
-    assert (tmp_path / "report.json").stat().st_mode & 0o777 == 0o666 & ~mask == atomic.FILE_MODE
+    assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o666 & ~mask == atomic.FILE_MODE
