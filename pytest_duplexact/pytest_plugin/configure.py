@@ -104,7 +104,7 @@ def resolve_run_dir(run: RunConfig, claim: bool = True) -> Path:
     given = run.run_dir
     if given:
         run_dir = Path(given).resolve()
-        under = under_a_file(run_dir)
+        under = _under_a_file(run_dir)
         if under is not None:  # said now, before the estimate and the preflight
             raise pytest.UsageError(f"--duplexact-run-dir={given}: {under} is a file, so no "
                                     f"folder can be made under it; {_CHOOSE}")
@@ -129,7 +129,7 @@ def resolve_run_dir(run: RunConfig, claim: bool = True) -> Path:
 _CHOOSE = "choose a folder you can write with --duplexact-run-dir=DIR"
 
 
-def under_a_file(path: Path) -> Path | None:
+def _under_a_file(path: Path) -> Path | None:
     """The first existing part of ``path`` that is not a folder, if any."""
     for part in reversed([path, *path.parents]):
         if not part.exists():

@@ -16,7 +16,6 @@ import pytest
 from ..listen.transcribe import is_local, is_openai
 from ..run.settings import RunSettings
 from .config import RunConfig
-from .configure import under_a_file
 
 
 def check(run: RunConfig, settings: RunSettings, instances) -> str | None:
@@ -33,22 +32,11 @@ def check(run: RunConfig, settings: RunSettings, instances) -> str | None:
 def check_report_path(run: RunConfig) -> None:
     """--duplexact-report's path can take a file: refused now, not after the whole run (the
     report is written at its end, and a path that cannot hold it was found only then)."""
-    if not run.report:
-        return
-    given = run.report
-    path = Path(given)
-    if path.is_dir():
-        raise pytest.UsageError(f"--duplexact-report={given}: {path} is a folder; give a file "
-                                f"name, e.g. --duplexact-report={path / 'report.json'}")
-    under = under_a_file(path.parent.resolve())
-    if under is not None:
-        raise pytest.UsageError(f"--duplexact-report={given}: {under} is a file, so no folder "
-                                "can be made under it; choose another path")
-    existing = next(p for p in [path.parent.resolve(), *path.parent.resolve().parents]
-                    if p.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"--duplexact-report={given}: {existing} cannot be written; "
-                                "choose a path in a folder you can write")
+    from ..report.output import output_problem
+
+    problem = run.report and output_problem(run.report, "--duplexact-report", "report.json")
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def check_model(spec: str, settings: RunSettings) -> None:
