@@ -388,20 +388,9 @@ def expand(patterns: list[str]) -> list[str]:
 
 
 def _output_problem(output: Path, reports: list[str]) -> str | None:
-    """Why ``-o`` cannot take the merged report: a folder, one of the shard reports, or a path
-    no file can take (report/output.py)."""
-    if output.is_dir():
-        return (f"-o {output}: is a directory; give the merged report's file name, e.g. "
-                f"-o {output / 'report.json'}")
-    for r in reports:
-        try:
-            same = output.exists() and output.samefile(r)
-        except OSError:
-            same = False
-        if same:
-            return (f"-o {output}: is the shard report {r}, which the merge would overwrite; "
-                    "give another file name")
-    return output_problem(output, "-o", "report.json")  # a parent that is a file, no permission
+    """Why ``-o`` cannot take the merged report (report/output.py): a folder, one of the
+    shard reports (never overwritten), a parent that is a file, no permission."""
+    return output_problem(output, "-o", "report.json", inputs=reports)
 
 
 def main(args) -> int:

@@ -72,7 +72,8 @@ def test_json_nested_100000_deep_is_one_line(tmp_path, capsys):
 def test_output_a_directory_is_refused(tmp_path, capsys):
     _, paths = _shards(tmp_path, n=2)
     rc, err = _merge(paths, tmp_path, capsys)
-    assert rc == 2 and f"-o {tmp_path}: is a directory" in _one_line(err)
+    assert rc == 2 and f"cannot write -o {tmp_path}: {tmp_path} is a folder: give a file " \
+        f"name, e.g. -o {tmp_path / 'report.json'}" in _one_line(err)
 
 
 def test_output_under_a_file_is_one_line(tmp_path, capsys):
@@ -86,7 +87,8 @@ def test_output_equal_to_a_shard_report_never_overwrites_it(tmp_path, capsys, mo
     before = paths[1].read_bytes()
     monkeypatch.chdir(paths[1].parent)  # the same file by another name
     rc, err = _merge(paths, "report.json", capsys)
-    assert rc == 2 and f"is the shard report {paths[1]}" in _one_line(err)
+    assert rc == 2 and f"cannot write -o report.json: it is the input {paths[1]}; give " \
+        "another file name" in _one_line(err)
     assert paths[1].read_bytes() == before
 
 
