@@ -33,7 +33,7 @@ from ..run import journal
 from ..run.admission import concurrency_measured
 from ..run.harness import Harness
 from ..run.rundir import ERROR_FILE, RunDir, write_json
-from ..run.selection import SelectionError, select
+from ..run.selection import SelectionError, nothing_matches, select
 from ..run.settings import RunSettings, SettingsError
 from ..spend.budget import STOP_FILE
 from . import configure, model_errors, preflight
@@ -117,6 +117,10 @@ class DuplexactSession:
             self.instances = select(dataset.instances, run.selection)
         except SelectionError as e:
             raise pytest.UsageError(f"duplexact selection: {e}") from None
+        if not self.instances:  # said before a run folder exists (it held empty tables)
+            empty = nothing_matches(dataset.instances, run.selection)
+            if empty:
+                raise pytest.UsageError(f"duplexact selection: {empty}")
         self.settings: RunSettings = configure.settings_of(run, dataset, released=released)
         # --collect-only measures nothing: no run folder, no report, no resume line
         self.measuring = not config.option.collectonly

@@ -90,6 +90,32 @@ def shard_of(instance_id: str, n: int) -> int:
     return h % n + 1
 
 
+def nothing_matches(instances, sel: Selection) -> str | None:
+    """Why the selection's filters keep none of a non-empty dataset's instances, or None: the
+    filters that match nothing even alone (with what the data holds), else the ones that
+    match nothing together. A shard left empty is not this: a small dataset split in many
+    shards leaves some empty, and an array job's task must not fail."""
+    instances = list(instances)
+    if not instances or any(sel.keeps(i) for i in instances):
+        return None
+    fields = {"action": "actions", "condition": "conditions", "scenario": "scenarios",
+              "source": "sources", "corpus": "corpora"}
+    given = {flag: getattr(sel, attr) for flag, attr in fields.items() if getattr(sel, attr)}
+    flags = {flag: f"--duplexact-{flag}={','.join(names)}" for flag, names in given.items()}
+    alone = {flag: Selection(**{fields[flag]: names}) for flag, names in given.items()}
+    dead = [flag for flag, one in alone.items() if not any(one.keeps(i) for i in instances)]
+    if not dead:
+        return (f"{' and '.join(flags.values())} keep none of the data's {len(instances)} "
+                "instances together; widen the selection")
+    said = []
+    for flag in dead:
+        held = sorted({str(v) for v in (getattr(i, flag) for i in instances) if v})
+        said.append(f"{flags[flag]} matches none of the data's {len(instances)} instances ("
+                    + (f"it has {', '.join(held)}" if held else f"its instances name no {flag}")
+                    + ")")
+    return "; ".join(said) + "; widen the selection"
+
+
 def select(instances, sel: Selection) -> list[Instance]:
     """Filter, sample (per condition, seeded, independent of input order), shard; the result
     is in taxonomy order, then by instance id."""

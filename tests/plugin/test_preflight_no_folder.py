@@ -74,3 +74,15 @@ def test_a_project_of_its_own_tests_is_left_alone_without_a_model(pytester):
     res = inproc(pytester, "-p", "no:cacheprovider")
     assert res.ret == 0
     res.assert_outcomes(passed=1)
+
+
+def test_a_selection_that_keeps_nothing_is_refused_before_the_run_folder(pytester):
+    """It made a run folder of empty tables and exited 5 ("no tests ran")."""
+    res = inproc(pytester, "--duplexact-model=oracle", "--duplexact-corpus=Candor",
+                 "-p", "no:cacheprovider")
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said[-1] == ("ERROR: duplexact selection: --duplexact-corpus=Candor matches none of "
+                        "the data's 72 instances (its instances name no corpus); widen the "
+                        "selection"), said
+    assert not (pytester.path / "duplexact-runs").exists()

@@ -3,7 +3,14 @@ from pathlib import Path
 import pytest
 
 from pytest_duplexact.data import taxonomy
-from pytest_duplexact.run.selection import Selection, SelectionError, parse_shard, select, shard_of
+from pytest_duplexact.run.selection import (
+    Selection,
+    SelectionError,
+    nothing_matches,
+    parse_shard,
+    select,
+    shard_of,
+)
 from tests.support.builders import make_instance
 
 
@@ -83,3 +90,26 @@ def test_parse_shard():
     assert parse_shard("2/4") == (2, 4) and parse_shard(None) is None
     with pytest.raises(SelectionError):
         parse_shard("2-4")
+
+
+def test_a_selection_that_keeps_nothing_says_which_filter(pool):
+    n = len(pool)
+    # a filter that matches nothing alone is named, with what the data has
+    got = nothing_matches(pool, Selection(corpora=("Candor",)))
+    assert got == (f"--duplexact-corpus=Candor matches none of the data's {n} instances (its "
+                   "instances name no corpus); widen the selection")
+    only_casual = [i for i in pool if i.scenario == "casual"]
+    got = nothing_matches(only_casual, Selection(actions=("wait",), scenarios=("meeting",)))
+    assert got == (f"--duplexact-scenario=meeting matches none of the data's "
+                   f"{len(only_casual)} instances (it has casual); widen the selection")
+    # filters that each match something, but not together
+    real_wait = [i for i in pool if i.action != "wait" or i.source == "synthesized"]
+    got = nothing_matches(real_wait, Selection(actions=("wait",), sources=("real",)))
+    assert got == (f"--duplexact-action=wait and --duplexact-source=real keep none of the "
+                   f"data's {len(real_wait)} instances together; widen the selection")
+    # never for a selection that keeps something, an empty dataset, or an empty shard
+    assert nothing_matches(pool, Selection(actions=("wait",))) is None
+    assert nothing_matches([], Selection(corpora=("Candor",))) is None
+    tiny = pool[:1]
+    empty_shard = next(k for k in (1, 2) if not select(tiny, Selection(shard=(k, 2))))
+    assert nothing_matches(tiny, Selection(shard=(empty_shard, 2))) is None
