@@ -54,8 +54,10 @@ def _settings(run: Path):
     from ..run.settings import RunSettings
 
     if not run.is_dir():
-        raise RescoreError(f"{run}: no such folder; give a run directory (the folder a run "
-                           "printed as 'run directory')")
+        from ..data.suggest import not_a_folder
+
+        raise RescoreError(f"{run}: {not_a_folder(run)}; give a run directory (the folder a "
+                           "run printed as 'run directory')")
     rd = RunDir(run)
     if not rd.run_file.is_file():
         raise RescoreError(f"{run}: not a DuplexAct run directory (no {RUN_FILE}); give the "

@@ -104,5 +104,8 @@ def test_preflight_checks_without_building(tmp_path):
         models.preflight("nope")
     models.preflight("oracle")
     models.preflight(f"recorded:{tmp_path}")
-    with pytest.raises(ValueError, match="no such folder"):
+    with pytest.raises(ValueError, match="no such folder; point recorded: at the run"):
         models.preflight(f"recorded:{tmp_path / 'gone'}")
+    (tmp_path / "afile").write_text("x")  # it said "no such folder" of a file too
+    with pytest.raises(ValueError, match="afile: a file, not a folder; point recorded:"):
+        models.preflight(f"recorded:{tmp_path / 'afile'}")

@@ -66,6 +66,7 @@ def _fake_run(folder, report=True):
 
 @pytest.mark.parametrize("case,said", [
     ("no folder", "no such folder; give a run directory"),
+    ("a file", "a file, not a folder; give a run directory"),
     ("no run.json", "not a DuplexAct run directory (no run.json)"),
     ("unfinished", "the run has no report.json or no recordings; finish it first: "
                    "pytest --duplexact-resume="),
@@ -84,6 +85,8 @@ def test_mistakes_are_one_line_and_exit_4(tmp_path, monkeypatch, capsys, case, s
     run, name, extra = tmp_path / "run", "tiny.en", []
     if case == "no run.json":
         run.mkdir()
+    elif case == "a file":  # it said "no such folder" of a file too
+        run.write_text("")
     elif case != "no folder":
         _fake_run(run, report=case != "unfinished")
     name = {"unknown": "small", "auto": "auto", "no key": "whisper-1"}.get(case, name)

@@ -25,8 +25,12 @@ from ...data.recording_io import (
     load_recording,
     read_instance_id,
 )
+from ...data.suggest import not_a_folder
 from ...data.taxonomy import Pipeline
 from ..contract import DuplexModel, ModelError
+
+_POINT = ("point recorded: at the run directory of an earlier run, or a folder of per-instance "
+          "recordings (docs/models.md, \"Recording layout\")")
 
 
 def replay_problem(root: Path | str, instance_ids) -> str | None:
@@ -36,7 +40,7 @@ def replay_problem(root: Path | str, instance_ids) -> str | None:
     instance and a new run folder each time."""
     root = Path(root).expanduser()
     if not root.is_dir():
-        return f"{root}: no such folder"
+        return f"{root}: {not_a_folder(root)}; {_POINT}"
     ids = sorted(instance_ids)
     for iid in ids:
         for folder in (root / "instances" / iid, root / iid):
@@ -44,16 +48,14 @@ def replay_problem(root: Path | str, instance_ids) -> str | None:
                 return None
     example = f", e.g. {root / 'instances' / ids[0]}" if ids else ""
     return (f"{root} holds no recording of the {len(ids)} selected instance(s) (looked for "
-            f"{root / 'instances'}/<instance id>/ and {root}/<instance id>/{example}): point "
-            "recorded: at the run directory of an earlier run, or a folder of per-instance "
-            "recordings (docs/models.md, \"Recording layout\")")
+            f"{root / 'instances'}/<instance id>/ and {root}/<instance id>/{example}): {_POINT}")
 
 
 class RecordedModel(DuplexModel):
     def __init__(self, root: Path | str, native_transcript: bool | str = True):
         self.root = Path(root).expanduser()
         if not self.root.is_dir():
-            raise ValueError(f"recorded:{root}: no such folder")
+            raise ValueError(f"recorded:{root}: {not_a_folder(self.root)}; {_POINT}")
         self.name = f"recorded:{root}"
         self.native_transcript = _flag(native_transcript, f"recorded:{root}: native_transcript")
 
