@@ -295,8 +295,11 @@ def _stop_each_way(array: str, runs: Path, gate: Path, logs: Path) -> dict[int, 
         if t != REQUEUE:  # Slurm re-queued that one itself
             _wait(requeued, f"task {t} to be re-queued", logs)
         # a re-queued job waits ~2 min before it is eligible again: not here; the timed-out
-        # one gets a limit it can finish in (docs/sharding.md)
-        _scontrol("update", f"jobid={task[t]}", "StartTime=now",
+        # one gets a limit it can finish in (docs/sharding.md). A killed task is let start
+        # only a few seconds on: relaunched 0.7 s after its kill, slurmd refused it ("Job 56
+        # already killed, do not launch batch job", exit 1 at once, in a clean-clone CI run)
+        start = "now+5" if t in (KILL9, SCANCEL) else "now"
+        _scontrol("update", f"jobid={task[t]}", f"StartTime={start}",
                   *(["TimeLimit=30"] if t == TIME_LIMIT else []))
 
     done_before, pending = {}, set(range(TASKS))
