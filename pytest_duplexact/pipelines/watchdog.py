@@ -247,6 +247,9 @@ def run_watched(trial: Callable[[], Awaitable[T]], *, timeout: float, what: str,
             # an idle loop gets the grace to close its connection; a blocked call, none
             _stop(watch, box, done, wait=idle)
             raise _timed_out(what, timeout, where)
+        # a trial shorter than one poll never reached the check above: a Ctrl-C swallowed
+        # during it (seen: in soundfile's cffi callback) would let the run go on to the end
+        interrupt.check()
     except KeyboardInterrupt:
         # Ctrl-C: end the trial too, so its thread lets go of what it holds (sockets, soxr's
         # resamplers) before the interpreter exits, rather than dying with them at exit
