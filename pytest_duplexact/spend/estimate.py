@@ -261,6 +261,8 @@ def hours(seconds: float) -> str:
         return f"{seconds / 3600:.1f} h"
     if seconds >= 60:
         return f"{seconds / 60:.0f} min"
+    if 0 < seconds < 1:  # a sub-second limit read as "0 s"
+        return f"{seconds:.2g} s"
     return f"{seconds:.0f} s"
 
 

@@ -203,3 +203,11 @@ def test_the_concurrency_line_says_what_was_sustained_and_when_more_processes_wo
     assert line(concurrency=lowered, loop_cpu_ms_per_stream_s=10.0).endswith(
         ": one event loop holds about 70 live sessions, so -n 4 (pytest-xdist, one loop per "
         "core) would hold 256 (docs/realtime.md, more than one core)")
+
+
+def test_a_sub_second_duration_is_not_said_as_zero():
+    from pytest_duplexact.spend.estimate import hours
+
+    # --duplexact-max-wall=0.5s stopped a run with "wall-time limit of 0 s reached"
+    assert [hours(s) for s in (0.5, 0.25, 0, 3, 59.6, 75, 4000)] == \
+        ["0.5 s", "0.25 s", "0 s", "3 s", "60 s", "1 min", "1.1 h"]
