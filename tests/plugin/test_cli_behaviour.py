@@ -145,3 +145,16 @@ def test_usage_errors(pytester, args, msg):
     res = run(pytester, *args, "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert msg in (res.stderr.str() + res.stdout.str()).lower()
+
+
+def test_gates_never_pass_an_incomplete_run(pytester):
+    """-x stops at endpoint's first failed instance: the gate on what was measured passes,
+    but the selected instances left without an outcome keep the run from exiting 0."""
+    res = run(pytester, "-x", "--duplexact-model=endpoint", "--duplexact-limit=1",
+              "-p", "no:cacheprovider", "--duplexact-gate=backchannel.I<=0.5")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "have no outcome" in out, out
+    res.stdout.fnmatch_lines(["*passed backchannel.I<=0.5*",
+                              "*the gates passed on an incomplete run (* of 24 selected "
+                              "instance(s) have no outcome): exit status 1, not 0*"])
