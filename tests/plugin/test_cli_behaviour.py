@@ -140,6 +140,13 @@ def test_gates_decide_exit_status(pytester):
     (["--duplexact-model=silent", "--duplexact-limit=x"], "expected an integer"),
     (["--duplexact-model=silent", "--duplexact-data-mapping=m.toml"],
      "a mapping applies to released data only"),
+    # an empty value (an unset CI variable) would run ungated and exit 0
+    (["--duplexact-model=silent", "--duplexact-gate="], "--duplexact-gate= is empty (an unset "
+     "variable?); give it a value or drop the option"),
+    (["--duplexact-model=silent", "--duplexact-gate=wait.I>=0.9", "--duplexact-gate= "],
+     "--duplexact-gate= is empty"),
+    (["--duplexact-model=silent", "--duplexact-baseline="], "--duplexact-baseline= is empty"),
+    (["--duplexact-model=silent", "--duplexact-compare="], "--duplexact-compare= is empty"),
 ])
 def test_usage_errors(pytester, args, msg):
     res = run(pytester, *args, "-p", "no:cacheprovider")
@@ -158,3 +165,13 @@ def test_gates_never_pass_an_incomplete_run(pytester):
     res.stdout.fnmatch_lines(["*passed backchannel.I<=0.5*",
                               "*the gates passed on an incomplete run (* of 24 selected "
                               "instance(s) have no outcome): exit status 1, not 0*"])
+
+
+def test_an_empty_ini_gate_is_unset(pytester):
+    """An ini file expands no variables: an empty duplexact_gate / duplexact_baseline there is
+    written on purpose and means unset (only an empty command-line value is refused)."""
+    pytester.makeini("[pytest]\nduplexact_gate =\nduplexact_baseline =\n")
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
+              "--duplexact-limit=1", "-p", "no:cacheprovider")
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+    assert "Gates" not in res.stdout.str()
