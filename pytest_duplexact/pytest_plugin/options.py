@@ -201,8 +201,25 @@ def given(config: pytest.Config, name: str) -> bool:
                                                                               False)
 
 
+# options whose empty command-line value would silently drop a gate: refused (_not_empty)
+NOT_EMPTY = ("gate", "baseline", "compare")
+
+
+def _not_empty(o: Opt, cli) -> None:
+    """``--duplexact-gate=`` (an unset CI variable, say) would run ungated and exit 0: one
+    line and the usage exit instead. An empty ini value stays "unset": an ini file expands
+    no variables, so an empty key there is written on purpose, not a variable that is
+    missing."""
+    values = cli if isinstance(cli, list) else [cli]
+    if any(v is not None and not str(v).strip() for v in values):
+        raise pytest.UsageError(f"{o.flag}= is empty (an unset variable?); give it a value "
+                                "or drop the option")
+
+
 def get(config: pytest.Config, name: str):
     o = BY_NAME[name]
+    if name in NOT_EMPTY:
+        _not_empty(o, config.getoption(o.dest))
     resumed = config.stash.get(RESUMED, {})
     if name in resumed and not given(config, name):
         return resumed[name]

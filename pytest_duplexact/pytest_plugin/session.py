@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
 import time
 import traceback
 from pathlib import Path
@@ -335,17 +336,59 @@ class DuplexactSession:
         """The command that finishes this run. The model, data, selection and scoring come
         back from its run.json (resumed.py); how it ran (xdist workers, concurrency, batch)
         changes no verdict and is not in run.json, so it is said here: a run at 4 in flight
-        resumed at 1 would take four times as long."""
+        resumed at 1 would take four times as long. Nor are the gates and the baseline in
+        run.json, yet they decide the exit status: a resume without them would pass a run
+        they fail, so they are said here too (``_gate_words``). Each word shell-quoted."""
         from .spend import workers
 
-        words = [f"pytest --duplexact-resume={self.run_dir}"]
+        words = [f"--duplexact-resume={self.run_dir}"]
         if workers(self.config) > 1:
-            words.append(f"-n {workers(self.config)}")
+            words += ["-n", str(workers(self.config))]
         if (self.run_config.concurrency or 1) > 1:
             words.append(f"--duplexact-concurrency={self.run_config.concurrency}")
         if (self.run_config.batch or 1) > 1:
             words.append(f"--duplexact-batch={self.run_config.batch}")
-        return " ".join(words)
+        words += self._gate_words()
+        return " ".join(["pytest", *(shlex.quote(w) for w in words)])
+
+    def _gate_words(self) -> list[str]:
+        """The options that decide this run's exit status (its gates, its baseline and the
+        baseline test's settings, its store), as given to it (command line or ini). A
+        ``--duplexact-compare`` the controller resolved to a stored run names that run's
+        number: ``latest`` would be this run's own incomplete report once it autosaved."""
+        from . import options
+
+        run = self.run_config
+        words = [f"--duplexact-gate={g}" for g in options.get(self.config, "gate")]
+        if run.baseline:
+            words.append(f"--duplexact-baseline={run.baseline}")
+        if run.compare:
+            words.append(f"--duplexact-compare={self._compared() or run.compare}")
+        if run.autosave:
+            words.append("--duplexact-autosave")
+        if run.storage and (run.autosave or run.compare):
+            words.append(f"--duplexact-storage={run.storage}")
+        alpha = run.baseline_alpha
+        if alpha is not None and alpha != options.BY_NAME["baseline-alpha"].default:
+            words.append(f"--duplexact-baseline-alpha={alpha!r}")
+        if run.baseline_ignore_borderline:
+            words.append("--duplexact-baseline-ignore-borderline")
+        return words
+
+    def _compared(self) -> str | None:
+        """The number of the stored run --duplexact-compare resolved to (None: unknown)."""
+        from ..report.store.saved import entries
+
+        chosen = self.controller.baseline
+        if not chosen:
+            return None
+        try:
+            for number, path in entries(self.run_config.store):
+                if Path(path).resolve() == Path(chosen).resolve():
+                    return str(number)
+        except OSError:
+            pass
+        return None
 
     def _upcoming(self, item, n: int) -> list:
         """The next n instances this process will run (not yet finished), in order. Serial:
@@ -707,6 +750,13 @@ class DuplexactSession:
             return 1
         if not (run.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
+        if missing:  # gates pass a complete run only: -x or a lost worker left some unrun
+            if builder.passed(report):
+                ctl.messages.append(
+                    f"duplexact: the gates passed on an incomplete run ({missing} of "
+                    f"{len(expected)} selected instance(s) have no outcome): exit status 1, "
+                    "not 0")
+            return 1  # pytest's own failure (1) stays; a 0 becomes 1
         return 0 if builder.passed(report) else 1
 
     def _run_report_hook(self, report):

@@ -140,8 +140,38 @@ def test_gates_decide_exit_status(pytester):
     (["--duplexact-model=silent", "--duplexact-limit=x"], "expected an integer"),
     (["--duplexact-model=silent", "--duplexact-data-mapping=m.toml"],
      "a mapping applies to released data only"),
+    # an empty value (an unset CI variable) would run ungated and exit 0
+    (["--duplexact-model=silent", "--duplexact-gate="], "--duplexact-gate= is empty (an unset "
+     "variable?); give it a value or drop the option"),
+    (["--duplexact-model=silent", "--duplexact-gate=wait.I>=0.9", "--duplexact-gate= "],
+     "--duplexact-gate= is empty"),
+    (["--duplexact-model=silent", "--duplexact-baseline="], "--duplexact-baseline= is empty"),
+    (["--duplexact-model=silent", "--duplexact-compare="], "--duplexact-compare= is empty"),
 ])
 def test_usage_errors(pytester, args, msg):
     res = run(pytester, *args, "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert msg in (res.stderr.str() + res.stdout.str()).lower()
+
+
+def test_gates_never_pass_an_incomplete_run(pytester):
+    """-x stops at endpoint's first failed instance: the gate on what was measured passes,
+    but the selected instances left without an outcome keep the run from exiting 0."""
+    res = run(pytester, "-x", "--duplexact-model=endpoint", "--duplexact-limit=1",
+              "-p", "no:cacheprovider", "--duplexact-gate=backchannel.I<=0.5")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "have no outcome" in out, out
+    res.stdout.fnmatch_lines(["*passed backchannel.I<=0.5*",
+                              "*the gates passed on an incomplete run (* of 24 selected "
+                              "instance(s) have no outcome): exit status 1, not 0*"])
+
+
+def test_an_empty_ini_gate_is_unset(pytester):
+    """An ini file expands no variables: an empty duplexact_gate / duplexact_baseline there is
+    written on purpose and means unset (only an empty command-line value is refused)."""
+    pytester.makeini("[pytest]\nduplexact_gate =\nduplexact_baseline =\n")
+    res = run(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
+              "--duplexact-limit=1", "-p", "no:cacheprovider")
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+    assert "Gates" not in res.stdout.str()

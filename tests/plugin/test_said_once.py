@@ -55,3 +55,37 @@ def test_resuming_is_said_once(pytester):
     assert res.ret == 0
     assert out.count("duplexact: resuming ") == 2, out  # the settings taken, what is reused
     assert out.count("3 of 3 selected instance(s) finished and reused") == 1, out
+
+
+def test_the_resume_command_keeps_the_gates_and_the_baseline(pytester):
+    """Gates and the baseline are not in run.json, yet they decide the exit status: the
+    printed resume command carries them (shell-quoted), so the resumed run still fails the
+    gate the stopped one was given, and its report has the Gates and Baseline sections."""
+    import re
+    import shlex
+
+    from tests.support.runs import read_report
+
+    assert inproc(pytester, *RUN, "--duplexact-limit=1", "--duplexact-run-dir=B").ret == 0
+    pytester.makepyfile(slow_oracle=SLOW_ORACLE)
+    res = inproc(pytester, "--duplexact-model=slow_oracle:SlowOracle", *RUN[1:],
+                 "--duplexact-run-dir=run", "--duplexact-max-wall=1s",
+                 "--duplexact-gate=take_turn.I < 0.5", "--duplexact-gate=take_turn.I>=0",
+                 "--duplexact-baseline=B/report.json", "--duplexact-baseline-alpha=0.01",
+                 "--duplexact-baseline-ignore-borderline")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.INTERRUPTED, out
+    said = re.search(r"resume with (pytest --duplexact-resume=.*?) \(\d+ selected", out)
+    assert said, out
+    words = shlex.split(said.group(1))
+    assert words[1:] == [f"--duplexact-resume={pytester.path / 'run'}",
+                         "--duplexact-gate=take_turn.I < 0.5", "--duplexact-gate=take_turn.I>=0",
+                         "--duplexact-baseline=B/report.json",
+                         "--duplexact-baseline-alpha=0.01",
+                         "--duplexact-baseline-ignore-borderline"], said.group(1)
+    again = inproc(pytester, *words[1:], "-p", "no:cacheprovider", "-q")
+    assert again.ret == pytest.ExitCode.TESTS_FAILED, again.stdout.str()
+    rep = read_report(pytester.path / "run")
+    assert [(g["gate"], g["passed"]) for g in rep["gates"]] == [
+        ("take_turn.I < 0.5", False), ("take_turn.I>=0", True)], rep["gates"]
+    assert rep["baseline"]["path"].endswith("report.json"), rep["baseline"]
