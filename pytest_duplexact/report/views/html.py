@@ -347,6 +347,8 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
         change_text,
         css_class,
         newly_measured_line,
+        not_measured_text,
+        other_not_compared,
         power_lines,
         verdict,
     )
@@ -370,8 +372,11 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
         out.append(_table(["Comparison", "baseline % (n)", "this run % (n)",
                            "\u0394 points (paired: 95% CI; pairs)", "p", "p (Holm)", "test",
                            "verdict"], rows, classes))
-    for s in b.get("not_compared", []):
-        out.append(f'<p class="muted">{_esc(s["target"])}: {_esc(s["why"])}</p>')
+    for m in b.get("not_measured_now") or []:
+        out.append(f'<p class="warn">{_esc(not_measured_text(m))}</p>')
+    for s in other_not_compared(b):
+        out.append(f'<p class="muted">not compared: {_esc(s["target"])}: '
+                   f'{_esc(s["why"])}</p>')
     for line in power_lines(b) + [newly_measured_line(b) or ""]:
         if line:
             out.append(f'<p class="muted">{_esc(line)}</p>')
