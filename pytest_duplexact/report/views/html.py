@@ -391,7 +391,8 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
                    out_dir: Path) -> list[str]:
     """One instance's audio players (embedded, linked or none) and its timeline lanes."""
     parts, players = [], []
-    for name, wav in RunDir.tracks(folder).items():
+    tracks = RunDir.tracks(folder)
+    for name, wav in tracks.items():
         if embedded:
             src = audio_data_uri(wav)
         elif audio == "link":
@@ -403,6 +404,8 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
                        f'src="{_esc(src)}"></audio></label>')
     if players:
         parts.append("<div>" + "".join(players) + "</div>")
+    elif audio != "none" and not tracks:  # nothing to embed or link: say why, not a limit
+        parts.append(f'<p class="muted">{_esc(no_recording_text(inst))}</p>')
     elif audio == "embed":
         parts.append('<p class="muted">audio not embedded (limit reached)</p>')
     try:
@@ -410,6 +413,15 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
     except FileNotFoundError:
         pass
     return parts
+
+
+def no_recording_text(inst: dict) -> str:
+    """Why an instance's folder holds no audio: it ended in an error before any was written,
+    or the files are gone."""
+    if inst.get("error"):
+        return ("no recording: the instance ended in an error before any audio was "
+                "written (the error is above)")
+    return "no recording: its folder holds no input or output audio file"
 
 
 def _borderline_mark(inst: dict) -> str:
