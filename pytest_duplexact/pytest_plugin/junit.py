@@ -1,6 +1,11 @@
 """JUnit XML that CI dashboards read: each testcase carries flat, typed properties instead of
 the outcome's Python repr, and the testsuite carries the run's rates.
 
+The gates and the baseline decide the exit status, so the suite also says how each came out
+(``duplexact.gate[<expr>]``, ``duplexact.baseline``, ``duplexact.passed``) and, when there is
+any, one more testcase ``duplexact::gates`` fails when a gate or the baseline failed: a CI
+test view then shows the failed job as failed, not green.
+
 The outcome travels on ``user_properties`` (that is how pytest-xdist brings it to the
 controller); once the controller has taken it, the blob is replaced by flat properties
 before pytest's junitxml plugin writes the testcase.
@@ -77,8 +82,52 @@ def suite_properties(report) -> list[tuple[str, str]]:
     return out
 
 
+def gate_properties(report) -> list[tuple[str, str]]:
+    """Each gate's and the baseline's outcome: ``duplexact.gate[wait.I<0.5]`` = ``failed``
+    with its ``.message``, ``duplexact.baseline`` = ``passed`` / ``failed`` with its
+    ``.message``, and ``duplexact.passed``: whether the gates, the baseline and the instances
+    (none errored) let the run pass, what its exit status says."""
+    from ..report.builder import passed
+
+    out = []
+    for g in report.gate_list():
+        name = f"{FLAT_PREFIX}gate[{g.gate}]"
+        out += [(name, "passed" if g.passed else "failed"), (name + ".message", g.message)]
+    b = report.baseline
+    if b is not None:
+        out += [(FLAT_PREFIX + "baseline", "passed" if b["passed"] else "failed"),
+                (FLAT_PREFIX + "baseline.message", str(b.get("message", "")))]
+    if out:
+        out.append((FLAT_PREFIX + "passed", str(passed(report)).lower()))
+    return out
+
+
+GATES_NODEID = "duplexact::gates"
+
+
+def gate_reports(report) -> list:
+    """The ``duplexact::gates`` testcase's call and teardown reports (none when the run has
+    neither a gate nor a baseline): failed, naming what failed, when a gate or the baseline
+    failed; the instances keep their own testcases."""
+    from _pytest.reports import TestReport
+
+    failed = [g.message for g in report.gate_list() if not g.passed]
+    b = report.baseline
+    if b is not None and not b["passed"]:
+        failed.append(str(b.get("message", "FAILED baseline")))
+    if not report.gate_list() and b is None:
+        return []
+    props = gate_properties(report)
+    loc = ("duplexact", None, "gates")
+    call = TestReport(GATES_NODEID, loc, {}, "failed" if failed else "passed",
+                      "\n".join(failed) if failed else None, "call",
+                      user_properties=props)
+    return [call, TestReport(GATES_NODEID, loc, {}, "passed", None, "teardown")]
+
+
 def add_suite_properties(config, report) -> None:
-    """Into the JUnit XML's testsuite, when --junitxml is on (pytest's own LogXML)."""
+    """Into the JUnit XML's testsuite, when --junitxml is on (pytest's own LogXML): the run's
+    rates, each gate's and the baseline's outcome, and the ``duplexact::gates`` testcase."""
     try:
         from _pytest.junitxml import xml_key
     except ImportError:  # a pytest without it: the testcase properties still carry it all
@@ -86,5 +135,11 @@ def add_suite_properties(config, report) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    for name, value in suite_properties(report):
+    for name, value in suite_properties(report) + gate_properties(report):
         xml.add_global_property(name, value)
+    try:
+        for rep in gate_reports(report):
+            xml.pytest_runtest_logreport(rep)
+    except Exception as e:  # another pytest's LogXML: the properties above still say it
+        xml.add_global_property(FLAT_PREFIX + "gates_testcase_error",
+                                f"{type(e).__name__}: {e}")

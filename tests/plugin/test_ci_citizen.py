@@ -186,6 +186,33 @@ def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
         assert not any(v.startswith("{") for v in props.values())  # no Python reprs
 
 
+@pytest.mark.parametrize("gate, ok", [("take_turn.I>=0.9", False), ("take_turn.I>=0.1", True)],
+                         ids=["failed", "passed"])
+def test_junit_xml_records_the_gate_outcome(pytester, gate, ok):
+    """A gate that fails the run fails the XML too (a ``duplexact::gates`` testcase) and the
+    suite says how each gate came out; the instances keep their testcases."""
+    import xml.etree.ElementTree as ET
+
+    res = inproc(pytester, "--duplexact-model=endpoint", "--duplexact-action=take_turn",
+                 "--duplexact-limit=1", f"--duplexact-gate={gate}", "--junitxml=junit.xml",
+                 "-p", "no:cacheprovider")
+    assert res.ret == (0 if ok else 1)
+    root = ET.parse(Path(pytester.path, "junit.xml")).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props[f"duplexact.gate[{gate}]"] == ("passed" if ok else "failed")
+    assert props[f"duplexact.gate[{gate}].message"].startswith("passed" if ok else "FAILED")
+    assert props["duplexact.passed"] == str(ok).lower()
+    cases = suite.findall("testcase")
+    assert len(cases) == 4  # the 3 instances and the gates
+    gates = [c for c in cases if c.get("classname") == "duplexact" and c.get("name") == "gates"]
+    assert len(gates) == 1
+    failure = gates[0].find("failure")
+    assert (failure is None) == ok
+    if not ok:
+        assert gate in failure.get("message") and int(suite.get("failures")) >= 1
+
+
 FAILING_FACTORY = '''
 def factory(**options):
     raise RuntimeError("weights not found: /models/ckpt.safetensors")

@@ -14,6 +14,12 @@ chance that an unchanged model fails the gate at all (a run makes ~60 comparison
 uncorrected, a few would come out "significant" by chance on most re-runs of a stochastic
 model). A comparison dropped when the current rate is lower and its adjusted p is below alpha.
 
+A rate the baseline measured that this run ran instances for and measured on none (a model
+gone silent: every stop, hold_floor and recover trial excluded) fails the gate too, as "not
+measured now (was X%)" (``not_measured_now``): nothing can be tested, and a release gate must
+not pass it silently. A group this run did not run at all (another selection) is only listed
+under ``not_compared``.
+
 The result is plain data (the report's ``baseline`` section, docs/reports.md).
 """
 
@@ -148,13 +154,14 @@ def compare(current: Report, baseline: Report, alpha: float = DEFAULT_ALPHA,
         # power: the Holm p of the largest drop these n allow (every baseline success lost)
         row["p_floor"] = holm(ps[:k] + [_largest_drop_p(row)] + ps[k + 1:])[k]
     drops = [r["target"] for r in rows if r["dropped"]]
+    lost = _not_measured_now(current, baseline)
     section = {
         "path": path, "model": baseline.model_label, "created": baseline.created,
         "dataset_fingerprint": baseline.dataset_fingerprint,
         "alpha": alpha, "pairing": pairing, "pairing_note": note, "method": method,
         "comparisons": rows, "not_compared": skipped, "flips": flips, "drops": drops,
-        "newly_measured": _newly_measured(current, baseline),
-        "warnings": _warnings(current, baseline), "passed": not drops,
+        "not_measured_now": lost, "newly_measured": _newly_measured(current, baseline),
+        "warnings": _warnings(current, baseline), "passed": not drops and not lost,
     }
     if ignore_borderline:  # only when asked, so other sections keep their bytes
         section["ignore_borderline"] = True
@@ -221,6 +228,67 @@ def _newly_measured(current: Report, baseline: Report) -> list[dict]:
     return out
 
 
+# why a group's trials are in no rate: (Counts key, text); a key's ``_S`` part is the
+# subsequent stage's share, the rest the immediate stage's (docs/report-format.md, Counts)
+_UNSCORED = (("errors", "ended in an error"),
+             ("excluded", "excluded (the cue never met model speech)"),
+             ("not_judged", "not judged (no judge configured)"),
+             ("judge_errors", "with no usable judge answer"),
+             ("not_applicable", "not applicable"))
+
+
+def _unscored_why(counts, metric: str) -> str:
+    """Why none of a group's instances is in its I or S rate, from its Counts."""
+    parts = []
+    if metric == "S" and int(counts.get("n_I") or 0) > int(counts.get("I_success") or 0):
+        parts.append(f"{int(counts['n_I']) - int(counts['I_success'])} immediate failure(s) "
+                     "(no follow-through to judge)")
+    for key, text in _UNSCORED:
+        whole, s_part = int(counts.get(key) or 0), int(counts.get(f"{key}_S") or 0)
+        if key in ("errors", "excluded"):  # no stage of its own: out of both rates
+            k = whole
+        else:
+            k = s_part if metric == "S" else whole - s_part
+        if k:
+            parts.append(f"{k} {text}")
+    return (f"its {int(counts['n'])} instance(s) ran and none was scored"
+            + (": " + ", ".join(parts) if parts else ""))
+
+
+def _not_measured_now(current: Report, baseline: Report) -> list[dict]:
+    """The rates the baseline measured whose instances this run ran and scored none of: each
+    with the baseline's rate and why (a failure of the gate). A group with no instance in
+    this run (not selected) is not one: it is only listed under ``not_compared``."""
+    out = []
+    for action, cond in paired.targets():
+        where = action if cond is None else f"{action}.{cond}"
+        cur_c = _counts(current, action, cond)
+        if not cur_c or not int(cur_c.get("n") or 0):
+            continue
+        for metric in taxonomy.RATE_KINDS:
+            base = rate_of(_counts(baseline, action, cond), metric)
+            if base.n and not rate_of(cur_c, metric).n:
+                out.append({"target": f"{where}.{metric}", "baseline": base.to_dict(),
+                            "why": _unscored_why(cur_c, metric)})
+    return out
+
+
+def not_measured_text(m: dict) -> str:
+    """``stop.I: not measured now (was 100.0%, n 3); its 3 instance(s) ran and none was
+    scored: 3 excluded (...)``."""
+    b = m["baseline"]
+    return (f"{m['target']}: not measured now (was {100 * b['rate']:.1f}%, n {b['n']}); "
+            f"{m['why']}")
+
+
+def other_not_compared(section: dict) -> list[dict]:
+    """``not_compared`` less what the views show elsewhere (the rates not measured now, the
+    newly measured ones)."""
+    shown = {m["target"] for m in (section.get("not_measured_now") or [])
+             + (section.get("newly_measured") or [])}
+    return [s for s in section.get("not_compared") or [] if s["target"] not in shown]
+
+
 def newly_measured_line(section: dict) -> str | None:
     new = section.get("newly_measured") or []
     if not new:
@@ -263,10 +331,18 @@ def summary_line(section: dict) -> str:
     n = len(section["comparisons"])
     how = (f"{section.get('pairing', 'unpaired')}; alpha {section['alpha']:g}, "
            "Holm-adjusted")
-    if section["drops"]:
+    lost = [m["target"] for m in section.get("not_measured_now") or []]
+    if section["drops"] and not lost:
         return (f"FAILED baseline: {len(section['drops'])} of {n} comparison(s) dropped "
                 f"significantly against {against(section)} ({how}): "
                 + ", ".join(section["drops"]))
+    if lost:
+        named = ", ".join(lost[:_MAX_LOST]) + (
+            f" and {len(lost) - _MAX_LOST} more" if len(lost) > _MAX_LOST else "")
+        dropped = (f"{len(section['drops'])} of {n} comparison(s) dropped significantly ("
+                   + ", ".join(section["drops"]) + "), and " if section["drops"] else "")
+        return (f"FAILED baseline: {dropped}{len(lost)} rate(s) measured in the baseline are "
+                f"not measured now ({named}) against {against(section)} ({how})")
     lower = sum(r["delta"] < 0 for r in section["comparisons"])
     few = too_few(section)
     if few:  # a drop these n could not have shown is not a pass: it is unjudged
@@ -277,6 +353,9 @@ def summary_line(section: dict) -> str:
     how += f"; {lower} lower but within chance"
     return (f"passed baseline: no significant drop in {n} comparison(s) against "
             f"{against(section)} ({how})")
+
+
+_MAX_LOST = 6  # rates not measured now named in the verdict line
 
 
 def borderline_note(f: dict) -> str:
@@ -316,6 +395,7 @@ def render_lines(section: dict) -> list[str]:
     warnings."""
     out = [section["message"], f"  {section.get('pairing_note') or section.get('method', '')}"]
     out += ["  dropped " + describe(r) for r in section["comparisons"] if r["dropped"]]
+    out += ["  " + not_measured_text(m) for m in section.get("not_measured_now") or []]
     fl = section.get("flips") or []
     if fl:
         worse = sum(f["direction"] == paired.WORSE for f in fl)
@@ -328,6 +408,7 @@ def render_lines(section: dict) -> list[str]:
     out += [f"  {line}" for line in power_lines(section)]
     if (new := newly_measured_line(section)) is not None:
         out.append(f"  {new}")
+    out += [f"  not compared: {s['target']}: {s['why']}" for s in other_not_compared(section)]
     out += [f"  warning: {w}" for w in section["warnings"]]
     return out
 
@@ -361,6 +442,6 @@ def gate(report: Report, path: str, alpha: float = DEFAULT_ALPHA,
         if not isinstance(e, BaselineError):
             e = BaselineError(f"baseline {path}: cannot be compared ({type(e).__name__}: {e})")
         return {"path": str(path), "alpha": alpha, "method": METHOD, "pairing": None,
-                "comparisons": [], "not_compared": [], "flips": [], "drops": [],
-                "warnings": [], "passed": False,
+                "comparisons": [], "not_compared": [], "not_measured_now": [], "flips": [],
+                "drops": [], "warnings": [], "passed": False,
                 "message": f"FAILED baseline: {e}"}

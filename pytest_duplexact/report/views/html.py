@@ -347,6 +347,8 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
         change_text,
         css_class,
         newly_measured_line,
+        not_measured_text,
+        other_not_compared,
         power_lines,
         verdict,
     )
@@ -370,8 +372,11 @@ def _baseline_section(b: dict, in_report: bool = True) -> str:
         out.append(_table(["Comparison", "baseline % (n)", "this run % (n)",
                            "\u0394 points (paired: 95% CI; pairs)", "p", "p (Holm)", "test",
                            "verdict"], rows, classes))
-    for s in b.get("not_compared", []):
-        out.append(f'<p class="muted">{_esc(s["target"])}: {_esc(s["why"])}</p>')
+    for m in b.get("not_measured_now") or []:
+        out.append(f'<p class="warn">{_esc(not_measured_text(m))}</p>')
+    for s in other_not_compared(b):
+        out.append(f'<p class="muted">not compared: {_esc(s["target"])}: '
+                   f'{_esc(s["why"])}</p>')
     for line in power_lines(b) + [newly_measured_line(b) or ""]:
         if line:
             out.append(f'<p class="muted">{_esc(line)}</p>')
@@ -386,7 +391,8 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
                    out_dir: Path) -> list[str]:
     """One instance's audio players (embedded, linked or none) and its timeline lanes."""
     parts, players = [], []
-    for name, wav in RunDir.tracks(folder).items():
+    tracks = RunDir.tracks(folder)
+    for name, wav in tracks.items():
         if embedded:
             src = audio_data_uri(wav)
         elif audio == "link":
@@ -398,6 +404,8 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
                        f'src="{_esc(src)}"></audio></label>')
     if players:
         parts.append("<div>" + "".join(players) + "</div>")
+    elif audio != "none" and not tracks:  # nothing to embed or link: say why, not a limit
+        parts.append(f'<p class="muted">{_esc(no_recording_text(inst))}</p>')
     elif audio == "embed":
         parts.append('<p class="muted">audio not embedded (limit reached)</p>')
     try:
@@ -405,6 +413,15 @@ def instance_media(inst: dict, folder: Path, audio: str, embedded: bool,
     except FileNotFoundError:
         pass
     return parts
+
+
+def no_recording_text(inst: dict) -> str:
+    """Why an instance's folder holds no audio: it ended in an error before any was written,
+    or the files are gone."""
+    if inst.get("error"):
+        return ("no recording: the instance ended in an error before any audio was "
+                "written (the error is above)")
+    return "no recording: its folder holds no input or output audio file"
 
 
 def _borderline_mark(inst: dict) -> str:

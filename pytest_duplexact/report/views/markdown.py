@@ -138,7 +138,15 @@ def render(report: Report, failures: bool = True) -> str:
 
 
 def _baseline(b: dict) -> list[str]:
-    from ..sections.baseline import against, change_text, flip_line, verdict
+    from ..sections.baseline import (
+        against,
+        change_text,
+        flip_line,
+        newly_measured_line,
+        not_measured_text,
+        other_not_compared,
+        verdict,
+    )
 
     out = [f"{'❌' if not b['passed'] else '✅'} {b['message']}", ""]
     if b.get("path"):
@@ -160,6 +168,17 @@ def _baseline(b: dict) -> list[str]:
                        "p (Holm)", "test", "verdict"], rows, "lrrrrrll")
     else:
         out += ["", "No comparison is lower than the baseline."]
+    lost = b.get("not_measured_now") or []
+    if lost:
+        out += ["", f"Measured in the baseline, **not measured now** ({len(lost)}; each fails "
+                "the gate):", ""]
+        out += [f"- {_esc(not_measured_text(m))}" for m in lost]
+    others = other_not_compared(b)
+    if others:
+        out += ["", f"Not compared ({len(others)}):", ""]
+        out += [f"- {_esc(s['target'])}: {_esc(s['why'])}" for s in others]
+    if (new := newly_measured_line(b)) is not None:
+        out += ["", _esc(new)]
     flips = b.get("flips") or []
     if flips:
         out += ["", "<details>", f"<summary>{len(flips)} flipped instance(s)</summary>", ""]

@@ -4,13 +4,17 @@ paired comparison has its own tests (test_paired.py)."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
 
+from pytest_duplexact.report.builder import passed
 from pytest_duplexact.report.sections import baseline
+from pytest_duplexact.report.views import html as html_view
+from pytest_duplexact.report.views import markdown
 from pytest_duplexact.report.views.terminal import render
-from tests.report.helpers import outcomes_for, typed
+from tests.report.helpers import outcome, outcomes_for, typed
 
 
 def _run(delayed_ok: int, immediate_ok: int = 20, n: int = 20, start: int = 0, **settings):
@@ -121,3 +125,58 @@ def test_terminal_shows_the_baseline_and_the_wide_marks():
     assert "dropped take_turn.delayed.I" in text
     # n = 20 at 10%: Wilson [2.8, 30.1] is wider than +/-10 points
     assert "10.0~" in text and "~ = 95% Wilson interval wider" in text
+
+
+# --- a rate the baseline measured that this run no longer measures -----------------------------
+
+def _gone_silent(start: int = 0):
+    """The baseline measured stop (I and S); this run ran the same stop instances and every
+    one was excluded (the model never spoke, so no cue met its speech)."""
+    base = typed(outcomes_for("take_turn.delayed", 6, 6)
+                 + outcomes_for("stop.direct_interruption", 6, 6, s_ok=lambda k: True))
+    cur = typed(outcomes_for("take_turn.delayed", 6, 6, start=start)
+                + [outcome("stop", "direct_interruption", start + k, None) for k in range(6)])
+    return cur, base
+
+
+@pytest.mark.parametrize("start", [0, OTHER_IDS], ids=["paired", "unpaired"])
+def test_a_rate_no_longer_measured_fails_the_gate_and_says_what_it_was(start):
+    cur, base = _gone_silent(start)
+    sec = baseline.compare(cur, base, path="old.json")
+    assert sec["drops"] == [] and not sec["passed"]
+    assert [m["target"] for m in sec["not_measured_now"]] == [
+        "stop.I", "stop.S", "stop.direct_interruption.I", "stop.direct_interruption.S"]
+    assert sec["message"].startswith("FAILED baseline: 4 rate(s) measured in the baseline "
+                                     "are not measured now (stop.I, stop.S")
+    line = ("stop.direct_interruption.I: not measured now (was 100.0%, n 6); its 6 "
+            "instance(s) ran and none was scored: 6 excluded (the cue never met model speech)")
+    assert line in "\n".join(baseline.render_lines(sec))
+    rep = cur.replace(baseline=sec)
+    assert not passed(rep)  # the exit status
+    md = markdown.render(rep)
+    assert "**not measured now** (4; each fails the gate)" in md and line in md
+    assert "stop.direct_interruption.I: no instance measured in both runs" not in md
+    page = html_view.render(rep)
+    assert html.escape(line) in page
+
+
+def test_a_rate_with_no_instance_in_this_run_is_listed_in_every_view_not_failed():
+    base, cur = _run(15), typed(outcomes_for("take_turn.delayed", 20, 15))
+    sec = baseline.compare(cur, base)
+    assert sec["passed"] and sec["not_measured_now"] == []
+    line = "not compared: take_turn.immediate.I: measured in the baseline (n=20), not in this run"
+    assert line in "\n".join(baseline.render_lines(sec))
+    rep = cur.replace(baseline=sec)
+    assert line[len("not compared: "):] in markdown.render(rep)
+    assert html.escape(line) in html_view.render(rep)
+
+
+def test_S_unmeasured_after_every_immediate_failure_says_so():
+    base = typed(outcomes_for("stop.direct_interruption", 6, 6, s_ok=lambda k: True))
+    cur = typed(outcomes_for("stop.direct_interruption", 6, 0, s_ok=lambda k: True))
+    sec = baseline.compare(cur, base)
+    assert [m["target"] for m in sec["not_measured_now"]] == [
+        "stop.S", "stop.direct_interruption.S"]
+    assert sec["not_measured_now"][0]["why"] == (
+        "its 6 instance(s) ran and none was scored: 6 immediate failure(s) (no follow-through "
+        "to judge)")

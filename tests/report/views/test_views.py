@@ -210,3 +210,19 @@ def test_the_html_summary_reads_as_words(rep):
     assert "ckpt=step-4000" in page
     assert "auto (used: offline:tiny.en)" in page
     assert '{"actions"' not in page
+
+
+def test_html_names_a_missing_recording_not_the_embed_limit(rep, tmp_path):
+    """An errored instance with no audio says it has no recording, not that the embed limit
+    was reached (1 failure against a limit of 60)."""
+    report_path = write_run_dir(tmp_path / "run", rep)
+    err = next(i for i in rep["instances"] if i.get("error"))
+    for f in (report_path.parent / err["recording"]).iterdir():
+        if f.suffix in (".wav", ".flac"):
+            f.unlink()
+    page = html_view.render(parsed(rep), report_path=report_path, embed_limit=60)
+    entry = page.split(f'id="i-{err["id"]}"', 1)[1].split('<div class="failure"', 1)[0]
+    assert "no recording: the instance ended in an error before any audio was written" in entry
+    assert "limit reached" not in page
+    linked = html_view.render(parsed(rep), report_path=report_path, audio="link")
+    assert "no recording: the instance ended in an error" in linked
