@@ -317,7 +317,8 @@ class DuplexactSession:
         """After LOST_AFTER instances in a row that could not connect at all, stop pytest
         before the next test: what was scored is kept, and the line says how to go on."""
         runner = self.runner
-        if not _unreachable(exc):
+        what = _unreachable(exc)
+        if what is None:
             runner.unreached = 0
             return
         runner.unreached += 1
@@ -325,6 +326,13 @@ class DuplexactSession:
             return
         from ..remote.netsafety import mask_credentials
 
+        if what == "service":  # a transcriber's or judge's: every instance would wait it out
+            said = " ".join(str(exc).split())[:300]
+            item.session.shouldstop = (
+                f"duplexact: a remote service cannot be reached ({LOST_AFTER} instances in a "
+                f"row could not connect: {said}): check its URL and the network, then "
+                f"{self.resume_command()}")
+            return
         options = self.settings.options
         url = options.get("url") or options.get("server_url")
         where = f" at {mask_credentials(url)}" if url else ""
@@ -827,13 +835,18 @@ def _users_input(exc: Exception) -> bool:
     return isinstance(exc, (TypeError, ValueError, LookupError, ImportError))
 
 
-def _unreachable(exc: BaseException | None) -> bool:
-    """The error, or one it was raised from, says nothing answered at the server's address."""
+def _unreachable(exc: BaseException | None) -> str | None:
+    """What could not be reached, when the error, or one it was raised from, says nothing
+    answered at its address: ``"model"`` (the model's server) or ``"service"`` (a remote
+    transcriber or judge: remote/calls.ServiceUnreachable); else None."""
     from ..models.streaming_contract import ServerUnreachable
+    from ..remote.calls import ServiceUnreachable
 
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, ServerUnreachable):
-            return True
+            return "model"
+        if isinstance(exc, ServiceUnreachable):
+            return "service"
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return None

@@ -49,6 +49,12 @@ class RequestFailed(RuntimeError):
     """No usable answer after the allowed attempts, or a request a retry cannot fix."""
 
 
+class ServiceUnreachable(RequestFailed):
+    """Every attempt failed to connect at all (refused, no route, DNS): nothing answered at
+    the service's address, so every later request will fail the same way (the run stops
+    after a few in a row: pytest_plugin/session.py, LOST_AFTER)."""
+
+
 class ConfigError(ValueError):
     """A judge/transcriber cannot be built as configured (e.g. no API key)."""
 
@@ -332,6 +338,7 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
                 return Outcome(value, cached=True, key=key)
     notes: list[str] = []
     made = 0  # HTTP attempts sent for this request
+    unconnected = 0  # of them, the ones that reached nothing (not a timeout, not an answer)
     end = None if policy.deadline is None else clock() + policy.deadline
     openai = _sdk()  # a request is about to go out through it
     for attempt in range(1, policy.max_attempts + 1):
@@ -355,6 +362,9 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
                 retry_after = 0.0
             else:
                 notes.append(describe(exc, secret))
+                if isinstance(exc, openai.APIConnectionError) and \
+                        not isinstance(exc, openai.APITimeoutError):
+                    unconnected += 1
                 if not _retryable(exc):
                     counters.errors += 1
                     raise RequestFailed(f"{notes[-1]} (not retried)") from None
@@ -387,5 +397,5 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
             counters.retries += 1
             sleep(wait)
     counters.errors += 1
-    raise RequestFailed(f"no usable answer after {made} attempt(s); "
-                        f"last: {notes[-1]}")
+    failed = ServiceUnreachable if made and unconnected == made else RequestFailed
+    raise failed(f"no usable answer after {made} attempt(s); last: {notes[-1]}")

@@ -92,3 +92,29 @@ def test_malformed_word_lists_are_unusable_answers():
                 {"text": "a", "words": [{"start": 0, "end": 1}]}):
         with pytest.raises(InvalidAnswer):
             parse_words(bad)
+
+
+def test_a_service_that_nothing_answers_at_is_unreachable_and_one_that_answered_is_not(
+        fake_key, sleeps, openai_server):
+    """Every attempt refused (nothing listening): ServiceUnreachable in the error's chain, so
+    the run stops after LOST_AFTER instances in a row (pytest_plugin/session.py) instead of
+    spending its retries on every instance. An attempt that got an answer (a 500) is a
+    failure of the service, not an unreachable one."""
+    import socket
+
+    from pytest_duplexact.pytest_plugin.session import _unreachable
+    from pytest_duplexact.remote.calls import ServiceUnreachable
+
+    with socket.socket() as s:  # a port on 127.0.0.1 that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    asr = OpenAITranscriber(base_url=f"http://127.0.0.1:{port}/v1", policy=FAST, sleep=sleeps)
+    with pytest.raises(TranscriptionError, match="connection error") as e:
+        asr.transcribe(SPEECH, 16000)
+    assert isinstance(e.value.__context__, ServiceUnreachable)
+    assert _unreachable(e.value) == "service"
+    openai_server.script(*[Fail(500)] * FAST.max_attempts)
+    served = OpenAITranscriber(base_url=openai_server.url, policy=FAST, sleep=sleeps)
+    with pytest.raises(TranscriptionError) as e:
+        served.transcribe(SPEECH, 16000)
+    assert _unreachable(e.value) is None

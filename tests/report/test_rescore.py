@@ -54,6 +54,32 @@ def test_whisper_1_rescores_an_oracle_run_and_shows_the_flip(pytester, openai_se
     assert json.loads((orig / "report.json").read_text())["settings"]["transcriber"] == "auto"
 
 
+def test_a_transcriber_nothing_answers_at_stops_the_rescore_after_three(pytester, monkeypatch,
+                                                                       capfd):
+    """Every instance spent its retries (about 7 s) on a transcriber whose address nothing
+    answered at, for the whole run; the run now stops after LOST_AFTER in a row, as for a
+    model's server, and says what to check."""
+    import socket
+
+    res = pytester.runpytest("--duplexact-model=oracle", "--duplexact-run-dir=orig",
+                             "--duplexact-condition=interrupt.help,interrupt.safety",
+                             "--duplexact-limit=2", "-p", "no:cacheprovider", "-q")
+    res.assert_outcomes(passed=4)
+    with socket.socket() as s:  # a port on 127.0.0.1 that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("DUPLEXACT_TRANSCRIBE_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    capfd.readouterr()
+    code = duplexact(["rescore", str(pytester.path / "orig"), "--transcriber=whisper-1"])
+    out = capfd.readouterr().out
+    assert code != 0
+    assert "duplexact: a remote service cannot be reached (3 instances in a row could not " \
+        "connect: transcriber whisper-1: no usable answer after" in out, out
+    assert "check its URL and the network, then pytest --duplexact-resume=" in out
+    assert out.count("ERROR ") == 3  # the fourth instance never ran
+
+
 def _fake_run(folder, report=True):
     folder.mkdir()
     (folder / "run.json").write_text(json.dumps(
