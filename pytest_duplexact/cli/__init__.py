@@ -25,7 +25,18 @@ def _page_audio(p, whose: str, unit: str) -> None:
     """The HTML page's audio options (report/views/html.py AUDIO_MODES)."""
     p.add_argument("--audio", choices=["embed", "link", "none"], default="embed",
                    help=f"{whose}' audio in the HTML page: embedded, linked, or none")
-    p.add_argument("--embed-limit", type=int, help=f"embed audio for at most N {unit}")
+    p.add_argument("--embed-limit", type=_count, help=f"embed audio for at most N {unit}")
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 (argparse's own one-line error otherwise)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,11 +100,11 @@ def main(args) -> int:
         written = []  # the page, written before anything is printed
         if getattr(args, "html", None):
             from .compare_page import write
-            from .html import DEFAULT_EMBED_LIMIT
+            from .html import embed_limit
 
             out = write(section, a, b, args.html, a_path=args.a, b_path=args.b,
                         audio=getattr(args, "audio", None) or "embed",
-                        embed_limit=getattr(args, "embed_limit", None) or DEFAULT_EMBED_LIMIT)
+                        embed_limit=embed_limit(args))
             written.append(f"HTML: {out} ({out.stat().st_size // 1024} kB)")
     except OutputError as e:
         print(f"duplexact compare: {e}", file=sys.stderr)

@@ -41,6 +41,15 @@ AUDIO_MODES = ("embed", "link", "none")
 # Failed instances whose audio is embedded (chosen round-robin over conditions, so every
 # condition keeps examples); about 50 kB of base64 Ogg Vorbis per instance (two 20 s clips).
 DEFAULT_EMBED_LIMIT = 60
+
+
+def embed_limit(args) -> int:
+    """The page's ``--embed-limit``: the default when not given, and 0 when 0 is given (an
+    ``or`` read 0 as not given)."""
+    given = getattr(args, "embed_limit", None)
+    return DEFAULT_EMBED_LIMIT if given is None else given
+
+
 # libsndfile's Vorbis compression level (0 best .. 1 smallest): ~8 kbit/s at 16 kHz, clear
 # speech, and 5-10x faster to encode than Opus here.
 VORBIS_LEVEL = 0.8

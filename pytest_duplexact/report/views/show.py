@@ -70,11 +70,11 @@ def _render(args, report: Report) -> int:
         out = write_output(args.markdown, render_markdown(report), "--markdown", "report.md")
         written.append(f"Markdown: {out}")
     if getattr(args, "html", None):
-        from .html import DEFAULT_EMBED_LIMIT, write
+        from .html import embed_limit, write
 
         out = write(report, args.html, report_path=args.report,
                     audio=getattr(args, "audio", None) or "embed",
-                    embed_limit=getattr(args, "embed_limit", None) or DEFAULT_EMBED_LIMIT,
+                    embed_limit=embed_limit(args),
                     recordings=getattr(args, "recordings", None) or ())
         written.append(f"HTML: {out} ({out.stat().st_size // 1024} kB)")
     lines = list(render_terminal(report))

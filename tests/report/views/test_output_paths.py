@@ -117,3 +117,27 @@ def test_compare_piped_to_a_closed_reader_keeps_its_verdict(tmp_path):
                           tmp_path)
     assert (done.returncode, done.stderr) == (1, "")
     assert "DuplexAct comparison" in (tmp_path / "cmp.html").read_text()
+
+
+@pytest.mark.parametrize("given,said", [("-3", "must be 0 or more, got -3"),
+                                        ("many", "expected a whole number, got 'many'")])
+def test_a_negative_or_non_number_embed_limit_is_one_line(where, capsys, given, said):
+    with pytest.raises(SystemExit) as e:
+        duplexact(["report", "run/report.json", "--html", "p.html", "--embed-limit", given])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and said in err[-1] and "Traceback" not in "\n".join(err)
+    assert not (where / "p.html").exists()
+
+
+def test_an_embed_limit_of_0_embeds_nothing_not_the_default(where, monkeypatch):
+    """``--embed-limit 0`` was read as not given (an ``or``): 60 instances embedded."""
+    from pytest_duplexact.report.views import html
+
+    seen = []
+    real = html.render
+    monkeypatch.setattr(html, "render", lambda *a, **k: seen.append(k["embed_limit"]) or
+                        real(*a, **k))
+    assert duplexact(["report", "run/report.json", "--html", "p0.html",
+                      "--embed-limit", "0"]) in (0, 1)
+    assert duplexact(["report", "run/report.json", "--html", "p1.html"]) in (0, 1)
+    assert seen == [0, html.DEFAULT_EMBED_LIMIT]
