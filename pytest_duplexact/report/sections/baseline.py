@@ -273,11 +273,12 @@ def _not_measured_now(current: Report, baseline: Report) -> list[dict]:
     return out
 
 
-def not_measured_text(m: dict) -> str:
+def not_measured_text(m: dict, where: str = "now") -> str:
     """``stop.I: not measured now (was 100.0%, n 3); its 3 instance(s) ran and none was
-    scored: 3 excluded (...)``."""
+    scored: 3 excluded (...)``; ``where`` names the run that lost it (``duplexact compare``:
+    ``in B``)."""
     b = m["baseline"]
-    return (f"{m['target']}: not measured now (was {100 * b['rate']:.1f}%, n {b['n']}); "
+    return (f"{m['target']}: not measured {where} (was {100 * b['rate']:.1f}%, n {b['n']}); "
             f"{m['why']}")
 
 

@@ -67,7 +67,7 @@ def render_lines(section: dict, a: Report, b: Report, a_path: str,
     if new:
         out.append("  " + baseline_mod.newly_measured_line(section).replace(
             "(not in the baseline)", "in B (not in A)"))
-    out += ["  " + baseline_mod.not_measured_text(m).replace("now", "in B", 1)
+    out += ["  " + baseline_mod.not_measured_text(m, "in B")
             for m in section.get("not_measured_now") or []]
     out += [f"  not compared: {s['target']}: {s['why']}"
             for s in baseline_mod.other_not_compared(section)]
