@@ -158,6 +158,11 @@ def test_a_rate_no_longer_measured_fails_the_gate_and_says_what_it_was(start):
     assert "stop.direct_interruption.I: no instance measured in both runs" not in md
     page = html_view.render(rep)
     assert html.escape(line) in page
+    # duplexact compare A B: the run that lost it is B
+    from pytest_duplexact.report.views.compare import render_lines as compare_lines
+
+    said = compare_lines(sec, base, cur, "a.json", "b.json")
+    assert "  " + line.replace("measured now", "measured in B") in said, said
 
 
 def test_a_rate_with_no_instance_in_this_run_is_listed_in_every_view_not_failed():
