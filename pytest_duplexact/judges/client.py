@@ -13,6 +13,7 @@ import copy
 import json
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
@@ -109,6 +110,11 @@ class ChatJSON:
         self.counters = calls.Counters()
         self._remote = calls.Remote(base_url, api_key, self.policy.timeout, client)
         self._sleep = sleep
+        # requests in a row that could not connect at all (any answer, even a bad one, resets
+        # it): a judge's failure becomes a verdict, not an exception the session sees, so the
+        # session asks this to stop a run whose judge is gone (JudgePanel.unreachable)
+        self.unreached_in_a_row = 0
+        self._streak_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -151,9 +157,21 @@ class ChatJSON:
                 raise calls.InvalidAnswer(f"refused: {str(payload['refusal'])[:80]}")
             return check_object(payload.get("content"), schema)
 
-        return calls.perform(request=request, send=send, parse=parse, cache=self.cache,
-                             policy=self.policy, counters=self.counters, sleep=self._sleep,
-                             secret=self._remote.secret, abandon=self._remote.abandon)
+        try:
+            out = calls.perform(request=request, send=send, parse=parse, cache=self.cache,
+                                policy=self.policy, counters=self.counters, sleep=self._sleep,
+                                secret=self._remote.secret, abandon=self._remote.abandon)
+        except calls.ServiceUnreachable:
+            with self._streak_lock:
+                self.unreached_in_a_row += 1
+            raise
+        except calls.RequestFailed:
+            with self._streak_lock:
+                self.unreached_in_a_row = 0
+            raise
+        with self._streak_lock:
+            self.unreached_in_a_row = 0
+        return out
 
 
 @dataclass(frozen=True)

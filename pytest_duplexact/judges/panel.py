@@ -96,6 +96,16 @@ class JudgePanel:
             return genuine, Judgement(error=fn.error)
         return genuine, Judgement(fn.function, fn.reason)
 
+    def unreachable(self) -> str | None:
+        """The judge whose latest request could not connect at all, by model and address
+        (never a key), or None. Stages keep a judge's failure as a JUDGE_ERROR verdict, so
+        this is how the session tells a judge that is gone from one that answered badly
+        (pytest_plugin/session.py stops the run after LOST_AFTER such instances in a row)."""
+        for judge in (self.text, self.audio):
+            if judge is not None and judge.unreached_in_a_row:
+                return f"judge {judge.model} at {judge.endpoint_url}"
+        return None
+
     # --- report ---------------------------------------------------------------------------
 
     def stats(self) -> dict:

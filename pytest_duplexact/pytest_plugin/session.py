@@ -298,8 +298,6 @@ class DuplexactSession:
                 item.user_properties.append((PROPERTY, outcome.to_dict()))
                 self._server_lost(item, exc)
                 raise
-            else:
-                self.runner.unreached = 0
             finally:
                 item.user_properties.append(
                     (USAGE_PROPERTY, usage.delta(usage.snapshot(harness), before)))
@@ -310,10 +308,30 @@ class DuplexactSession:
         stages = [outcome.immediate, outcome.subsequent]
         bad = [s for s in stages if s is not None and s.verdict is Verdict.JUDGE_ERROR]
         if bad:
-            raise JudgeUnavailable(bad[0].reason)
+            exc = JudgeUnavailable(bad[0].reason)
+            if done is None:  # asked now: a judge that is gone counts toward stopping the run
+                self._judge_lost(item, exc)
+            raise exc
+        self.runner.unreached = 0
         return outcome
 
-    def _server_lost(self, item, exc: BaseException) -> None:
+    def _judge_lost(self, item, exc: JudgeUnavailable) -> None:
+        """A judge's failure is a verdict, not an exception chain: when the panel says its
+        latest request could not connect, the error is chained to a ServiceUnreachable so
+        that _server_lost counts it as a remote service gone (a user would otherwise pay
+        for every model trial and have no judged stage come back)."""
+        from ..remote.calls import ServiceUnreachable
+        from ..remote.netsafety import mask_credentials
+
+        panel = getattr(self.harness, "panel", None)
+        gone = panel.unreachable() if panel is not None else None
+        said = None
+        if gone is not None:
+            said = f"{mask_credentials(gone)}: {exc}"
+            exc.__cause__ = ServiceUnreachable(said)
+        self._server_lost(item, exc, said)
+
+    def _server_lost(self, item, exc: BaseException, said: str | None = None) -> None:
         """After LOST_AFTER instances in a row that could not connect at all, stop pytest
         before the next test: what was scored is kept, and the line says how to go on."""
         runner = self.runner
@@ -327,7 +345,7 @@ class DuplexactSession:
         from ..remote.netsafety import mask_credentials
 
         if what == "service":  # a transcriber's or judge's: every instance would wait it out
-            said = " ".join(str(exc).split())[:300]
+            said = " ".join((said or str(exc)).split())[:300]
             item.session.shouldstop = (
                 f"duplexact: a remote service cannot be reached ({LOST_AFTER} instances in a "
                 f"row could not connect: {said}): check its URL and the network, then "

@@ -339,8 +339,9 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
     notes: list[str] = []
     made = 0  # HTTP attempts sent for this request
     unconnected = 0  # of them, the ones that reached nothing (not a timeout, not an answer)
+    openai = _sdk()  # a request is about to go out through it (imported before the
+    # deadline's clock starts: a first import is not the service's time)
     end = None if policy.deadline is None else clock() + policy.deadline
-    openai = _sdk()  # a request is about to go out through it
     for attempt in range(1, policy.max_attempts + 1):
         left = policy.timeout if end is None else min(policy.timeout, end - clock())
         if left <= 0:

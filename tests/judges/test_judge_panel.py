@@ -137,6 +137,22 @@ def test_an_unreachable_judge_gives_judge_errors_with_counts_and_no_exception(fa
     assert stats["errors"] == n and stats["calls"] == n * FAST.max_attempts
     assert stats["retries"] == n * (FAST.max_attempts - 1)
     assert panel.stats()["audio_judge"]["calls"] == 0  # never asked about a failed stage 2
+    # how the session tells a judge that is gone (it stops the run: session.LOST_AFTER)
+    assert panel.unreachable() == f"judge gpt-5.4 at {url}"
+    assert panel.text.unreached_in_a_row == n
+
+
+def test_a_judge_that_answers_is_not_unreachable_even_when_the_answer_is_an_error(
+        panel, openai_server):
+    """Any answer resets the count of requests that could not connect: a 500 is a judge that
+    is there and failing, which a retry or a resume may fix, not one that is gone."""
+    from tests.fakes import Fail
+
+    panel.text.unreached_in_a_row = 2  # as after two refused requests
+    openai_server.script(*[Fail(500)] * FAST.max_attempts)
+    inst, tl = trial("take_turn", "delayed")
+    assert subsequent(inst, tl, immediate_of(inst, tl), panel).verdict is Verdict.JUDGE_ERROR
+    assert panel.unreachable() is None and panel.text.unreached_in_a_row == 0
 
 
 def test_an_unusable_answer_is_a_judge_error(panel, openai_server):

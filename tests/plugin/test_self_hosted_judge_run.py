@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import html as html_lib
 import json
+import re
 
 # The VAD's native modules, imported once (in-process pytester runs; see
-# tests/report/store/test_merge_runs.py).
+# tests/report/store/test_merge_runs.py). The OpenAI SDK's too, with the HTTP transport it
+# imports when a client is built: an inner run that imported them first takes them out of
+# sys.modules at its end, and a later run's transport then raises exception classes the SDK's
+# handlers do not catch (a raw ConnectError instead of APIConnectionError).
+import openai
 import silero_vad  # noqa: F401
 import torch  # noqa: F401
+
+openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1").close()  # sends nothing
 
 from pytest_duplexact.cli import main as duplexact
 from pytest_duplexact.report.sections.judging import SELF_HOSTED_NOTE
@@ -67,3 +74,50 @@ def test_a_self_hosted_judge_is_recorded_and_marks_every_view(pytester, monkeypa
     assert html.count(f"<b>S</b>: {note}") == 4
     assert f"Its S: {note}" in html
     assert f"text judge: self-hosted ({url})" in html
+
+
+def test_a_judge_nothing_answers_at_stops_the_run_after_three(pytester, monkeypatch):
+    """A judge's failure is a verdict (JUDGE_ERROR), not an exception: the run went on
+    through every instance, each trial run (and paid for) with no S to show. The judge's
+    latest request not connecting at all now counts as a remote service gone, and the run
+    stops after LOST_AFTER instances in a row, naming the judge and its address."""
+    import socket
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    with socket.socket() as s:  # a port on 127.0.0.1 that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    res = pytester.runpytest("--duplexact-model=oracle", "--duplexact-action=take_turn",
+                             "--duplexact-limit=5", f"--duplexact-judge={MODEL}",
+                             "--duplexact-audio-judge=off", f"--duplexact-judge-base-url={url}",
+                             # two refused attempts a question: a first attempt that
+                             # overran a shorter deadline (building the SDK's client) would be
+                             # a timeout, not a refusal
+                             "--duplexact-judge-timeout=3", "--duplexact-run-dir=run",
+                             "-p", "no:cacheprovider")
+    out = res.stdout.str()
+    assert res.ret != 0
+    assert f"duplexact: a remote service cannot be reached (3 instances in a row could not " \
+        f"connect: judge {MODEL} at {url}: judge {MODEL}: no usable answer" in out, out
+    assert "check its URL and the network, then pytest --duplexact-resume=" in out
+    assert res.parseoutcomes().get("errors") == 3  # the fourth instance never ran
+
+
+def test_a_judge_that_answers_badly_does_not_stop_the_run(pytester, monkeypatch):
+    """A judge that answers, even only with errors, is reachable: its instances are judge
+    errors, and the run goes through them all (a retry may fix them; resume re-asks)."""
+    from tests.fakes import Fail
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local")
+    with FakeOpenAI(usage=False) as server:
+        server.responder = lambda request: Fail(500)
+        res = pytester.runpytest("--duplexact-model=oracle", "--duplexact-action=take_turn",
+                                 "--duplexact-limit=2", f"--duplexact-judge={MODEL}",
+                                 "--duplexact-audio-judge=off",
+                                 f"--duplexact-judge-base-url={server.url}",
+                                 "--duplexact-judge-timeout=0.5", "--duplexact-run-dir=run",
+                                 "-p", "no:cacheprovider")
+    out = res.stdout.str()
+    assert "cannot be reached" not in out
+    selected = int(re.search(r"(\d+) selected", out).group(1))
+    assert selected > 3 and res.parseoutcomes().get("errors") == selected, out
