@@ -110,6 +110,16 @@ def main(argv: list[str] | None = None) -> int:
                         "report (the merged report lists them in 'incomplete')")
     p.add_argument("--store", metavar="DIR", help="the run store the robustness section is "
                                                   "built from (default .duplexact, as a run's)")
+    p.add_argument("--gate", action="append", metavar="EXPR",
+                   help="gate the merged run, as --duplexact-gate (repeatable): exit 1 when "
+                        "one fails")
+    p.add_argument("--baseline", metavar="REPORT",
+                   help="gate the merged run against a stored report, as --duplexact-baseline")
+    p.add_argument("--baseline-alpha", type=float, metavar="ALPHA",
+                   help="the baseline test's significance level (default 0.05)")
+    p.add_argument("--baseline-ignore-borderline", action="store_true",
+                   help="set aside flips of borderline verdicts, as "
+                        "--duplexact-baseline-ignore-borderline")
 
     p = sub.add_parser("models", help="list the built-in models, what each needs and whether "
                                       "it is present here")

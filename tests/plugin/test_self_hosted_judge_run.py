@@ -19,12 +19,12 @@ import openai
 import silero_vad  # noqa: F401
 import torch  # noqa: F401
 
-openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1").close()  # sends nothing
-
 from pytest_duplexact.cli import main as duplexact
 from pytest_duplexact.report.sections.judging import SELF_HOSTED_NOTE
 from tests.fakes import Content, FakeOpenAI
 from tests.support.inner_runs import inner_runs_set_the_loop_scope  # noqa: F401 (a fixture)
+
+openai.OpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1").close()  # sends nothing
 
 # The loop-scope fixture is imported here, not in a tests/plugin conftest: test_first_day.py's
 # bare-folder runs must see no asyncio ini key (tests/support/inner_runs.py).

@@ -5,6 +5,7 @@ up, gives every shard exactly once through --duplexact-shard=auto."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import yaml
@@ -52,3 +53,26 @@ def test_github_matrix_maps_job_index_and_total_and_merges_by_glob():
     steps = " ".join(s.get("run", "") for s in wf["jobs"]["merge"]["steps"])
     assert "duplexact merge 'shards/*/report.json'" in steps
     assert wf["jobs"]["merge"]["needs"] == "shard"
+
+
+def test_github_matrix_gates_the_merged_run_with_gates_that_parse():
+    """The merge job is where the release is gated (each shard's gates judged one shard);
+    its gates are ones `duplexact merge --gate` accepts. Every install step takes the
+    package from DUPLEXACT_PIP (it is not on PyPI) and torch from the CPU index first."""
+    from pytest_duplexact.report.sections.gates import parse
+
+    wf = yaml.safe_load((RECIPES / "github-matrix.yml").read_text())
+    merge_step = next(s["run"] for s in wf["jobs"]["merge"]["steps"]
+                      if "duplexact merge" in s.get("run", ""))
+    words = shlex.split(merge_step)
+    gates = [w for before, w in zip(words, words[1:]) if before == "--gate"]
+    assert len(gates) >= 2 and all(parse(g) for g in gates)
+    installs = [s["run"] for job in wf["jobs"].values() for s in job["steps"]
+                if "pip install" in s.get("run", "")]
+    assert len(installs) == 2
+    for line in installs:
+        assert '"$DUPLEXACT_PIP"' in line and line.startswith("pip install $TORCH_CPU && ")
+    assert "--index-url https://download.pytorch.org/whl/cpu" in wf["env"]["TORCH_CPU"]
+    shard_run = next(s["run"] for s in wf["jobs"]["shard"]["steps"]
+                     if "pytest" in s.get("run", ""))
+    assert shard_run.endswith("|| [ $? -eq 1 ]")  # only "some missed" goes on to the merge

@@ -8,8 +8,11 @@ are (so the HTML view finds the audio). ``usage`` (remote calls, cache hits) is 
 sum: equal to the unsharded run's where the calls are the same. The merged report is built by
 ``model.build``, the function the plugin builds its report with, so it has every section the
 unsharded run's has (usage, judges, cost, the paper side by side).
-Gates and baseline sections of the shards are dropped: they judged one shard; gate the merged
-report instead. The ``robustness`` section (robustness.py) is built again over the merged run
+Gates and baseline sections of the shards are dropped: they judged one shard. ``--gate`` and
+``--baseline`` (the pytest options' forms, evaluated by the same builder) gate the merged
+report, and the exit status says whether it passed: 0, 1 when a gate, the baseline or an
+instance's error fails it (or when it is incomplete: gates pass a complete run only, as for
+pytest), 2 when it cannot be merged. The ``robustness`` section (robustness.py) is built again over the merged run
 and the run store (``--store``, default ``.duplexact``) as the unsharded run builds it, when a
 shard has one or ``--store`` is given: each shard's own section compared one shard only.
 
@@ -165,17 +168,19 @@ def _run_dir_of(path: Path, report: Report) -> str | None:
 
 
 def merge(paths: list[str | Path], allow_incomplete: bool = False,
-          store: str | Path | None = None) -> dict:
+          store: str | Path | None = None, **gated) -> dict:
     """The merged report as report.json holds it (``merged``'s, written and read back)."""
-    return json.loads(json.dumps(merged(paths, allow_incomplete, store).to_json()))  # tuples
+    return json.loads(json.dumps(
+        merged(paths, allow_incomplete, store, **gated).to_json()))  # tuples
 
 
 def merged(paths: list[str | Path], allow_incomplete: bool = False,
-           store: str | Path | None = None) -> Report:
+           store: str | Path | None = None, *, gates=(), baseline=None) -> Report:
     """The merged report (see the module docstring); raises MergeError. Instances of the
     shards' selection that no report has (a shard run with ``-k``, an interrupted one, an
     edited report) refuse the merge, naming them; ``allow_incomplete`` merges anyway and
-    marks the result (``incomplete``, a note)."""
+    marks the result (``incomplete``, a note). ``gates`` (parsed) and ``baseline``
+    (builder.BaselineGate) are evaluated on the merged run, as the plugin does on a run."""
     if not paths:
         raise MergeError("nothing to merge: pass the shard reports")
     loaded = [(Path(p), load_report(p)) for p in paths]
@@ -255,6 +260,7 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
                   # shards run in parallel: their walls overlap
                   estimate=combine(estimates) if estimates and len(estimates) == len(loaded)
                   else None),
+            gates=gates, baseline=baseline,
             notes=notes, incomplete=incomplete, timing_tolerance_ms=tolerance,
             shards=[{"report": str(p.resolve()), "shard": theirs.to_dict()["selection"]["shard"],
                      "instances": len(rep.instances), "run_dir": _run_dir_of(p, rep)}
@@ -394,17 +400,18 @@ def _output_problem(output: Path, reports: list[str]) -> str | None:
 
 
 def main(args) -> int:
-    """``args.reports`` (paths or globs), ``args.output``; exit 0, or 2 with the reason on
-    stderr."""
+    """``args.reports`` (paths or globs), ``args.output``, ``args.gate`` / ``args.baseline``;
+    exit 0, 1 when the gates fail the merged run, or 2 with the reason on stderr."""
     output = Path(args.output)
     try:
         args.reports = expand(args.reports)
         problem = _output_problem(output, args.reports)
         if problem:
             raise MergeError(problem)
+        gates, baseline = _gating(args)
         report = merged(args.reports,
                         allow_incomplete=getattr(args, "allow_incomplete", False),
-                        store=getattr(args, "store", None))
+                        store=getattr(args, "store", None), gates=gates, baseline=baseline)
         write_json(output, report.to_json())
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
@@ -418,4 +425,57 @@ def main(args) -> int:
     if report.incomplete:
         print(f"duplexact merge: INCOMPLETE: {len(report.incomplete)} selected instance(s) "
               "missing (listed in the report's 'incomplete')", file=sys.stderr)
-    return 0
+    if not (gates or baseline):
+        return 0
+    return _gate_status(report)
+
+
+def _gating(args) -> tuple[tuple, object]:
+    """The parsed ``--gate`` expressions and the ``--baseline`` to gate the merged run on,
+    checked before anything is merged (a typo is one line, exit 2)."""
+    from ..builder import BaselineGate
+    from ..sections import gates as gates_mod
+    from ..sections.baseline import DEFAULT_ALPHA, BaselineError, check_option
+
+    try:
+        gates = tuple(gates_mod.parse(g) for g in getattr(args, "gate", None) or ())
+    except gates_mod.GateError as e:
+        raise MergeError(f"--gate: {e}") from None
+    path = getattr(args, "baseline", None)
+    alpha = getattr(args, "baseline_alpha", None)
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
+    try:
+        check_option(None, alpha)
+    except BaselineError as e:
+        raise MergeError(f"--baseline-alpha: {e}") from None
+    if not path:
+        return gates, None
+    try:
+        check_option(path, alpha)
+    except BaselineError as e:
+        raise MergeError(f"--baseline: {e}") from None
+    return gates, BaselineGate(path, alpha, bool(getattr(args, "baseline_ignore_borderline",
+                                                         False)))
+
+
+def _gate_status(report: Report) -> int:
+    """Print the merged run's gates and baseline as a run's terminal does; 0 when they pass a
+    complete run without errors, else 1."""
+    from ..builder import passed
+    from ..sections.baseline import render_lines
+
+    lines = []
+    if report.gate_list():
+        lines += ["Gates:"] + [f"  {g.message}" for g in report.gate_list()]
+    if report.baseline:
+        lines += ["Baseline:"] + [f"  {line}" for line in render_lines(report.baseline)]
+    ok = passed(report)
+    if report.totals.errors:
+        lines.append(f"{report.totals.errors} instance(s) ended in an error: the merged run "
+                     "does not pass")
+    if report.incomplete and ok:
+        lines.append(f"duplexact merge: the gates passed on an incomplete run "
+                     f"({len(report.incomplete)} selected instance(s) have no outcome): "
+                     "exit status 1, not 0")
+    print("\n".join(lines))
+    return 0 if ok and not report.incomplete else 1

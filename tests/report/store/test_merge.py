@@ -286,3 +286,87 @@ def test_a_merged_channelled_run_has_the_unsharded_runs_robustness_section(tmp_p
     for p in paths:
         _edit(p, lambda d: d.pop("robustness"))
     assert "robustness" not in merge(paths) and not merge(paths).get("notes")
+
+
+# --- gating the merged run: --gate / --baseline -------------------------------------------
+
+def _clean_shards(tmp_path):
+    """Shards of mixed_report without its errored instance: a gate alone decides."""
+    from pytest_duplexact.data.results import InstanceOutcome
+
+    kept = [InstanceOutcome.from_dict(d) for d in mixed_report()["instances"]
+            if d.get("error") is None]
+    return _shards(tmp_path, full=report(kept))
+
+
+def _cli(capsys, *args):
+    from pytest_duplexact.cli import main as duplexact
+
+    code = duplexact(["merge", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_gates_on_the_merged_run_decide_the_exit_status(tmp_path, capsys):
+    """A sharded release job could not be gated: each shard's gates judged one shard and the
+    merge dropped them. The merge job now gates the merged run, with the same expressions."""
+    _, paths = _clean_shards(tmp_path)
+    out = tmp_path / "merged.json"
+    code, said, _ = _cli(capsys, *paths, "-o", out, "--gate", "wait.I>=0.8",
+                         "--gate", "stop.I>=90%")
+    assert code == 0, said
+    assert "Gates:\n  passed wait.I>=0.8: wait.I = 83.3%\n  passed stop.I>=90%" in said
+    stored = json.loads(out.read_text())["gates"]
+    assert [(g["gate"], g["passed"]) for g in stored] == [("wait.I>=0.8", True),
+                                                          ("stop.I>=90%", True)]
+    code, said, _ = _cli(capsys, *paths, "-o", out, "--gate", "wait.I>=0.9")
+    assert code == 1 and "FAILED wait.I>=0.9" in said, said
+    assert json.loads(out.read_text())["gates"][0]["passed"] is False  # written all the same
+
+
+def test_an_error_in_the_merged_run_fails_its_gates(tmp_path, capsys):
+    _, paths = _shards(tmp_path)  # mixed_report: one instance ended in an error
+    code, said, _ = _cli(capsys, *paths, "-o", tmp_path / "m.json", "--gate", "wait.I>=0.5")
+    assert code == 1
+    assert "1 instance(s) ended in an error: the merged run does not pass" in said
+
+
+def test_a_gated_incomplete_merge_never_exits_0(tmp_path, capsys):
+    _, paths = _clean_shards(tmp_path)
+    for p in paths:  # each shard says what its selection held
+        rep = json.loads(p.read_text())
+        rep["selected"] = [i["id"] for i in rep["instances"]]
+        p.write_text(json.dumps(rep))
+    _drop_instance(paths[0])
+    code, said, _ = _cli(capsys, *paths, "-o", tmp_path / "m.json", "--allow-incomplete",
+                         "--gate", "wait.I>=0.1")
+    assert code == 1
+    assert "the gates passed on an incomplete run (1 selected instance(s) have no outcome)" \
+        in said
+
+
+def test_a_baseline_gates_the_merged_run(tmp_path, capsys):
+    full, paths = _clean_shards(tmp_path)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(full))
+    code, said, _ = _cli(capsys, *paths, "-o", tmp_path / "m.json", "--baseline", base)
+    assert code == 0, said
+    assert "Baseline:" in said
+    assert json.loads((tmp_path / "m.json").read_text())["baseline"]["passed"] is True
+
+
+@pytest.mark.parametrize("args,said", [
+    (("--gate", "wait.X>=1"), "duplexact merge: --gate: cannot parse gate 'wait.X>=1'"),
+    (("--gate", "wiat.I>=0.9"), "duplexact merge: --gate: gate 'wiat.I>=0.9': unknown action "
+                                "'wiat' (did you mean 'wait'?)"),
+    (("--baseline", "nope.json"), "duplexact merge: --baseline: "),
+    (("--baseline-alpha", "1.5"), "duplexact merge: --baseline-alpha: baseline alpha must be "
+                                  "in (0, 1), got 1.5"),
+])
+def test_a_bad_gate_or_baseline_is_one_line_and_merges_nothing(tmp_path, capsys, args, said):
+    _, paths = _clean_shards(tmp_path)
+    out = tmp_path / "m.json"
+    code, _, err = _cli(capsys, *paths, "-o", out, *args)
+    assert code == 2 and err.startswith(said), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
