@@ -509,15 +509,19 @@ class DuplexactSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
         """A model error's report, short (model_errors.py), and a scoring worker's death's
-        (its message says what happened; a traceback through the harness says nothing
-        more): the outcome stays an error. Built here instead of pytest's report (this hook
+        or an undecodable clip's (its message says what happened; a traceback through the
+        harness says nothing more): the outcome stays an error. Built here instead of pytest's report (this hook
         returns the first answer), not after it: pytest's long form parses the source file
         of every frame (``ast.parse`` holds the GIL for tens of milliseconds each), in the
         pytest thread while other trials stream on the loop thread, and was thrown away."""
+        from ..data.audio import AudioFormatError
         from ..run.offload import ScoringWorkerError
 
         exc = call.excinfo.value if call.excinfo is not None else None
-        if not isinstance(exc, (ModelError, ScoringWorkerError, ModelBuildError)) \
+        # AudioFormatError: a clip that does not decode; its message names the file and
+        # what is wrong with it, and the frames above it are the pipeline's, never the cause
+        if not isinstance(exc, (ModelError, ScoringWorkerError, ModelBuildError,
+                                AudioFormatError)) \
                 or not model_errors.wanted(self.config):
             return None  # pytest's own report
         params = getattr(getattr(item, "callspec", None), "params", {})

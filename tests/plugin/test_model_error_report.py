@@ -93,3 +93,24 @@ def test_the_long_traceback_is_not_formatted_to_be_thrown_away(pytester, monkeyp
     assert len(errors) == 2 and all("simulated model crash" in str(r.longrepr)
                                     for r in errors)
     assert bool(calls) is formatted, calls
+
+
+def test_a_clip_that_does_not_decode_is_two_lines_naming_the_file(pytester):
+    """A dataset clip cut short (a copy that stopped half-way): the instance is an error, the
+    others run, and its report is the message that names the file, not ~90 lines of the
+    pipeline's frames."""
+    import shutil
+
+    from pytest_duplexact.data.instance import bundled_root
+
+    data = pytester.path / "data"
+    shutil.copytree(bundled_root(), data,  # copies: the cut below must not reach the package
+                    ignore=shutil.ignore_patterns("source", "*.py", "__pycache__"))
+    clip = data / "audio" / "take_turn-delayed-casual-01.user.flac"
+    clip.write_bytes(clip.read_bytes()[:2000])
+    res = inproc(pytester, "--duplexact-model=oracle", f"--duplexact-data={data}", *ARGS[1:])
+    res.assert_outcomes(passed=1, errors=1)
+    lines = _errors_section(res.stdout.str())
+    assert len(lines) == 3, "\n".join(lines)  # pytest's header, the message, the pointer
+    assert lines[1].startswith(f"AudioFormatError: {clip}: cannot be decoded: ")
+    assert "error.txt, or run with --tb=long" in lines[2]
