@@ -90,7 +90,8 @@ OPTIONS: tuple[Opt, ...] = (
         "condition; a statistically significant drop in I or S fails the run (docs/reports.md).",
         metavar="REPORT.json"),
     Opt("autosave", "Keep this run's report in the store folder (--duplexact-storage), "
-        "numbered, for later --duplexact-compare.", kind="flag"),
+        "numbered, for later --duplexact-compare; a store that cannot be written is refused "
+        "before the run.", kind="flag"),
     Opt("compare", "Compare with a stored run (latest, or its number) with the baseline "
         "gate's significance test: a significant drop fails the run.", kind="optional",
         const="latest", metavar="ID|latest"),

@@ -30,13 +30,20 @@ def check(run: RunConfig, settings: RunSettings, instances) -> str | None:
 
 
 def check_report_path(run: RunConfig) -> None:
-    """--duplexact-report's path can take a file: refused now, not after the whole run (the
-    report is written at its end, and a path that cannot hold it was found only then)."""
+    """--duplexact-report's path can take a file, and --duplexact-autosave's store can keep
+    a run: refused now, not after the whole run (both are written at its end, and a path
+    that cannot hold them was found only then)."""
     from ..report.output import output_problem
 
     problem = run.report and output_problem(run.report, "--duplexact-report", "report.json")
     if problem:
         raise pytest.UsageError(problem)
+    if run.autosave:  # the store is written at the end too: a run it cannot keep is refused
+        from ..report.store.saved import store_problem
+
+        problem = store_problem(run.store, Path(run.invocation_dir))
+        if problem:
+            raise pytest.UsageError(problem)
 
 
 def check_model(spec: str, settings: RunSettings) -> None:

@@ -78,3 +78,30 @@ def test_a_report_path_that_cannot_take_the_report(pytester, monkeypatch, where)
                       "--duplexact-report afolder/report.json",
            "locked/report.json": "no permission to write in locked"}[where]
     assert line == f"ERROR: cannot write --duplexact-report {where}: {why}", line
+
+
+@pytest.mark.parametrize("storage,why", [
+    ("afile", "afile is a file, not a folder"),
+    ("afile/store", "afile is a file, not a folder"),
+    ("locked/store", "no permission to write in locked"),
+])
+def test_an_autosave_store_that_cannot_keep_the_run(pytester, monkeypatch, storage, why):
+    """--duplexact-autosave writes the store at the run's end: a store it cannot write was
+    one WARNING line after the whole run; it is refused before the run now."""
+    Path(pytester.path, "afile").write_text("x")
+    locked = Path(pytester.path, "locked")
+    locked.mkdir()
+    access = os.access  # as above: root writes a read-only folder anyway
+    monkeypatch.setattr(os, "access",
+                        lambda p, mode: access(p, mode) and Path(p).resolve() != locked)
+    line = _refused(pytester, "--duplexact-model=silent", "--duplexact-autosave",
+                    f"--duplexact-storage={storage}")
+    assert line == (f"ERROR: cannot keep runs in --duplexact-storage={storage}: {why}; give a "
+                    "folder that can be written"), line
+
+
+def test_a_store_that_is_not_there_yet_is_made(pytester):
+    res = inproc(pytester, "--duplexact-model=silent", "--duplexact-autosave",
+                 "--duplexact-storage=new/store", *SMALL)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED  # silent misses; the run was kept
+    assert len(list(Path(pytester.path, "new", "store").glob("0001_*.json"))) == 1

@@ -37,6 +37,34 @@ def entries(store: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def store_problem(store: Path, start: Path | None = None,
+                  flag: str = "--duplexact-storage") -> str | None:
+    """Why ``store`` cannot keep runs (it, or the nearest folder above it that exists, is a
+    file or not writable), said before a run rather than as a warning after it; None when it
+    can, as far as can be told before writing. Paths under ``start`` (the invocation folder)
+    are shown relative to it, as the user typed them."""
+    def shown(path: Path) -> Path:
+        try:
+            return path.relative_to(start) if start is not None else path
+        except ValueError:
+            return path
+
+    for place in (store, *store.parents):
+        if place.is_symlink() and not place.exists():
+            why = f"{shown(place)} is a link to nothing"
+        elif not place.exists():
+            continue
+        elif not place.is_dir():
+            why = f"{shown(place)} is a file, not a folder"
+        elif not os.access(place, os.W_OK | os.X_OK):
+            why = f"no permission to write in {shown(place)}"
+        else:
+            return None
+        return (f"cannot keep runs in {flag}={shown(store)}: {why}; give a folder that can be "
+                "written")
+    return None
+
+
 def save(report, store: Path) -> Path:
     """Write ``report`` (a ``model.Report`` or a report dict) as the store's next entry;
     returns its path. Numbering and writing happen under the store's lock: runs finishing at
