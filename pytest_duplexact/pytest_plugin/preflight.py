@@ -200,7 +200,7 @@ def check_baseline(run: RunConfig) -> str | None:
     if ref:
         flag = f"--duplexact-compare={ref}"
         try:
-            path = str(find(run.store, ref))
+            path = str(find(run.store, ref, model=run.model))
         except StoreError as e:
             raise pytest.UsageError(f"{flag}: {e}") from None
     run.need("baseline-alpha")

@@ -107,15 +107,28 @@ def _locked(store: Path, deadline_s: float = LOCK_DEADLINE_S) -> Iterator[None]:
         os.close(fd)  # closing drops the flock
 
 
-def find(store: Path, ref: str) -> Path:
-    """``latest``, a number (``3`` or ``0003``), or a path to a report."""
+def find(store: Path, ref: str, model: str | None = None) -> Path:
+    """``latest``, a number (``3`` or ``0003``), or a path to a report. With ``model``,
+    ``latest`` is that model's latest stored run (the entry's name carries its slug): a store
+    shared by two models' runs would otherwise gate one on the other's. A number or a path is
+    taken as given, whoever's run it is."""
     ref = (ref or "latest").strip()
     if ref == "latest":
         found = entries(store)
         if not found:
             raise StoreError(f"no stored run in {store} to compare with; store one first with "
                              "--duplexact-autosave")
-        return found[-1][1]
+        if model is None:
+            return found[-1][1]
+        prefix = f"_{slug(model)}_"
+        mine = [path for number, path in found if path.name[len(f"{number:04d}"):]
+                .startswith(prefix)]
+        if not mine:
+            others = ", ".join(p.name for _, p in found[-3:])
+            raise StoreError(f"no stored run of {model} in {store} (the latest: {others}); "
+                             "store one with --duplexact-autosave, or name a stored run by "
+                             "its number to compare with another model's")
+        return mine[-1]
     if ref.isdigit():
         for number, path in entries(store):
             if number == int(ref):

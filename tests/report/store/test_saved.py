@@ -64,3 +64,34 @@ def test_a_run_refused_at_preflight_leaves_no_default_run_dir(pytester):
     assert res.ret == 4
     runs = pytester.path / "duplexact-runs"
     assert not runs.exists() or list(runs.iterdir()) == []
+
+
+def _stored(folder: Path, *models: str) -> list[Path]:
+    return [store.save(Report.from_json({"model": m, "created": "2026-12-01T10:00:00Z"}),
+                       folder) for m in models]
+
+
+def test_latest_is_this_models_latest_in_a_shared_store(tmp_path):
+    """Two models' runs in one store (two checkpoints' jobs on one CI runner): "latest" was
+    whichever finished last, so one model was gated on the other's run."""
+    a1, b1, a2, b2 = _stored(tmp_path, "mypkg.model:factory", "oracle",
+                             "mypkg.model:factory", "oracle")
+    assert store.find(tmp_path, "latest", model="mypkg.model:factory") == a2
+    assert store.find(tmp_path, "latest", model="oracle") == b2
+    assert store.find(tmp_path, "latest") == b2  # no model: the store's latest
+    assert store.find(tmp_path, "3", model="oracle") == a2  # a number is taken as given
+
+
+def test_latest_of_a_model_the_store_has_not_seen_says_what_it_has(tmp_path):
+    import pytest
+
+    _stored(tmp_path, "oracle")
+    with pytest.raises(store.StoreError) as e:
+        store.find(tmp_path, "latest", model="silent")
+    assert str(e.value) == (
+        f"no stored run of silent in {tmp_path} (the latest: 0001_oracle_20261201T100000"
+        ".json); store one with --duplexact-autosave, or name a stored run by its number to "
+        "compare with another model's")
+    # a model whose slug is a prefix of another's is not taken for it
+    _stored(tmp_path, "oracle2")
+    assert store.find(tmp_path, "latest", model="oracle").name.startswith("0001_")
