@@ -15,6 +15,7 @@ starts a trial.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ def parse_duration(text: str) -> float:
         value = sum(float(n) * _UNITS[u.lower()] for n, u in parts)
     if not value > 0:
         raise BudgetError(f"a duration must be > 0, got {text!r}")
+    if not math.isfinite(value):  # no limit is the option left out; inf is not JSON
+        raise BudgetError(f"a duration must be finite, got {text!r}; leave the option out "
+                          "for no limit")
     return value
 
 
@@ -60,8 +64,13 @@ class Budget:
     stopped: str | None = None  # why no new trial starts (None: the budget holds)
 
     def __post_init__(self):
+        # the caller names the flag
         if self.max_cost is not None and not self.max_cost > 0:
-            raise BudgetError(f"a budget must be > 0, got {self.max_cost}")  # the caller names the flag
+            raise BudgetError(f"a budget must be > 0, got {self.max_cost}")
+        if self.max_cost is not None and not math.isfinite(self.max_cost):
+            # report.json keeps the budget, and strict JSON has no Infinity
+            raise BudgetError(f"a budget must be finite, got {self.max_cost}; leave the "
+                              "option out for no budget")
 
     def record(self, usage_total: dict, finished: int) -> None:
         """The run's billed usage so far (data/usage.total) after ``finished`` trials."""

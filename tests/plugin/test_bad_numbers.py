@@ -29,6 +29,11 @@ BAD = [
     ("--duplexact-judge-timeout=inf", "--duplexact-judge-timeout must be > 0 and at most "
                                       "86400 seconds, got inf"),
     ("--duplexact-max-cost=-1", "--duplexact-max-cost: a budget must be > 0, got -1.0"),
+    # no budget is the option left out; an inf budget reached report.json as Infinity
+    ("--duplexact-max-cost=inf", "--duplexact-max-cost: a budget must be finite, got inf; "
+                                 "leave the option out for no budget"),
+    ("--duplexact-max-wall=inf", "--duplexact-max-wall: a duration must be finite, got "
+                                 "'inf'; leave the option out for no limit"),
     ("--duplexact-baseline-alpha=2", "--duplexact-baseline-alpha: baseline alpha must be in "
                                      "(0, 1), got 2.0"),
 ]

@@ -189,9 +189,7 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
     if first.model != parsed[0].model:
         raise MergeError(f"{first_path}: field 'model' disagrees with 'settings.model'")
     settings = parsed[0].unsharded()
-    shards: list[tuple[int, int] | None] = []
-    owner: dict[str, Path] = {}
-    outcomes = []
+    shards = [theirs.selection.shard for theirs in parsed]
     for (path, rep), theirs in zip(loaded, parsed):
         if rep.model != first.model:
             raise MergeError(f"{path}: model {rep.model!r} differs from {first_path}'s "
@@ -201,7 +199,12 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
             raise MergeError(f"{path}: settings differ from {first_path}'s (model, dataset, "
                              "scoring and selection must agree; only the shard may differ): "
                              + "; ".join(diff))
-        shards.append(theirs.selection.shard)
+    # the shards before their instances: shards of two counts (1/2 with 1/3) share instances,
+    # and the count, not an "overlap", is what to fix
+    _check_shards(shards, [p for p, _ in loaded])
+    owner: dict[str, Path] = {}
+    outcomes = []
+    for path, rep in loaded:
         for d in rep.instances:  # outcome records, checked by load_report
             iid = d.get("id")
             if iid in owner:
@@ -215,7 +218,6 @@ def merged(paths: list[str | Path], allow_incomplete: bool = False,
                 outcomes.append(InstanceOutcome.from_dict(d))
             except (KeyError, TypeError, ValueError) as e:
                 raise MergeError(f"{path}: instance {iid}: malformed outcome ({e})") from None
-    _check_shards(shards, [p for p, _ in loaded])
     tolerance = _timing_tolerance(loaded)
     for o in outcomes:  # judged against the merged run's tolerance, as a resume judges them
         if o.error is None and over_tolerance(o.clock, tolerance):

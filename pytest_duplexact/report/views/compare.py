@@ -86,6 +86,20 @@ def check_html(args) -> None:
         check_output(args.html, "--html", "compare.html", [args.a, args.b])
 
 
+def _same_report(a, b) -> str | None:
+    """Whether the two paths are one report: one file, or two copies byte for byte."""
+    from pathlib import Path
+
+    try:
+        if Path(a).samefile(b):
+            return "the same file"
+        if Path(a).read_bytes() == Path(b).read_bytes():
+            return "two copies of one report (the same bytes)"
+    except OSError:
+        return None
+    return None
+
+
 def main(args) -> int:
     """``args.a``, ``args.b`` (report paths), optional ``html``, ``alpha``, ``audio``,
     ``embed_limit``."""
@@ -97,6 +111,10 @@ def main(args) -> int:
         b = Report.from_json(read_report(args.b, REQUIRED, label="B: "))
         section = baseline_mod.compare(b, a, alpha, str(args.a),
                                        bool(getattr(args, "ignore_borderline", False)))
+        same = _same_report(args.a, args.b)
+        if same:  # a typo's usual shape (runs/a twice): a "no change" that means nothing
+            section["warnings"].insert(0, f"A and B are {same}: nothing can differ; "
+                                          "give the two runs to compare")
         written = []  # the page, written before anything is printed
         if getattr(args, "html", None):
             from .compare_page import write

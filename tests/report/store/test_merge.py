@@ -370,3 +370,16 @@ def test_a_bad_gate_or_baseline_is_one_line_and_merges_nothing(tmp_path, capsys,
     assert code == 2 and err.startswith(said), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_shards_of_two_counts_are_named_as_such_not_as_an_overlap(tmp_path):
+    """1/2 and 1/3 share instances; the merge said "must not overlap", which sent the user
+    looking for a duplicated shard instead of the run split two ways."""
+    (tmp_path / "two").mkdir()
+    (tmp_path / "three").mkdir()
+    _, halves = _shards(tmp_path / "two", n=2)
+    _, thirds = _shards(tmp_path / "three", n=3)
+    with pytest.raises(MergeError) as e:
+        merge([halves[0], thirds[0]])
+    assert str(e.value) == (f"the reports come from different shard counts: {halves[0]} is "
+                            f"1/2, {thirds[0]} is 1/3")

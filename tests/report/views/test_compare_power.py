@@ -33,11 +33,14 @@ def runs(tmp_path_factory):
 
 
 def _compare(where, a: str, b: str):
+    return _compare_files(where, f"{a}/report.json", f"{b}/report.json")
+
+
+def _compare_files(where, a, b):
     import subprocess
 
-    return subprocess.run([sys.executable, "-m", "pytest_duplexact.cli", "compare",
-                           f"{a}/report.json", f"{b}/report.json"], cwd=where,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "pytest_duplexact.cli", "compare", str(a),
+                           str(b)], cwd=where, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow
@@ -136,3 +139,18 @@ def test_each_player_s_label_stays_beside_its_player(runs, tmp_path):
     assert len(labels) == 3 * 2 * 2  # 3 flips, both runs, input and output
     assert {lab["text"] for lab in labels} == {"input", "output"}
     assert all(lab["beside"] for lab in labels), labels
+
+
+@pytest.mark.slow
+def test_a_run_compared_with_itself_is_warned_of(runs, tmp_path):
+    """`compare runs/a runs/a` (a typo) passed as "no change" with nothing to say."""
+    import shutil
+
+    where, _ = runs
+    shutil.copy(where / "a" / "report.json", tmp_path / "copy.json")
+    for other, said in ((f"{where}/a/report.json", "the same file"),
+                        (tmp_path / "copy.json", "two copies of one report (the same bytes)")):
+        res = _compare_files(where, "a/report.json", other)
+        assert f"warning: A and B are {said}: nothing can differ; give the two runs to " \
+            "compare" in res.stdout, res.stdout + res.stderr
+
