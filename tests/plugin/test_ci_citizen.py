@@ -186,16 +186,19 @@ def test_junit_xml_has_flat_typed_properties_and_the_runs_rates(pytester):
         assert not any(v.startswith("{") for v in props.values())  # no Python reprs
 
 
-@pytest.mark.parametrize("gate, ok", [("take_turn.I>=0.9", False), ("take_turn.I>=0.1", True)],
-                         ids=["failed", "passed"])
-def test_junit_xml_records_the_gate_outcome(pytester, gate, ok):
+@pytest.mark.parametrize("gate, ok, workers", [
+    ("take_turn.I>=0.9", False, ()), ("take_turn.I>=0.1", True, ()),
+    # under xdist the controller writes the XML from the workers' replayed reports: the
+    # gates testcase is the controller's own, once
+    ("take_turn.I>=0.9", False, ("-n", "2"))], ids=["failed", "passed", "failed-xdist"])
+def test_junit_xml_records_the_gate_outcome(pytester, gate, ok, workers):
     """A gate that fails the run fails the XML too (a ``duplexact::gates`` testcase) and the
     suite says how each gate came out; the instances keep their testcases."""
     import xml.etree.ElementTree as ET
 
     res = inproc(pytester, "--duplexact-model=endpoint", "--duplexact-action=take_turn",
                  "--duplexact-limit=1", f"--duplexact-gate={gate}", "--junitxml=junit.xml",
-                 "-p", "no:cacheprovider")
+                 "-p", "no:cacheprovider", *workers)
     assert res.ret == (0 if ok else 1)
     root = ET.parse(Path(pytester.path, "junit.xml")).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
