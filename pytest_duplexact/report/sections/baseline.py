@@ -290,11 +290,13 @@ def other_not_compared(section: dict) -> list[dict]:
     return [s for s in section.get("not_compared") or [] if s["target"] not in shown]
 
 
-def newly_measured_line(section: dict) -> str | None:
+def newly_measured_line(section: dict, where: str = "(not in the baseline)") -> str | None:
+    """The rates measured now that the baseline has not; ``where`` says so in the caller's
+    words (``duplexact compare``: "in B (not in A)")."""
     new = section.get("newly_measured") or []
     if not new:
         return None
-    return "newly measured (not in the baseline): " + ", ".join(
+    return f"newly measured {where}: " + ", ".join(
         f"{m['target']} {100 * m['current']['rate']:.1f}% (n {m['current']['n']})"
         for m in new)
 

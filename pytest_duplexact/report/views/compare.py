@@ -63,10 +63,8 @@ def render_lines(section: dict, a: Report, b: Report, a_path: str,
     out += [f"  warning: {w}" for w in section["warnings"]]
     out += ["", "Per action and condition (A = baseline, B = this run):"] + table_lines(section)
     out += [f"  {line}" for line in baseline_mod.power_lines(section)]
-    new = {m["target"] for m in section.get("newly_measured") or []}
-    if new:
-        out.append("  " + baseline_mod.newly_measured_line(section).replace(
-            "(not in the baseline)", "in B (not in A)"))
+    if (new := baseline_mod.newly_measured_line(section, "in B (not in A)")) is not None:
+        out.append(f"  {new}")
     out += ["  " + baseline_mod.not_measured_text(m, "in B")
             for m in section.get("not_measured_now") or []]
     out += [f"  not compared: {s['target']}: {s['why']}"
