@@ -302,7 +302,6 @@ class OpenAIRealtimeSession:
         # and its send queue (a reconnect backlog, which a session that never reconnects
         # does not use: ~0.1 ms a call between them), and past websockets' asyncio wrapper
         # when nothing is in its way (ws_session.send_now).
-        self.usage["audio_in_s"] += len(pcm) / self._in_rate
         text = _APPEND_HEAD + b64_pcm(pcm) + '"}'
         ws = self._ws
         try:
@@ -312,6 +311,8 @@ class OpenAIRealtimeSession:
                 await ws.send(text)
         except (ConnectionClosed, OSError):
             raise TransientModelError("the realtime connection closed mid-instance") from None
+        # counted once written: a chunk the closed connection refused is not billed
+        self.usage["audio_in_s"] += len(pcm) / self._in_rate
 
     # the duplex hands send / send_nowait int16 chunks: pcm16 once per push, not per chunk
     input_pcm16 = True
@@ -324,11 +325,11 @@ class OpenAIRealtimeSession:
         ws = self._ws
         if ws is None or not ready_now(ws):
             return False
-        self.usage["audio_in_s"] += len(pcm) / self._in_rate
         try:
             write_now(ws, _APPEND_HEAD + b64_pcm(pcm) + '"}')
         except (ConnectionClosed, OSError):
             raise TransientModelError("the realtime connection closed mid-instance") from None
+        self.usage["audio_in_s"] += len(pcm) / self._in_rate
         return True
 
     async def events(self) -> AsyncIterator[Event]:

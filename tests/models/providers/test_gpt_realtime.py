@@ -310,3 +310,26 @@ def test_send_nowait_writes_sends_message_and_declines_when_the_socket_would_wai
     assert len(got) == 2 and got[0] == got[1]
     assert json.loads(got[0])["type"] == "input_audio_buffer.append"
     assert audio_in_s == pytest.approx(2 * 480 / 24_000)
+
+
+def test_a_chunk_the_closed_connection_refused_is_not_counted():
+    """audio_in_s (what the cost is priced from) counts what was written: a chunk the closed
+    connection refused raises the transient error and adds nothing."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from websockets.exceptions import ConnectionClosedError
+
+    from pytest_duplexact.models.streaming_contract import TransientModelError
+
+    class Closed:
+        async def send(self, text):
+            raise ConnectionClosedError(None, None)
+
+    async def run():
+        session = OpenAIRealtimeSession(SimpleNamespace(_connection=Closed()), True)
+        with pytest.raises(TransientModelError, match="closed mid-instance"):
+            await session.send(np.zeros(480, np.float32))
+        return session.usage["audio_in_s"]
+
+    assert asyncio.run(run()) == 0.0
