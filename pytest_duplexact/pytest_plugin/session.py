@@ -326,9 +326,10 @@ class DuplexactSession:
         panel = getattr(self.harness, "panel", None)
         gone = panel.unreachable() if panel is not None else None
         said = None
-        if gone is not None:
+        if gone is not None:  # the address goes into the error's own line (shown short)
             said = f"{mask_credentials(gone)}: {exc}"
-            exc.__cause__ = ServiceUnreachable(said)
+            exc.args = (said,)
+            exc.__cause__ = ServiceUnreachable(f"nothing answered at {mask_credentials(gone)}")
         self._server_lost(item, exc, said)
 
     def _server_lost(self, item, exc: BaseException, said: str | None = None) -> None:
@@ -509,8 +510,9 @@ class DuplexactSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
         """A model error's report, short (model_errors.py), and a scoring worker's death's
-        or an undecodable clip's (its message says what happened; a traceback through the
-        harness says nothing more): the outcome stays an error. Built here instead of pytest's report (this hook
+        an undecodable clip's or a judge's that gave no answer (its message says what
+        happened; a traceback through the harness says nothing more): the outcome stays an
+        error. Built here instead of pytest's report (this hook
         returns the first answer), not after it: pytest's long form parses the source file
         of every frame (``ast.parse`` holds the GIL for tens of milliseconds each), in the
         pytest thread while other trials stream on the loop thread, and was thrown away."""
@@ -521,7 +523,7 @@ class DuplexactSession:
         # AudioFormatError: a clip that does not decode; its message names the file and
         # what is wrong with it, and the frames above it are the pipeline's, never the cause
         if not isinstance(exc, (ModelError, ScoringWorkerError, ModelBuildError,
-                                AudioFormatError)) \
+                                AudioFormatError, JudgeUnavailable)) \
                 or not model_errors.wanted(self.config):
             return None  # pytest's own report
         params = getattr(getattr(item, "callspec", None), "params", {})

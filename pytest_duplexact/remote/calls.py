@@ -399,4 +399,7 @@ def perform(*, request: dict, send: Callable[[], Any], parse: Callable[[Any], T]
             sleep(wait)
     counters.errors += 1
     failed = ServiceUnreachable if made and unconnected == made else RequestFailed
-    raise failed(f"no usable answer after {made} attempt(s); last: {notes[-1]}")
+    last = notes[-1]
+    if len(notes) > 1 and last.startswith("deadline of "):  # what the last attempt met, too
+        last = f"{notes[-2]}, then the {last}"
+    raise failed(f"no usable answer after {made} attempt(s); last: {last}")

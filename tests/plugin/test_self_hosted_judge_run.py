@@ -101,6 +101,13 @@ def test_a_judge_nothing_answers_at_stops_the_run_after_three(pytester, monkeypa
         f"connect: judge {MODEL} at {url}: judge {MODEL}: no usable answer" in out, out
     assert "check its URL and the network, then pytest --duplexact-resume=" in out
     assert res.parseoutcomes().get("errors") == 3  # the fourth instance never ran
+    # each error short: the judge, its address, what the last attempt met; not the plugin's
+    # own source (the fixture's whole function, printed once per instance)
+    # (counted above the short summary, which on CI repeats each message whole)
+    errors = out.split("short test summary info")[0]
+    assert errors.count(f"JudgeUnavailable: judge {MODEL} at {url}: judge {MODEL}: no usable "
+                        "answer after 2 attempt(s); last: connection error") == 3, out
+    assert "def outcome" not in out and "Traceback" not in out
 
 
 def test_a_judge_that_answers_badly_does_not_stop_the_run(pytester, monkeypatch):
