@@ -130,7 +130,9 @@ def pytest_args(run: Path, settings, rd, out: Path, workers: int = 0) -> list[st
     args.append("--duplexact-model-option=native_transcript=false")
     if workers:
         args.append(f"-n{workers}")
-    return ["-p", "no:cacheprovider", "-q", "--tb=no", *args]
+    # pytest's own traceback style: an instance's error is then one short report saying
+    # why (--tb=no left only a summary line cut to the terminal's width)
+    return ["-p", "no:cacheprovider", "-q", *args]
 
 
 def main(args) -> int:

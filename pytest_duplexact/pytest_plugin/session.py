@@ -19,6 +19,7 @@ import contextlib
 import errno
 import os
 import shlex
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -510,9 +511,9 @@ class DuplexactSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
         """A model error's report, short (model_errors.py), and a scoring worker's death's
-        an undecodable clip's or a judge's that gave no answer (its message says what
-        happened; a traceback through the harness says nothing more): the outcome stays an
-        error. Built here instead of pytest's report (this hook
+        an undecodable clip's, or a judge's or remote transcriber's that gave no answer (its
+        message says what happened; a traceback through the harness says nothing more): the
+        outcome stays an error. Built here instead of pytest's report (this hook
         returns the first answer), not after it: pytest's long form parses the source file
         of every frame (``ast.parse`` holds the GIL for tens of milliseconds each), in the
         pytest thread while other trials stream on the loop thread, and was thrown away."""
@@ -522,8 +523,14 @@ class DuplexactSession:
         exc = call.excinfo.value if call.excinfo is not None else None
         # AudioFormatError: a clip that does not decode; its message names the file and
         # what is wrong with it, and the frames above it are the pipeline's, never the cause
-        if not isinstance(exc, (ModelError, ScoringWorkerError, ModelBuildError,
-                                AudioFormatError, JudgeUnavailable)) \
+        short = (ModelError, ScoringWorkerError, ModelBuildError, AudioFormatError,
+                 JudgeUnavailable)
+        # a remote transcriber's failure: only where that module was imported (it loads the
+        # OpenAI SDK; an error of a run without it cannot be one)
+        asr = sys.modules.get("pytest_duplexact.listen.transcribe_openai")
+        if asr is not None:
+            short += (asr.TranscriptionError,)
+        if not isinstance(exc, short) \
                 or not model_errors.wanted(self.config):
             return None  # pytest's own report
         params = getattr(getattr(item, "callspec", None), "params", {})
