@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="gate the merged run against a stored report, as --duplexact-baseline")
     p.add_argument("--baseline-alpha", type=float, metavar="ALPHA",
                    help="the baseline test's significance level (default 0.05)")
-    p.add_argument("--baseline-ignore-borderline", action="store_true",
+    p.add_argument("--ignore-borderline", action="store_true",
                    help="set aside flips of borderline verdicts, as "
                         "--duplexact-baseline-ignore-borderline")
 

@@ -130,9 +130,29 @@ def pytest_args(run: Path, settings, rd, out: Path, workers: int = 0) -> list[st
     args.append("--duplexact-model-option=native_transcript=false")
     if workers:
         args.append(f"-n{workers}")
-    # pytest's own traceback style: an instance's error is then one short report saying
-    # why (--tb=no left only a summary line cut to the terminal's width)
-    return ["-p", "no:cacheprovider", "-q", *args]
+    # --tb=no: a miss's explanation (its timeline lanes) for every instance would bury the
+    # comparison; the errors are said after the run, from its report (_errors_said)
+    return ["-p", "no:cacheprovider", "-q", "--tb=no", *args]
+
+
+def _errors_said(report_file: Path, shown: int = 10) -> list[str]:
+    """The re-scoring run's errors, each instance with its reason (its short summary line is
+    cut to the terminal's width), at most ``shown`` of them."""
+    import json
+
+    try:
+        instances = json.loads(report_file.read_text(encoding="utf-8")).get("instances") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    errors = [(d.get("id"), " ".join(str(d["error"]).split())) for d in instances
+              if isinstance(d, dict) and d.get("error")]
+    if not errors:
+        return []
+    out = [f"duplexact rescore: {len(errors)} instance(s) ended in an error:"]
+    out += [f"  {iid}: {why[:300]}" for iid, why in errors[:shown]]
+    if len(errors) > shown:
+        out.append(f"  ... and {len(errors) - shown} more (report.json, 'instances')")
+    return out
 
 
 def main(args) -> int:
@@ -152,10 +172,13 @@ def main(args) -> int:
           f"{stored.transcriber or 'auto'}), no model call; new run: {out}", flush=True)
     rc = subprocess.call(cmd)
     new_report = out / rd.report_file.name
-    if rc not in (0, 1) or not new_report.is_file():
+    written = new_report.is_file()
+    for line in _errors_said(new_report) if written else ():  # a stopped run's too
+        print(line, flush=True)
+    if rc not in (0, 1) or not written:
         if rc != USAGE_ERROR:  # a refused run has said why in one line
-            print(f"duplexact rescore: the re-scoring run ended with pytest exit status {rc} "
-                  f"and no report; see above", file=sys.stderr)
+            print(f"duplexact rescore: the re-scoring run ended with pytest exit status {rc}"
+                  f"{'' if written else ' and no report'}; see above", file=sys.stderr)
         return rc or 1
     print("", flush=True)
     from ..report.views.compare import main as compare

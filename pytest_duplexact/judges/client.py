@@ -110,10 +110,11 @@ class ChatJSON:
         self.counters = calls.Counters()
         self._remote = calls.Remote(base_url, api_key, self.policy.timeout, client)
         self._sleep = sleep
-        # requests in a row that could not connect at all (any answer, even a bad one, resets
-        # it): a judge's failure becomes a verdict, not an exception the session sees, so the
-        # session asks this to stop a run whose judge is gone (JudgePanel.unreachable)
-        self.unreached_in_a_row = 0
+        # this instance's requests that could not connect at all, since the last answer (any
+        # answer, even a bad one, resets it; JudgePanel.unreachable clears it as an instance's
+        # scoring starts): a judge's failure becomes a verdict, not an exception the session
+        # sees, so the session asks this to stop a run whose judge is gone
+        self.unreached = 0
         self._streak_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never shows the key
@@ -163,14 +164,14 @@ class ChatJSON:
                                 secret=self._remote.secret, abandon=self._remote.abandon)
         except calls.ServiceUnreachable:
             with self._streak_lock:
-                self.unreached_in_a_row += 1
+                self.unreached += 1
             raise
         except calls.RequestFailed:
             with self._streak_lock:
-                self.unreached_in_a_row = 0
+                self.unreached = 0
             raise
         with self._streak_lock:
-            self.unreached_in_a_row = 0
+            self.unreached = 0
         return out
 
 

@@ -96,14 +96,25 @@ class JudgePanel:
             return genuine, Judgement(error=fn.error)
         return genuine, Judgement(fn.function, fn.reason)
 
-    def unreachable(self) -> str | None:
-        """The judge whose latest request could not connect at all, by model and address
-        (never a key), or None. Stages keep a judge's failure as a JUDGE_ERROR verdict, so
-        this is how the session tells a judge that is gone from one that answered badly
-        (pytest_plugin/session.py stops the run after LOST_AFTER such instances in a row)."""
+    def clear_unreached(self) -> None:
+        """Called as an instance's scoring starts (run/harness.py): ``unreachable`` then
+        speaks of this instance's requests only. A judge asked rarely (the audio judge, at
+        backchannel stage 3) would otherwise keep an old failure to connect and have the
+        other judge's answered errors taken for a judge that is gone."""
         for judge in (self.text, self.audio):
-            if judge is not None and judge.unreached_in_a_row:
-                return f"judge {judge.model} at {judge.endpoint_url}"
+            if judge is not None:
+                with judge._streak_lock:
+                    judge.unreached = 0
+
+    def unreachable(self):
+        """The judge whose latest request for this instance could not connect at all (its
+        ``model`` and ``endpoint_url``, never a key), or None. Stages keep a judge's failure
+        as a JUDGE_ERROR verdict, so this is how the session tells a judge that is gone from
+        one that answered badly (pytest_plugin/session.py stops the run after LOST_AFTER such
+        instances in a row). Judges are asked from the pytest thread only (run/offload.py)."""
+        for judge in (self.text, self.audio):
+            if judge is not None and judge.unreached:
+                return judge
         return None
 
     # --- report ---------------------------------------------------------------------------

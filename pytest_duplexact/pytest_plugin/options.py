@@ -92,8 +92,9 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("autosave", "Keep this run's report in the store folder (--duplexact-storage), "
         "numbered, for later --duplexact-compare; a store that cannot be written is refused "
         "before the run.", kind="flag"),
-    Opt("compare", "Compare with a stored run (latest, or its number) with the baseline "
-        "gate's significance test: a significant drop fails the run.", kind="optional",
+    Opt("compare", "Compare with a stored run (latest: this model's latest; or its number) "
+        "with the baseline gate's significance test: a significant drop fails the run.",
+        kind="optional",
         const="latest", metavar="ID|latest"),
     Opt("prices", "TOML price table for the report's estimated cost; its entries replace the "
         "bundled ones by model name (pytest_duplexact/spend/prices.toml shows the layout).",

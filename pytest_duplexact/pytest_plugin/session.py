@@ -325,12 +325,17 @@ class DuplexactSession:
         from ..remote.netsafety import mask_credentials
 
         panel = getattr(self.harness, "panel", None)
-        gone = panel.unreachable() if panel is not None else None
+        judge = panel.unreachable() if panel is not None else None
         said = None
-        if gone is not None:  # the address goes into the error's own line (shown short)
-            said = f"{mask_credentials(gone)}: {exc}"
+        if judge is not None:  # the address goes into the error's own line (shown short)
+            where = mask_credentials(judge.endpoint_url)
+            reason = str(exc)
+            for prefix in (f"judge {judge.model}: ", f"audio judge {judge.model}: "):
+                reason = reason.removeprefix(prefix)  # the model is named once, with where
+            kind = "audio judge" if judge is panel.audio else "judge"
+            said = f"{kind} {judge.model} at {where}: {reason}"
             exc.args = (said,)
-            exc.__cause__ = ServiceUnreachable(f"nothing answered at {mask_credentials(gone)}")
+            exc.__cause__ = ServiceUnreachable(f"nothing answered at {where}")
         self._server_lost(item, exc, said)
 
     def _server_lost(self, item, exc: BaseException, said: str | None = None) -> None:

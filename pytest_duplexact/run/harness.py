@@ -361,6 +361,9 @@ class Harness:
             sr = recording.sample_rate
             return recording.output[int(seg.start * sr): int(np.ceil(seg.end * sr))]
 
+        clear = getattr(self.panel, "clear_unreached", None)
+        if clear is not None:  # whether a judge is gone is this instance's to say
+            clear()
         s = scoring.score(instance, tl, self.panel, audio_of)
         immediate = s.immediate
         if immediate is not None and immediate.verdict is Verdict.FAILURE:

@@ -138,8 +138,10 @@ def test_an_unreachable_judge_gives_judge_errors_with_counts_and_no_exception(fa
     assert stats["retries"] == n * (FAST.max_attempts - 1)
     assert panel.stats()["audio_judge"]["calls"] == 0  # never asked about a failed stage 2
     # how the session tells a judge that is gone (it stops the run: session.LOST_AFTER)
-    assert panel.unreachable() == f"judge gpt-5.4 at {url}"
-    assert panel.text.unreached_in_a_row == n
+    assert panel.unreachable() is panel.text and panel.text.endpoint_url == url
+    assert panel.text.unreached == n
+    panel.clear_unreached()  # as the next instance's scoring starts
+    assert panel.unreachable() is None
 
 
 def test_a_judge_that_answers_is_not_unreachable_even_when_the_answer_is_an_error(
@@ -148,11 +150,33 @@ def test_a_judge_that_answers_is_not_unreachable_even_when_the_answer_is_an_erro
     is there and failing, which a retry or a resume may fix, not one that is gone."""
     from tests.fakes import Fail
 
-    panel.text.unreached_in_a_row = 2  # as after two refused requests
+    panel.text.unreached = 2  # as after two refused requests
     openai_server.script(*[Fail(500)] * FAST.max_attempts)
     inst, tl = trial("take_turn", "delayed")
     assert subsequent(inst, tl, immediate_of(inst, tl), panel).verdict is Verdict.JUDGE_ERROR
-    assert panel.unreachable() is None and panel.text.unreached_in_a_row == 0
+    assert panel.unreachable() is None and panel.text.unreached == 0
+
+
+def test_one_judges_old_refusal_is_not_taken_for_the_other_judge_gone(openai_server, fake_key,
+                                                                     sleeps):
+    """The audio judge is asked only at backchannel stage 3: a refusal of its one request
+    stayed on it while the text judge, answering 500s, failed the next instances, and those
+    were taken for a judge that is gone (the run stopped, blaming the audio judge). The
+    harness clears the panel as each instance's scoring starts."""
+    from tests.fakes import Fail
+
+    panel = JudgePanel(JudgeClient(base_url=openai_server.url, policy=FAST, sleep=sleeps),
+                       AudioJudge(base_url=f"http://127.0.0.1:{_closed_port()}/v1",
+                                  policy=FAST, sleep=sleeps))
+    inst, tl = trial("backchannel", "uncertainty")
+    genuine, function = panel.backchannel_stages(inst, tl, tl.segments[0], np.ones(1600))
+    assert genuine.value is True and function.error  # stage 3's judge refused
+    assert panel.unreachable() is panel.audio
+    panel.clear_unreached()  # the next instance
+    openai_server.script(*[Fail(500)] * FAST.max_attempts)
+    inst, tl = trial("take_turn", "delayed")
+    assert subsequent(inst, tl, immediate_of(inst, tl), panel).verdict is Verdict.JUDGE_ERROR
+    assert panel.unreachable() is None  # the text judge answered: not a judge gone
 
 
 def test_an_unusable_answer_is_a_judge_error(panel, openai_server):

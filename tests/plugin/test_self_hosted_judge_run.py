@@ -96,17 +96,18 @@ def test_a_judge_nothing_answers_at_stops_the_run_after_three(pytester, monkeypa
                              "--duplexact-judge-timeout=3", "--duplexact-run-dir=run",
                              "-p", "no:cacheprovider")
     out = res.stdout.str()
-    assert res.ret != 0
+    assert res.ret == 2  # interrupted: a sharded job's recipe fails the shard on it
     assert f"duplexact: a remote service cannot be reached (3 instances in a row could not " \
-        f"connect: judge {MODEL} at {url}: judge {MODEL}: no usable answer" in out, out
+        f"connect: judge {MODEL} at {url}: no usable answer" in out, out
     assert "check its URL and the network, then pytest --duplexact-resume=" in out
     assert res.parseoutcomes().get("errors") == 3  # the fourth instance never ran
     # each error short: the judge, its address, what the last attempt met; not the plugin's
     # own source (the fixture's whole function, printed once per instance)
     # (counted above the short summary, which on CI repeats each message whole)
     errors = out.split("short test summary info")[0]
-    assert errors.count(f"JudgeUnavailable: judge {MODEL} at {url}: judge {MODEL}: no usable "
-                        "answer after 2 attempt(s); last: connection error") == 3, out
+    shown = re.findall(rf"JudgeUnavailable: judge {re.escape(MODEL)} at {re.escape(url)}: no "
+                       r"usable answer after \d attempt\(s\); last: connection error", errors)
+    assert len(shown) == 3, out  # the model named once, with its address
     assert "def outcome" not in out and "Traceback" not in out
 
 

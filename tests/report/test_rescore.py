@@ -77,12 +77,12 @@ def test_a_transcriber_nothing_answers_at_stops_the_rescore_after_three(pytester
     assert "duplexact: a remote service cannot be reached (3 instances in a row could not " \
         "connect: transcriber whisper-1: no usable answer after" in out, out
     assert "check its URL and the network, then pytest --duplexact-resume=" in out
-    assert out.count("ERROR at setup of ") == 3  # the fourth instance never ran
-    # each one short, saying why (the rescore's run ran with --tb=no: a summary line cut to
-    # the terminal's width was all there was)
-    errors = out.split("short test summary info")[0]
-    assert errors.count("TranscriptionError: transcriber whisper-1: no usable answer after "
-                        "4 attempt(s); last: connection error") == 3, out
+    assert out.count("ERROR ") == 3  # the fourth instance never ran
+    # each one with its reason, after the run (its short summary line is cut to the
+    # terminal's width: '- Transcription...')
+    said = out.split("duplexact rescore: 3 instance(s) ended in an error:\n", 1)[1]
+    assert said.count(": TranscriptionError: transcriber whisper-1: no usable answer after "
+                      "4 attempt(s); last: connection error") == 3, out
     assert "Traceback" not in out
 
 

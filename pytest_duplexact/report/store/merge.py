@@ -456,7 +456,7 @@ def _gating(args) -> tuple[tuple, object]:
         check_option(path, alpha)
     except BaselineError as e:
         raise MergeError(f"--baseline: {e}") from None
-    return gates, BaselineGate(path, alpha, bool(getattr(args, "baseline_ignore_borderline",
+    return gates, BaselineGate(path, alpha, bool(getattr(args, "ignore_borderline",
                                                          False)))
 
 

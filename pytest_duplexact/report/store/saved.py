@@ -7,6 +7,7 @@ significance-aware comparison of report/sections/baseline.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -50,16 +51,19 @@ def store_problem(store: Path, start: Path | None = None,
             return path
 
     for place in (store, *store.parents):
-        if place.is_symlink() and not place.exists():
-            why = f"{shown(place)} is a link to nothing"
-        elif not place.exists():
-            continue
-        elif not place.is_dir():
-            why = f"{shown(place)} is a file, not a folder"
-        elif not os.access(place, os.W_OK | os.X_OK):
-            why = f"no permission to write in {shown(place)}"
-        else:
-            return None
+        try:
+            if place.is_symlink() and not place.exists():
+                why = f"{shown(place)} is a link to nothing"
+            elif not place.exists():
+                continue
+            elif not place.is_dir():
+                why = f"{shown(place)} is a file, not a folder"
+            elif not os.access(place, os.W_OK | os.X_OK):
+                why = f"no permission to write in {shown(place)}"
+            else:
+                return None
+        except OSError as e:  # a folder on the way that cannot be entered (EACCES)
+            why = f"cannot look into {shown(place)} ({e.strerror or e})"
         return (f"cannot keep runs in {flag}={shown(store)}: {why}; give a folder that can be "
                 "written")
     return None
@@ -107,6 +111,25 @@ def _locked(store: Path, deadline_s: float = LOCK_DEADLINE_S) -> Iterator[None]:
         os.close(fd)  # closing drops the flock
 
 
+_ENTRY = re.compile(r"^\d{4,}_(?P<slug>.*)_(?:[0-9T]+|undated)\.json$")
+
+
+def _of_model(path: Path, model: str) -> bool:
+    """Whether the stored run at ``path`` is ``model``'s: its name's whole slug first (cheap),
+    then the report's own ``model`` (slugs are cut at 60 characters, so two long specs can
+    share one). An entry that cannot be read is taken by its name: its fault shows when it is
+    loaded as the baseline."""
+    m = _ENTRY.match(path.name)
+    if m is None or m["slug"] != slug(model):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            stored = json.load(f).get("model")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return stored is None or stored == model
+
+
 def find(store: Path, ref: str, model: str | None = None) -> Path:
     """``latest``, a number (``3`` or ``0003``), or a path to a report. With ``model``,
     ``latest`` is that model's latest stored run (the entry's name carries its slug): a store
@@ -120,15 +143,13 @@ def find(store: Path, ref: str, model: str | None = None) -> Path:
                              "--duplexact-autosave")
         if model is None:
             return found[-1][1]
-        prefix = f"_{slug(model)}_"
-        mine = [path for number, path in found if path.name[len(f"{number:04d}"):]
-                .startswith(prefix)]
+        mine = [path for _, path in reversed(found) if _of_model(path, model)]
         if not mine:
             others = ", ".join(p.name for _, p in found[-3:])
             raise StoreError(f"no stored run of {model} in {store} (the latest: {others}); "
                              "store one with --duplexact-autosave, or name a stored run by "
                              "its number to compare with another model's")
-        return mine[-1]
+        return mine[0]
     if ref.isdigit():
         for number, path in entries(store):
             if number == int(ref):

@@ -352,7 +352,13 @@ def test_a_baseline_gates_the_merged_run(tmp_path, capsys):
     code, said, _ = _cli(capsys, *paths, "-o", tmp_path / "m.json", "--baseline", base)
     assert code == 0, said
     assert "Baseline:" in said
-    assert json.loads((tmp_path / "m.json").read_text())["baseline"]["passed"] is True
+    section = json.loads((tmp_path / "m.json").read_text())["baseline"]
+    assert section["passed"] is True and section["alpha"] == 0.05
+    assert "ignore_borderline" not in section
+    code, _, _ = _cli(capsys, *paths, "-o", tmp_path / "m.json", "--baseline", base,
+                      "--baseline-alpha", "0.01", "--ignore-borderline")
+    section = json.loads((tmp_path / "m.json").read_text())["baseline"]
+    assert code == 0 and section["alpha"] == 0.01 and section["ignore_borderline"] is True
 
 
 @pytest.mark.parametrize("args,said", [

@@ -92,6 +92,36 @@ def test_latest_of_a_model_the_store_has_not_seen_says_what_it_has(tmp_path):
         f"no stored run of silent in {tmp_path} (the latest: 0001_oracle_20261201T100000"
         ".json); store one with --duplexact-autosave, or name a stored run by its number to "
         "compare with another model's")
-    # a model whose slug is a prefix of another's is not taken for it
-    _stored(tmp_path, "oracle2")
-    assert store.find(tmp_path, "latest", model="oracle").name.startswith("0001_")
+
+
+
+def test_latest_never_takes_a_model_whose_name_extends_or_shares_the_slug(tmp_path):
+    """The whole slug is compared, then the stored report's own model: ``small`` is not
+    ``small_v2``, and two long specs cut to one 60-character slug are told apart."""
+    base = "company.research.speech.duplex.models.checkpoints.factories:build_"
+    small, v2, long_a, long_b = _stored(tmp_path, "mypkg.models:small", "mypkg.models:small_v2",
+                                        base + "a", base + "b")
+    assert store.slug(base + "a") == store.slug(base + "b")
+    assert store.find(tmp_path, "latest", model="mypkg.models:small") == small
+    assert store.find(tmp_path, "latest", model="mypkg.models:small_v2") == v2
+    assert store.find(tmp_path, "latest", model=base + "a") == long_a
+    assert store.find(tmp_path, "latest", model=base + "b") == long_b
+
+
+def test_a_store_under_a_folder_that_cannot_be_entered_is_one_line(tmp_path, monkeypatch):
+    """Path.exists raises PermissionError for EACCES (root cannot be refused one, so the
+    refusal is simulated): a refusal to name, not a traceback at preflight."""
+    import os
+
+    locked = tmp_path / "locked"
+    real_stat = os.stat
+
+    def stat(path, *a, **kw):
+        if str(path).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *a, **kw)
+
+    monkeypatch.setattr(os, "stat", stat)
+    said = store.store_problem(locked / "store", tmp_path)
+    assert said == ("cannot keep runs in --duplexact-storage=locked/store: cannot look into "
+                    "locked/store (Permission denied); give a folder that can be written")
