@@ -71,17 +71,47 @@ class Server(support.Server):
 
 
 def start_server(ck: support.Checkout, cmd: list[str], *, cwd: Path, stub_path: str, port: int,
-                 tmp: Path, env: dict[str, str] | None = None,
-                 deadline_s: float = 120.0) -> Server:
+                 tmp: Path, env: dict[str, str] | None = None, deadline_s: float = 120.0,
+                 ready_path: str | None = None) -> Server:
     """The author's server, our stubs first on its path; returns once ``port`` accepts a
-    connection (fails with the server's log when it exits or the deadline passes)."""
+    connection and, with ``ready_path``, once a GET of that path answers 200 (a server whose
+    routes are added after it listens); fails with the server's log when it exits or the
+    deadline passes."""
     server = Server(ck, cmd, cwd=cwd, stub_path=stub_path, tmp=tmp, env=env).__enter__()
     try:
+        end = time.monotonic() + deadline_s
         server.wait_port(port, deadline_s)
+        if ready_path is not None:
+            wait_http_ok(server, f"http://127.0.0.1:{port}{ready_path}", end)
     except BaseException:
         server.stop()
         raise
     return server
+
+
+def wait_http_ok(server: Server, url: str, end: float) -> None:
+    """Until a GET of ``url`` (on 127.0.0.1, no proxy) answers 200; fails with the server's
+    log when it exits first or at ``end`` (monotonic)."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    said = "no answer"
+    while time.monotonic() < end:
+        if server.proc.poll() is not None:
+            pytest.fail(f"the server exited ({server.proc.returncode}) before {url} answered:\n"
+                        f"{server.tail()}")
+        try:
+            with opener.open(url, timeout=5.0) as r:
+                if r.status == 200:
+                    return
+                said = f"HTTP {r.status}"
+        except urllib.error.HTTPError as e:
+            said = f"HTTP {e.code}"
+        except OSError as e:
+            said = repr(e)
+        time.sleep(0.2)
+    pytest.fail(f"{url} never answered 200 (last: {said}):\n{server.tail()}")
 
 
 def user_clip(*turns: tuple[float, float], total: float):

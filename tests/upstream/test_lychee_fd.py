@@ -64,10 +64,12 @@ def server(tmp_path_factory):
     with Sidecar() as sidecar:
         env = {**BACKEND_ENV, "LYCHEEFD_T2W_REMOTE_URL": sidecar.url,
                "LYCHEEFD_REALTIME_ALIGNED_SAVE_DIR": str(tmp / "aligned")}
-        # from a folder of ours: Gradio writes its cache beside it, not into the checkout
+        # from a folder of ours: Gradio writes its cache beside it, not into the checkout.
+        # app.py adds its realtime routes after Gradio's launch() listens (Gradio 6 rebuilds
+        # the app inside it): until then session/start is a 404, so one of them must answer
         srv = start_server(ck, [ck.python, *args, "--server_name", "127.0.0.1"], cwd=tmp,
                            stub_path=stub_path(STUBS / "lychee", ck.path), port=port, tmp=tmp,
-                           env=env, deadline_s=240.0)
+                           env=env, deadline_s=240.0, ready_path="/api/realtime/voices")
         srv.url = f"http://127.0.0.1:{port}"
         srv.sidecar = sidecar
         yield srv
