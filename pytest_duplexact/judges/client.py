@@ -111,9 +111,10 @@ class ChatJSON:
         self._remote = calls.Remote(base_url, api_key, self.policy.timeout, client)
         self._sleep = sleep
         # this instance's requests that could not connect at all, since the last answer (any
-        # answer, even a bad one, resets it; JudgePanel.unreachable clears it as an instance's
+        # answer, even a bad one, resets it; JudgePanel.clear_unreached as an instance's
         # scoring starts): a judge's failure becomes a verdict, not an exception the session
-        # sees, so the session asks this to stop a run whose judge is gone
+        # sees, so the session asks this (JudgePanel.unreachable) to stop a run whose judge
+        # is gone
         self.unreached = 0
         self._streak_lock = threading.Lock()
 
