@@ -98,7 +98,10 @@ def flm_audio(tmp: Path) -> tuple[list[str], dict[str, str]] | None:
     venv = checkout.parent / (checkout.name + ".venv") / "bin" / "python"
     python = str(venv) if venv.exists() else sys.executable
     seam = ROOT / "tests" / "upstream" / "stubs" / "flm_audio"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(seam), str(ROOT)]))
+    # PYTHONDONTWRITEBYTECODE: the bridge imports the author's modules from the checkout,
+    # which nothing of ours writes into (tests/upstream/conftest.py)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(seam), str(ROOT)]),
+               PYTHONDONTWRITEBYTECODE="1")
     env.pop("TORCH_COMPILE_DISABLE", None)
     subprocess.run([python, str(seam / "build.py"), str(tmp / "flm"), "--flm-repo",
                     str(checkout)], check=True, capture_output=True, env=env)

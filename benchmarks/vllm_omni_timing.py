@@ -89,7 +89,10 @@ def main() -> None:
             python = Path(args.upstream) / "vllm-project+vllm-omni.venv" / "bin" / "python"
             server = child(ROOT / "tests/upstream/stubs/vllm_omni_runtime.py", "--log", log,
                            "--max-sessions", max(args.concurrency), python=str(python),
-                           env={**os.environ, "PYTHONPATH": str(checkout)})
+                           # the author's modules are imported from the checkout: no
+                           # __pycache__ written into it (tests/upstream/conftest.py)
+                           env={**os.environ, "PYTHONPATH": str(checkout),
+                                "PYTHONDONTWRITEBYTECODE": "1"})
         else:
             server = child("vllm_omni_server.py", "--log", log)
         with server:
