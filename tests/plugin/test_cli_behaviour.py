@@ -175,3 +175,28 @@ def test_an_empty_ini_gate_is_unset(pytester):
               "--duplexact-limit=1", "-p", "no:cacheprovider")
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
     assert "Gates" not in res.stdout.str()
+
+
+def test_an_empty_shard_exits_0_with_an_empty_report_the_merge_takes(pytester):
+    """A small selection over many shards leaves some empty. pytest's own status for that is
+    5 (no tests), which fails an array task (the recipes go on to the merge on 0 or 1 only),
+    so the merge never ran; the empty shard now exits 0, its empty report written."""
+    import json
+
+    from pytest_duplexact.report.store.merge import merge
+
+    sel = ("--duplexact-model=endpoint", "--duplexact-action=wait", "--duplexact-limit=1",
+           "-p", "no:cacheprovider")
+    sizes, reports = {}, []
+    for k in range(1, 5):  # 3 instances over 4 shards: one at least is empty
+        res = run(pytester, *sel, f"--duplexact-shard={k}/4", f"--duplexact-run-dir=s{k}")
+        assert res.ret == 0, res.stdout.str()
+        reports.append(pytester.path / f"s{k}" / "report.json")
+        sizes[k] = len(json.loads(reports[-1].read_text())["instances"])
+        said = f"duplexact: shard {k}/4 holds none of the selected instances"
+        assert (said in res.stdout.str()) == (sizes[k] == 0)
+    assert sum(sizes.values()) == 3 and 0 in sizes.values()
+    assert merge(reports)["totals"]["instances"] == 3
+    # -k leaving nothing is the user's filter, not an empty shard: pytest's 5 stays
+    res = run(pytester, *sel, "--duplexact-shard=1/4", "-k", "nothing")
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
