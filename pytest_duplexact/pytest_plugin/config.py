@@ -129,7 +129,7 @@ class RunConfig:
             storage=get("storage"), baseline_alpha=later["baseline-alpha"],
             baseline_ignore_borderline=get("baseline-ignore-borderline"),
             judge=get("judge"), judge_base_url=get("judge-base-url"),
-            audio_judge=get("audio-judge"), simulator=get("simulator"),
+            audio_judge=get("audio-judge"), simulator=_simulator(get("simulator")),
             simulator_model=get("simulator-model"), transcriber=get("transcriber"),
             cache_dir=get("cache-dir"), audio_format=audio_format,
             concurrency=knobs["concurrency"], batch=knobs["batch"],
@@ -238,6 +238,18 @@ def _progress(value) -> str:
         raise pytest.UsageError(f"--duplexact-progress={value!r}: use "
                                 f"{', '.join(PROGRESS_MODES)}")
     return mode
+
+
+def _simulator(value) -> str:
+    """Checked here, with the other options: the policy is built with the harness, inside
+    the first instance, where a typo was an error per instance with a traceback each."""
+    from ..data.suggest import did_you_mean
+
+    name = str(value or "rule").strip().lower()
+    if name not in ("rule", "llm"):
+        raise pytest.UsageError(f"--duplexact-simulator={value!r}: use 'rule' or 'llm'"
+                                f"{did_you_mean(name, ('rule', 'llm'))}")
+    return name
 
 
 def _audio_format(value) -> str:

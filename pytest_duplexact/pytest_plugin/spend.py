@@ -117,11 +117,19 @@ def plan_run(config, run: RunConfig, settings, instances, resumed: int):
     lines = describe(estimate)
     if resumed:
         lines[0] += f" ({resumed} already finished: not run again)"
+    budget = budget_for(run, estimate, prices)  # a budget the run would refuse, refused here
     if run.estimate:
+        # a dry run passes only what the run would take: the options checked without the
+        # model or the network (its budget above, the baseline, the report path). A key, the
+        # model's own checks and a server are not asked for: an estimate needs none of them
+        from .preflight import check_baseline, check_report_path
+
+        check_report_path(run)
+        check_baseline(run)
         print("\n".join(lines), flush=True)
         pytest.exit("duplexact: estimate only: no model was called, nothing was written",
                     returncode=0)
-    return estimate, lines, budget_for(run, estimate, prices)
+    return estimate, lines, budget
 
 
 def estimate_for(run: RunConfig, settings, instances, prices: dict, n_workers: int) -> dict:

@@ -48,3 +48,28 @@ def test_a_bad_number_is_one_line_at_configure(pytester, arg, line):
     assert res.ret == pytest.ExitCode.USAGE_ERROR, said
     assert len(said) == 1 and said[0].startswith(f"ERROR: {line}"), said
     assert not (pytester.path / "duplexact-runs").exists()  # nothing was started
+
+
+@pytest.mark.parametrize("arg,line", [
+    ("--duplexact-max-cost=-1", "--duplexact-max-cost: a budget must be > 0, got -1.0"),
+    ("--duplexact-max-wall=2d", "--duplexact-max-wall: expected a duration such as 90s"),
+    ("--duplexact-compare=99", "--duplexact-compare=99: no stored run 99 in "),
+    ("--duplexact-simulator=gpt", "--duplexact-simulator='gpt': use 'rule' or 'llm'"),
+    ("--duplexact-report=.", "cannot write --duplexact-report .: . is a folder"),
+], ids=["max-cost", "max-wall", "compare", "simulator", "report"])
+def test_a_dry_run_refuses_what_the_run_would(pytester, arg, line):
+    """--duplexact-estimate is a cluster user's dry run: it passed values the run then
+    refused (the queued job died on them). It checks what needs no model and no network."""
+    res = inproc(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
+                 "--duplexact-estimate", arg, "-p", "no:cacheprovider")
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said[-1].startswith(f"ERROR: {line}"), said
+
+
+def test_a_dry_run_needs_no_key_for_a_hosted_model(pytester, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    res = inproc(pytester, "--duplexact-model=gpt-realtime", "--duplexact-action=wait",
+                 "--duplexact-estimate", "--duplexact-max-cost=5", "-p", "no:cacheprovider")
+    assert res.ret == 0
+    res.stdout.fnmatch_lines(["duplexact: estimate: *", "*model gpt-realtime: *USD*"])
