@@ -132,20 +132,32 @@ def check_urls(settings: RunSettings) -> None:
 
 
 def check_keys(settings: RunSettings) -> None:
-    """A remote transcriber or the LLM simulator cannot be built without the API key (the
-    judges can: without it they are off and say so): refused here, before the run folder
-    exists, rather than as "the model could not be built" at the first instance."""
+    """A remote transcriber, the LLM simulator or a judge asked for by option cannot be
+    built without the API key: refused here, before the run folder exists, rather than as
+    "the model could not be built" at the first instance or, for a judge, a green run whose
+    S was silently not judged. (A judge named only by its environment variable keeps the
+    old way: off without a key, and the report says so.)"""
     from ..remote.calls import ConfigError, resolve_api_key
 
-    for flag, value, remote in (
+    def asked(value) -> bool:
+        return bool(value) and str(value).strip().lower() != "off"
+
+    for flag, value, remote, hint in (
             ("--duplexact-transcriber", settings.transcriber,
-             is_openai(settings.transcriber)),
-            ("--duplexact-simulator", settings.simulator, settings.simulator == "llm")):
+             is_openai(settings.transcriber), ""),
+            ("--duplexact-simulator", settings.simulator, settings.simulator == "llm", ""),
+            ("--duplexact-judge", settings.judge, asked(settings.judge), _SELF_HOSTED),
+            ("--duplexact-audio-judge", settings.audio_judge, asked(settings.audio_judge),
+             _SELF_HOSTED)):
         if remote:
             try:
                 resolve_api_key(None)
             except ConfigError as e:
-                raise pytest.UsageError(f"{flag}={value}: {e}") from None
+                raise pytest.UsageError(f"{flag}={value}: {e}{hint}") from None
+
+
+# a self-hosted judge's server may want no key, but the client sends one
+_SELF_HOSTED = " (any value for a self-hosted server that checks none)"
 
 
 def check_transcriber(settings: RunSettings) -> None:

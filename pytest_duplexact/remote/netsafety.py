@@ -43,6 +43,17 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def is_loopback_url(url: str | None) -> bool:
+    """``url`` names this machine (127.0.0.0/8, ::1, localhost): a server of the user's own,
+    which no provider bills (spend/estimate.py)."""
+    if not url:
+        return False
+    try:
+        return _loopback(urlsplit(url).hostname or "")
+    except ValueError:  # a malformed URL: refused elsewhere, not ours to call local
+        return False
+
+
 def insecure_url_problem(url: str | None, what: str, env: dict | None = None) -> str | None:
     """Why ``url`` may not carry a key (None when it may)."""
     if not url:

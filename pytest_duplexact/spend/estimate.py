@@ -108,11 +108,14 @@ def priced_name(settings) -> str:
 
 def services_of(settings, billed_model: bool) -> list[Service]:
     """The services ``settings`` (run/settings.RunSettings) will call."""
+    from ..remote.netsafety import is_loopback_url
+
     out = [Service("model", priced_name(settings), billed_model)]
-    if settings.judge:
-        out.append(Service("text_judge", settings.judge, True))
-    if settings.audio_judge:
-        out.append(Service("audio_judge", settings.audio_judge, True))
+    # judges served from this machine (a local vLLM, llama.cpp, Ollama) bill nothing
+    judged_here = is_loopback_url(getattr(settings, "judge_base_url", None))
+    for label, model in (("text_judge", settings.judge), ("audio_judge", settings.audio_judge)):
+        if model and str(model).strip().lower() != "off":  # "off": no judge, nothing billed
+            out.append(Service(label, model, not judged_here))
     if settings.simulator == "llm" and settings.simulator_model:
         out.append(Service("simulator", settings.simulator_model, True))
     if not is_local(settings.transcriber):

@@ -73,3 +73,21 @@ def test_a_dry_run_needs_no_key_for_a_hosted_model(pytester, monkeypatch):
                  "--duplexact-estimate", "--duplexact-max-cost=5", "-p", "no:cacheprovider")
     assert res.ret == 0
     res.stdout.fnmatch_lines(["duplexact: estimate: *", "*model gpt-realtime: *USD*"])
+
+
+@pytest.mark.parametrize("flag", ["--duplexact-judge=my-local-llm",
+                                  "--duplexact-audio-judge=gpt-audio-1.5"])
+def test_a_judge_asked_for_without_a_key_is_one_line(pytester, monkeypatch, flag):
+    """A judge named on the command line without OPENAI_API_KEY was dropped: a green run
+    whose S was silently not judged (report.json alone said why)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    res = inproc(pytester, "--duplexact-model=silent", "--duplexact-action=wait", flag,
+                 "--duplexact-judge-base-url=http://127.0.0.1:9/v1", "-p", "no:cacheprovider")
+    said = [s for s in res.stdout.lines + res.stderr.lines if s.strip()]
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, said
+    assert said[-1] == (f"ERROR: {flag}: no API key: set the OPENAI_API_KEY environment "
+                        "variable (any value for a self-hosted server that checks none)")
+    # "off" asks for no judge
+    res = inproc(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
+                 "--duplexact-limit=1", "--duplexact-judge=off", "-p", "no:cacheprovider")
+    assert res.ret != pytest.ExitCode.USAGE_ERROR

@@ -211,3 +211,23 @@ def test_a_sub_second_duration_is_not_said_as_zero():
     # --duplexact-max-wall=0.5s stopped a run with "wall-time limit of 0 s reached"
     assert [hours(s) for s in (0.5, 0.25, 0, 3, 59.6, 75, 4000)] == \
         ["0.5 s", "0.25 s", "0 s", "3 s", "60 s", "1 min", "1.1 h"]
+
+
+@pytest.mark.parametrize("url,billed", [("http://127.0.0.1:8000/v1", False),
+                                        ("http://localhost:8000/v1", False),
+                                        ("https://api.together.xyz/v1", True), (None, True)])
+def test_a_judge_served_from_this_machine_bills_nothing(bundled, url, billed):
+    """A local vLLM or Ollama judge has no price and needs none: the budget refused it
+    ('no price for my-local-llm'). One at another address may be a paid provider."""
+    est = plan(bundled, RunSettings(model="oracle", judge="my-local-llm",
+                                    audio_judge="off", judge_base_url=url),
+               prices=load_prices(), kind="stepped", billed_model=False)
+    services = est["cost"]["services"]
+    assert "audio_judge" not in services  # "off" is no judge, not a model called "off"
+    judge = services["text_judge"]
+    if billed:
+        assert judge["cost"] is None and "no price for 'my-local-llm'" in judge["note"]
+    else:
+        assert judge == {"model": "my-local-llm", "cost": [0.0, 0.0],
+                         "basis": "local: nothing billed"}
+        assert est["cost"]["complete"]
