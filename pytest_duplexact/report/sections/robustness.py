@@ -10,6 +10,7 @@ newest one."""
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable
 
 from ...data import taxonomy
@@ -129,11 +130,19 @@ def main(args) -> int:
         reports = [Report.from_json(read_report(p)) for p in args.reports]
     except MALFORMED as e:
         return refuse("robustness", e)
+    if args.store and not Path(args.store).is_dir():  # a typo read as "no other channel"
+        from ...data.suggest import not_a_folder
+
+        print(f"duplexact robustness: --store {args.store}: {not_a_folder(args.store)}; give "
+              "the run store (--duplexact-storage's folder, default .duplexact)",
+              file=sys.stderr)
+        return 2
     stored = stored_reports(Path(args.store)) if args.store else []
     sec = section(reports[0], reports[1:] + stored, args.alpha)
     if sec is None:
-        print("only one channel among these runs of this model and data: run it again with "
-              "--duplexact-channel=SPEC (docs/channels.md)")
+        where = f" and the store {args.store}" if args.store else ""
+        print(f"only one channel among these runs{where} of this model and data: run it "
+              "again with --duplexact-channel=SPEC (docs/channels.md)")
         return 0
     print("\n".join(markdown(sec)))
     return 0

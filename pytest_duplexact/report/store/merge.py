@@ -411,6 +411,12 @@ def main(args) -> int:
         if problem:
             raise MergeError(problem)
         gates, baseline = _gating(args)
+        store = getattr(args, "store", None)
+        if store is not None and not Path(store).is_dir():  # else: silently no robustness
+            from ...data.suggest import not_a_folder
+
+            raise MergeError(f"--store {store}: {not_a_folder(store)}; give the run store "
+                             "the shards' runs were kept in (default .duplexact)")
         report = merged(args.reports,
                         allow_incomplete=getattr(args, "allow_incomplete", False),
                         store=getattr(args, "store", None), gates=gates, baseline=baseline)

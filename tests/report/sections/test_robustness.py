@@ -78,3 +78,27 @@ def test_a_stored_shard_is_not_its_channels_run():
                                                        shard="1/2"))))
     sec = robustness.section(parsed(echo), [clean, shard])
     assert [r["channel"] for r in sec["channels"]] == ["clean", "echo:-6@50"]
+
+
+def test_a_store_that_is_not_there_is_said_not_read_as_no_other_channel(tmp_path, capsys):
+    """`--store nostore` (a typo) read as an empty store, and the advice was to run again
+    under another channel; the merge's --store left the section out without a word."""
+    import argparse
+
+    from pytest_duplexact.report.store.merge import main as merge_main
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report(outcomes_for("wait.inter_sentential_pause", 3, 2))))
+    args = argparse.Namespace(reports=[str(path)], store=str(tmp_path / "nostore"), alpha=0.05)
+    assert robustness.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"duplexact robustness: --store {tmp_path / 'nostore'}: no such "
+                           "folder; give the run store (--duplexact-storage's folder, default "
+                           ".duplexact)")
+    out = tmp_path / "m.json"
+    assert merge_main(argparse.Namespace(reports=[str(path)], output=str(out),
+                                         store=str(path))) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"duplexact merge: --store {path}: a file, not a folder; give the run store the "
+        "shards' runs were kept in (default .duplexact)")
+    assert not out.exists()
