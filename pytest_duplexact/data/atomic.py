@@ -45,16 +45,20 @@ def replacing(path: Path | str) -> Iterator[Path]:
         raise
 
 
-def write_bytes(path: Path | str, data: bytes) -> None:
+def write_bytes(path: Path | str, data: bytes, mode: int | None = None) -> None:
     """``data`` as the whole new ``path``. A failed write (full disk, quota) is an OSError
-    naming ``path``, e.g. ``[Errno 28] No space left on device: '.../report.json'``."""
+    naming ``path``, e.g. ``[Errno 28] No space left on device: '.../report.json'``.
+    ``mode``: the file's mode (``FILE_MODE`` for an output the user named); None keeps the
+    temporary's private 0600."""
     with replacing(path) as tmp:
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
+            if mode is not None:
+                os.chmod(tmp, mode)
         except OSError as e:
             raise OSError(e.errno, e.strerror or str(e), str(path)) from None
 
 
-def write_text(path: Path | str, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
+def write_text(path: Path | str, text: str, mode: int | None = None) -> None:
+    write_bytes(path, text.encode("utf-8"), mode)

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from ..data import usage
+from ..data.atomic import FILE_MODE
 from ..data.results import InstanceOutcome, Verdict
 from ..models.adapter import Traits, traits
 from ..models.contract import ModelError
@@ -777,7 +778,9 @@ class DuplexactSession:
 
         add_suite_properties(config, report)
         unwritten = []
-        for path in (RunDir(self.run_dir).report_file, run.report):
+        # the run dir's copy stays private (None: 0600); the one the user named gets the
+        # umask's mode (a shared folder's teammates read it)
+        for path, mode in ((RunDir(self.run_dir).report_file, None), (run.report, FILE_MODE)):
             if not path:
                 continue
             try:  # each copy says where its recordings are, relative to itself ("." in it)
@@ -786,7 +789,8 @@ class DuplexactSession:
                     rel = os.path.relpath(self.run_dir, where)
                 except ValueError:  # another drive (Windows)
                     rel = str(self.run_dir)
-                write_json(Path(path), report.replace(run_dir=Path(rel).as_posix()).to_json())
+                write_json(Path(path), report.replace(run_dir=Path(rel).as_posix()).to_json(),
+                           mode)
             except OSError as e:  # full disk, read-only folder: say so once, keep the outcomes
                 unwritten.append((f"duplexact: ERROR: could not write {path}: {e}",
                                   _once_fixed(e, Path(path))))

@@ -39,8 +39,10 @@ def json_text(data: Any) -> str:
     return json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_json(path: Path | str, data: Any) -> None:
-    write_text(path, json_text(data))
+def write_json(path: Path | str, data: Any, mode: int | None = None) -> None:
+    """``mode``: ``atomic.FILE_MODE`` for an output the user named (a merge's ``-o``, a
+    ``--duplexact-report`` copy); None: a run file's private 0600."""
+    write_text(path, json_text(data), mode)
 
 
 # deeper than any run file or report nests (a report: about 6): a hostile file may nest

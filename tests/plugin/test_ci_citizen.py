@@ -105,6 +105,12 @@ def test_a_report_copy_points_at_its_run_directory(pytester):
     copy = json.loads(Path(pytester.path, "out/copy.json").read_text())
     inside = json.loads(Path(pytester.path, "runs/a/report.json").read_text())
     assert copy["run_dir"] == "../runs/a" and inside["run_dir"] == "."
+    # the copy the user named has a plain file's mode (a shared folder's teammates read it);
+    # the run's own stays private
+    from pytest_duplexact.data.atomic import FILE_MODE
+
+    assert Path(pytester.path, "out/copy.json").stat().st_mode & 0o777 == FILE_MODE
+    assert Path(pytester.path, "runs/a/report.json").stat().st_mode & 0o777 == 0o600
     from pytest_duplexact.report.views.html import render
     from tests.report.helpers import parsed
 

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...data.atomic import FILE_MODE
 from ...data.results import (
     InstanceOutcome,
     finite_number,
@@ -420,7 +421,7 @@ def main(args) -> int:
         report = merged(args.reports,
                         allow_incomplete=getattr(args, "allow_incomplete", False),
                         store=getattr(args, "store", None), gates=gates, baseline=baseline)
-        write_json(output, report.to_json())
+        write_json(output, report.to_json(), FILE_MODE)  # the user's file: umask's mode
     except MergeError as e:
         print(f"duplexact merge: {e}", file=sys.stderr)
         return 2

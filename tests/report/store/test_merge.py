@@ -76,6 +76,9 @@ def test_main_writes_the_merged_report(tmp_path, capsys):
     assert main(argparse.Namespace(reports=[str(p) for p in paths], output=str(out))) == 0
     assert _comparable(json.loads(out.read_text())) == _comparable(full)
     assert "23 instance(s)" in capsys.readouterr().out
+    from pytest_duplexact.data.atomic import FILE_MODE
+
+    assert out.stat().st_mode & 0o777 == FILE_MODE  # the user's file, not a private run file
 
 
 def _edit(path, fn):
