@@ -121,13 +121,16 @@ def parse(spec: str) -> Channel:
     text = str(spec or "").strip()
     if text.lower() in ("", CLEAN):
         return Channel()
-    stages = []
-    for part in text.split("+"):
-        part = part.strip()
-        if not part:
-            raise ChannelError(f"channel {text!r}: an empty stage between '+'; {_USAGE}")
-        stages.append(_stage(part, text))
-    return Channel(tuple(stages))
+    parts = [part.strip() for part in text.split("+")]
+    if "" in parts:
+        raise ChannelError(f"channel {text!r}: an empty stage between '+'; {_USAGE}")
+    heads = [part.partition(":")[0].strip().lower() for part in parts]
+    if CLEAN in heads:  # no stage: "did you mean 'clean'?" said nothing of use
+        rest = "+".join(p for p, h in zip(parts, heads) if h != CLEAN)
+        raise ChannelError(f"channel {text!r}: '{CLEAN}' stands alone (it is no stage): "
+                           + (f"leave it out, e.g. {rest!r}" if rest else
+                              f"write {CLEAN} alone, or leave the option out"))
+    return Channel(tuple(_stage(part, text) for part in parts))
 
 
 def _number(value: str, what: str, part: str, spec: str, lo: float, hi: float) -> float:
@@ -146,7 +149,8 @@ def _stage(part: str, spec: str) -> Stage:
     head = head.strip().lower()
     if head not in STAGES:
         raise ChannelError(f"channel {spec!r}: unknown stage {head!r}"
-                           f"{did_you_mean(head, STAGES + (CLEAN,))}; {_USAGE}")
+                           f"{did_you_mean(head, STAGES + (() if '+' in spec else (CLEAN,)))}; "
+                           f"{_USAGE}")
     if head == "phone":
         if rest:
             raise ChannelError(f"channel {spec!r}: 'phone' takes no parameter; {_USAGE}")

@@ -112,8 +112,16 @@ class RunSettings:
         return replace(self, selection=replace(self.selection, shard=None))
 
     def _changes(self, old: "RunSettings", keys) -> list[str]:
-        return [f"{k}: {old._value(k)!r} -> {self._value(k)!r}" for k in keys
+        return [f"{k}: {old._shown(k)!r} -> {self._shown(k)!r}" for k in keys
                 if old._value(k) != self._value(k)]
+
+    def _shown(self, key: str):
+        """A field as a difference names it: no channel is the clean one, as the user says."""
+        if key == "channel" and self.channel is None:
+            from ..pipelines.channel import CLEAN
+
+            return CLEAN
+        return self._value(key)
 
     def _value(self, key: str):
         """A field as written and compared; a password in an option's URL never is."""

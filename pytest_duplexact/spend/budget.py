@@ -24,8 +24,10 @@ from .estimate import hours
 
 STOP_FILE = "budget-stop.json"  # in the run directory, while a stopped run's workers wind down
 
-_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|min|m|s)", re.IGNORECASE)
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# hours, minutes, seconds: each at most once and in that order (``1m30m`` is no 31 minutes)
+_DURATION = re.compile(rf"(?:{_NUMBER}\s*h)?\s*(?:{_NUMBER}\s*(?:min|m))?\s*"
+                       rf"(?:{_NUMBER}\s*s)?", re.IGNORECASE)
 
 
 class BudgetError(ValueError):
@@ -38,11 +40,14 @@ def parse_duration(text: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        parts = _DURATION.findall(raw)
-        if not parts or _DURATION.sub("", raw).strip():
+        m = _DURATION.fullmatch(raw)
+        if not raw or m is None:
+            twice = m is None and re.fullmatch(r"(?:\d+(?:\.\d+)?\s*(?:h|min|m|s)\s*)+", raw,
+                                               re.IGNORECASE)
             raise BudgetError(f"expected a duration such as 90s, 45m, 2h or 1h30m, got "
-                              f"{text!r}") from None
-        value = sum(float(n) * _UNITS[u.lower()] for n, u in parts)
+                              f"{text!r}" + (" (each unit once, hours then minutes then "
+                                             "seconds)" if twice else "")) from None
+        value = sum(float(n) * unit for n, unit in zip(m.groups(), (3600, 60, 1)) if n)
     if not value > 0:
         raise BudgetError(f"a duration must be > 0, got {text!r}")
     if not math.isfinite(value):  # no limit is the option left out; inf is not JSON

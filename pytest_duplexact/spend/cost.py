@@ -17,6 +17,8 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+from ..data.suggest import did_you_mean
+
 # usage counters that are counts of things, not billed quantities
 _NOT_BILLED = {"requests", "calls", "cache_hits", "errors", "retries", "invalid_answers",
                "responses", "sessions"}
@@ -29,9 +31,26 @@ class PriceError(ValueError):
     pass
 
 
+# what a price file may hold: every other table or key is refused, never ignored (a
+# ``[model."x"]`` for ``[models."x"]`` would otherwise price nothing and say nothing)
+TOP_KEYS = ("currency", "as_of", "models", "audio_rates")
+RATE_KEYS = ("audio", "per_s")
+
+
+def _unknown(p: Path, field: str, name: str, known, what: str) -> PriceError:
+    return PriceError(f"{p}: field '{field}': unknown {what}{did_you_mean(name, known)}; "
+                      f"known: {', '.join(known)}")
+
+
+def _is_price(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+
 def load_prices(path: str | Path | None = None) -> dict:
-    """The bundled table, with ``path``'s ``[models.*]`` entries replacing those of the same
-    name."""
+    """The bundled table, with ``path``'s ``[models.*]`` and ``[audio_rates.*]`` entries
+    replacing those of the same name (and its ``as_of``, if given, shown as the date). A
+    table or key the layout has not, a currency other than the bundled one, or an audio rate
+    for a counter its model is not priced by is refused, naming the file and the field."""
     table = tomllib.loads(resources.files(__package__).joinpath("prices.toml").read_text())
     if path:
         p = Path(path)
@@ -39,13 +58,26 @@ def load_prices(path: str | Path | None = None) -> dict:
             extra = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise PriceError(f"{p}: not a readable TOML price table ({e})") from None
+        for key, value in extra.items():
+            if key not in TOP_KEYS:
+                raise _unknown(p, key, key, TOP_KEYS,
+                               "table" if isinstance(value, dict) else "key")
+        currency = extra.get("currency", table["currency"])
+        if currency != table["currency"]:
+            raise PriceError(f"{p}: field 'currency': {currency!r}, but the bundled prices "
+                             f"are in {table['currency']}: give every price in "
+                             f"{table['currency']} (one table, one currency)")
+        if "as_of" in extra and not isinstance(extra["as_of"], str):
+            raise PriceError(f"{p}: field 'as_of': expected the date of the prices as a "
+                             'string, e.g. as_of = "2026-01"')
         models = extra.get("models", {})
         if not isinstance(models, dict):
             raise PriceError(f"{p}: field 'models' must be a table of models")
         for name, entry in models.items():
-            if not isinstance(entry, dict) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                    for v in entry.values()):
+            if not isinstance(entry, dict):
+                raise PriceError(f"{p}: field 'models.{name}': expected a table of prices "
+                                 f'per usage counter, e.g. [models."MODEL"] {name} = ...')
+            if not all(_is_price(v) for v in entry.values()):
                 raise PriceError(f"{p}: field 'models.{name}': each price must be a number "
                                  ">= 0 per unit of a usage counter")
         table["models"] = {**table["models"], **models}
@@ -54,13 +86,23 @@ def load_prices(path: str | Path | None = None) -> dict:
             raise PriceError(f"{p}: field 'audio_rates' must be a table of models")
         for name, entry in rates.items():
             for counter, rate in (entry.items() if isinstance(entry, dict) else [(None, None)]):
+                field = f"audio_rates.{name}" + (f".{counter}" if counter else "")
+                for key in (rate if isinstance(rate, dict) else ()):
+                    if key not in RATE_KEYS:
+                        raise _unknown(p, f"{field}.{key}", key, RATE_KEYS, "key")
                 if not (isinstance(rate, dict) and rate.get("audio") in ("in", "out")
-                        and isinstance(rate.get("per_s"), (int, float))
-                        and not isinstance(rate.get("per_s"), bool) and rate["per_s"] >= 0):
-                    raise PriceError(f"{p}: field 'audio_rates.{name}"
-                                     + (f".{counter}" if counter else "") + "': expected "
+                        and _is_price(rate.get("per_s"))):
+                    raise PriceError(f"{p}: field '{field}': expected "
                                      "{ audio = \"in\" or \"out\", per_s = a number >= 0 }")
+                priced = table["models"].get(name, {})
+                if counter not in priced:  # the estimate would skip it without a word
+                    raise PriceError(
+                        f"{p}: field '{field}': {name!r} has no price for {counter!r}"
+                        + (did_you_mean(counter, priced) if priced else "")
+                        + f'; add it under [models."{name}"]')
         table["audio_rates"] = {**table.get("audio_rates", {}), **rates}
+        if "as_of" in extra:
+            table["as_of"] = extra["as_of"]
         table["source"] = str(p)
     return table
 

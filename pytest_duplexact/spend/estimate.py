@@ -297,7 +297,7 @@ def describe(est: dict) -> list[str]:
     t = cost["total"]
     money = f"cost {_span(t[0], t[1], ' ' + cur)}" + ("" if cost["complete"] else
                                                        " + what could not be estimated")
-    head = (f"duplexact: estimate: {est['instances']:,} instances, {_hours_span(lo, hi)} of "
+    head = (f"duplexact: estimate: {_instances(est['instances'])}, {_hours_span(lo, hi)} of "
             f"audio to stream; {wall}; {money}")
     lines = [head]
     if kind == "streaming":
@@ -333,13 +333,18 @@ def describe(est: dict) -> list[str]:
     return lines
 
 
+def _instances(n: int) -> str:
+    """``1 instance``, ``3,456 instances``."""
+    return f"{n:,} instance{'' if n == 1 else 's'}"
+
+
 def versus(est: dict | None, got: dict | None) -> str | None:
     """One line: a report's ``estimate`` beside what the run ``measured`` (terminal,
     Markdown); None unless it has both."""
     if not est or not got:
         return None
     cur = est["cost"]["currency"]
-    parts = [f"Estimate vs measured: {got['instances']:,} of {est['instances']:,} instances run "
+    parts = [f"Estimate vs measured: {got['instances']:,} of {_instances(est['instances'])} run "
              "by this invocation"]
     if est["wall_s"] is not None:
         parts.append(f"wall {_hours_span(*est['wall_s'])} estimated for all, "

@@ -53,6 +53,28 @@ def test_bad_spec_is_one_line(spec, says):
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("spec, says", [
+    # it said "unknown stage 'clean' (did you mean 'clean'?)"
+    ("clean+phone", "channel 'clean+phone': 'clean' stands alone (it is no stage): leave it "
+                    "out, e.g. 'phone'"),
+    ("phone+Clean+noise:pink@10", "leave it out, e.g. 'phone+noise:pink@10'"),
+    ("clean+clean", "write clean alone, or leave the option out"),
+    ("clean:3", "write clean alone"),
+])
+def test_clean_is_no_stage(spec, says):
+    with pytest.raises(ch.ChannelError) as e:
+        ch.parse(spec)
+    assert says in str(e.value) and "did you mean" not in str(e.value)
+
+
+def test_a_stage_misspelt_beside_others_is_not_offered_clean():
+    with pytest.raises(ch.ChannelError) as e:
+        ch.parse("clen+phone")
+    assert "unknown stage 'clen'" in str(e.value) and "did you mean 'clean'" not in str(e.value)
+    with pytest.raises(ch.ChannelError, match="did you mean 'clean'"):
+        ch.parse("clen")  # alone, it is what was meant
+
+
 # --- the stages as pure functions ------------------------------------------------------------
 
 @FAST

@@ -150,6 +150,20 @@ def test_a_budget_needs_prices_for_what_the_run_bills(pytester, monkeypatch):
     assert not (pytester.path / "duplexact-runs").exists()
 
 
+def test_a_price_file_with_a_misnamed_table_is_refused_before_the_run(pytester):
+    """``[model."x"]`` (for ``[models."x"]``) was ignored, and the budget then asked for the
+    price the file held: the file is refused instead, naming the field, with the fix."""
+    pytester.path.joinpath("prices.toml").write_text(
+        '[model."my-local-llm"]\ninput_tokens = 1e-6\n')
+    res = run(pytester, "--duplexact-model=oracle", "--duplexact-prices=prices.toml",
+              "--duplexact-max-cost=1", "-p", "no:cacheprovider", *AS_USER, inprocess=True)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert ("--duplexact-prices: prices.toml: field 'model': unknown table (did you mean "
+            "'models'?)") in err and "Traceback" not in err
+    assert not (pytester.path / "duplexact-runs").exists()
+
+
 @pytest.mark.slow
 def test_streaming_budget_run_against_the_fake_realtime_server(pytester, monkeypatch,
                                                                realtime_server):  # noqa: F811

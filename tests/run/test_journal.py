@@ -288,6 +288,16 @@ def test_a_different_run_is_refused(tmp_path, instances, key):
         load_resumed(run, rs({**SETTINGS, key: other}), {instances[0].id}, None)
 
 
+def test_a_resume_across_channels_names_no_channel_clean(tmp_path, instances):
+    """It said ``channel: None -> 'phone'``: a clean run is ``clean``, as the user spells it."""
+    run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
+    with pytest.raises(pytest.UsageError) as e:
+        load_resumed(run, rs({**SETTINGS, "channel": "phone"}), {instances[0].id}, None)
+    assert "different run (channel: 'clean' -> 'phone')" in str(e.value)
+    assert rs(SETTINGS).identity_changes(rs({**SETTINGS, "channel": "phone"})) == [
+        "channel: 'phone' -> 'clean'"]
+
+
 def test_a_damaged_or_missing_run_file_is_refused(tmp_path, instances):
     run = _run_dir_with(tmp_path, instances[:1], SETTINGS)
     (run / RUN_FILE).write_text('{"settings": ')

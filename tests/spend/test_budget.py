@@ -19,7 +19,8 @@ def _spent(cost: float) -> dict:
 
 @pytest.mark.parametrize("text,seconds", [("90", 90), ("90s", 90), ("45m", 2700),
                                           ("45min", 2700), ("2h", 7200), ("1h30m", 5400),
-                                          ("0.5h", 1800)])
+                                          ("0.5h", 1800), ("1h30m15s", 5415), ("1h 30m", 5400),
+                                          ("2M5S", 125)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -28,6 +29,15 @@ def test_durations(text, seconds):
 def test_bad_durations_are_refused(text):
     with pytest.raises(BudgetError):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["1m30m", "30m1h", "1h1h", "1s2m", "30s1m"])
+def test_a_unit_twice_or_out_of_order_is_refused(text):
+    """``1m30m`` was 31 minutes: a unit given twice, or after a smaller one, is a typo."""
+    with pytest.raises(BudgetError) as e:
+        parse_duration(text)
+    assert str(e.value) == (f"expected a duration such as 90s, 45m, 2h or 1h30m, got {text!r} "
+                            "(each unit once, hours then minutes then seconds)")
 
 
 def test_a_budget_must_be_positive():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 import pytest
 
 from pytest_duplexact.report.views import markdown
@@ -49,6 +52,47 @@ def test_a_bad_table_names_file_and_field(tmp_path, text, field):
     p.write_text(text)
     with pytest.raises(cost.PriceError, match=field):
         cost.load_prices(p)
+
+
+@pytest.mark.parametrize("text,says", [
+    # the newcomer's [model."x"] was ignored, then the budget asked for the price it held
+    ('[model."my-local-llm"]\ninput_tokens = 1e-6\n',
+     "field 'model': unknown table (did you mean 'models'?); known: currency, as_of, models, "
+     "audio_rates"),
+    ('as_off = "2026-01"\n', "field 'as_off': unknown key (did you mean 'as_of'?)"),
+    ('currency = "EUR"\n', "field 'currency': 'EUR', but the bundled prices are in USD"),
+    ('as_of = 2026-01-01\n', "field 'as_of': expected the date of the prices as a string"),
+    ('[models]\ninput_tokens = 1e-6\n',
+     "field 'models.input_tokens': expected a table of prices per usage counter"),
+    ('[models.x]\nt = 1e-6\n[audio_rates.x]\nt = { audio = "in", per_s = 1, per_sec = 1 }\n',
+     "field 'audio_rates.x.t.per_sec': unknown key (did you mean 'per_s'?)"),
+    ('[models.x]\ninput_tokens = 1e-6\n[audio_rates.x]\n'
+     'input_token = { audio = "in", per_s = 10 }\n',
+     "field 'audio_rates.x.input_token': 'x' has no price for 'input_token' (did you mean "
+     "'input_tokens'?); add it under [models.\"x\"]"),
+])
+def test_a_table_or_key_the_layout_has_not_is_refused_never_ignored(tmp_path, text, says):
+    p = tmp_path / "p.toml"
+    p.write_text(text)
+    with pytest.raises(cost.PriceError) as e:
+        cost.load_prices(p)
+    assert str(e.value).startswith(f"{p}: {says}")
+    assert "\n" not in str(e.value)
+
+
+def test_the_bundled_table_and_the_docs_examples_load_as_a_user_file(tmp_path):
+    bundled = Path(str(resources.files("pytest_duplexact.spend").joinpath("prices.toml")))
+    assert cost.load_prices(bundled)["models"] == cost.load_prices()["models"]
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "judges.md").read_text()
+    example = docs.split("## Cost", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    p = tmp_path / "p.toml"
+    p.write_text(example)
+    assert "gpt-5.4" in cost.load_prices(p)["models"]
+    p.write_text('as_of = "2026-01"\n[models.x]\nt = 1e-6\n'
+                 '[audio_rates.x]\nt = { audio = "in", per_s = 10 }\n')
+    table = cost.load_prices(p)  # its own date is the one shown beside its name
+    assert table["as_of"] == "2026-01" and table["audio_rates"]["x"]["t"]["per_s"] == 10
 
 
 def test_a_rescore_from_the_cache_costs_nothing():

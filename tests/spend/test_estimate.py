@@ -14,7 +14,7 @@ from pytest_duplexact.pipelines import bargein, simulator
 from pytest_duplexact.rules import requires
 from pytest_duplexact.run.settings import RunSettings
 from pytest_duplexact.spend.cost import load_prices
-from pytest_duplexact.spend.estimate import Workload, describe, plan, stream_bounds
+from pytest_duplexact.spend.estimate import Workload, describe, plan, stream_bounds, versus
 
 # OpenAI's Realtime guide (our reading, prices.toml): 10 input / 20 output audio tokens a
 # second, at the bundled per-token prices
@@ -103,6 +103,18 @@ def test_stepped_and_local_models_bill_nothing_and_have_no_wall_clock(bundled):
     assert est["cost"]["complete"]
     assert "as fast as the model computes" in describe(est)[0]
     assert not any("harness CPU" in line for line in describe(est))  # no wall clock
+
+
+def test_one_instance_is_said_in_the_singular(bundled):
+    est = plan(bundled[:1], RunSettings(model="oracle"), prices=load_prices(), kind="stepped",
+               billed_model=False)
+    assert describe(est)[0].startswith("duplexact: estimate: 1 instance, ")
+    measured = {"instances": 1, "wall_s": 3.0}
+    assert versus(est, measured).startswith("Estimate vs measured: 1 of 1 instance run by ")
+    two = plan(bundled[:2], RunSettings(model="oracle"), prices=load_prices(), kind="stepped",
+               billed_model=False)
+    assert describe(two)[0].startswith("duplexact: estimate: 2 instances, ")
+    assert versus(two, measured).startswith("Estimate vs measured: 1 of 2 instances run by ")
 
 
 def test_unknown_prices_are_said_never_guessed(bundled):

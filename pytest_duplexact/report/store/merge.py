@@ -155,6 +155,10 @@ def _differences(a: dict, b: dict, prefix: str = "") -> list[str]:
         if isinstance(va, dict) and isinstance(vb, dict):
             out += _differences(va, vb, f"{prefix}{k}.")
         elif va != vb:
+            if f"{prefix}{k}" == "channel":  # a clean run has no channel key: say clean
+                from ...pipelines.channel import CLEAN
+
+                va, vb = va or CLEAN, vb or CLEAN
             out.append(f"settings.{prefix}{k}: {va!r} vs {vb!r}")
     return out
 

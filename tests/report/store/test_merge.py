@@ -92,6 +92,7 @@ def _edit(path, fn):
     (lambda d: d["settings"].update(dataset_fingerprint="0" * 64),
      "settings.dataset_fingerprint"),
     (lambda d: d["settings"].update(judge="gpt-5.4"), "settings.judge: None vs 'gpt-5.4'"),
+    (lambda d: d["settings"].update(channel="phone"), "settings.channel: 'clean' vs 'phone'"),
     (lambda d: d["settings"]["selection"].update(limit=2), "settings.selection.limit"),
     (lambda d: d["settings"]["selection"].update(shard="1/3"), "shard 1/3 is also"),
     (lambda d: d["settings"]["selection"].update(shard="2/4"), "different shard counts"),
