@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import HF_PREFIX
-from .errors import ReleasedDataError
+from .errors import COMMAND_OPTIONS, ReleasedDataError
 
 
 def _spec(source: str) -> str:
@@ -19,15 +19,25 @@ def _log(msg: str) -> None:
 
 
 def main(args) -> int:
+    from ..data.suggest import new_folder_problem
     from .convert import absent_configs, describe_absent, import_snapshot
     from .inspect import inspect, render
     from .mapping import load_mapping
     from .snapshot import resolve_snapshot
 
+    if args.command == "import":  # before any download or conversion
+        problem = new_folder_problem(args.out, "--out")
+        if problem:
+            print(f"duplexact import: {problem}", file=sys.stderr)
+            return 1
+    try:  # a mapping file's messages name the file, not the source
+        m = load_mapping(args.mapping, COMMAND_OPTIONS)
+    except ReleasedDataError as e:
+        print(f"duplexact {args.command}: {e}", file=sys.stderr)
+        return 1
     spec = _spec(args.source)
     try:
-        m = load_mapping(args.mapping)
-        snap = resolve_snapshot(spec[len(HF_PREFIX):], m, log=_log)
+        snap = resolve_snapshot(spec[len(HF_PREFIX):], m, log=_log, options=COMMAND_OPTIONS)
         absent = absent_configs(snap, m)
         if absent:  # said first: the rest of the output covers the other actions only
             _log(f"duplexact {args.command}: warning: {describe_absent(absent)}; these "
@@ -36,15 +46,13 @@ def main(args) -> int:
             print(render(snap, inspect(snap, m, max(1, args.examples))))
             return 0
         out = Path(args.out)
-        if out.exists() and any(out.iterdir()):
-            print(f"duplexact import: {out}: exists and is not empty", file=sys.stderr)
-            return 1
         try:
-            import_snapshot(snap, m, out, args.skip_unmappable, log=_log)
+            import_snapshot(snap, m, out, args.skip_unmappable, log=_log,
+                            options=COMMAND_OPTIONS)
         except BaseException:
             shutil.rmtree(out, ignore_errors=True)
             raise
-    except ReleasedDataError as e:
+    except ReleasedDataError as e:  # the source named once: these messages leave it out
         print(f"duplexact {args.command}: {spec}: {e}", file=sys.stderr)
         return 1
     from ..data.instance import check_dataset
@@ -52,7 +60,7 @@ def main(args) -> int:
     from ..rules import requires
 
     dataset, problems = check_dataset(out, requires=requires)
-    if problems:  # e.g. every row skipped as unmappable: no instances
+    if problems:  # what the conversion's own checks missed
         for p in problems:
             print(f"duplexact {args.command}: {p}", file=sys.stderr)
         shutil.rmtree(out, ignore_errors=True)  # as when the conversion itself refuses

@@ -44,7 +44,7 @@ from ..data.instance import (
     show_value,
 )
 from ..rules import requires
-from .errors import ReleasedDataError
+from .errors import PYTEST_OPTIONS, Options, ReleasedDataError
 from .mapping import COLUMNS, Mapping, lookup, to_seconds
 from .snapshot import Snapshot, cache_root  # cache_root: also read as convert.cache_root
 
@@ -90,7 +90,8 @@ class Unmappable:
                 for _, g in sorted(groups.items())]
 
 
-def format_unmappable(rows: list[dict], total: int, mapping_sources, skipped: bool) -> str:
+def format_unmappable(rows: list[dict], total: int, mapping_sources, skipped: bool,
+                      options: Options = PYTEST_OPTIONS) -> str:
     u = Unmappable(rows)
     head = (f"the mapping ({' + '.join(mapping_sources)}) cannot place {len(rows)} of {total} "
             "row(s) of the released data; by config and missing field:")
@@ -104,13 +105,25 @@ def format_unmappable(rows: list[dict], total: int, mapping_sources, skipped: bo
                                              if len(g["keys"]) > 30 else "")
         lines.append(f"      metadata keys present: {keys or '(none)'}")
     if skipped:
-        lines.append(f"{len(rows)} unmappable row(s) skipped (--duplexact-skip-unmappable).")
+        lines.append(f"{len(rows)} unmappable row(s) skipped ({options.skip}).")
     else:
         lines.append("Complete or correct the mapping (`duplexact inspect SOURCE` shows the "
-                     "keys; docs/released-data.md) and pass it with --duplexact-data-mapping="
-                     "FILE, or run without these rows (values no mapping can place, such as a "
-                     "time outside its clip, included): --duplexact-skip-unmappable.")
+                     f"keys; docs/released-data.md) and pass it with {options.mapping}=FILE, or "
+                     "leave these rows out (values no mapping can place, such as a time outside "
+                     f"its clip, included): {options.skip}.")
     return "\n".join(lines)
+
+
+def nothing_left(total: int, mapping_sources, options: Options = PYTEST_OPTIONS) -> str:
+    """The one line when ``options.skip`` left no row to convert (all unmappable), or the
+    mapped configs' files hold no row at all."""
+    if not total:
+        return ("the parquet files of the mapped configs hold no rows: nothing to convert "
+                "(`duplexact inspect SOURCE` shows what the snapshot holds)")
+    return (f"all {total} row(s) of the released data are unmappable with the mapping "
+            f"({' + '.join(mapping_sources)}), so no instance is left: check the mapping "
+            "(`duplexact inspect SOURCE` shows the metadata keys; docs/released-data.md); "
+            f"without {options.skip} the refusal lists the rows by config and missing field")
 
 
 class _BadAudio(ValueError):
@@ -307,7 +320,8 @@ def batches(pf, path: Path, columns=None):
         done += t.num_rows
 
 
-def audio_columns(pf, path: Path, roles: dict[str, list[str]], action: str) -> list[str]:
+def audio_columns(pf, path: Path, roles: dict[str, list[str]], action: str,
+                  options: Options = PYTEST_OPTIONS) -> list[str]:
     """The mapped audio columns the file has. One of another arrow type (raw binary, a
     string, a list of ints, a struct whose ``bytes`` is a string) holds nothing to decode:
     refused, naming the file and the column."""
@@ -325,7 +339,7 @@ def audio_columns(pf, path: Path, roles: dict[str, list[str]], action: str) -> l
             raise ReleasedDataError(
                 f"{path}: column '{name}' is {t}, not audio ({AUDIO_TYPE}, the datasets Audio "
                 f"feature); the mapping reads it as {mapped} in [audio.{action}]: remove it "
-                "there (--duplexact-data-mapping) if it holds no audio")
+                f"there (a mapping file passed with {options.mapping}) if it holds no audio")
         out.append(name)
     return out
 
@@ -334,7 +348,8 @@ def _rel(snap: Snapshot, p: Path) -> str:
     return str(p.relative_to(snap.root)).replace(os.sep, "/")
 
 
-def plan(snap: Snapshot, m: Mapping) -> tuple[int, Unmappable]:
+def plan(snap: Snapshot, m: Mapping, options: Options = PYTEST_OPTIONS
+         ) -> tuple[int, Unmappable]:
     """A metadata-only pass (no audio read): rows, and those whose fields cannot be placed.
     A file that is not readable parquet, or an audio column of another type, is refused
     here, before any audio is decoded."""
@@ -344,7 +359,7 @@ def plan(snap: Snapshot, m: Mapping) -> tuple[int, Unmappable]:
         row = 0
         for p in paths:
             pf = open_parquet(p)
-            audio_columns(pf, p, m.audio_roles(action), action)
+            audio_columns(pf, p, m.audio_roles(action), action, options)
             cols = _columns_of(pf, [m.column(c) for c in COLUMNS])
             rel, file_row = _rel(snap, p), 0
             for t in batches(pf, p, cols):
@@ -457,7 +472,7 @@ def _loader_problems(line: dict, out: Path) -> dict[str, str]:
 
 
 def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset(),
-            log=None) -> tuple[int, Unmappable, Counter]:
+            log=None, options: Options = PYTEST_OPTIONS) -> tuple[int, Unmappable, Counter]:
     """Write the dataset into ``out`` (an empty folder). Rows in ``skip`` ((config, row)) are
     left out; rows the loader would refuse (their audio, times, ids) are added to the
     returned Unmappable."""
@@ -475,7 +490,7 @@ def convert(snap: Snapshot, m: Mapping, out: Path, skip: frozenset = frozenset()
             row = 0
             for p in paths:
                 pf = open_parquet(p)
-                audio_cols = audio_columns(pf, p, roles, action)
+                audio_cols = audio_columns(pf, p, roles, action, options)
                 cols = _columns_of(pf, [m.column(c) for c in COLUMNS]) + audio_cols
                 rel_file, file_row = _rel(snap, p), 0
                 for t in batches(pf, p, cols):
@@ -528,16 +543,19 @@ def describe_absent(absent: dict[str, str]) -> str:
 
 
 @contextmanager
-def _writing(out: Path):
+def _writing(out: Path, options: Options = PYTEST_OPTIONS):
     """A write that fails (a full disk, a file-size limit, a read-only folder) is a message
-    naming the folder and the system's reason, not a traceback."""
+    naming the folder and the system's reason, not a traceback; what to do depends on who
+    chose the folder (``options.out``, else the conversion cache)."""
     try:
         yield
     except OSError as e:
+        where = (f"give another folder with {options.out} DIR" if options.out else
+                 "DUPLEXACT_CACHE_DIR moves the conversion cache; `duplexact import` takes "
+                 "--out")
         raise ReleasedDataError(
             f"cannot write the converted data to {out}: {e.strerror or e} (a full disk? "
-            "DUPLEXACT_CACHE_DIR moves the conversion cache; `duplexact import` takes --out)"
-        ) from None
+            f"{where})") from None
 
 
 def cache_key(snap: Snapshot, m: Mapping) -> str:
@@ -559,19 +577,24 @@ def _header(snap: Snapshot, m: Mapping, n_inst: int, total: int, rows: list[dict
 
 
 def import_snapshot(snap: Snapshot, m: Mapping, out: Path, skip_unmappable: bool,
-                    log=None) -> Path:
+                    log=None, options: Options = PYTEST_OPTIONS) -> Path:
     """Convert into ``out`` (must not exist or be empty). Refuses, before reading any audio,
-    when rows are unmappable and ``skip_unmappable`` is False, and after the conversion when
-    rows the loader would refuse were found."""
-    total, bad = plan(snap, m)
+    when rows are unmappable and ``skip_unmappable`` is False, or when skipping them would
+    leave none; and after the conversion when rows the loader would refuse were found, or
+    none is left. ``options`` spells the options the messages give."""
+    total, bad = plan(snap, m, options)
     if bad and not skip_unmappable:
-        raise ReleasedDataError(format_unmappable(bad.rows, total, m.sources, False))
+        raise ReleasedDataError(format_unmappable(bad.rows, total, m.sources, False, options))
+    if len(bad) == total:  # every row skipped (or no row at all): nothing to convert
+        raise ReleasedDataError(nothing_left(total, m.sources, options))
     skip = frozenset((r["config"], r["row"]) for r in bad.rows)
-    with _writing(out):
-        n_inst, more, rates = convert(snap, m, out, skip, log)
+    with _writing(out, options):
+        n_inst, more, rates = convert(snap, m, out, skip, log, options)
         rows = bad.rows + more.rows
         if more and not skip_unmappable:
-            raise ReleasedDataError(format_unmappable(rows, total, m.sources, False))
+            raise ReleasedDataError(format_unmappable(rows, total, m.sources, False, options))
+        if not n_inst:  # the rest refused once decoded (their audio, times, ids)
+            raise ReleasedDataError(nothing_left(total, m.sources, options))
         (out / UNMAPPABLE_FILE).write_text(json.dumps({"rows": total, "unmappable": rows},
                                                       indent=1), encoding="utf-8")
         (out / HEADER).write_text(json.dumps(_header(snap, m, n_inst, total, rows, rates),
@@ -615,6 +638,9 @@ def convert_cached(snap: Snapshot, m: Mapping, skip_unmappable: bool, log=None) 
         if stored["unmappable"] and not skip_unmappable:
             raise ReleasedDataError(format_unmappable(stored["unmappable"], stored["rows"],
                                                       m.sources, False))
+        # no instance left: a conversion an older release cached (this one refuses to)
+        if len(stored["unmappable"]) == stored["rows"]:
+            raise ReleasedDataError(nothing_left(stored["rows"], m.sources))
         return out
     if out.exists():  # damaged by hand or by the disk: a cache miss, built again
         shutil.rmtree(out, ignore_errors=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..data import taxonomy
 from ..data.instance import ANNOTATION_FIELDS, CLIP_ROLES, TEXT_FIELDS, show_value
-from .errors import ReleasedDataError
+from .errors import PYTEST_OPTIONS, Options, ReleasedDataError
 
 BUNDLED = "mapping.toml"
 UNITS = ("s", "ms", "samples")
@@ -399,7 +399,10 @@ def _read(path_or_text, where: str) -> dict:
         raise MappingError(f"{where}: not valid TOML: nested too deeply") from None
 
 
-def load_mapping(user_file: Path | str | None = None) -> Mapping:
+def load_mapping(user_file: Path | str | None = None,
+                 options: Options = PYTEST_OPTIONS) -> Mapping:
+    """The bundled table with ``user_file`` merged over it; ``options`` names the option that
+    passed the file, in a message about it."""
     bundled = files(__package__).joinpath(BUNDLED).read_text(encoding="utf-8")
     raw = _read(bundled, f"pytest_duplexact/released/{BUNDLED}")
     sources = [BUNDLED]
@@ -408,7 +411,8 @@ def load_mapping(user_file: Path | str | None = None) -> Mapping:
         try:
             data = p.read_bytes()
         except OSError as e:
-            raise MappingError(f"--duplexact-data-mapping={p}: cannot be read: {e}") from None
+            raise MappingError(f"{options.mapping}={p}: cannot be read ({e.strerror or e}); "
+                               "give the path of an existing TOML mapping file") from None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:

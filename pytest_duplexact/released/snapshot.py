@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.suggest import not_a_folder
 from . import hub
-from .errors import ReleasedDataError
+from .errors import PYTEST_OPTIONS, Options, ReleasedDataError
 from .mapping import Mapping
 
 
@@ -41,17 +42,17 @@ class Snapshot:
 
 
 def parse_spec(body: str) -> tuple[str | None, str | None, Path | None]:
-    """``REPO[@REV]`` -> (repo, rev, None); ``/folder`` or ``./folder`` -> (None, None, path)."""
+    """``REPO[@REV]`` -> (repo, rev, None); ``/folder`` or ``./folder`` -> (None, None, path).
+    Its messages, as all of this module's, leave the source out: the caller names it."""
     if body.startswith(("/", "./", "../", "~")) or os.path.isdir(body):
         try:
             return None, None, Path(body).expanduser().resolve()
         except RuntimeError:  # ~user of no such user
-            raise ReleasedDataError(f"hf:{body}: no home folder for "
-                                    f"{body.split('/', 1)[0]!r}") from None
+            raise ReleasedDataError(f"no home folder for {body.split('/', 1)[0]!r}") from None
     repo, _, rev = body.partition("@")
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", repo):
-        raise ReleasedDataError(f"hf:{body}: expected hf:OWNER/NAME[@REVISION] or hf:/path/to/"
-                                "a/local/snapshot/folder")
+        raise ReleasedDataError("expected hf:OWNER/NAME[@REVISION] or hf:/path/to/a/local/"
+                                "snapshot/folder")
     return repo, rev or None, None
 
 
@@ -59,7 +60,7 @@ def _download(repo: str, rev: str | None, log=None) -> tuple[Path, str | None]:
     try:
         from huggingface_hub import snapshot_download
     except ImportError as e:  # pragma: no cover - a declared dependency
-        raise ReleasedDataError(f"hf:{repo}: huggingface_hub is not installed ({e})") from None
+        raise ReleasedDataError(f"huggingface_hub is not installed ({e})") from None
     try:  # a complete cached snapshot: no request at all
         folder = snapshot_download(repo_id=repo, repo_type="dataset", revision=rev,
                                    allow_patterns=["*.parquet"], local_files_only=True)
@@ -69,17 +70,17 @@ def _download(repo: str, rev: str | None, log=None) -> tuple[Path, str | None]:
     if folder is None:
         if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
             raise ReleasedDataError(
-                f"hf:{repo}: HF_HUB_OFFLINE is set and the HF cache has no complete snapshot of "
-                f"it ({cached}); run once online, or use hf:/path/to/a/folder")
+                f"HF_HUB_OFFLINE is set and the HF cache has no complete snapshot of "
+                f"this dataset ({cached}); run once online, or use hf:/path/to/a/folder")
         if log:
             log(f"duplexact: downloading the parquet files of {repo} (revision "
                 f"{rev or 'main'}) into the Hugging Face cache")
         answer = hub.download(repo, rev, log)  # deadline, progress, Ctrl-C; token scrubbed
         if answer.get("error") == "unreachable":
-            raise ReleasedDataError(f"hf:{repo}: cannot reach the hub and nothing is cached: "
+            raise ReleasedDataError(f"cannot reach the hub and nothing is cached: "
                                     f"{answer['message']}")
         if "folder" not in answer:
-            raise ReleasedDataError(f"hf:{repo}: download failed: {answer.get('message')}")
+            raise ReleasedDataError(f"download failed: {answer.get('message')}")
         folder = answer["folder"]
     folder = Path(folder)
     commit = folder.name if re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
@@ -153,11 +154,14 @@ def config_files(root: Path, m: Mapping) -> dict[str, tuple[Path, ...]]:
     return out
 
 
-def resolve_snapshot(body: str, m: Mapping, log=None) -> Snapshot:
+def resolve_snapshot(body: str, m: Mapping, log=None,
+                     options: Options = PYTEST_OPTIONS) -> Snapshot:
+    """The snapshot ``hf:<body>`` names; ``options`` spells the options its messages give."""
     repo, rev, folder = parse_spec(body)
     if folder is not None:
         if not folder.is_dir():
-            raise ReleasedDataError(f"hf:{body}: not a folder")
+            raise ReleasedDataError(f"{not_a_folder(folder)}; give hf:/path/to/the/folder of "
+                                    "the snapshot's parquet files, or hf:OWNER/NAME")
         root, commit, label = folder, None, str(folder)
     else:
         root, commit = _download(repo, rev, log)
@@ -166,8 +170,8 @@ def resolve_snapshot(body: str, m: Mapping, log=None) -> Snapshot:
     if not files:
         pats = ", ".join(m.file_patterns)
         raise ReleasedDataError(
-            f"hf:{body}: no parquet file of any mapped config ({', '.join(m.configs)}) under "
-            f"{root}; patterns tried: {pats} (set [source].files in --duplexact-data-mapping)")
+            f"no parquet file of any mapped config ({', '.join(m.configs)}) under "
+            f"{root}; patterns tried: {pats} (set [source].files in a mapping file passed with {options.mapping})")
     return Snapshot(root, label, commit, files, _hashes(root, files))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..data.atomic import FILE_MODE, replacing
+from ..data.suggest import blocking_parent
 
 
 class OutputError(OSError):
@@ -47,16 +48,8 @@ def output_problem(path: str | Path, flag: str = "", example: str = "report.html
             same = False
         if same:
             return f"cannot write {where}: it is the input {given}; give another file name"
-    for parent in p.parents:  # the nearest one that exists decides: a file, or no permission
-        if parent.is_dir():
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return f"cannot write {where}: no permission to write in {parent}"
-            return None
-        if parent.is_symlink() and not parent.exists():
-            return f"cannot write {where}: {parent} is a link to nothing"
-        if parent.exists():
-            return f"cannot write {where}: {parent} is a file, not a folder"
-    return None
+    why = blocking_parent(p)  # the nearest parent that exists: a file, or no permission
+    return f"cannot write {where}: {why}" if why else None
 
 
 def check_output(path: str | Path, flag: str = "", example: str = "report.html",

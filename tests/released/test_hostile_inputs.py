@@ -313,18 +313,52 @@ def test_missing_config_folders_name_the_absent_actions(pytester, tmp_path, mapp
         "hold_floor" in capsys.readouterr().err
 
 
-def test_importing_only_unmappable_rows_is_refused_as_no_instances(tmp_path, mapping, cache,
-                                                                    capsys):
-    """Every row skipped: the converted dataset would hold no instances, which the loader
-    refuses; ``duplexact import`` says so in a line (no traceback) and leaves no folder."""
+@pytest.mark.parametrize("stage", ["plan", "loader"])
+def test_importing_only_unmappable_rows_says_so_in_one_line(tmp_path, mapping, cache, capsys,
+                                                            stage):
+    """Every row skipped, whether the metadata pass finds them (metadata not JSON) or the
+    loader's checks once decoded (a time outside its clip): one line saying all the rows are
+    unmappable and what to do, naming no instances.jsonl (a file never written), no folder
+    left behind, and with the option names of the command used."""
     from pytest_duplexact.cli import main
 
     snap = tmp_path / "snap"
-    write_rows(snap, [{**wait_row("bad"), "metadata": "not json"}])
+    bad = {"plan": {**wait_row("bad"), "metadata": "not json"},
+           "loader": wait_row("bad", user_offset_ms=5000)}[stage]  # the clip lasts 1 s
+    write_rows(snap, [bad, bad])
     out = tmp_path / "out"
     assert main(["import", str(snap), "--out", str(out), "--mapping", str(mapping),
                  "--skip-unmappable"]) == 1
     err = capsys.readouterr().err
-    assert f"duplexact import: {out.resolve() / 'instances.jsonl'}: no instances" in err, err
-    assert "Traceback" not in err and not out.exists()
+    said = [ln for ln in err.splitlines() if "warning" not in ln and "converted" not in ln]
+    assert said == [f"duplexact import: hf:{snap.resolve()}: all 2 row(s) of the released data "
+                    f"are unmappable with the mapping (mapping.toml + {mapping}), so no instance "
+                    "is left: check the mapping (`duplexact inspect SOURCE` shows the metadata "
+                    "keys; docs/released-data.md); without --skip-unmappable the refusal lists "
+                    "the rows by config and missing field"], err
+    assert "instances.jsonl" not in err and not out.exists()
+    assert ("converted wait/" in err) == (stage == "loader")  # refused before any audio, or after
+    # the run's path: the same line with pytest's option names, and nothing cached
+    with pytest.raises(ReleasedDataError) as e:
+        resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
+    assert str(e.value).startswith("all 2 row(s) of the released data are unmappable")
+    assert "without --duplexact-skip-unmappable the refusal" in str(e.value)
+    assert not _entries(cache)
 
+
+def test_an_empty_conversion_an_older_release_cached_is_refused_too(tmp_path, mapping, cache):
+    """A cached conversion whose rows were all skipped (an older release kept one) says the
+    same line, not the loader's ``instances.jsonl: no instances`` on a cache path."""
+    from pytest_duplexact.released import convert
+
+    snap = tmp_path / "snap"
+    write_rows(snap, [{**wait_row("bad"), "metadata": "not json"}, wait_row("good")])
+    root = resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)
+    stored = json.loads((root / convert.UNMAPPABLE_FILE).read_text())
+    assert stored["rows"] == 2 and len(stored["unmappable"]) == 1
+    stored["unmappable"].append({**stored["unmappable"][0], "id": "wait-good", "row": 1})
+    (root / convert.UNMAPPABLE_FILE).write_text(json.dumps(stored))  # as if both skipped
+    (root / "instances.jsonl").write_text("")
+    with pytest.raises(ReleasedDataError, match=r"^all 2 row\(s\) of the released data are "
+                                                "unmappable"):
+        resolve_data(f"hf:{snap}", mapping, skip_unmappable=True)

@@ -83,9 +83,14 @@ def test_the_deadline_variable_is_checked():
             hub.deadline_s()
 
 
-def test_an_unknown_home_folder_is_a_clear_error():
-    with pytest.raises(ReleasedDataError, match="hf:~nonexist-duplexact-user"):
+def test_an_unknown_home_folder_is_a_clear_error(capsys):
+    with pytest.raises(ReleasedDataError, match="no home folder for '~nonexist-duplexact-user'"):
         parse_spec("~nonexist-duplexact-user/data")
+    from pytest_duplexact.cli import main
+
+    assert main(["inspect", "hf:~nonexist-duplexact-user/data"]) == 1  # the source said once
+    assert capsys.readouterr().err == "duplexact inspect: hf:~nonexist-duplexact-user/data: no " \
+        "home folder for '~nonexist-duplexact-user'\n"
 
 
 def test_a_pytest_run_shows_the_download_and_stops_at_the_hubs_silence(pytester, hub_env,
