@@ -91,10 +91,12 @@ def _check_transcriber(settings) -> None:
 
 def _out_dir(run: Path, name: str, given: str | None) -> Path:
     if given:
-        out = Path(given)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise RescoreError(f"--out={given}: already holds files; choose a new folder")
-        return out
+        from ..data.suggest import new_folder_problem
+
+        problem = new_folder_problem(given, "--out")  # a file, a full folder, a bad parent
+        if problem:
+            raise RescoreError(problem)
+        return Path(given)
     stem = f"{run.resolve().name}-{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}"
     out, k = run.resolve().parent / stem, 2
     while out.exists():

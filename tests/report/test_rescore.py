@@ -106,7 +106,11 @@ def _fake_run(folder, report=True):
     ("auto", "--transcriber=auto: name the transcriber that should hear the recordings"),
     ("no key", "--transcriber=whisper-1: no API key: set the OPENAI_API_KEY environment "
                "variable"),
-    ("out not empty", "already holds files; choose a new folder"),
+    ("out not empty", "--out {tmp}/busy: exists and is not empty; give a new or empty folder "
+                      "with --out DIR (nothing is written over files)"),
+    # a file said "already holds files"
+    ("out a file", "--out {tmp}/afile: a file, not a folder; give a new or empty folder with "
+                   "--out DIR"),
     ("html under a file", "cannot write --html {tmp}/afile/x.html: {tmp}/afile is a file, "
                           "not a folder"),
     ("html a folder", "cannot write --html {tmp}/busy: {tmp}/busy is a folder: give a file "
@@ -126,6 +130,9 @@ def test_mistakes_are_one_line_and_exit_4(tmp_path, monkeypatch, capsys, case, s
         (tmp_path / "busy").mkdir()
         (tmp_path / "busy" / "x").write_text("")
         extra = ["--out", str(tmp_path / "busy")]
+    elif case == "out a file":
+        (tmp_path / "afile").write_text("")
+        extra = ["--out", str(tmp_path / "afile")]
     elif case == "html under a file":  # said before the re-scoring run, not after it
         (tmp_path / "afile").write_text("")
         extra = ["--html", str(tmp_path / "afile" / "x.html")]
