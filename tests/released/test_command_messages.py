@@ -14,22 +14,9 @@ from pytest_duplexact.cli import main
 from pytest_duplexact.data.instance import load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
 from pytest_duplexact.rules import requires
-from tests.released.snapshot_builder import TEST_MAPPING, wait_row, write_rows
+from tests.released.snapshot_builder import wait_row, write_rows
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "released-data.md"
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("DUPLEXACT_CACHE_DIR", str(tmp_path / "dx-cache"))
-    return tmp_path / "dx-cache"
-
-
-@pytest.fixture
-def mapping(tmp_path) -> Path:
-    p = tmp_path / "mapping.toml"
-    p.write_text(TEST_MAPPING)
-    return p
 
 
 @pytest.fixture

@@ -20,26 +20,12 @@ from pytest_duplexact.data.instance import load_dataset
 from pytest_duplexact.released import ReleasedDataError, resolve_data
 from pytest_duplexact.rules import requires
 from tests.released.snapshot_builder import (
-    TEST_MAPPING,
     WAIT_FILE,
     build,
     wait_row,
     wav_bytes,
     write_rows,
 )
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("DUPLEXACT_CACHE_DIR", str(tmp_path / "dx-cache"))
-    return tmp_path / "dx-cache"
-
-
-@pytest.fixture
-def mapping(tmp_path) -> Path:
-    p = tmp_path / "mapping.toml"
-    p.write_text(TEST_MAPPING)
-    return p
 
 
 def _refused(snap: Path, mapping: Path) -> str:

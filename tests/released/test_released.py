@@ -30,12 +30,6 @@ def snapshot(tmp_path_factory) -> tuple[Path, Path, dict]:
     return root / "snap", root / "mapping.toml", held
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("DUPLEXACT_CACHE_DIR", str(tmp_path / "dx-cache"))
-    return tmp_path / "dx-cache"
-
-
 def _check_run(rep: dict, held: dict) -> None:
     ids = [o["id"] for o in rep["instances"]]
     assert len(ids) == sum(len(v) for v in held.values())
