@@ -28,8 +28,6 @@ from . import prompts
 from .audio_judge import AudioJudge
 from .client import JudgeClient
 
-OFF = ("off", "none")  # a model option with one of these values disables that judge
-
 
 class JudgePanel:
     """``JudgePanel()``, without judges, is the offline default: judged stages are NOT_JUDGED,
@@ -164,5 +162,4 @@ class JudgePanel:
         return cls(text, audio, cache, notes)
 
 def _off(value: str | None, env: str) -> bool:
-    value = value if value is not None else os.environ.get(env)
-    return bool(value) and value.strip().lower() in OFF
+    return calls.turned_off(value if value is not None else os.environ.get(env))

@@ -137,10 +137,10 @@ def check_keys(settings: RunSettings) -> None:
     "the model could not be built" at the first instance or, for a judge, a green run whose
     S was silently not judged. (A judge named only by its environment variable keeps the
     old way: off without a key, and the report says so.)"""
-    from ..remote.calls import ConfigError, resolve_api_key
+    from ..remote.calls import ConfigError, resolve_api_key, turned_off
 
     def asked(value) -> bool:
-        return bool(value) and str(value).strip().lower() != "off"
+        return bool(value) and not turned_off(value)
 
     for flag, value, remote, hint in (
             ("--duplexact-transcriber", settings.transcriber,

@@ -39,6 +39,14 @@ from .retry import RetryPolicy  # also read as calls.RetryPolicy, judges.RetryPo
 T = TypeVar("T")
 
 ENV_API_KEY = "OPENAI_API_KEY"
+# a judge's or a service's model given as one of these is turned off, not a model's name
+OFF = ("off", "none")
+
+
+def turned_off(model: str | None) -> bool:
+    """``--duplexact-judge=off`` (or ``none``): that service is not wanted, so it needs no
+    key, is not built and bills nothing (judges/panel.py, spend/estimate.py, preflight)."""
+    return bool(model) and str(model).strip().lower() in OFF
 
 
 class InvalidAnswer(ValueError):

@@ -108,13 +108,14 @@ def priced_name(settings) -> str:
 
 def services_of(settings, billed_model: bool) -> list[Service]:
     """The services ``settings`` (run/settings.RunSettings) will call."""
+    from ..remote.calls import turned_off
     from ..remote.netsafety import is_loopback_url
 
     out = [Service("model", priced_name(settings), billed_model)]
     # judges served from this machine (a local vLLM, llama.cpp, Ollama) bill nothing
     judged_here = is_loopback_url(getattr(settings, "judge_base_url", None))
     for label, model in (("text_judge", settings.judge), ("audio_judge", settings.audio_judge)):
-        if model and str(model).strip().lower() != "off":  # "off": no judge, nothing billed
+        if model and not turned_off(model):  # "off": no judge, nothing billed
             out.append(Service(label, model, not judged_here))
     if settings.simulator == "llm" and settings.simulator_model:
         out.append(Service("simulator", settings.simulator_model, True))

@@ -87,7 +87,8 @@ def test_a_judge_asked_for_without_a_key_is_one_line(pytester, monkeypatch, flag
     assert res.ret == pytest.ExitCode.USAGE_ERROR, said
     assert said[-1] == (f"ERROR: {flag}: no API key: set the OPENAI_API_KEY environment "
                         "variable (any value for a self-hosted server that checks none)")
-    # "off" asks for no judge
-    res = inproc(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
-                 "--duplexact-limit=1", "--duplexact-judge=off", "-p", "no:cacheprovider")
-    assert res.ret != pytest.ExitCode.USAGE_ERROR
+    # "off" and "none" ask for no judge (judges/panel.py turns them off)
+    for off in ("off", "none"):
+        res = inproc(pytester, "--duplexact-model=silent", "--duplexact-action=wait",
+                     "--duplexact-limit=1", f"--duplexact-judge={off}", "-p", "no:cacheprovider")
+        assert res.ret != pytest.ExitCode.USAGE_ERROR, off

@@ -225,17 +225,18 @@ def test_a_sub_second_duration_is_not_said_as_zero():
         ["0.5 s", "0.25 s", "0 s", "3 s", "60 s", "1 min", "1.1 h"]
 
 
-@pytest.mark.parametrize("url,billed", [("http://127.0.0.1:8000/v1", False),
-                                        ("http://localhost:8000/v1", False),
-                                        ("https://api.together.xyz/v1", True), (None, True)])
-def test_a_judge_served_from_this_machine_bills_nothing(bundled, url, billed):
+@pytest.mark.parametrize("url,billed,off", [("http://127.0.0.1:8000/v1", False, "off"),
+                                            ("http://localhost:8000/v1", False, "none"),
+                                            ("https://api.together.xyz/v1", True, "OFF"),
+                                            (None, True, "off")])
+def test_a_judge_served_from_this_machine_bills_nothing(bundled, url, billed, off):
     """A local vLLM or Ollama judge has no price and needs none: the budget refused it
     ('no price for my-local-llm'). One at another address may be a paid provider."""
     est = plan(bundled, RunSettings(model="oracle", judge="my-local-llm",
-                                    audio_judge="off", judge_base_url=url),
+                                    audio_judge=off, judge_base_url=url),
                prices=load_prices(), kind="stepped", billed_model=False)
     services = est["cost"]["services"]
-    assert "audio_judge" not in services  # "off" is no judge, not a model called "off"
+    assert "audio_judge" not in services  # off / none: no judge, not a model of that name
     judge = services["text_judge"]
     if billed:
         assert judge["cost"] is None and "no price for 'my-local-llm'" in judge["note"]
