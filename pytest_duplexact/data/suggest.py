@@ -23,19 +23,30 @@ def not_a_folder(path: Path | str) -> str:
     return "a file, not a folder" if Path(path).exists() else "no such folder"
 
 
-def blocking_parent(path: Path | str) -> str | None:
+def blocking_parent(path: Path | str, start: Path | None = None) -> str | None:
     """Why nothing can be made at ``path`` because of the folders above it: the nearest one
-    that exists is a file, a link to nothing, or a folder the user may not write in. None
-    when it can (as far as can be told before writing)."""
+    that exists is a file, a link to nothing, a folder the user may not write in, or one
+    that cannot be looked into (EACCES, which ``Path.exists`` raises). None when it can (as
+    far as can be told before writing). Folders under ``start`` are named relative to it,
+    as the user typed them."""
+    def shown(place: Path) -> Path:
+        try:
+            return place.relative_to(start) if start is not None else place
+        except ValueError:
+            return place
+
     for parent in Path(path).parents:
-        if parent.is_dir():
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return f"no permission to write in {parent}"
-            return None
-        if parent.is_symlink() and not parent.exists():
-            return f"{parent} is a link to nothing"
-        if parent.exists():
-            return f"{parent} is {not_a_folder(parent)}"
+        try:
+            if parent.is_dir():
+                if not os.access(parent, os.W_OK | os.X_OK):
+                    return f"no permission to write in {shown(parent)}"
+                return None
+            if parent.is_symlink() and not parent.exists():
+                return f"{shown(parent)} is a link to nothing"
+            if parent.exists():
+                return f"{shown(parent)} is {not_a_folder(parent)}"
+        except OSError as e:
+            return f"cannot look into {shown(parent)} ({e.strerror or e})"
     return None
 
 

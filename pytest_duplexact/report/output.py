@@ -38,7 +38,11 @@ def output_problem(path: str | Path, flag: str = "", example: str = "report.html
     never to be overwritten by its output."""
     p = Path(path)
     where = _where(p, flag)
-    if p.is_dir():
+    try:
+        is_folder = p.is_dir()
+    except OSError:  # EACCES above it: blocking_parent names the folder
+        is_folder = False
+    if is_folder:
         suggested = _where(p / example, flag)
         return f"cannot write {where}: {p} is a folder: give a file name, e.g. {suggested}"
     for given in inputs:

@@ -126,3 +126,23 @@ def _env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT), *filter(None, [env.get("PYTHONPATH")])])
     return env
+
+
+def test_a_folder_that_cannot_be_looked_into_is_one_line(tmp_path, monkeypatch):
+    """Path.exists and is_dir raise PermissionError for EACCES (root is never refused one,
+    so the refusal is simulated): the shared parent check says so instead of raising, for
+    --html as for the run store (saved.store_problem) and import's --out."""
+    import os as os_module
+
+    locked = tmp_path / "locked"
+    real_stat = os_module.stat
+
+    def stat(path, *a, **kw):
+        if str(path).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *a, **kw)
+
+    monkeypatch.setattr(os_module, "stat", stat)
+    said = output_problem(locked / "sub" / "x.html", "--html")
+    assert said == (f"cannot write --html {locked / 'sub' / 'x.html'}: cannot look into "
+                    f"{locked / 'sub'} (Permission denied)")

@@ -40,33 +40,21 @@ def entries(store: Path) -> list[tuple[int, Path]]:
 
 def store_problem(store: Path, start: Path | None = None,
                   flag: str = "--duplexact-storage") -> str | None:
-    """Why ``store`` cannot keep runs (it, or the nearest folder above it that exists, is a
-    file or not writable), said before a run rather than as a warning after it; None when it
-    can, as far as can be told before writing. Paths under ``start`` (the invocation folder)
-    are shown relative to it, as the user typed them."""
-    def shown(path: Path) -> Path:
-        try:
-            return path.relative_to(start) if start is not None else path
-        except ValueError:
-            return path
+    """Why ``store`` cannot keep runs, said before a run rather than as a warning after it;
+    None when it can, as far as can be told before writing. The first file a save makes is
+    the store's lock, so this is that file's ``blocking_parent``: the store, or the nearest
+    folder above it that exists, is a file, a link to nothing or not writable. Paths under
+    ``start`` (the invocation folder) are shown relative to it, as the user typed them."""
+    from ...data.suggest import blocking_parent
 
-    for place in (store, *store.parents):
-        try:
-            if place.is_symlink() and not place.exists():
-                why = f"{shown(place)} is a link to nothing"
-            elif not place.exists():
-                continue
-            elif not place.is_dir():
-                why = f"{shown(place)} is a file, not a folder"
-            elif not os.access(place, os.W_OK | os.X_OK):
-                why = f"no permission to write in {shown(place)}"
-            else:
-                return None
-        except OSError as e:  # a folder on the way that cannot be entered (EACCES)
-            why = f"cannot look into {shown(place)} ({e.strerror or e})"
-        return (f"cannot keep runs in {flag}={shown(store)}: {why}; give a folder that can be "
-                "written")
-    return None
+    why = blocking_parent(store / LOCK_FILE, start)
+    if why is None:
+        return None
+    try:
+        shown = store.relative_to(start) if start is not None else store
+    except ValueError:
+        shown = store
+    return f"cannot keep runs in {flag}={shown}: {why}; give a folder that can be written"
 
 
 def save(report, store: Path) -> Path:
