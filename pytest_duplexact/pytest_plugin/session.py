@@ -318,11 +318,10 @@ class DuplexactSession:
         return outcome
 
     def _judge_lost(self, item, exc: JudgeUnavailable) -> None:
-        """A judge's failure is a verdict, not an exception chain: when the panel says its
-        latest request could not connect, the error is chained to a ServiceUnreachable so
-        that _server_lost counts it as a remote service gone (a user would otherwise pay
-        for every model trial and have no judged stage come back)."""
-        from ..remote.calls import ServiceUnreachable
+        """A judge's failure is a verdict, not an exception chain _unreachable could read:
+        when the panel says this instance's request could not connect, it counts as a remote
+        service gone (a user would otherwise pay for every model trial and have no judged
+        stage come back), and its line names the judge and its address."""
         from ..remote.netsafety import mask_credentials
 
         panel = getattr(self.harness, "panel", None)
@@ -336,14 +335,16 @@ class DuplexactSession:
             kind = "audio judge" if judge is panel.audio else "judge"
             said = f"{kind} {judge.model} at {where}: {reason}"
             exc.args = (said,)
-            exc.__cause__ = ServiceUnreachable(f"nothing answered at {where}")
-        self._server_lost(item, exc, said)
+        self._server_lost(item, exc, said, what="service" if judge is not None else None)
 
-    def _server_lost(self, item, exc: BaseException, said: str | None = None) -> None:
+    def _server_lost(self, item, exc: BaseException, said: str | None = None,
+                     what: str | None = None) -> None:
         """After LOST_AFTER instances in a row that could not connect at all, stop pytest
-        before the next test: what was scored is kept, and the line says how to go on."""
+        before the next test: what was scored is kept, and the line says how to go on.
+        ``what``: what could not be reached, where the caller knows it; else read off the
+        error's chain (_unreachable)."""
         runner = self.runner
-        what = _unreachable(exc)
+        what = what or _unreachable(exc)
         if what is None:
             runner.unreached = 0
             return
