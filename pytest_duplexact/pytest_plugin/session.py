@@ -810,14 +810,12 @@ class DuplexactSession:
             return 1
         if not (run.gates or baseline) or exitstatus not in (0, 1):
             return None  # no gates: pytest's own semantics; interrupted / usage errors stay
-        if missing:  # gates pass a complete run only: -x or a lost worker left some unrun
-            if builder.passed(report):
-                ctl.messages.append(
-                    f"duplexact: the gates passed on an incomplete run ({missing} of "
-                    f"{len(expected)} selected instance(s) have no outcome): exit status 1, "
-                    "not 0")
-            return 1  # pytest's own failure (1) stays; a 0 becomes 1
-        return 0 if builder.passed(report) else 1
+        # gates pass a complete run only (-x or a lost worker left some unrun): pytest's own
+        # failure (1) stays, a 0 becomes 1
+        status, said = builder.gated_exit(report, missing, len(expected))
+        if said:
+            ctl.messages.append(f"duplexact: {said}")
+        return status
 
     def _run_report_hook(self, report):
         """The report as the ``pytest_duplexact_report`` hooks leave it, with ``extra`` made

@@ -148,3 +148,17 @@ def passed(report: Report) -> bool:
     return (all(g.passed for g in report.gate_list())
             and (report.baseline is None or report.baseline["passed"])
             and report.totals.errors == 0)
+
+
+def gated_exit(report: Report, missing: int, of: int | None = None) -> tuple[int, str | None]:
+    """A gated run's exit status, and what to say when the gates passed a run with
+    ``missing`` selected instances unrun (``of`` selected): gates pass a complete run only,
+    so that is 1, never 0 (the plugin's session and ``duplexact merge`` alike)."""
+    ok = passed(report)
+    if not missing:
+        return (0 if ok else 1), None
+    if not ok:
+        return 1, None
+    counted = f"{missing} of {of}" if of is not None else f"{missing}"
+    return 1, (f"the gates passed on an incomplete run ({counted} selected instance(s) have "
+               "no outcome): exit status 1, not 0")

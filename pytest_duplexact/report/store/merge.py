@@ -472,23 +472,17 @@ def _gating(args) -> tuple[tuple, object]:
 
 
 def _gate_status(report: Report) -> int:
-    """Print the merged run's gates and baseline as a run's terminal does; 0 when they pass a
-    complete run without errors, else 1."""
-    from ..builder import passed
-    from ..sections.baseline import render_lines
+    """Print the merged run's gates and baseline as a run's terminal does; its exit status as
+    a gated run's (builder.gated_exit)."""
+    from ..builder import gated_exit
+    from ..views.terminal import verdict_lines
 
-    lines = []
-    if report.gate_list():
-        lines += ["Gates:"] + [f"  {g.message}" for g in report.gate_list()]
-    if report.baseline:
-        lines += ["Baseline:"] + [f"  {line}" for line in render_lines(report.baseline)]
-    ok = passed(report)
+    lines = verdict_lines(report, report.gate_list())
     if report.totals.errors:
         lines.append(f"{report.totals.errors} instance(s) ended in an error: the merged run "
                      "does not pass")
-    if report.incomplete and ok:
-        lines.append(f"duplexact merge: the gates passed on an incomplete run "
-                     f"({len(report.incomplete)} selected instance(s) have no outcome): "
-                     "exit status 1, not 0")
-    print("\n".join(lines))
-    return 0 if ok and not report.incomplete else 1
+    status, said = gated_exit(report, len(report.incomplete or ()))
+    if said:
+        lines.append(f"duplexact merge: {said}")
+    print("\n".join(line for line in lines if line))
+    return status

@@ -143,12 +143,17 @@ def render(report: Report, gate_results=()) -> list[str]:
     if (line := concurrency_line(report.measured)) is not None:
         out.append(line)
     out += report.note_lines()
+    return out + verdict_lines(report, gate_results)
+
+
+def verdict_lines(report: Report, gate_results=()) -> list[str]:
+    """The gates' and the baseline's lines, as a run's terminal ends (and ``duplexact merge
+    --gate`` prints them)."""
+    out = []
     if gate_results:
-        out += ["", "Gates:"]
-        out += [f"  {g.message}" for g in gate_results]
+        out += ["", "Gates:"] + [f"  {g.message}" for g in gate_results]
     if report.baseline:
         from ..sections.baseline import render_lines
 
-        out += ["", "Baseline:"]
-        out += [f"  {line}" for line in render_lines(report.baseline)]
+        out += ["", "Baseline:"] + [f"  {line}" for line in render_lines(report.baseline)]
     return out
